@@ -1,0 +1,22 @@
+//! The query language of Slipstream: BSON comparison order, dotted paths
+//! with MongoDB's array semantics, filter matching, projection, sort,
+//! update operators (and their idempotent oplog form), index key
+//! generation, plan selection and the aggregation pipeline.
+//!
+//! This crate is pure: no I/O, no clocks except where a caller passes the
+//! current time in, no threads. It must not depend on storage, networking
+//! or the server; those crates depend on it.
+
+pub mod aggregate;
+pub mod compare;
+pub mod error;
+pub mod expr;
+pub mod filter;
+pub mod index_key;
+pub mod path;
+pub mod planner;
+pub mod projection;
+pub mod sort;
+pub mod update;
+
+pub use error::QueryError;

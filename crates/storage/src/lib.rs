@@ -1,0 +1,38 @@
+//! The Slipstream storage engine.
+//!
+//! It owns everything on disk under `--dbpath`: the oplog journal (the
+//! write-ahead log: every write is an oplog entry, and only the journal is
+//! fsynced on commit), the in-memory versioned store (version chains keyed
+//! by commit timestamp, giving reads at a timestamp and `rollback_to`), the
+//! checkpoints of the state at the stable timestamp written into an
+//! embedded ordered key-value engine, and recovery (open the checkpoint,
+//! replay the oplog from its timestamp).
+//!
+//! The key-value engine (redb) is reached only through the `kv` trait: no
+//! crate above `storage` may depend on redb or name its types. This crate
+//! must not depend on the network, the server or the consensus crate.
+//!
+//! Layout (one concern per module):
+//! - `timestamp`: `Timestamp`, `OpTime` and the oplog clock that ticks them.
+//! - `error`: `StorageError`, the variants callers act on.
+//! - `journal`: segment files of CRC-framed oplog entries, group commit,
+//!   torn-tail recovery, truncation, tailing (see `docs/storage-format.md`).
+//! - `io`: the file I/O backend behind the journal, with a fault-injecting
+//!   implementation for tests.
+//! - `kv`, `redb_engine`: the ordered key-value trait and its redb engine.
+//! - `mvcc`: the versioned ordered map layered over a checkpoint.
+//! - `catalog`: collections, their UUIDs, table ids and index specs.
+//! - `oplog_entry`: building and parsing oplog entries `{ts, t, op, ns, ui, o, o2, wall}`.
+//! - `apply`: applying one oplog entry to the versioned store (used by the
+//!   write path, recovery and, later, secondaries).
+//! - `checkpoint`, `recovery`: the two halves of durability for data.
+//! - `engine`: the facade (`Engine`) the server uses.
+
+pub mod error;
+pub mod timestamp;
+
+pub use error::StorageError;
+pub use timestamp::{OpTime, Timestamp};
+pub mod engine;
+
+pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, Writer};

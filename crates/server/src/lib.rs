@@ -7,5 +7,6 @@
 //! Must not depend on redb (only on `slipstream-storage`'s facade).
 
 pub mod commands;
+pub mod cursor;
 pub mod error;
 pub mod state;

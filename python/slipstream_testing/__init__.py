@@ -1,0 +1,5 @@
+"""Helpers to run real Slipstream nodes from Python tests and demos."""
+
+from .node import Node, free_port, binary_path
+
+__all__ = ["Node", "free_port", "binary_path"]

@@ -1,0 +1,118 @@
+"""Durability through real processes: SIGKILL, restart, lock file, clean shutdown (issue 2, items 1 and 6)."""
+
+import subprocess
+import threading
+import time
+
+import pytest
+from pymongo import MongoClient, WriteConcern
+from pymongo.errors import AutoReconnect, ConnectionFailure, PyMongoError
+
+from slipstream_testing import Node, binary_path, free_port
+
+WRITERS = 8
+KILL_AFTER_S = 1.5
+
+
+def connect(node):
+    return MongoClient(node.uri, serverSelectionTimeoutMS=10_000, retryWrites=False)
+
+
+def test_acknowledged_journaled_inserts_survive_sigkill(fresh_node):
+    """SIGKILL in the middle of concurrent j:true inserts loses no acknowledged document."""
+    fresh_node.start()
+    acknowledged = [[] for _ in range(WRITERS)]
+    stop = threading.Event()
+
+    def writer(index):
+        client = connect(fresh_node)
+        coll = client.test.get_collection("durable", write_concern=WriteConcern(j=True))
+        n = 0
+        try:
+            while not stop.is_set():
+                doc_id = f"{index}-{n}"
+                coll.insert_one({"_id": doc_id, "pad": "x" * 512})
+                acknowledged[index].append(doc_id)
+                n += 1
+        except PyMongoError:
+            pass  # The node died under us: only what was acknowledged counts.
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    time.sleep(KILL_AFTER_S)
+    fresh_node.kill()
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    total = sum(len(ids) for ids in acknowledged)
+    assert total > 0, "no insert was acknowledged before the kill"
+
+    fresh_node.start()
+    client = connect(fresh_node)
+    present = {d["_id"] for d in client.test.durable.find({}, {"_id": 1})}
+    missing = [doc_id for ids in acknowledged for doc_id in ids if doc_id not in present]
+    assert missing == [], f"{len(missing)} of {total} acknowledged documents lost"
+    client.close()
+
+
+def test_data_survives_restart_after_clean_shutdown(fresh_node):
+    fresh_node.start()
+    client = connect(fresh_node)
+    client.test.c.insert_many([{"_id": i} for i in range(100)])
+    client.test.c.create_index("x")
+    client.close()
+    assert fresh_node.stop() == 0
+    fresh_node.start()
+    client = connect(fresh_node)
+    assert client.test.c.count_documents({}) == 100
+    assert "x_1" in [ix["name"] for ix in client.test.c.list_indexes()]
+    client.close()
+
+
+def test_many_writes_then_kill_recovers_updates_and_deletes(fresh_node):
+    fresh_node.start()
+    client = connect(fresh_node)
+    coll = client.test.get_collection("mix", write_concern=WriteConcern(j=True))
+    coll.insert_many([{"_id": i, "v": 0} for i in range(200)])
+    for i in range(0, 200, 2):
+        coll.update_one({"_id": i}, {"$inc": {"v": 5}})
+    coll.delete_many({"_id": {"$gte": 150}})
+    expected = sorted((d["_id"], d["v"]) for d in coll.find())
+    client.close()
+    fresh_node.kill()
+    fresh_node.start()
+    client = connect(fresh_node)
+    assert sorted((d["_id"], d["v"]) for d in client.test.mix.find()) == expected
+    client.close()
+
+
+def test_second_node_on_same_dbpath_is_refused(fresh_node):
+    fresh_node.start()
+    result = subprocess.run(
+        [str(binary_path()), "serve", "--port", str(free_port()), "--bind-ip", "127.0.0.1",
+         "--dbpath", fresh_node.dbpath], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "lock" in (result.stdout + result.stderr).lower()
+    # The first node is unaffected.
+    client = connect(fresh_node)
+    assert client.admin.command("ping")["ok"] == 1.0
+    client.close()
+
+
+def test_sigterm_shuts_down_cleanly(fresh_node):
+    fresh_node.start()
+    assert fresh_node.stop() == 0
+
+
+def test_shutdown_command(fresh_node):
+    fresh_node.start()
+    client = connect(fresh_node)
+    try:
+        client.admin.command("shutdown")
+    except (AutoReconnect, ConnectionFailure):
+        pass  # The server closes the connection as it goes down.
+    client.close()
+    assert fresh_node.process.wait(timeout=60) == 0

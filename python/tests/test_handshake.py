@@ -1,0 +1,119 @@
+"""Handshake and admin commands that drivers and shells send (issue 2, item 3)."""
+
+import pytest
+from bson import Int64, ObjectId
+from pymongo.errors import OperationFailure
+
+
+def test_hello_reports_a_writable_standalone(client):
+    reply = client.admin.command("hello")
+    assert reply["ok"] == 1.0
+    assert reply["isWritablePrimary"] is True
+    assert reply["minWireVersion"] == 0
+    assert reply["maxWireVersion"] == 21
+    assert reply["maxBsonObjectSize"] == 16 * 1024 * 1024
+    assert reply["maxMessageSizeBytes"] == 48_000_000
+    assert reply["maxWriteBatchSize"] == 100_000
+    assert reply["logicalSessionTimeoutMinutes"] == 30
+    assert isinstance(reply["connectionId"], int)
+    assert "localTime" in reply
+
+
+def test_topology_version_counter_is_int64(client):
+    # The Java driver rejects an Int32 counter.
+    raw = client.admin.command("hello", codec_options=client.codec_options.with_options(
+        document_class=dict))
+    version = raw["topologyVersion"]
+    assert isinstance(version["processId"], ObjectId)
+    assert isinstance(version["counter"], int)
+    from bson.raw_bson import RawBSONDocument
+    from bson.codec_options import CodecOptions
+    raw_reply = client.admin.command("hello", codec_options=CodecOptions(document_class=RawBSONDocument))
+    counter_element = raw_reply.raw.find(b"counter\x00")
+    assert counter_element > 0
+    # The type byte precedes the element name: 0x12 is Int64.
+    assert raw_reply.raw[counter_element - 1] == 0x12
+
+
+def test_legacy_ismaster_spellings(client):
+    for name in ("isMaster", "ismaster"):
+        reply = client.admin.command(name)
+        assert reply["ismaster"] is True
+        assert reply["maxWireVersion"] == 21
+
+
+def test_hello_ok_is_echoed(client):
+    reply = client.admin.command({"isMaster": 1, "helloOk": True})
+    assert reply.get("helloOk") is True
+
+
+def test_ping(client):
+    assert client.admin.command("ping")["ok"] == 1.0
+
+
+def test_build_info_has_version_array(client):
+    reply = client.admin.command("buildInfo")
+    assert isinstance(reply["version"], str)
+    assert reply["versionArray"][0] == 7
+    assert len(reply["versionArray"]) == 4
+
+
+def test_get_parameter_star_includes_enable_test_commands(client):
+    reply = client.admin.command({"getParameter": "*"})
+    assert "enableTestCommands" in reply
+    named = client.admin.command({"getParameter": 1, "enableTestCommands": 1})
+    assert named["enableTestCommands"] in (True, 1)
+
+
+def test_get_cmd_line_opts(client, node):
+    reply = client.admin.command("getCmdLineOpts")
+    assert isinstance(reply["argv"], list)
+    assert reply["parsed"]["net"]["port"] == node.port
+
+
+def test_server_status_sections(client):
+    client.admin.command("ping")
+    reply = client.admin.command("serverStatus")
+    for key in ("host", "version", "process", "pid", "uptime", "uptimeMillis", "localTime",
+                "connections", "opcounters", "mem", "storageEngine", "network"):
+        assert key in reply, key
+    assert reply["storageEngine"]["name"]
+    assert reply["connections"]["current"] >= 1
+    for counter in ("insert", "query", "update", "delete", "getmore", "command"):
+        assert counter in reply["opcounters"]
+    # The engine's own section.
+    assert reply["storageEngine"]["name"] in reply
+
+
+def test_opcounters_count_inserts(client, coll):
+    before = client.admin.command("serverStatus")["opcounters"]["insert"]
+    coll.insert_many([{"i": i} for i in range(5)])
+    after = client.admin.command("serverStatus")["opcounters"]["insert"]
+    assert after - before == 5
+
+
+def test_host_info_whatsmyuri_connection_status(client):
+    assert "system" in client.admin.command("hostInfo")
+    assert client.admin.command("whatsmyuri")["you"].startswith("127.0.0.1:")
+    status = client.admin.command("connectionStatus")
+    assert "authInfo" in status
+
+
+def test_get_log(client):
+    reply = client.admin.command({"getLog": "global"})
+    assert isinstance(reply["log"], list)
+    assert reply["totalLinesWritten"] >= len(reply["log"])
+    assert "names" in client.admin.command({"getLog": "*"})
+
+
+def test_unknown_command_is_command_not_found(client):
+    with pytest.raises(OperationFailure) as failure:
+        client.admin.command("noSuchCommandAnywhere")
+    assert failure.value.code == 59
+    assert failure.value.details["codeName"] == "CommandNotFound"
+
+
+def test_end_sessions_is_accepted(client):
+    session = client.start_session()
+    session.end_session()
+    assert client.admin.command("ping")["ok"] == 1.0

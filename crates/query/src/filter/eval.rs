@@ -1,0 +1,126 @@
+//! Matching a document against a parsed filter tree.
+//!
+//! Every function returns `Option<Option<usize>>`: `None` when the node does
+//! not match, `Some(position)` when it does, with the array position that
+//! satisfied it (if any) for the positional `$` operator.
+
+use bson::{Bson, Document};
+
+use super::predicate::{compare_matches, eq_matches, mod_matches};
+use super::{Node, Predicate};
+use crate::expr::{is_truthy, Expr, Variables};
+use crate::path::{any_candidate, LeafArrays};
+
+type Outcome = Option<Option<usize>>;
+
+/// A parsed `$expr`.
+#[derive(Clone, Debug)]
+pub struct ExprNode {
+    pub expr: Expr,
+}
+
+impl ExprNode {
+    /// An expression that fails at run time (for instance `$divide` by zero)
+    /// makes the document not match rather than aborting the whole query.
+    /// MongoDB fails the query instead; callers that need that must check
+    /// expressions themselves. Kept simple: a failed evaluation does not match.
+    fn holds(&self, doc: &Document) -> bool {
+        match self.expr.evaluate(doc, &Variables::empty()) {
+            Ok(value) => is_truthy(&value),
+            Err(_) => false,
+        }
+    }
+}
+
+pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
+    match node {
+        Node::True => Some(None),
+        Node::False => None,
+        Node::And(children) => {
+            let mut position = None;
+            for child in children {
+                let found = matches_document(child, doc)?;
+                position = position.or(found);
+            }
+            Some(position)
+        }
+        Node::Or(children) => children.iter().find_map(|child| matches_document(child, doc)),
+        Node::Nor(children) => match children.iter().any(|child| matches_document(child, doc).is_some()) {
+            true => None,
+            false => Some(None),
+        },
+        Node::Field { path, predicate } => {
+            let mut found = None;
+            let leaf = leaf_mode(predicate);
+            any_candidate(doc, path, leaf, &mut |candidate| {
+                if satisfies(predicate, candidate.value) {
+                    found = Some(candidate.array_position);
+                    true
+                } else {
+                    false
+                }
+            });
+            found
+        }
+        Node::Expr(expr) => expr.holds(doc).then_some(None),
+    }
+}
+
+/// Matching inside `$elemMatch` on values: every field node has the empty
+/// path and tests the element itself, without expanding arrays.
+pub fn matches_value(node: &Node, value: &Bson) -> bool {
+    match node {
+        Node::True => true,
+        Node::False => false,
+        Node::And(children) => children.iter().all(|child| matches_value(child, value)),
+        Node::Or(children) => children.iter().any(|child| matches_value(child, value)),
+        Node::Nor(children) => !children.iter().any(|child| matches_value(child, value)),
+        Node::Field { path, predicate } if path.is_empty() => satisfies(predicate, Some(value)),
+        Node::Field { .. } | Node::Expr(_) => match value {
+            Bson::Document(doc) => matches_document(node, doc).is_some(),
+            _ => false,
+        },
+    }
+}
+
+fn leaf_mode(predicate: &Predicate) -> LeafArrays {
+    match predicate {
+        Predicate::Size(_) | Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => LeafArrays::Whole,
+        _ => LeafArrays::WholeAndElements,
+    }
+}
+
+fn satisfies(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
+    match predicate {
+        Predicate::Eq(target) => eq_matches(candidate, target),
+        Predicate::Compare(op, target) => compare_matches(*op, candidate, target),
+        Predicate::In(list) => list.matches(candidate),
+        Predicate::Exists => candidate.is_some(),
+        Predicate::Type(types) => types.matches(candidate),
+        Predicate::Regex(regex) => regex.matches(candidate),
+        Predicate::Mod { divisor, remainder } => mod_matches(candidate, *divisor, *remainder),
+        Predicate::Size(size) => matches!(candidate, Some(Bson::Array(items)) if items.len() == *size),
+        Predicate::ElemMatchDocument(query) => match candidate {
+            Some(Bson::Array(items)) => items.iter().any(|item| element_matches_query(query, item)),
+            _ => false,
+        },
+        Predicate::ElemMatchValue(conditions) => match candidate {
+            Some(Bson::Array(items)) => items.iter().any(|item| matches_value(conditions, item)),
+            _ => false,
+        },
+    }
+}
+
+/// `$elemMatch` with a query applies it to elements that are documents or
+/// arrays (an array is seen as a document keyed "0", "1", ...).
+fn element_matches_query(query: &Node, item: &Bson) -> bool {
+    match item {
+        Bson::Document(doc) => matches_document(query, doc).is_some(),
+        Bson::Array(items) => {
+            let as_doc: Document =
+                items.iter().enumerate().map(|(i, v)| (i.to_string(), v.clone())).collect();
+            matches_document(query, &as_doc).is_some()
+        }
+        _ => false,
+    }
+}

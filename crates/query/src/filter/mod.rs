@@ -1,0 +1,132 @@
+//! Query filters (`find`, `update`, `delete`, `$match`): parsing a filter
+//! document into a tree once, then matching documents against it.
+//!
+//! Semantics follow MongoDB 7.0: each predicate on a path holds when *any*
+//! candidate value the path reaches satisfies it (see `crate::path`);
+//! negations (`$ne`, `$nin`, `$not`, `$nor`, `$exists: false`) negate that
+//! whole "any", so `{a: {$ne: 5}}` rejects `{a: [5, 6]}`.
+
+mod eval;
+mod parse;
+mod predicate;
+
+use bson::{Bson, Document};
+
+use crate::error::QueryError;
+use crate::path::FieldPath;
+
+pub use predicate::{CompareOp, InList, RegexMatcher, TypeSet};
+
+/// A parsed filter: immutable and cheap to share between threads.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    root: Node,
+}
+
+/// What a match found, for the positional `$` of updates and projections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatchDetails {
+    pub matched: bool,
+    /// Position, in the outermost array of the path, of the element that
+    /// satisfied a predicate on an array path.
+    pub array_position: Option<usize>,
+}
+
+/// The filter tree. The planner reads it; only `parse` builds it.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// Matches every document (`{}`, an empty `$and` never parses).
+    True,
+    /// Matches no document (`$in: []`, `$all: []`).
+    False,
+    And(Vec<Node>),
+    Or(Vec<Node>),
+    /// Neither child matches: `$nor`, and `$not`/`$ne`/`$nin` over a path.
+    Nor(Vec<Node>),
+    /// Some candidate of `path` satisfies `predicate`. An empty path means
+    /// "the value under test itself" (inside `$elemMatch` on values).
+    Field { path: FieldPath, predicate: Predicate },
+    /// `$expr`: an aggregation expression evaluated on the whole document.
+    Expr(crate::filter::eval::ExprNode),
+}
+
+/// A condition on one value.
+#[derive(Clone, Debug)]
+pub enum Predicate {
+    /// `$eq` (and implicit equality). `null` also matches a missing field.
+    Eq(Bson),
+    /// `$gt`, `$gte`, `$lt`, `$lte`, with type bracketing.
+    Compare(CompareOp, Bson),
+    In(InList),
+    /// Some candidate is present (the negated form is a `Nor`).
+    Exists,
+    Type(TypeSet),
+    Regex(RegexMatcher),
+    /// `$mod: [divisor, remainder]`.
+    Mod { divisor: i64, remainder: i64 },
+    /// `$size`: an array with exactly this many elements.
+    Size(usize),
+    /// `$elemMatch` with a query: some element (a document) matches.
+    ElemMatchDocument(Box<Node>),
+    /// `$elemMatch` with operators: some element itself satisfies them all.
+    ElemMatchValue(Box<Node>),
+}
+
+impl Filter {
+    /// Parses a filter document. Errors carry MongoDB's codes and messages
+    /// (`unknown operator: $x`, `unknown top level operator: $x`, ...).
+    pub fn parse(filter: &Document) -> Result<Filter, QueryError> {
+        Ok(Filter { root: parse::parse_document(filter, 0)? })
+    }
+
+    /// A filter that matches every document.
+    pub fn match_all() -> Filter {
+        Filter { root: Node::True }
+    }
+
+    pub fn matches(&self, doc: &Document) -> bool {
+        eval::matches_document(&self.root, doc).is_some()
+    }
+
+    pub fn matches_with_details(&self, doc: &Document) -> MatchDetails {
+        match eval::matches_document(&self.root, doc) {
+            Some(array_position) => MatchDetails { matched: true, array_position },
+            None => MatchDetails { matched: false, array_position: None },
+        }
+    }
+
+    /// Top-level equality conditions, in filter order: `{a: 5}`,
+    /// `{a: {$eq: 5}}`, and those inside a top-level `$and`.
+    pub fn equality_fields(&self) -> Vec<(String, Bson)> {
+        let mut out = Vec::new();
+        collect_equalities(&self.root, &mut out);
+        out
+    }
+
+    /// True when the filter matches every document without looking at it.
+    pub fn is_empty(&self) -> bool {
+        matches!(self.root, Node::True)
+    }
+
+    /// The parsed tree, for the planner.
+    pub fn root(&self) -> &Node {
+        &self.root
+    }
+}
+
+fn collect_equalities(node: &Node, out: &mut Vec<(String, Bson)>) {
+    match node {
+        Node::And(children) => children.iter().for_each(|child| collect_equalities(child, out)),
+        Node::Field { path, predicate: Predicate::Eq(value) } if !path.is_empty() => {
+            out.push((path.dotted().to_string(), value.clone()));
+        }
+        _ => {}
+    }
+}
+
+/// A parsed filter is shared by cursors across threads.
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Filter>();
+}

@@ -1,1 +1,592 @@
-//! (to be written)
+//! Aggregation expressions: parsing a BSON expression once into an `Expr`
+//! tree, then evaluating it against documents.
+//!
+//! A value in an expression may be *missing* (a field that does not
+//! exist). Internally every evaluation returns `Value = Option<Bson>`,
+//! `None` standing for missing, because MongoDB treats missing differently
+//! from null: `$project` drops a missing computed field, `$type` answers
+//! "missing", and comparisons order missing below null (so `{$eq:
+//! ["$absent", null]}` is false, as in MongoDB).
+//!
+//! Operators live in submodules by family; each exports a table of
+//! `OpSpec`s that `parse` consults. No operator touches a clock: `$$NOW`
+//! comes from the caller through `Variables`.
+
+mod arithmetic;
+mod arrays;
+mod conditional;
+mod dates;
+mod objects;
+mod strings;
+mod types;
+
+use std::cmp::Ordering;
+
+use bson::{Bson, Document};
+
+use crate::compare::compare_values;
+use crate::error::{codes, QueryError};
+
+/// The result of evaluating an expression: `None` is a missing value.
+pub type Value = Option<Bson>;
+
+/// A parsed aggregation expression.
+#[derive(Clone, Debug)]
+pub struct Expr {
+    node: Node,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    Literal(Bson),
+    /// `$a.b.c`: a path from `$$CURRENT`.
+    Field(Vec<String>),
+    /// `$$name.a.b`.
+    Variable { name: String, path: Vec<String> },
+    /// `{a: <expr>, b: <expr>}`: a document built from expressions.
+    Object(Vec<(String, Expr)>),
+    /// `[<expr>, ...]`.
+    Array(Vec<Expr>),
+    Operator { spec: &'static OpSpec, args: Args },
+}
+
+/// The arguments of one operator. Positional operators fill `exprs` in
+/// order; named-argument operators fill it in the order of the spec's
+/// `required` then `optional` names (absent optional ones are `None`).
+/// `names` carries bound variable names (`$let`, `$map`'s `as`, ...).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Args {
+    exprs: Vec<Option<Expr>>,
+    names: Vec<String>,
+}
+
+impl Args {
+    fn positional(exprs: Vec<Expr>) -> Args {
+        Args { exprs: exprs.into_iter().map(Some).collect(), names: Vec::new() }
+    }
+
+    fn len(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// The expression at `index`, if present.
+    fn get(&self, index: usize) -> Option<&Expr> {
+        self.exprs.get(index).and_then(|e| e.as_ref())
+    }
+
+    /// Evaluates the argument at `index`; an absent argument is missing.
+    fn eval(&self, index: usize, cx: &Context) -> Result<Value, QueryError> {
+        match self.get(index) {
+            Some(expr) => expr.eval(cx),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates every argument in order.
+    fn eval_all(&self, cx: &Context) -> Result<Vec<Value>, QueryError> {
+        (0..self.len()).map(|i| self.eval(i, cx)).collect()
+    }
+}
+
+type EvalFn = fn(&'static str, &Args, &Context) -> Result<Value, QueryError>;
+type ParseFn = fn(&'static OpSpec, &Bson) -> Result<Args, QueryError>;
+
+/// How an operator takes its arguments.
+#[derive(Debug)]
+pub(crate) enum ArgStyle {
+    /// An array of expressions (or one non-array expression) of a count
+    /// within `min..=max`.
+    Positional { min: usize, max: usize },
+    /// A document of named arguments.
+    Named { required: &'static [&'static str], optional: &'static [&'static str] },
+    /// The operator parses its own arguments.
+    Custom(ParseFn),
+}
+
+/// One expression operator: its name, argument style and evaluator.
+pub(crate) struct OpSpec {
+    pub name: &'static str,
+    pub style: ArgStyle,
+    pub eval: EvalFn,
+}
+
+impl std::fmt::Debug for OpSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Named bindings visible to an expression: the system variables
+/// `$$ROOT`, `$$NOW` and the user variables bound by `$let`, `$map`,
+/// `$filter`, `$reduce` and `$lookup`'s `let`.
+#[derive(Clone, Debug, Default)]
+pub struct Variables {
+    /// `$$ROOT` when it differs from the document being evaluated;
+    /// `None` means `$$ROOT` is the evaluated document itself.
+    root: Option<Document>,
+    now: Option<bson::DateTime>,
+    /// Innermost binding last, so lookups scan from the end.
+    /// A binding may hold a missing value (`$let` of an absent field).
+    bindings: Vec<(String, Value)>,
+}
+
+impl Variables {
+    /// Variables for evaluating expressions over `root` (which becomes
+    /// `$$ROOT`). `$$NOW` is unset until `with_now`.
+    pub fn new(root: &Document) -> Variables {
+        Variables { root: Some(root.clone()), now: None, bindings: Vec::new() }
+    }
+
+    /// Variables whose `$$ROOT` is whichever document is evaluated.
+    pub fn empty() -> Variables {
+        Variables::default()
+    }
+
+    /// Sets `$$NOW` (the pipeline passes the time of the command).
+    pub fn with_now(mut self, now: bson::DateTime) -> Variables {
+        self.now = Some(now);
+        self
+    }
+
+    /// Binds a user variable (shadowing an outer one of the same name).
+    pub fn bind(&mut self, name: impl Into<String>, value: Bson) {
+        self.bindings.push((name.into(), Some(value)));
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        self.bindings.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
+/// What an evaluation sees: the current document and the variables.
+pub(crate) struct Context<'a> {
+    current: &'a Document,
+    vars: &'a Variables,
+}
+
+impl<'a> Context<'a> {
+    /// Runs `f` with additional variable bindings.
+    fn with_bindings<T>(
+        &self,
+        bindings: Vec<(String, Value)>,
+        f: impl FnOnce(&Context) -> T,
+    ) -> T {
+        let mut vars = self.vars.clone();
+        vars.bindings.extend(bindings);
+        f(&Context { current: self.current, vars: &vars })
+    }
+}
+
+/// Every operator table, searched in order by `parse`.
+fn operator_tables() -> [&'static [OpSpec]; 7] {
+    [
+        conditional::OPERATORS,
+        arithmetic::OPERATORS,
+        strings::OPERATORS,
+        arrays::OPERATORS,
+        types::OPERATORS,
+        dates::OPERATORS,
+        objects::OPERATORS,
+    ]
+}
+
+fn find_operator(name: &str) -> Option<&'static OpSpec> {
+    operator_tables().into_iter().flat_map(|t| t.iter()).find(|spec| spec.name == name)
+}
+
+impl Expr {
+    /// Parses an aggregation expression.
+    pub fn parse(value: &Bson) -> Result<Expr, QueryError> {
+        let node = match value {
+            Bson::String(s) if s.starts_with("$$") => parse_variable(&s[2..])?,
+            Bson::String(s) if s.starts_with('$') => Node::Field(parse_field_path(&s[1..])?),
+            Bson::Document(d) => return parse_document(d),
+            Bson::Array(items) => {
+                Node::Array(items.iter().map(Expr::parse).collect::<Result<_, _>>()?)
+            }
+            other => Node::Literal(other.clone()),
+        };
+        Ok(Expr { node })
+    }
+
+    /// An expression that evaluates to `value` as is.
+    pub fn literal(value: Bson) -> Expr {
+        Expr { node: Node::Literal(value) }
+    }
+
+    /// Evaluates over `root` (as `$$CURRENT`); a missing result is null.
+    pub fn evaluate(&self, root: &Document, vars: &Variables) -> Result<Bson, QueryError> {
+        Ok(self.evaluate_optional(root, vars)?.unwrap_or(Bson::Null))
+    }
+
+    /// Evaluates over `root`; `None` when the result is missing (so that
+    /// `$project`/`$addFields` can leave the field out).
+    pub fn evaluate_optional(&self, root: &Document, vars: &Variables) -> Result<Value, QueryError> {
+        self.eval(&Context { current: root, vars })
+    }
+
+    /// The field path of an expression like `"$a.b"`, if it is one.
+    pub fn as_field_path(&self) -> Option<&[String]> {
+        match &self.node {
+            Node::Field(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The constant value of a literal expression, if it is one.
+    pub fn as_literal(&self) -> Option<&Bson> {
+        match &self.node {
+            Node::Literal(value) => Some(value),
+            _ => None,
+        }
+    }
+
+    fn eval(&self, cx: &Context) -> Result<Value, QueryError> {
+        match &self.node {
+            Node::Literal(value) => Ok(Some(value.clone())),
+            Node::Field(path) => Ok(lookup_path_in_document(cx.current, path)),
+            Node::Variable { name, path } => eval_variable(name, path, cx),
+            Node::Object(fields) => {
+                let mut out = Document::new();
+                for (name, expr) in fields {
+                    if let Some(value) = expr.eval(cx)? {
+                        out.insert(name.clone(), value);
+                    }
+                }
+                Ok(Some(Bson::Document(out)))
+            }
+            Node::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    // A missing element of an array literal becomes null.
+                    out.push(item.eval(cx)?.unwrap_or(Bson::Null));
+                }
+                Ok(Some(Bson::Array(out)))
+            }
+            Node::Operator { spec, args } => (spec.eval)(spec.name, args, cx),
+        }
+    }
+}
+
+fn parse_document(d: &Document) -> Result<Expr, QueryError> {
+    let first_is_operator = d.keys().next().is_some_and(|k| k.starts_with('$'));
+    if first_is_operator {
+        if d.len() != 1 {
+            return Err(QueryError::new(
+                15983,
+                format!(
+                    "An object representing an expression must have exactly one field: {d}"
+                ),
+            ));
+        }
+        let (name, operand) = d.iter().next().expect("one field checked above");
+        return parse_operator(name, operand);
+    }
+    let mut fields = Vec::with_capacity(d.len());
+    for (name, value) in d {
+        if name.starts_with('$') {
+            return Err(QueryError::new(
+                16404,
+                format!("Field name '{name}' is invalid: an expression object may not mix operators and fields"),
+            ));
+        }
+        if name.contains('.') {
+            return Err(QueryError::new(
+                16412,
+                format!("FieldPath field names may not contain '.'. Consider using $getField or $setField. ('{name}')"),
+            ));
+        }
+        fields.push((name.clone(), Expr::parse(value)?));
+    }
+    Ok(Expr { node: Node::Object(fields) })
+}
+
+fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
+    if name == "$literal" {
+        return Ok(Expr::literal(operand.clone()));
+    }
+    let Some(spec) = find_operator(name) else {
+        return Err(QueryError::new(
+            codes::INVALID_PIPELINE_OPERATOR,
+            format!("Unrecognized expression '{name}'"),
+        ));
+    };
+    let args = match &spec.style {
+        ArgStyle::Positional { min, max } => parse_positional(spec.name, operand, *min, *max)?,
+        ArgStyle::Named { required, optional } => {
+            parse_named(spec.name, operand, required, optional)?
+        }
+        ArgStyle::Custom(parse) => parse(spec, operand)?,
+    };
+    Ok(Expr { node: Node::Operator { spec, args } })
+}
+
+fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {
+    let exprs = match operand {
+        Bson::Array(items) => items.iter().map(Expr::parse).collect::<Result<Vec<_>, _>>()?,
+        single => vec![Expr::parse(single)?],
+    };
+    if exprs.len() < min || exprs.len() > max {
+        let expected = if min == max { format!("{min}") } else { format!("between {min} and {max}") };
+        return Err(QueryError::new(
+            16020,
+            format!("Expression {name} takes {expected} arguments. {} were passed in.", exprs.len()),
+        ));
+    }
+    Ok(Args::positional(exprs))
+}
+
+/// Parses `{name: expr, ...}` into positions: required names first, then
+/// optional ones, in the spec's order.
+pub(crate) fn parse_named(
+    name: &str,
+    operand: &Bson,
+    required: &[&str],
+    optional: &[&str],
+) -> Result<Args, QueryError> {
+    let Bson::Document(d) = operand else {
+        return Err(QueryError::failed_to_parse(format!(
+            "{name} expects an object of named arguments but found {}",
+            type_name(&Some(operand.clone()))
+        )));
+    };
+    for key in d.keys() {
+        if !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
+            return Err(QueryError::failed_to_parse(format!(
+                "{name} found an unknown argument: {key}"
+            )));
+        }
+    }
+    let mut exprs = Vec::with_capacity(required.len() + optional.len());
+    for key in required {
+        match d.get(*key) {
+            Some(value) => exprs.push(Some(Expr::parse(value)?)),
+            None => {
+                return Err(QueryError::failed_to_parse(format!(
+                    "Missing '{key}' parameter to {name}"
+                )))
+            }
+        }
+    }
+    for key in optional {
+        exprs.push(d.get(*key).map(Expr::parse).transpose()?);
+    }
+    Ok(Args { exprs, names: Vec::new() })
+}
+
+fn parse_field_path(path: &str) -> Result<Vec<String>, QueryError> {
+    if path.is_empty() {
+        return Err(QueryError::new(16872, "'$' by itself is not a valid FieldPath"));
+    }
+    let parts: Vec<String> = path.split('.').map(str::to_string).collect();
+    for part in &parts {
+        if part.is_empty() {
+            return Err(QueryError::new(15998, "FieldPath field names may not be empty strings."));
+        }
+        if part.starts_with('$') {
+            return Err(QueryError::new(
+                16410,
+                format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ('{part}')"),
+            ));
+        }
+    }
+    Ok(parts)
+}
+
+fn parse_variable(text: &str) -> Result<Node, QueryError> {
+    let mut parts = text.split('.');
+    let name = parts.next().unwrap_or_default().to_string();
+    validate_variable_name(&name, true)?;
+    let rest: Vec<&str> = parts.collect();
+    let path = if rest.is_empty() { Vec::new() } else { parse_field_path(&rest.join("."))? };
+    Ok(Node::Variable { name, path })
+}
+
+/// Checks a variable name: user variables start with a lowercase letter
+/// (or a non-ASCII character); system variables are upper case and only
+/// valid when `allow_system` (a reference, not a definition).
+pub(crate) fn validate_variable_name(name: &str, allow_system: bool) -> Result<(), QueryError> {
+    let Some(first) = name.chars().next() else {
+        return Err(QueryError::failed_to_parse("empty variable names are not allowed"));
+    };
+    let system = matches!(name, "ROOT" | "CURRENT" | "NOW" | "REMOVE" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META");
+    if allow_system && system {
+        return Ok(());
+    }
+    let valid_first = first.is_ascii_lowercase() || !first.is_ascii();
+    let valid_rest = name.chars().all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
+    if !valid_first || !valid_rest {
+        return Err(QueryError::failed_to_parse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        )));
+    }
+    Ok(())
+}
+
+fn eval_variable(name: &str, path: &[String], cx: &Context) -> Result<Value, QueryError> {
+    let base: Bson = match name {
+        "CURRENT" => Bson::Document(cx.current.clone()),
+        "ROOT" => Bson::Document(cx.vars.root.clone().unwrap_or_else(|| cx.current.clone())),
+        "REMOVE" => return Ok(None),
+        "NOW" => match cx.vars.now {
+            Some(now) => Bson::DateTime(now),
+            None => {
+                return Err(QueryError::new(
+                    codes::COMMAND_NOT_SUPPORTED,
+                    "$$NOW is not available in this context",
+                ))
+            }
+        },
+        user => match cx.vars.lookup(user) {
+            Some(Some(value)) => value.clone(),
+            Some(None) => return Ok(None),
+            None if matches!(user, "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META") => {
+                return Err(QueryError::new(
+                    codes::COMMAND_NOT_SUPPORTED,
+                    format!("the system variable $${user} is not supported"),
+                ))
+            }
+            None => {
+                return Err(QueryError::new(17276, format!("Use of undefined variable: {user}")))
+            }
+        },
+    };
+    if path.is_empty() {
+        return Ok(Some(base));
+    }
+    match base {
+        Bson::Document(d) => Ok(lookup_path_in_document(&d, path)),
+        Bson::Array(items) => Ok(Some(lookup_path_in_array(&items, path))),
+        _ => Ok(None),
+    }
+}
+
+/// Aggregation field path semantics: through documents by name, through
+/// arrays by collecting the path from each document element (missing
+/// results and non-document elements are skipped).
+pub fn lookup_path_in_document(doc: &Document, path: &[String]) -> Value {
+    let (first, rest) = path.split_first()?;
+    let value = doc.get(first)?;
+    if rest.is_empty() {
+        return Some(value.clone());
+    }
+    match value {
+        Bson::Document(inner) => lookup_path_in_document(inner, rest),
+        Bson::Array(items) => Some(lookup_path_in_array(items, rest)),
+        _ => None,
+    }
+}
+
+fn lookup_path_in_array(items: &[Bson], path: &[String]) -> Bson {
+    let mut out = Vec::new();
+    for item in items {
+        if let Bson::Document(inner) = item {
+            if let Some(value) = lookup_path_in_document(inner, path) {
+                out.push(value);
+            }
+        }
+    }
+    Bson::Array(out)
+}
+
+/// MongoDB's truthiness for `$expr`, `$cond`, `$and`, `$filter`: false,
+/// null, undefined and numeric zero are false; everything else
+/// (including empty strings and arrays) is true.
+pub fn is_truthy(value: &Bson) -> bool {
+    match value {
+        Bson::Boolean(b) => *b,
+        Bson::Null | Bson::Undefined => false,
+        Bson::Int32(v) => *v != 0,
+        Bson::Int64(v) => *v != 0,
+        Bson::Double(v) => *v != 0.0,
+        Bson::Decimal128(d) => crate::compare::decimal_to_f64(d) != 0.0,
+        _ => true,
+    }
+}
+
+/// Truthiness of a possibly missing value (missing is false).
+pub(crate) fn truthy(value: &Value) -> bool {
+    value.as_ref().is_some_and(is_truthy)
+}
+
+/// Compares two possibly missing values; missing orders below null and
+/// equals only missing (MongoDB's `Value::compare`).
+pub fn compare_optional(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(x), Some(y)) => compare_values(x, y),
+    }
+}
+
+/// True when a value is null, undefined or missing (the "nullish" inputs
+/// that make most operators answer null).
+pub(crate) fn is_nullish(value: &Value) -> bool {
+    matches!(value, None | Some(Bson::Null) | Some(Bson::Undefined))
+}
+
+/// The `$type` name of a value ("missing" for a missing one).
+pub fn type_name(value: &Value) -> &'static str {
+    let Some(value) = value else { return "missing" };
+    match value {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn eval(expr: Bson, doc: Document) -> Result<Value, QueryError> {
+        Expr::parse(&expr)?.evaluate_optional(&doc, &Variables::empty())
+    }
+
+    #[test]
+    fn field_paths_traverse_arrays_of_documents() {
+        let d = doc! {"a": [{"b": 1}, {"c": 2}, 5, {"b": [3]}]};
+        assert_eq!(eval(Bson::from("$a.b"), d).unwrap(), Some(bson::bson!([1, [3]])));
+    }
+
+    #[test]
+    fn missing_field_is_missing_not_null() {
+        assert_eq!(eval(Bson::from("$nope"), doc! {}).unwrap(), None);
+        assert_eq!(eval(bson::bson!({"x": "$nope", "y": 1}), doc! {}).unwrap(), Some(bson::bson!({"y": 1})));
+    }
+
+    #[test]
+    fn unknown_operator_is_error_168() {
+        let err = Expr::parse(&bson::bson!({"$foo": 1})).unwrap_err();
+        assert_eq!(err.code, 168);
+        assert_eq!(err.message, "Unrecognized expression '$foo'");
+    }
+
+    #[test]
+    fn truthiness() {
+        assert!(!is_truthy(&Bson::Int64(0)));
+        assert!(!is_truthy(&Bson::Null));
+        assert!(is_truthy(&Bson::Array(vec![])));
+        assert!(is_truthy(&Bson::String(String::new())));
+    }
+}

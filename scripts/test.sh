@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit, property, scenario and simulation tests;
+# the wire fuzz run and durability tests against real processes; pymongo
+# integration tests; the mongosh smoke test; pymongo's own suite counts.
+# .ci/run calls this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --with-mongosh
+
+echo "==> cargo test (workspace)"
+cargo build --workspace --all-targets
+cargo test --workspace --no-fail-fast
+
+echo "==> pytest (python/tests, through pymongo against real nodes)"
+export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
+.venv/bin/python -m pytest python/tests -q -p no:cacheprovider
+
+echo "==> pymongo's own test suite"
+scripts/pymongo_suite.sh

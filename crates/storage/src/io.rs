@@ -1,0 +1,386 @@
+//! The file I/O backend behind the journal.
+//!
+//! The journal never touches `std::fs` directly: it goes through
+//! `IoBackend` and `IoFile`, so that tests can put `FaultyIo` in between
+//! and make the Nth write or fsync fail, then simulate a crash that loses
+//! everything that was not fsynced (as redb's crash-consistency tests do).
+//!
+//! `StdIo` is the real implementation: positional reads and writes
+//! (`pread`/`pwrite`) on `std::fs::File`, `fdatasync` through
+//! `File::sync_data`, and an fsync of the directory after files are created,
+//! renamed or removed.
+//!
+//! `FaultyIo` is public (not `cfg(test)`) so that integration tests and the
+//! engine's own tests can use it; nothing in the server should.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// One open file. Every method is positional, so one handle can be shared
+/// by the group-commit thread (writing) and readers (reading) at once.
+pub trait IoFile: Send + Sync {
+    /// Reads exactly `buf.len()` bytes at `offset` (an error if the file is
+    /// shorter).
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// `fdatasync`: the data written so far (and the size, if it grew) is
+    /// on stable storage when this returns.
+    fn sync_data(&self) -> io::Result<()>;
+    /// `fsync`: data and every metadata change (used after `set_len`).
+    fn sync_all(&self) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// The file system as the journal sees it.
+pub trait IoBackend: Send + Sync {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// The names of the regular files directly inside `dir`.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Opens an existing file for reading and writing.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn IoFile>>;
+    /// Creates a new file for reading and writing (an error if it exists).
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn IoFile>>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// fsyncs the directory itself, so that created and removed names
+    /// survive a crash.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdIo;
+
+impl StdIo {
+    pub fn new() -> Arc<dyn IoBackend> {
+        Arc::new(StdIo)
+    }
+}
+
+struct StdFile {
+    file: File,
+}
+
+impl IoFile for StdFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+impl IoBackend for StdIo {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                if let Some(name) = entry.file_name().to_str() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(Arc::new(StdFile { file }))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        Ok(Arc::new(StdFile { file }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}
+
+/// Which operation a `FaultyIo` makes fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The Nth write from now (1-based) fails. When `partial_bytes` is
+    /// given, that many bytes of it reach the file first (a torn write).
+    Write { nth: u64, partial_bytes: Option<usize> },
+    /// The Nth fsync from now (1-based, file or directory) fails.
+    Sync { nth: u64 },
+}
+
+/// What a `FaultyIo` has counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounters {
+    pub writes: u64,
+    pub syncs: u64,
+    /// Whether the armed fault has fired.
+    pub fired: bool,
+    /// Writes and syncs attempted after the fault fired: a poisoned journal
+    /// must attempt none (it never retries an fsync).
+    pub ops_after_fault: u64,
+}
+
+/// Per-file bookkeeping that lets `crash` drop unsynced data.
+#[derive(Debug, Default)]
+struct FileModel {
+    /// Length of the file as of its last successful fsync.
+    synced_len: u64,
+    /// Whether the file's name is durable (the directory was fsynced after
+    /// it was created).
+    name_durable: bool,
+}
+
+#[derive(Default)]
+struct FaultState {
+    fault: Option<Fault>,
+    writes_since_arm: u64,
+    syncs_since_arm: u64,
+    counters: FaultCounters,
+    files: BTreeMap<PathBuf, FileModel>,
+}
+
+/// An `IoBackend` over another one (normally `StdIo`) that fails the Nth
+/// write or fsync and can simulate a crash: `crash` cuts every file it has
+/// seen back to its last fsynced length (optionally keeping some of the
+/// unsynced bytes, as a torn write would) and removes files whose names
+/// were never made durable by a directory fsync.
+#[derive(Clone)]
+pub struct FaultyIo {
+    inner: Arc<dyn IoBackend>,
+    state: Arc<Mutex<FaultState>>,
+}
+
+impl FaultyIo {
+    pub fn new(inner: Arc<dyn IoBackend>) -> FaultyIo {
+        FaultyIo { inner, state: Arc::new(Mutex::new(FaultState::default())) }
+    }
+
+    /// Over the real file system.
+    pub fn over_std() -> FaultyIo {
+        FaultyIo::new(StdIo::new())
+    }
+
+    pub fn as_backend(&self) -> Arc<dyn IoBackend> {
+        Arc::new(self.clone())
+    }
+
+    /// Arms one fault, counting from now.
+    pub fn arm(&self, fault: Fault) {
+        let mut state = self.state.lock();
+        state.fault = Some(fault);
+        state.writes_since_arm = 0;
+        state.syncs_since_arm = 0;
+        state.counters.fired = false;
+        state.counters.ops_after_fault = 0;
+    }
+
+    pub fn counters(&self) -> FaultCounters {
+        self.state.lock().counters
+    }
+
+    /// Simulates a power loss: every file is cut back to the length it had
+    /// at its last successful fsync plus `keep_unsynced_bytes` of whatever
+    /// was written after it (a torn write keeps a prefix), and files whose
+    /// directory entry was never fsynced disappear. Call it after the
+    /// journal is dropped, then reopen over the real file system.
+    pub fn crash(&self, keep_unsynced_bytes: u64) -> io::Result<()> {
+        let state = self.state.lock();
+        for (path, model) in &state.files {
+            if !path.exists() {
+                continue;
+            }
+            if !model.name_durable {
+                std::fs::remove_file(path)?;
+                continue;
+            }
+            let file = OpenOptions::new().write(true).open(path)?;
+            let len = file.metadata()?.len();
+            let keep = len.min(model.synced_len.saturating_add(keep_unsynced_bytes));
+            file.set_len(keep)?;
+            file.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// Counts one write; returns Some(partial) if this write must fail.
+    fn on_write(&self) -> Option<Option<usize>> {
+        let mut state = self.state.lock();
+        state.counters.writes += 1;
+        if state.counters.fired {
+            state.counters.ops_after_fault += 1;
+        }
+        state.writes_since_arm += 1;
+        if let Some(Fault::Write { nth, partial_bytes }) = state.fault {
+            if state.writes_since_arm == nth {
+                state.counters.fired = true;
+                return Some(partial_bytes);
+            }
+        }
+        None
+    }
+
+    /// Counts one fsync; true if it must fail.
+    fn on_sync(&self) -> bool {
+        let mut state = self.state.lock();
+        state.counters.syncs += 1;
+        if state.counters.fired {
+            state.counters.ops_after_fault += 1;
+        }
+        state.syncs_since_arm += 1;
+        if let Some(Fault::Sync { nth }) = state.fault {
+            if state.syncs_since_arm == nth {
+                state.counters.fired = true;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn injected(what: &str) -> io::Error {
+    io::Error::other(format!("injected {what} failure"))
+}
+
+struct FaultyFile {
+    inner: Arc<dyn IoFile>,
+    path: PathBuf,
+    io: FaultyIo,
+}
+
+impl IoFile for FaultyFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if let Some(partial) = self.io.on_write() {
+            if let Some(bytes) = partial {
+                let bytes = bytes.min(buf.len());
+                self.inner.write_all_at(&buf[..bytes], offset)?;
+            }
+            return Err(injected("write"));
+        }
+        self.inner.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        if self.io.on_sync() {
+            return Err(injected("fsync"));
+        }
+        self.inner.sync_data()?;
+        self.record_synced()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        if self.io.on_sync() {
+            return Err(injected("fsync"));
+        }
+        self.inner.sync_all()?;
+        self.record_synced()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)?;
+        // A shrink lowers what a crash can keep at once; the journal fsyncs
+        // right after, which is what makes the shrink itself durable.
+        let mut state = self.io.state.lock();
+        let model = state.files.entry(self.path.clone()).or_default();
+        model.synced_len = model.synced_len.min(len);
+        Ok(())
+    }
+}
+
+impl FaultyFile {
+    fn record_synced(&self) -> io::Result<()> {
+        let len = self.inner.len()?;
+        let mut state = self.io.state.lock();
+        state.files.entry(self.path.clone()).or_default().synced_len = len;
+        Ok(())
+    }
+}
+
+impl IoBackend for FaultyIo {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list_dir(dir)
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let inner = self.inner.open(path)?;
+        {
+            // A file that existed before this backend saw it is taken as
+            // fully durable (it was opened, not created, by this process).
+            let len = inner.len()?;
+            let mut state = self.state.lock();
+            state.files.entry(path.to_path_buf()).or_insert(FileModel { synced_len: len, name_durable: true });
+        }
+        Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let inner = self.inner.create(path)?;
+        self.state.lock().files.insert(path.to_path_buf(), FileModel::default());
+        Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)?;
+        self.state.lock().files.remove(path);
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.on_sync() {
+            return Err(injected("directory fsync"));
+        }
+        self.inner.sync_dir(dir)?;
+        let mut state = self.state.lock();
+        for (path, model) in state.files.iter_mut() {
+            if path.parent() == Some(dir) {
+                model.name_durable = true;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,681 @@
+//! The oplog journal: the write-ahead log of the engine.
+//!
+//! Every write is one oplog entry appended here with its timestamp; only
+//! the journal is fsynced on commit. Entries live in segment files of
+//! CRC-framed BSON (`segment.rs`, `frame.rs`; the byte-level format is in
+//! `docs/storage/journal-format.md`).
+//!
+//! Write path: `append` encodes the frame into an in-memory pending buffer
+//! under a short lock and returns; the group-commit thread
+//! (`group_commit.rs`) swaps the buffer out, writes it and fsyncs once for
+//! every entry in it, then moves `durable_ts`. A waiter that needs
+//! durability (`j: true`) asks for an immediate sync; otherwise the thread
+//! syncs at least every `commit_interval_ms` while data is unsynced.
+//!
+//! A failed write or fsync poisons the journal: every later call and every
+//! waiter gets `StorageError::Poisoned`, and nothing is retried (after a
+//! failed fsync the kernel may have dropped the dirty pages; retrying
+//! would report durability that is not there).
+//!
+//! Read path: an index `ts -> (segment, offset, len)` covers every entry;
+//! recent entries are served from a bounded cache, older ones are read from
+//! their segment with positional reads and checked again (CRC, timestamp).
+
+mod frame;
+mod group_commit;
+mod index;
+mod recovery;
+mod segment;
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::watch;
+
+use crate::io::{IoBackend, IoFile};
+use crate::{StorageError, Timestamp};
+
+pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
+pub use segment::{segment_file_name, SEGMENT_HEADER_BYTES};
+
+use frame::{check_entry_shape, check_frame, encode_frame, FrameCheck};
+use index::{Index, Location, RecentCache};
+use segment::SegmentState;
+
+/// Bytes of recent entries kept in memory for readers (entries not yet
+/// written to a file stay in memory regardless).
+pub const RECENT_CACHE_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// Bytes of appended but not yet written frames; an append beyond it waits
+/// for the group commit (back-pressure instead of unbounded memory).
+pub const PENDING_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// How often a read retries when a concurrent truncation moved the entries
+/// it was reading.
+const READ_RETRIES_MAX: usize = 8;
+
+/// Options of `Journal::open`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalOptions {
+    /// Longest an appended entry waits for its fsync when nobody asks for
+    /// it sooner (MongoDB's `--journalCommitInterval`).
+    pub commit_interval_ms: u64,
+    /// A segment is closed and a new one started when the next frame would
+    /// take it past this size.
+    pub segment_size_bytes: u64,
+    /// The oplog's size cap (`--oplog-size-mb`): whole old segments are
+    /// deleted to stay near it, never past the retain point.
+    pub size_cap_bytes: u64,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions {
+            commit_interval_ms: 100,
+            segment_size_bytes: 64 * 1024 * 1024,
+            size_cap_bytes: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Counters for `serverStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    /// Bytes written to segment files since open (frames and headers).
+    pub bytes_written: u64,
+    /// File and directory fsyncs since open.
+    pub fsyncs: u64,
+    /// Group commits (batches written) since open.
+    pub commits: u64,
+    /// Entries appended since open.
+    pub entries_appended: u64,
+    /// Entries the journal holds now.
+    pub entries: u64,
+    pub segments: u64,
+    /// Bytes of all segments, including appends not yet written.
+    pub size_bytes: u64,
+    /// Segments deleted by the size cap since open.
+    pub segments_deleted: u64,
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
+    pub first_ts: Option<Timestamp>,
+    pub last_ts: Option<Timestamp>,
+    pub durable_ts: Timestamp,
+    /// Bytes cut from a torn tail when the journal was opened.
+    pub torn_bytes_cut_at_open: u64,
+}
+
+/// Frames appended to one segment and not yet written.
+pub(crate) struct PendingChunk {
+    pub seq: u64,
+    /// File offset of the first byte of `bytes`.
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Everything mutable, guarded by `Shared::state`.
+pub(crate) struct State {
+    /// Oldest first; the last one takes appends.
+    pub segments: VecDeque<SegmentState>,
+    pub index: Index,
+    pub cache: RecentCache,
+    /// Frames appended and not yet taken by the group-commit thread.
+    pub pending: Vec<PendingChunk>,
+    pub pending_bytes: usize,
+    /// When the oldest pending frame was appended.
+    pub pending_since: Option<Instant>,
+    /// Entries at or below this are in their files (maybe not fsynced).
+    pub written_ts: Timestamp,
+    /// Entries at or below this are fsynced.
+    pub durable_ts: Timestamp,
+    /// A waiter wants the pending frames synced now.
+    pub sync_requested: bool,
+    /// The retain point moved or the journal grew: check the size cap.
+    pub cap_check_requested: bool,
+    /// Set by the first failed write or fsync; never cleared.
+    pub poisoned: Option<String>,
+    /// `close` was called: the thread drains and exits.
+    pub closing: bool,
+    /// The group-commit thread has exited.
+    pub thread_exited: bool,
+    /// Entries below this may be deleted by the size cap.
+    pub retain_from: Timestamp,
+    /// Bumped by every truncation, so that a reader can tell that the
+    /// locations it collected may now point at other data.
+    pub generation: u64,
+    pub stats: JournalStats,
+}
+
+impl State {
+    fn check_usable(&self) -> Result<(), StorageError> {
+        if let Some(reason) = &self.poisoned {
+            return Err(StorageError::Poisoned(reason.clone()));
+        }
+        if self.closing {
+            return Err(StorageError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    fn last_ts(&self) -> Option<Timestamp> {
+        self.index.last()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|segment| segment.end).sum()
+    }
+
+    fn segment(&self, seq: u64) -> Option<&SegmentState> {
+        let first = self.segments.front()?.seq;
+        let position = seq.checked_sub(first)? as usize;
+        self.segments.get(position)
+    }
+}
+
+/// What the journal's threads share.
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub io: Arc<dyn IoBackend>,
+    pub options: JournalOptions,
+    pub state: Mutex<State>,
+    /// Wakes the group-commit thread (guarded by `state`).
+    pub work: Condvar,
+    /// Wakes waiters when `durable_ts` moves, the pending buffer drains, or
+    /// the journal is poisoned (guarded by `state`).
+    pub progress: Condvar,
+    /// Held by whoever does segment I/O that must not interleave with a
+    /// batch write: the group-commit thread and `truncate_after`. Taken
+    /// before `state`, never after.
+    pub io_lock: Mutex<()>,
+    pub durable_tx: watch::Sender<Timestamp>,
+    pub appended_tx: watch::Sender<Timestamp>,
+}
+
+impl Shared {
+    /// Marks the journal poisoned and wakes everybody. Returns the error.
+    pub fn poison(&self, state: &mut State, reason: String) -> StorageError {
+        tracing::error!(target: "journal", reason = %reason, "journal poisoned by an I/O failure");
+        if state.poisoned.is_none() {
+            state.poisoned = Some(reason);
+        }
+        self.progress.notify_all();
+        self.work.notify_all();
+        StorageError::Poisoned(state.poisoned.clone().unwrap())
+    }
+}
+
+/// The oplog journal. `Send + Sync`; owns the group-commit thread.
+pub struct Journal {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Journal {
+    /// Opens or creates the journal in `dir`: scans every segment, checks
+    /// each frame's CRC and that timestamps strictly increase, cuts a torn
+    /// tail (logged) and refuses any other damage with
+    /// `StorageError::Corruption` naming the file and offset.
+    pub fn open(dir: &Path, io: Arc<dyn IoBackend>, options: JournalOptions) -> Result<Journal, StorageError> {
+        assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
+        let recovered = recovery::recover(dir, &io)?;
+        let mut segments = VecDeque::new();
+        let mut last_path_synced = false;
+        for found in recovered.segments {
+            // The previous process may have died before its last writes
+            // reached the disk; fsync what recovery accepted before calling
+            // it durable.
+            if found.last_ts.is_some() || !last_path_synced {
+                found.file.sync_all().map_err(StorageError::Io)?;
+                last_path_synced = true;
+            }
+            segments.push_back(SegmentState {
+                seq: found.seq,
+                path: found.path,
+                file: Some(found.file),
+                end: found.len,
+                durable_end: found.len,
+                first_ts: found.first_ts,
+                last_ts: found.last_ts,
+            });
+        }
+        if segments.is_empty() {
+            segments.push_back(SegmentState::planned(dir, 1));
+        }
+        let mut index = Index::default();
+        for (ts, location) in recovered.entries {
+            index.push(ts, location);
+        }
+        let durable_ts = index.last().unwrap_or(Timestamp::ZERO);
+        let stats = JournalStats { torn_bytes_cut_at_open: recovered.torn_bytes_cut, ..JournalStats::default() };
+        let state = State {
+            segments,
+            index,
+            cache: RecentCache::new(RECENT_CACHE_BYTES_MAX),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            pending_since: None,
+            written_ts: durable_ts,
+            durable_ts,
+            sync_requested: false,
+            cap_check_requested: true,
+            poisoned: None,
+            closing: false,
+            thread_exited: false,
+            retain_from: Timestamp::ZERO,
+            generation: 0,
+            stats,
+        };
+        let (durable_tx, _) = watch::channel(durable_ts);
+        let (appended_tx, _) = watch::channel(durable_ts);
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            io,
+            options,
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+            io_lock: Mutex::new(()),
+            durable_tx,
+            appended_tx,
+        });
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("journal-group-commit".to_string())
+            .spawn(move || group_commit::run(thread_shared))
+            .map_err(StorageError::Io)?;
+        Ok(Journal { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Appends one entry (the BSON bytes of the oplog entry) with a
+    /// timestamp above every earlier one. Buffered: it is visible to `read`
+    /// at once and durable at the next group commit. Callers serialize
+    /// appends (the engine's write lock).
+    pub fn append(&self, ts: Timestamp, entry: &[u8]) -> Result<(), StorageError> {
+        check_entry_shape(entry).map_err(StorageError::InvalidDocument)?;
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        state.check_usable()?;
+        if let Some(last) = state.last_ts() {
+            assert!(ts > last, "journal append out of order: {ts} is not after {last}");
+        }
+        while state.pending_bytes > 0 && state.pending_bytes + entry.len() > PENDING_BYTES_MAX {
+            state.sync_requested = true;
+            shared.work.notify_one();
+            shared.progress.wait(&mut state);
+            state.check_usable()?;
+        }
+        let frame_bytes = (FRAME_HEADER_BYTES + entry.len()) as u64;
+        let current = state.segments.back().unwrap();
+        if current.has_entries() && current.end + frame_bytes > shared.options.segment_size_bytes {
+            let next = SegmentState::planned(&shared.dir, current.seq + 1);
+            state.segments.push_back(next);
+        }
+        let segment = state.segments.back_mut().unwrap();
+        let location = Location { seq: segment.seq, offset: segment.end, len: entry.len() as u32 };
+        segment.end += frame_bytes;
+        segment.first_ts.get_or_insert(ts);
+        segment.last_ts = Some(ts);
+
+        let continues_chunk = matches!(state.pending.last(), Some(chunk) if chunk.seq == location.seq);
+        if !continues_chunk {
+            state.pending.push(PendingChunk { seq: location.seq, offset: location.offset, bytes: Vec::new() });
+        }
+        let chunk = state.pending.last_mut().unwrap();
+        assert_eq!(chunk.offset + chunk.bytes.len() as u64, location.offset);
+        encode_frame(&mut chunk.bytes, ts, entry);
+        state.pending_bytes += frame_bytes as usize;
+        state.pending_since.get_or_insert_with(Instant::now);
+        state.index.push(ts, location);
+        state.cache.push(ts, Arc::from(entry));
+        state.stats.entries_appended += 1;
+        if shared.options.commit_interval_ms == 0 {
+            shared.work.notify_one();
+        }
+        shared.appended_tx.send_replace(ts);
+        Ok(())
+    }
+
+    pub fn last_ts(&self) -> Option<Timestamp> {
+        self.shared.state.lock().last_ts()
+    }
+
+    pub fn first_ts(&self) -> Option<Timestamp> {
+        self.shared.state.lock().index.first()
+    }
+
+    /// Every entry at or below this is fsynced.
+    pub fn durable_ts(&self) -> Timestamp {
+        self.shared.state.lock().durable_ts
+    }
+
+    /// Changes whenever `durable_ts` moves.
+    pub fn durable_watch(&self) -> watch::Receiver<Timestamp> {
+        self.shared.durable_tx.subscribe()
+    }
+
+    /// The newest appended timestamp (tailable cursors wake on it). After
+    /// `truncate_after` it moves back to the new last entry.
+    pub fn appended_watch(&self) -> watch::Receiver<Timestamp> {
+        self.shared.appended_tx.subscribe()
+    }
+
+    /// Blocks until every entry up to `ts` is fsynced, asking the group
+    /// commit to sync now (`j: true`) rather than at the interval. A `ts`
+    /// beyond the last appended entry waits for everything appended so far.
+    pub fn wait_durable(&self, ts: Timestamp) -> Result<(), StorageError> {
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        loop {
+            if let Some(reason) = &state.poisoned {
+                return Err(StorageError::Poisoned(reason.clone()));
+            }
+            let target = ts.min(state.last_ts().unwrap_or(Timestamp::ZERO));
+            if state.durable_ts >= target {
+                return Ok(());
+            }
+            if state.thread_exited {
+                return Err(StorageError::ShuttingDown);
+            }
+            state.sync_requested = true;
+            shared.work.notify_one();
+            shared.progress.wait(&mut state);
+        }
+    }
+
+    /// Makes everything appended so far durable; returns the durable
+    /// timestamp.
+    pub fn sync_now(&self) -> Result<Timestamp, StorageError> {
+        self.wait_durable(Timestamp::MAX)?;
+        Ok(self.durable_ts())
+    }
+
+    /// Entries in timestamp order from `from`: at most `max_entries`, and
+    /// no more than about `max_bytes` (always at least one entry if any is
+    /// there).
+    pub fn read(
+        &self,
+        from: Bound<Timestamp>,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
+        self.read_with_retries(|state| {
+            let start = state.index.start_position(from);
+            let mut positions = Vec::new();
+            let mut bytes = 0usize;
+            for position in start..state.index.len() {
+                if positions.len() >= max_entries || (!positions.is_empty() && bytes >= max_bytes) {
+                    break;
+                }
+                let (_, location) = state.index.get(position);
+                bytes += location.len as usize;
+                positions.push(position);
+            }
+            positions
+        })
+    }
+
+    /// The newest `max_entries` entries, newest first (`$natural: -1`).
+    pub fn read_newest(&self, max_entries: usize) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
+        self.read_with_retries(|state| {
+            let len = state.index.len();
+            (len.saturating_sub(max_entries)..len).rev().collect()
+        })
+    }
+
+    /// Runs a read whose index positions `select` picks under the lock,
+    /// retrying if a truncation raced with the file reads.
+    fn read_with_retries(
+        &self,
+        select: impl Fn(&State) -> Vec<usize>,
+    ) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
+        for _ in 0..READ_RETRIES_MAX {
+            let plan = {
+                let state = self.shared.state.lock();
+                if let Some(reason) = &state.poisoned {
+                    return Err(StorageError::Poisoned(reason.clone()));
+                }
+                ReadPlan::new(&state, &select(&state))
+            };
+            match plan.execute() {
+                Ok(entries) => return Ok(entries),
+                Err(err) => {
+                    let state = self.shared.state.lock();
+                    if state.generation == plan.generation {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Err(StorageError::Io(std::io::Error::other("journal read kept racing with truncation")))
+    }
+
+    /// Rollback: removes every entry above `ts`, durably, before returning.
+    pub fn truncate_after(&self, ts: Timestamp) -> Result<(), StorageError> {
+        let shared = &self.shared;
+        // Flush first so that the cut only touches written, fsynced data.
+        let (_io_guard, mut state) = loop {
+            self.sync_now()?;
+            let io_guard = shared.io_lock.lock();
+            let state = shared.state.lock();
+            state.check_usable()?;
+            if state.pending.is_empty() {
+                break (io_guard, state);
+            }
+        };
+        let Some((_, cut)) = state.index.truncate_after(ts) else {
+            return Ok(());
+        };
+        state.cache.truncate_after(ts);
+        state.generation += 1;
+        let mut removed = Vec::new();
+        while state.segments.back().unwrap().seq > cut.seq {
+            removed.push(state.segments.pop_back().unwrap());
+        }
+        let new_last = state.index.last_in_segment(cut.seq);
+        let segment = state.segments.back_mut().unwrap();
+        assert_eq!(segment.seq, cut.seq);
+        segment.end = cut.offset;
+        segment.durable_end = cut.offset;
+        segment.last_ts = new_last;
+        if new_last.is_none() {
+            segment.first_ts = None;
+        }
+        let cut_file = segment.file.clone().expect("a flushed segment has a file");
+        let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
+        state.durable_ts = state.durable_ts.min(last_ts);
+        state.written_ts = state.written_ts.min(last_ts);
+        let durable_ts = state.durable_ts;
+        drop(state);
+
+        let result = truncate_files(shared, &removed, &cut_file, cut.offset);
+        let mut state = shared.state.lock();
+        if let Err(err) = result {
+            return Err(shared.poison(&mut state, format!("truncating the journal after {ts}: {err}")));
+        }
+        state.stats.fsyncs += 2;
+        shared.appended_tx.send_replace(last_ts);
+        shared.durable_tx.send_replace(durable_ts);
+        tracing::info!(target: "journal", after = %ts, segments_removed = removed.len(), "journal truncated");
+        Ok(())
+    }
+
+    /// Entries below `ts` are no longer needed by a checkpoint: when the
+    /// journal is over its size cap, whole old segments whose entries are
+    /// all below it may be deleted (never one holding an entry at or above
+    /// it).
+    pub fn set_retain_from(&self, ts: Timestamp) {
+        let mut state = self.shared.state.lock();
+        if ts > state.retain_from {
+            state.retain_from = ts;
+            state.cap_check_requested = true;
+            self.shared.work.notify_one();
+        }
+    }
+
+    pub fn stats(&self) -> JournalStats {
+        let state = self.shared.state.lock();
+        let mut stats = state.stats.clone();
+        stats.entries = state.index.len() as u64;
+        stats.segments = state.segments.iter().filter(|segment| segment.file.is_some() || segment.has_entries()).count() as u64;
+        stats.size_bytes = state.size_bytes();
+        stats.cache_entries = state.cache.len() as u64;
+        stats.cache_bytes = state.cache.bytes() as u64;
+        stats.first_ts = state.index.first();
+        stats.last_ts = state.last_ts();
+        stats.durable_ts = state.durable_ts;
+        stats
+    }
+
+    /// Syncs everything and stops the group-commit thread. Later calls get
+    /// `ShuttingDown` (reads keep working).
+    pub fn close(&self) -> Result<(), StorageError> {
+        let synced = {
+            let state = self.shared.state.lock();
+            if state.closing {
+                None
+            } else {
+                Some(())
+            }
+        }
+        .map(|_| self.sync_now());
+        {
+            let mut state = self.shared.state.lock();
+            state.closing = true;
+            self.shared.work.notify_all();
+        }
+        if let Some(thread) = self.thread.lock().take() {
+            thread.join().expect("the journal's group-commit thread panicked");
+        }
+        match synced {
+            Some(Err(err)) => Err(err),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if let Err(err) = self.close() {
+            tracing::warn!(target: "journal", error = %err, "closing the journal on drop failed");
+        }
+    }
+}
+
+/// Removes the segments after the cut, cuts the cut segment, and makes both
+/// durable.
+fn truncate_files(
+    shared: &Shared,
+    removed: &[SegmentState],
+    cut_file: &Arc<dyn IoFile>,
+    cut_offset: u64,
+) -> std::io::Result<()> {
+    // Newest first, so that a crash midway never leaves a gap in the
+    // sequence numbers (recovery would call that corruption).
+    for segment in removed {
+        if segment.file.is_some() {
+            shared.io.remove_file(&segment.path)?;
+        }
+    }
+    cut_file.set_len(cut_offset)?;
+    cut_file.sync_all()?;
+    shared.io.sync_dir(&shared.dir)
+}
+
+/// Index positions resolved under the lock: cached entries are taken at
+/// once, the others are read from their files after the lock is released.
+struct ReadPlan {
+    generation: u64,
+    items: Vec<ReadItem>,
+}
+
+enum ReadItem {
+    Cached(Timestamp, Arc<[u8]>),
+    File(Timestamp, Location, Arc<dyn IoFile>),
+}
+
+impl ReadPlan {
+    fn new(state: &State, positions: &[usize]) -> ReadPlan {
+        let items = positions
+            .iter()
+            .map(|&position| {
+                let (ts, location) = state.index.get(position);
+                match state.cache.get(ts) {
+                    Some(entry) => ReadItem::Cached(ts, entry),
+                    None => {
+                        // Entries not in the cache were written, so their
+                        // segment has a file.
+                        let segment = state.segment(location.seq).expect("indexed segment exists");
+                        let file = segment.file.clone().expect("written segment has a file");
+                        ReadItem::File(ts, location, file)
+                    }
+                }
+            })
+            .collect();
+        ReadPlan { generation: state.generation, items }
+    }
+
+    fn execute(&self) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
+        let mut out = Vec::with_capacity(self.items.len());
+        let mut position = 0;
+        while position < self.items.len() {
+            match &self.items[position] {
+                ReadItem::Cached(ts, entry) => {
+                    out.push((*ts, entry.to_vec()));
+                    position += 1;
+                }
+                ReadItem::File(..) => {
+                    let run = self.file_run(position);
+                    self.read_run(&self.items[position..position + run], &mut out)?;
+                    position += run;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many items from `start` are frames lying back to back in the
+    /// same file, readable with one positional read.
+    fn file_run(&self, start: usize) -> usize {
+        let mut run = 1;
+        while let (Some(ReadItem::File(_, previous, _)), Some(ReadItem::File(_, next, _))) =
+            (self.items.get(start + run - 1), self.items.get(start + run))
+        {
+            let previous_end = previous.offset + (FRAME_HEADER_BYTES + previous.len as usize) as u64;
+            if next.seq != previous.seq || next.offset != previous_end {
+                break;
+            }
+            run += 1;
+        }
+        run
+    }
+
+    fn read_run(&self, items: &[ReadItem], out: &mut Vec<(Timestamp, Vec<u8>)>) -> Result<(), StorageError> {
+        let ReadItem::File(_, first, file) = &items[0] else { unreachable!() };
+        let ReadItem::File(_, last, _) = &items[items.len() - 1] else { unreachable!() };
+        let end = last.offset + (FRAME_HEADER_BYTES + last.len as usize) as u64;
+        let mut buffer = vec![0u8; (end - first.offset) as usize];
+        file.read_exact_at(&mut buffer, first.offset)?;
+        for item in items {
+            let ReadItem::File(ts, location, _) = item else { unreachable!() };
+            let start = (location.offset - first.offset) as usize;
+            let frame_end = start + FRAME_HEADER_BYTES + location.len as usize;
+            // Check the frame again on the way out: a bad sector or a
+            // racing truncation must not be served as an oplog entry.
+            match check_frame(&buffer[start..frame_end]) {
+                FrameCheck::Valid { ts: found, payload_len } if found == *ts && payload_len == location.len as usize => {
+                    out.push((*ts, buffer[start + FRAME_HEADER_BYTES..frame_end].to_vec()));
+                }
+                other => {
+                    return Err(StorageError::Corruption(format!(
+                        "reading {ts} from journal segment {} at offset {}: {other:?}",
+                        location.seq, location.offset
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}

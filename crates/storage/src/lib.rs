@@ -36,9 +36,5 @@ pub mod timestamp;
 pub use error::StorageError;
 pub use timestamp::{OpTime, Timestamp};
 pub mod engine;
-pub mod kv;
-pub mod mvcc;
-pub mod oplog_entry;
-pub mod redb_engine;
 
 pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, Writer};

@@ -52,13 +52,12 @@ pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
         Node::Field { path, predicate } => {
             let mut found = None;
             let leaf = leaf_mode(predicate);
-            any_candidate(doc, path, leaf, &mut |candidate| {
-                if satisfies(predicate, candidate.value) {
-                    found = Some(candidate.array_position);
+            any_candidate(doc, path, leaf, &mut |candidate| match satisfies(predicate, candidate.value) {
+                Some(element) => {
+                    found = Some(candidate.array_position.or(element));
                     true
-                } else {
-                    false
                 }
+                None => false,
             });
             found
         }
@@ -75,7 +74,7 @@ pub fn matches_value(node: &Node, value: &Bson) -> bool {
         Node::And(children) => children.iter().all(|child| matches_value(child, value)),
         Node::Or(children) => children.iter().any(|child| matches_value(child, value)),
         Node::Nor(children) => !children.iter().any(|child| matches_value(child, value)),
-        Node::Field { path, predicate } if path.is_empty() => satisfies(predicate, Some(value)),
+        Node::Field { path, predicate } if path.is_empty() => satisfies(predicate, Some(value)).is_some(),
         Node::Field { .. } | Node::Expr(_) => match value {
             Bson::Document(doc) => matches_document(node, doc).is_some(),
             _ => false,
@@ -90,7 +89,22 @@ fn leaf_mode(predicate: &Predicate) -> LeafArrays {
     }
 }
 
-fn satisfies(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
+/// Whether one candidate satisfies the predicate; for `$elemMatch`, also
+/// which element did (MongoDB reports it to the positional operator).
+fn satisfies(predicate: &Predicate, candidate: Option<&Bson>) -> Option<Option<usize>> {
+    let element = match (predicate, candidate) {
+        (Predicate::ElemMatchDocument(query), Some(Bson::Array(items))) => {
+            items.iter().position(|item| element_matches_query(query, item))
+        }
+        (Predicate::ElemMatchValue(conditions), Some(Bson::Array(items))) => {
+            items.iter().position(|item| matches_value(conditions, item))
+        }
+        _ => return satisfies_value(predicate, candidate).then_some(None),
+    };
+    element.map(Some)
+}
+
+fn satisfies_value(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
     match predicate {
         Predicate::Eq(target) => eq_matches(candidate, target),
         Predicate::Compare(op, target) => compare_matches(*op, candidate, target),
@@ -100,14 +114,8 @@ fn satisfies(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
         Predicate::Regex(regex) => regex.matches(candidate),
         Predicate::Mod { divisor, remainder } => mod_matches(candidate, *divisor, *remainder),
         Predicate::Size(size) => matches!(candidate, Some(Bson::Array(items)) if items.len() == *size),
-        Predicate::ElemMatchDocument(query) => match candidate {
-            Some(Bson::Array(items)) => items.iter().any(|item| element_matches_query(query, item)),
-            _ => false,
-        },
-        Predicate::ElemMatchValue(conditions) => match candidate {
-            Some(Bson::Array(items)) => items.iter().any(|item| matches_value(conditions, item)),
-            _ => false,
-        },
+        // Arrays were handled by `satisfies`; anything else is no array.
+        Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => false,
     }
 }
 

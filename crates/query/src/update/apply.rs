@@ -1,0 +1,543 @@
+//! Applying parsed modifiers to a document: walking target paths (through
+//! `$`, `$[]` and `$[id]`), creating missing parents for operators that
+//! create, and the leaf operation of each operator.
+
+use std::cmp::Ordering;
+
+use bson::{Bson, Document};
+
+use super::arith::{arithmetic, bitwise, zero_like, ArithOp};
+use super::spec::{bson_type_name, Action, DateKind, Modifier, PullCondition, PushSort, PushSpec, WRAPPER_FIELD};
+use super::target::{array_index, Component, TargetPath};
+use crate::compare::{as_number, compare_values, values_equal};
+use crate::error::{codes, QueryError};
+use crate::filter::Filter;
+
+/// What the leaf operations need besides the modifier itself.
+pub struct Env<'a> {
+    pub positional: Option<usize>,
+    pub now: bson::DateTime,
+    pub is_upsert_insert: bool,
+    /// Array filters by identifier; each matches `{identifier: element}`.
+    pub array_filters: &'a [(String, Filter)],
+    /// `{_id: ...}` of the document, rendered for error messages.
+    pub id_text: String,
+}
+
+/// Where a value lives inside its container.
+#[derive(Clone, Debug)]
+enum Key {
+    Name(String),
+    Index(usize),
+}
+
+/// What a leaf operation does to its slot.
+enum Outcome {
+    Keep,
+    Set(Bson),
+    Remove,
+}
+
+/// True for operators that create missing fields and parents.
+fn creates(action: &Action) -> bool {
+    !matches!(action, Action::Unset | Action::Pop { .. } | Action::Pull(_) | Action::PullAll(_) | Action::Rename(_))
+}
+
+/// Applies one modifier to `root`.
+pub fn apply_modifier(root: &mut Document, modifier: &Modifier, env: &Env<'_>) -> Result<(), QueryError> {
+    if let Action::SetOnInsert(_) = modifier.action {
+        if !env.is_upsert_insert {
+            return Ok(());
+        }
+    }
+    if let Action::Rename(to) = &modifier.action {
+        return apply_rename(root, &modifier.path, to);
+    }
+    // Work on the root as a Bson so that documents and arrays walk alike;
+    // the take/put-back costs no copy.
+    let mut node = Bson::Document(std::mem::take(root));
+    let result = walk(&mut node, &modifier.path, 0, "", modifier, env);
+    if let Bson::Document(doc) = node {
+        *root = doc;
+    }
+    result
+}
+
+fn walk(
+    node: &mut Bson,
+    path: &TargetPath,
+    depth: usize,
+    node_name: &str,
+    modifier: &Modifier,
+    env: &Env<'_>,
+) -> Result<(), QueryError> {
+    let creating = creates(&modifier.action);
+    let component = &path.components[depth];
+    let keys = resolve(node, component, node_name, creating, env)?;
+    let last = depth + 1 == path.components.len();
+    for key in keys {
+        let name = key_text(&key);
+        if last {
+            let current = get(node, &key);
+            match leaf(current, &name, modifier, env)? {
+                Outcome::Keep => {}
+                Outcome::Set(value) => put(node, &key, value),
+                Outcome::Remove => remove(node, &key),
+            }
+            continue;
+        }
+        if get(node, &key).is_none() {
+            if !creating {
+                continue;
+            }
+            if !matches!(path.components[depth + 1], Component::Field(_)) {
+                let prefix: Vec<&str> = path.dotted.split('.').take(depth + 1).collect();
+                return Err(QueryError::bad_value(format!(
+                    "The path '{}' must exist in the document in order to apply array updates.",
+                    prefix.join(".")
+                )));
+            }
+            put(node, &key, Bson::Document(Document::new()));
+        }
+        let child = get_mut(node, &key).expect("child present or just created");
+        walk(child, path, depth + 1, &name, modifier, env)?;
+    }
+    Ok(())
+}
+
+fn key_text(key: &Key) -> String {
+    match key {
+        Key::Name(name) => name.clone(),
+        Key::Index(i) => i.to_string(),
+    }
+}
+
+/// The keys a component selects in `node`.
+fn resolve(
+    node: &Bson,
+    component: &Component,
+    node_name: &str,
+    creating: bool,
+    env: &Env<'_>,
+) -> Result<Vec<Key>, QueryError> {
+    match (node, component) {
+        (Bson::Document(_), Component::Field(name)) => Ok(vec![Key::Name(name.clone())]),
+        (Bson::Array(_), Component::Field(name)) => match array_index(name) {
+            Some(i) => Ok(vec![Key::Index(i)]),
+            None if creating => Err(cannot_create(name, node_name, node)),
+            None => Ok(Vec::new()),
+        },
+        (Bson::Array(items), Component::Positional) => match env.positional {
+            Some(i) if i < items.len() || creating => Ok(vec![Key::Index(i)]),
+            Some(_) => Ok(Vec::new()),
+            None => Err(no_positional_match()),
+        },
+        (Bson::Array(items), Component::AllElements) => Ok((0..items.len()).map(Key::Index).collect()),
+        (Bson::Array(items), Component::Filtered(id)) => {
+            let filter = env
+                .array_filters
+                .iter()
+                .find(|(name, _)| name == id)
+                .map(|(_, f)| f)
+                .ok_or_else(|| QueryError::bad_value(format!("No array filter found for identifier '{id}'")))?;
+            let mut keys = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let mut wrapper = Document::new();
+                wrapper.insert(id.clone(), item.clone());
+                if filter.matches(&wrapper) {
+                    keys.push(Key::Index(i));
+                }
+            }
+            Ok(keys)
+        }
+        (_, Component::Positional) => {
+            if env.positional.is_none() {
+                Err(no_positional_match())
+            } else if creating {
+                Err(QueryError::bad_value(format!(
+                    "Cannot apply array updates to non-array element {}",
+                    render(node_name, node)
+                )))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        (_, Component::AllElements | Component::Filtered(_)) => {
+            if creating {
+                Err(QueryError::bad_value(format!(
+                    "Cannot apply array updates to non-array element {}",
+                    render(node_name, node)
+                )))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        (_, Component::Field(name)) => {
+            if creating {
+                Err(cannot_create(name, node_name, node))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+fn no_positional_match() -> QueryError {
+    QueryError::bad_value("The positional operator did not find the match needed from the query.")
+}
+
+fn render(name: &str, value: &Bson) -> String {
+    format!("{{{name}: {value}}}")
+}
+
+fn cannot_create(field: &str, node_name: &str, node: &Bson) -> QueryError {
+    QueryError::new(
+        codes::PATH_NOT_VIABLE,
+        format!("Cannot create field '{field}' in element {}", render(node_name, node)),
+    )
+}
+
+fn get<'b>(node: &'b Bson, key: &Key) -> Option<&'b Bson> {
+    match (node, key) {
+        (Bson::Document(doc), Key::Name(name)) => doc.get(name),
+        (Bson::Array(items), Key::Index(i)) => items.get(*i),
+        _ => None,
+    }
+}
+
+fn get_mut<'b>(node: &'b mut Bson, key: &Key) -> Option<&'b mut Bson> {
+    match (node, key) {
+        (Bson::Document(doc), Key::Name(name)) => doc.get_mut(name),
+        (Bson::Array(items), Key::Index(i)) => items.get_mut(*i),
+        _ => None,
+    }
+}
+
+/// Sets the slot: an existing field keeps its position, a new field is
+/// appended, an index past the end pads the array with nulls.
+fn put(node: &mut Bson, key: &Key, value: Bson) {
+    match (node, key) {
+        (Bson::Document(doc), Key::Name(name)) => {
+            doc.insert(name.clone(), value);
+        }
+        (Bson::Array(items), Key::Index(i)) => {
+            if *i < items.len() {
+                items[*i] = value;
+            } else {
+                // Padding is bounded by the document size limit the
+                // caller enforces on the result.
+                items.resize(*i, Bson::Null);
+                items.push(value);
+            }
+        }
+        _ => unreachable!("resolve only yields keys that fit the container"),
+    }
+}
+
+/// Removes a field; an array element becomes null, as `$unset` does.
+fn remove(node: &mut Bson, key: &Key) {
+    match (node, key) {
+        (Bson::Document(doc), Key::Name(name)) => {
+            doc.remove(name);
+        }
+        (Bson::Array(items), Key::Index(i)) => {
+            if let Some(slot) = items.get_mut(*i) {
+                *slot = Bson::Null;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Refuses indexes that would pad an array beyond reason; MongoDB caps
+/// the padding it creates at 1,500,000 elements.
+const MAX_PADDED_INDEX: usize = 1_500_000;
+
+fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>) -> Result<Outcome, QueryError> {
+    if current.is_none() && creates(&modifier.action) {
+        if let Ok(index) = field.parse::<usize>() {
+            if index > MAX_PADDED_INDEX {
+                return Err(QueryError::bad_value(format!(
+                    "can't backfill array to larger than 1500000 elements (index {index})"
+                )));
+            }
+        }
+    }
+    Ok(match &modifier.action {
+        Action::Set(value) | Action::SetOnInsert(value) => Outcome::Set(value.clone()),
+        Action::Unset => match current {
+            Some(_) => Outcome::Remove,
+            None => Outcome::Keep,
+        },
+        Action::Inc(operand) | Action::Mul(operand) => {
+            let (op, name) = match modifier.action {
+                Action::Inc(_) => (ArithOp::Add, "$inc"),
+                _ => (ArithOp::Multiply, "$mul"),
+            };
+            match current {
+                None if op == ArithOp::Add => Outcome::Set(operand.clone()),
+                None => Outcome::Set(zero_like(operand)),
+                Some(value) if as_number(value).is_some() => Outcome::Set(arithmetic(value, operand, op)?),
+                Some(value) => {
+                    return Err(QueryError::type_mismatch(format!(
+                        "Cannot apply {name} to a value of non-numeric type. {} has the field '{field}' of non-numeric type {}",
+                        env.id_text,
+                        bson_type_name(value)
+                    )))
+                }
+            }
+        }
+        Action::Min(value) | Action::Max(value) => {
+            let wanted = if matches!(modifier.action, Action::Min(_)) { Ordering::Less } else { Ordering::Greater };
+            match current {
+                Some(existing) if compare_values(value, existing) != wanted => Outcome::Keep,
+                _ => Outcome::Set(value.clone()),
+            }
+        }
+        Action::CurrentDate(kind) => Outcome::Set(match kind {
+            DateKind::Date => Bson::DateTime(env.now),
+            DateKind::Timestamp => {
+                let seconds = env.now.timestamp_millis().div_euclid(1000);
+                // A timestamp's increment orders writes within a second;
+                // outside the oplog there is none to take, so 1 is used.
+                Bson::Timestamp(bson::Timestamp { time: u32::try_from(seconds).unwrap_or(0), increment: 1 })
+            }
+        }),
+        Action::Push(spec) => {
+            let items = array_for_append(current, field, "$push", env)?;
+            Outcome::Set(Bson::Array(push(items, spec)))
+        }
+        Action::AddToSet(values) => {
+            let mut items = array_for_append(current, field, "$addToSet", env)?;
+            for value in values {
+                if !items.iter().any(|item| values_equal(item, value)) {
+                    items.push(value.clone());
+                }
+            }
+            Outcome::Set(Bson::Array(items))
+        }
+        Action::Pop { first } => match current {
+            None => Outcome::Keep,
+            Some(Bson::Array(items)) if items.is_empty() => Outcome::Keep,
+            Some(Bson::Array(items)) => {
+                let mut items = items.clone();
+                if *first {
+                    items.remove(0);
+                } else {
+                    items.pop();
+                }
+                Outcome::Set(Bson::Array(items))
+            }
+            Some(other) => {
+                return Err(QueryError::type_mismatch(format!(
+                    "Path '{}' contains an element of non-array type '{}'",
+                    modifier.path.dotted,
+                    bson_type_name(other)
+                )))
+            }
+        },
+        Action::Pull(condition) => match current {
+            None => Outcome::Keep,
+            Some(Bson::Array(items)) => {
+                let kept: Vec<Bson> = items.iter().filter(|item| !pull_matches(condition, item)).cloned().collect();
+                Outcome::Set(Bson::Array(kept))
+            }
+            Some(_) => return Err(QueryError::bad_value("Cannot apply $pull to a non-array value")),
+        },
+        Action::PullAll(values) => match current {
+            None => Outcome::Keep,
+            Some(Bson::Array(items)) => {
+                let kept: Vec<Bson> =
+                    items.iter().filter(|item| !values.iter().any(|v| values_equal(item, v))).cloned().collect();
+                Outcome::Set(Bson::Array(kept))
+            }
+            Some(_) => return Err(QueryError::bad_value("Cannot apply $pullAll to a non-array value")),
+        },
+        Action::Bit(ops) => {
+            let mut value = match current {
+                None => Bson::Int32(0),
+                Some(v @ (Bson::Int32(_) | Bson::Int64(_))) => v.clone(),
+                Some(other) => {
+                    return Err(QueryError::bad_value(format!(
+                        "Cannot apply $bit to a value of non-integral type.{} has the field {field} of non-integer type {}",
+                        env.id_text,
+                        bson_type_name(other)
+                    )))
+                }
+            };
+            for (op, operand) in ops {
+                value = bitwise(&value, operand, *op);
+            }
+            Outcome::Set(value)
+        }
+        Action::Rename(_) => unreachable!("renames are applied by apply_rename"),
+    })
+}
+
+fn array_for_append(current: Option<&Bson>, field: &str, op: &str, env: &Env<'_>) -> Result<Vec<Bson>, QueryError> {
+    match current {
+        None => Ok(Vec::new()),
+        Some(Bson::Array(items)) => Ok(items.clone()),
+        Some(other) => {
+            let _ = op;
+            Err(QueryError::bad_value(format!(
+                "The field '{field}' must be an array but is of type {} in document {}",
+                bson_type_name(other),
+                env.id_text
+            )))
+        }
+    }
+}
+
+/// `$push` with `$each`, `$position`, `$sort` and `$slice`, in MongoDB's
+/// order: insert, then sort, then slice.
+fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
+    let len = items.len() as i64;
+    let at = match spec.position {
+        None => len,
+        Some(p) if p >= 0 => p.min(len),
+        Some(p) => (len + p).max(0),
+    } as usize;
+    items.splice(at..at, spec.each.iter().cloned());
+    if let Some(sort) = &spec.sort {
+        match sort {
+            PushSort::Value { descending } => items.sort_by(|a, b| {
+                let order = compare_values(a, b);
+                if *descending { order.reverse() } else { order }
+            }),
+            PushSort::Fields(fields) => items.sort_by(|a, b| {
+                for (path, descending) in fields {
+                    let order = compare_values(&sort_key(a, path, *descending), &sort_key(b, path, *descending));
+                    let order = if *descending { order.reverse() } else { order };
+                    if order != Ordering::Equal {
+                        return order;
+                    }
+                }
+                Ordering::Equal
+            }),
+        }
+    }
+    if let Some(n) = spec.slice {
+        if n >= 0 {
+            items.truncate(n as usize);
+        } else {
+            let keep = n.unsigned_abs().min(items.len() as u64) as usize;
+            items.drain(..items.len() - keep);
+        }
+    }
+    items
+}
+
+/// The value an element sorts by for one `$sort` field: the value at the
+/// dotted path (null when missing); an array sorts by its smallest
+/// element ascending and its largest descending, as MongoDB sorts.
+fn sort_key(element: &Bson, path: &str, descending: bool) -> Bson {
+    let mut current = element;
+    for part in path.split('.') {
+        match current {
+            Bson::Document(doc) => match doc.get(part) {
+                Some(next) => current = next,
+                None => return Bson::Null,
+            },
+            _ => return Bson::Null,
+        }
+    }
+    match current {
+        Bson::Array(items) if items.is_empty() => Bson::Undefined,
+        Bson::Array(items) => {
+            let pick = items.iter().min_by(|a, b| {
+                let order = compare_values(a, b);
+                if descending { order.reverse() } else { order }
+            });
+            pick.cloned().unwrap_or(Bson::Null)
+        }
+        other => other.clone(),
+    }
+}
+
+fn pull_matches(condition: &PullCondition, item: &Bson) -> bool {
+    match condition {
+        PullCondition::Equals(value) => values_equal(item, value),
+        PullCondition::Query(filter) => match item {
+            Bson::Document(doc) => filter.matches(doc),
+            _ => false,
+        },
+        PullCondition::Operators(filter) => {
+            let mut wrapper = Document::new();
+            wrapper.insert(WRAPPER_FIELD, item.clone());
+            filter.matches(&wrapper)
+        }
+    }
+}
+
+/// `$rename`: moves the value at `from` to `to`. A missing source is a
+/// no-op; neither path may go through an array.
+fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath) -> Result<(), QueryError> {
+    let from_parts: Vec<&str> = from.dotted.split('.').collect();
+    let to_parts: Vec<&str> = to.dotted.split('.').collect();
+    // Find the source value, refusing arrays on the way.
+    let mut node: &Document = root;
+    for (i, part) in from_parts.iter().enumerate() {
+        let Some(value) = node.get(*part) else { return Ok(()) };
+        let last = i + 1 == from_parts.len();
+        match value {
+            Bson::Document(child) if !last => node = child,
+            Bson::Array(_) if !last => {
+                return Err(QueryError::bad_value(format!(
+                    "The source field cannot be an array element, '{}' in doc with {} being an array",
+                    from.dotted,
+                    from_parts[..=i].join(".")
+                )))
+            }
+            _ if !last => return Ok(()),
+            _ => {}
+        }
+    }
+    // Check the destination can be created before changing anything.
+    let mut probe: Option<&Document> = Some(root);
+    for (i, part) in to_parts[..to_parts.len() - 1].iter().enumerate() {
+        let Some(doc) = probe else { break };
+        match doc.get(*part) {
+            None => probe = None,
+            Some(Bson::Document(child)) => probe = Some(child),
+            Some(Bson::Array(_)) => {
+                return Err(QueryError::bad_value(format!(
+                    "The destination field cannot be an array element, '{}' in doc with {} being an array",
+                    to.dotted,
+                    to_parts[..=i].join(".")
+                )))
+            }
+            Some(other) => {
+                return Err(QueryError::new(
+                    codes::PATH_NOT_VIABLE,
+                    format!("Cannot create field '{}' in element {}", to_parts[i + 1], render(part, other)),
+                ))
+            }
+        }
+    }
+    let value = take_path(root, &from_parts).expect("source found above");
+    let mut parent = root;
+    for part in &to_parts[..to_parts.len() - 1] {
+        if !parent.contains_key(*part) {
+            parent.insert(*part, Document::new());
+        }
+        parent = match parent.get_mut(*part) {
+            Some(Bson::Document(child)) => child,
+            _ => unreachable!("destination parents checked above"),
+        };
+    }
+    parent.insert(to_parts[to_parts.len() - 1], value);
+    Ok(())
+}
+
+fn take_path(root: &mut Document, parts: &[&str]) -> Option<Bson> {
+    let (last, parents) = parts.split_last()?;
+    let mut node = root;
+    for part in parents {
+        node = match node.get_mut(*part) {
+            Some(Bson::Document(child)) => child,
+            _ => return None,
+        };
+    }
+    node.remove(*last)
+}

@@ -1,0 +1,159 @@
+//! Update target paths: parsing `a.b.$`, `a.$[]`, `a.$[x].b` into
+//! components, the conflict check between the paths of one update, and the
+//! order in which MongoDB 5.0+ applies them.
+
+use std::cmp::Ordering;
+
+use crate::error::{codes, QueryError};
+
+/// One component of an update target path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// A field name, or an array index when the container is an array.
+    Field(String),
+    /// `$`: the array position the query matched.
+    Positional,
+    /// `$[]`: every element of the array.
+    AllElements,
+    /// `$[identifier]`: the elements matching that array filter.
+    Filtered(String),
+}
+
+/// A parsed target path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetPath {
+    pub dotted: String,
+    pub components: Vec<Component>,
+}
+
+impl TargetPath {
+    pub fn parse(dotted: &str) -> Result<TargetPath, QueryError> {
+        if dotted.is_empty() {
+            return Err(QueryError::new(
+                codes::EMPTY_FIELD_NAME,
+                "An empty update path is not valid.",
+            ));
+        }
+        let mut components = Vec::new();
+        let mut positional_count = 0;
+        for (i, part) in dotted.split('.').enumerate() {
+            if part.is_empty() {
+                return Err(QueryError::new(
+                    codes::EMPTY_FIELD_NAME,
+                    format!("The update path '{dotted}' contains an empty field name, which is not allowed."),
+                ));
+            }
+            let component = if part == "$" {
+                positional_count += 1;
+                Component::Positional
+            } else if part == "$[]" {
+                Component::AllElements
+            } else if let Some(inner) = part.strip_prefix("$[").and_then(|p| p.strip_suffix(']')) {
+                validate_identifier(inner)?;
+                Component::Filtered(inner.to_string())
+            } else if part.starts_with('$') {
+                return Err(QueryError::new(
+                    codes::DOLLAR_PREFIXED_FIELD_NAME,
+                    format!("The dollar ($) prefixed field '{part}' in '{dotted}' is not valid for storage."),
+                ));
+            } else {
+                Component::Field(part.to_string())
+            };
+            if i == 0 && !matches!(component, Component::Field(_)) {
+                return Err(QueryError::bad_value(format!(
+                    "Cannot have array filter identifier (i.e. '$[<id>]') or positional operator as the first element in path '{dotted}'"
+                )));
+            }
+            components.push(component);
+        }
+        if positional_count > 1 {
+            return Err(QueryError::bad_value(format!(
+                "Too many positional (i.e. '$') elements found in path '{dotted}'"
+            )));
+        }
+        Ok(TargetPath { dotted: dotted.to_string(), components })
+    }
+
+    /// True when the path contains `$`, `$[]` or `$[id]`.
+    pub fn is_dynamic(&self) -> bool {
+        self.components.iter().any(|c| !matches!(c, Component::Field(_)))
+    }
+
+    /// The array filter identifiers the path uses.
+    pub fn identifiers(&self) -> impl Iterator<Item = &str> {
+        self.components.iter().filter_map(|c| match c {
+            Component::Filtered(id) => Some(id.as_str()),
+            _ => None,
+        })
+    }
+
+    fn texts(&self) -> Vec<&str> {
+        self.dotted.split('.').collect()
+    }
+}
+
+/// Array filter identifiers start with a lowercase letter and are
+/// alphanumeric, as in MongoDB.
+pub fn validate_identifier(id: &str) -> Result<(), QueryError> {
+    let mut chars = id.chars();
+    let ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(QueryError::bad_value(format!(
+            "The array filter identifier '{id}' must begin with a lowercase letter and contain only alphanumeric characters"
+        )))
+    }
+}
+
+/// Fails with ConflictingUpdateOperators when one path is a prefix of (or
+/// equal to) another; `paths` is in the order the update names them.
+pub fn check_conflicts(paths: &[&TargetPath]) -> Result<(), QueryError> {
+    for (i, later) in paths.iter().enumerate() {
+        for earlier in &paths[..i] {
+            let a = earlier.texts();
+            let b = later.texts();
+            let common = a.len().min(b.len());
+            if a[..common] == b[..common] {
+                let at = if a.len() <= b.len() { &earlier.dotted } else { &later.dotted };
+                return Err(QueryError::new(
+                    codes::CONFLICTING_UPDATE_OPERATORS,
+                    format!("Updating the path '{}' would create a conflict at '{}'", later.dotted, at),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The order MongoDB 5.0+ applies update paths in: component by component,
+/// numeric names numerically, other names by bytes.
+pub fn compare_paths(a: &TargetPath, b: &TargetPath) -> Ordering {
+    let left = a.texts();
+    let right = b.texts();
+    for (x, y) in left.iter().zip(right.iter()) {
+        let order = compare_names(x, y);
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    left.len().cmp(&right.len())
+}
+
+fn compare_names(x: &str, y: &str) -> Ordering {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if numeric(x) && numeric(y) {
+        let x = x.trim_start_matches('0');
+        let y = y.trim_start_matches('0');
+        return x.len().cmp(&y.len()).then_with(|| x.cmp(y));
+    }
+    x.as_bytes().cmp(y.as_bytes())
+}
+
+/// The array index a field component names, if it is a plain decimal.
+pub fn array_index(name: &str) -> Option<usize> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}

@@ -170,6 +170,8 @@ struct FaultState {
     writes_since_arm: u64,
     syncs_since_arm: u64,
     counters: FaultCounters,
+    /// After `power_off`, every write and fsync fails.
+    powered_off: bool,
     files: BTreeMap<PathBuf, FileModel>,
 }
 
@@ -212,6 +214,13 @@ impl FaultyIo {
         self.state.lock().counters
     }
 
+    /// Makes every later write and fsync fail, as if the machine lost
+    /// power at this instant: a journal dropped afterwards cannot sync
+    /// anything more, so `crash` then sees exactly what was fsynced before.
+    pub fn power_off(&self) {
+        self.state.lock().powered_off = true;
+    }
+
     /// Simulates a power loss: every file is cut back to the length it had
     /// at its last successful fsync plus `keep_unsynced_bytes` of whatever
     /// was written after it (a torn write keeps a prefix), and files whose
@@ -239,6 +248,9 @@ impl FaultyIo {
     /// Counts one write; returns Some(partial) if this write must fail.
     fn on_write(&self) -> Option<Option<usize>> {
         let mut state = self.state.lock();
+        if state.powered_off {
+            return Some(None);
+        }
         state.counters.writes += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
@@ -256,6 +268,9 @@ impl FaultyIo {
     /// Counts one fsync; true if it must fail.
     fn on_sync(&self) -> bool {
         let mut state = self.state.lock();
+        if state.powered_off {
+            return true;
+        }
         state.counters.syncs += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
@@ -268,6 +283,16 @@ impl FaultyIo {
             }
         }
         false
+    }
+}
+
+impl FaultyIo {
+    /// Fails metadata changes (create, remove, set_len) after `power_off`.
+    fn check_power(&self) -> io::Result<()> {
+        if self.state.lock().powered_off {
+            return Err(injected("operation after power off"));
+        }
+        Ok(())
     }
 }
 
@@ -318,6 +343,7 @@ impl IoFile for FaultyFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.io.check_power()?;
         self.inner.set_len(len)?;
         // A shrink lowers what a crash can keep at once; the journal fsyncs
         // right after, which is what makes the shrink itself durable.
@@ -359,12 +385,14 @@ impl IoBackend for FaultyIo {
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        self.check_power()?;
         let inner = self.inner.create(path)?;
         self.state.lock().files.insert(path.to_path_buf(), FileModel::default());
         Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.check_power()?;
         self.inner.remove_file(path)?;
         self.state.lock().files.remove(path);
         Ok(())

@@ -1,1 +1,257 @@
-//! (to be written)
+//! The aggregation pipeline: parsing stage documents once into `Stage`s,
+//! then running documents through them.
+//!
+//! Execution pulls documents through a chain of iterators: streaming
+//! stages (`$match`, `$project`, `$unwind`, `$limit`, ...) transform one
+//! document at a time, so `$limit` stops reading its input early; blocking
+//! stages (`$group`, `$sort`, `$facet`) gather their input first, within
+//! `BLOCKING_STAGE_MEMORY_BYTES_MAX`, like MongoDB without `allowDiskUse`.
+//!
+//! Other collections (`$lookup`, `$unionWith`) are read through a
+//! `CollectionSource` the server implements over storage; the pipeline
+//! itself does no I/O and reads no clock (`$$NOW` is passed in).
+
+mod accumulators;
+mod count;
+mod facet;
+mod fields;
+mod group;
+mod limit_skip;
+mod lookup;
+mod match_stage;
+mod project;
+mod replace_root;
+mod sort_stage;
+mod union_with;
+mod unwind;
+
+use bson::{Bson, Document};
+
+use crate::error::{codes, QueryError};
+use crate::expr::Variables;
+
+/// How much memory (approximate BSON bytes) one blocking stage may hold,
+/// MongoDB's limit when `allowDiskUse` is off (100 MB).
+pub const BLOCKING_STAGE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+/// QueryExceededMemoryLimitNoDiskUseAllowed.
+pub const MEMORY_LIMIT_CODE: i32 = 292;
+
+/// How deeply sub-pipelines (`$facet`, `$lookup`, `$unionWith`) may nest.
+const SUB_PIPELINE_DEPTH_MAX: usize = 20;
+
+/// The most stages one pipeline may have (MongoDB's default limit).
+const PIPELINE_STAGES_MAX: usize = 1000;
+
+/// How a pipeline reads other collections (`$lookup`, `$unionWith`).
+pub trait CollectionSource {
+    fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError>;
+}
+
+/// A stream of documents between stages.
+pub(crate) type DocStream<'a> = Box<dyn Iterator<Item = Result<Document, QueryError>> + 'a>;
+
+/// What stages may use while running.
+pub(crate) struct ExecContext<'a> {
+    pub source: &'a dyn CollectionSource,
+    pub db: &'a str,
+    /// `$$NOW` is bound here; `$$ROOT` is each evaluated document.
+    pub vars: Variables,
+}
+
+/// One parsed stage.
+pub(crate) trait Stage: std::fmt::Debug + Send + Sync {
+    /// Transforms the input stream. Errors travel inside the stream.
+    fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a>;
+}
+
+/// A parsed pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    stages: Vec<Box<dyn Stage>>,
+    leading_match: Option<Document>,
+    /// The database `$lookup`/`$unionWith` read collections from.
+    db: String,
+}
+
+/// Stages MongoDB has that Slipstream answers with CommandNotSupported.
+const UNSUPPORTED_STAGES: &[&str] = &[
+    "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
+    "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
+    "$planCacheStats", "$sample", "$graphLookup", "$bucket", "$bucketAuto", "$redact",
+    "$setWindowFields", "$densify", "$fill", "$documents", "$listSearchIndexes",
+    "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
+];
+
+impl Pipeline {
+    /// Parses the stages of an `aggregate` command for database `db`.
+    pub fn parse(stages: &[Document], db: &str) -> Result<Pipeline, QueryError> {
+        parse_at_depth(stages, db, 0)
+    }
+
+    /// The filter of a leading `$match` stage, which the server may push
+    /// into the index planner (execution still applies it).
+    pub fn leading_match(&self) -> Option<&Document> {
+        self.leading_match.as_ref()
+    }
+
+    /// Runs the pipeline over `input`.
+    pub fn execute(
+        &self,
+        input: Box<dyn Iterator<Item = Result<Document, QueryError>> + '_>,
+        source: &dyn CollectionSource,
+        now: bson::DateTime,
+    ) -> Result<Vec<Document>, QueryError> {
+        let cx = ExecContext { source, db: &self.db, vars: Variables::empty().with_now(now) };
+        self.run(input, &cx).collect()
+    }
+
+    /// Chains every stage onto `input`.
+    pub(crate) fn run<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
+        let mut stream = input;
+        for stage in &self.stages {
+            stream = stage.apply(stream, cx);
+        }
+        stream
+    }
+}
+
+/// Parses a pipeline nested `depth` sub-pipelines deep.
+pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Result<Pipeline, QueryError> {
+    if depth > SUB_PIPELINE_DEPTH_MAX {
+        return Err(QueryError::new(
+            codes::BAD_VALUE,
+            format!("sub-pipelines may nest at most {SUB_PIPELINE_DEPTH_MAX} deep"),
+        ));
+    }
+    if stages.len() > PIPELINE_STAGES_MAX {
+        return Err(QueryError::new(
+            7749501,
+            format!("Pipeline length must be no longer than {PIPELINE_STAGES_MAX} stages."),
+        ));
+    }
+    let mut parsed: Vec<Box<dyn Stage>> = Vec::with_capacity(stages.len());
+    let mut index = 0;
+    while index < stages.len() {
+        let (name, spec) = stage_name_and_spec(&stages[index])?;
+        // `$sort` directly followed by `$limit` keeps only the top
+        // documents, so its memory is bounded by the limit.
+        let next_limit = stages.get(index + 1).and_then(|next| next.get("$limit"));
+        if name == "$sort" && next_limit.is_some() {
+            let limit = limit_skip::parse_limit(next_limit.expect("checked"))?;
+            parsed.push(Box::new(sort_stage::SortStage::parse(spec, Some(limit))?));
+            parsed.push(Box::new(limit_skip::LimitStage::new(limit)));
+            index += 2;
+            continue;
+        }
+        parsed.extend(parse_stage(name, spec, db, depth)?);
+        index += 1;
+    }
+    let leading_match = match stages.first().and_then(|s| s.get("$match")) {
+        Some(Bson::Document(filter)) => Some(filter.clone()),
+        _ => None,
+    };
+    Ok(Pipeline { stages: parsed, leading_match, db: db.to_string() })
+}
+
+fn stage_name_and_spec(stage: &Document) -> Result<(&str, &Bson), QueryError> {
+    if stage.len() != 1 {
+        return Err(QueryError::new(
+            40323,
+            "A pipeline stage specification object must contain exactly one field.",
+        ));
+    }
+    let (name, spec) = stage.iter().next().expect("one field checked above");
+    Ok((name.as_str(), spec))
+}
+
+/// Parses one stage; some stages expand into several (`$sortByCount` is
+/// a `$group` then a `$sort`).
+fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Box<dyn Stage>>, QueryError> {
+    let stage: Box<dyn Stage> = match name {
+        "$match" => Box::new(match_stage::MatchStage::parse(spec)?),
+        "$project" => Box::new(project::ProjectStage::parse(spec)?),
+        "$addFields" | "$set" => Box::new(project::AddFieldsStage::parse(name, spec)?),
+        "$unset" => Box::new(project::ProjectStage::parse_unset(spec)?),
+        "$sort" => Box::new(sort_stage::SortStage::parse(spec, None)?),
+        "$limit" => Box::new(limit_skip::LimitStage::new(limit_skip::parse_limit(spec)?)),
+        "$skip" => Box::new(limit_skip::SkipStage::parse(spec)?),
+        "$group" => Box::new(group::GroupStage::parse(spec)?),
+        "$count" => return count::parse_count(spec),
+        "$sortByCount" => return count::parse_sort_by_count(spec),
+        "$unwind" => Box::new(unwind::UnwindStage::parse(spec)?),
+        "$lookup" => Box::new(lookup::LookupStage::parse(spec, db, depth)?),
+        "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),
+        "$facet" => Box::new(facet::FacetStage::parse(spec, db, depth)?),
+        "$unionWith" => Box::new(union_with::UnionWithStage::parse(spec, db, depth)?),
+        unsupported if UNSUPPORTED_STAGES.contains(&unsupported) => {
+            return Err(QueryError::new(
+                codes::COMMAND_NOT_SUPPORTED,
+                format!("{unsupported} is not supported by Slipstream"),
+            ))
+        }
+        unknown => {
+            return Err(QueryError::new(
+                codes::UNRECOGNIZED_PIPELINE_STAGE,
+                format!("Unrecognized pipeline stage name: '{unknown}'"),
+            ))
+        }
+    };
+    Ok(vec![stage])
+}
+
+/// A stream that yields one error (blocking stages report failures so).
+pub(crate) fn error_stream<'a>(error: QueryError) -> DocStream<'a> {
+    Box::new(std::iter::once(Err(error)))
+}
+
+/// Tracks the approximate bytes a blocking stage holds.
+pub(crate) struct MemoryBudget {
+    stage: &'static str,
+    used_bytes: usize,
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(stage: &'static str) -> MemoryBudget {
+        MemoryBudget { stage, used_bytes: 0 }
+    }
+
+    /// Charges `bytes`; fails once the total passes the limit.
+    pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), QueryError> {
+        self.used_bytes = self.used_bytes.saturating_add(bytes);
+        if self.used_bytes > BLOCKING_STAGE_MEMORY_BYTES_MAX {
+            return Err(QueryError::new(
+                MEMORY_LIMIT_CODE,
+                format!(
+                    "Exceeded memory limit for {}, but didn't allow external sort. Pass allowDiskUse:true to opt in.",
+                    self.stage
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Returns `bytes` to the budget (a document was dropped).
+    pub(crate) fn release(&mut self, bytes: usize) {
+        self.used_bytes = self.used_bytes.saturating_sub(bytes);
+    }
+}
+
+/// Approximate BSON size of a value, for memory accounting.
+pub(crate) fn approximate_size(value: &Bson) -> usize {
+    match value {
+        Bson::Document(d) => document_size(d),
+        Bson::Array(items) => 5 + items.iter().map(|v| 4 + approximate_size(v)).sum::<usize>(),
+        Bson::String(s) | Bson::JavaScriptCode(s) | Bson::Symbol(s) => 5 + s.len(),
+        Bson::Binary(b) => 5 + b.bytes.len(),
+        Bson::RegularExpression(r) => 2 + r.pattern.len() + r.options.len(),
+        Bson::Decimal128(_) => 16,
+        Bson::ObjectId(_) => 12,
+        _ => 8,
+    }
+}
+
+/// Approximate BSON size of a document.
+pub(crate) fn document_size(doc: &Document) -> usize {
+    5 + doc.iter().map(|(k, v)| 2 + k.len() + approximate_size(v)).sum::<usize>()
+}

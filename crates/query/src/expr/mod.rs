@@ -27,6 +27,8 @@ use bson::{Bson, Document};
 use crate::compare::compare_values;
 use crate::error::{codes, QueryError};
 
+pub(crate) use objects::merge_into as merge_objects_into;
+
 /// The result of evaluating an expression: `None` is a missing value.
 pub type Value = Option<Bson>;
 

@@ -1,0 +1,148 @@
+//! `$lookup`: joins each input document with the documents of another
+//! collection of the same database.
+//!
+//! The equality form (`localField`/`foreignField`) matches as MongoDB
+//! does: an array local value matches any of its elements, a missing
+//! local value matches foreign documents whose field is null or missing,
+//! and foreign arrays match when any element is equal (the query
+//! semantics of `{foreignField: {$in: [...]}}`). A `pipeline` without
+//! `let` runs over the matched (or all) foreign documents. `let`
+//! variables are refused with a clear error: `$match`'s `$expr` cannot
+//! see them yet, and silently ignoring them would give wrong results.
+
+use bson::{doc, Bson, Document};
+
+use super::fields::{set_path, split_path};
+use super::{document_size, parse_at_depth, DocStream, ExecContext, MemoryBudget, Pipeline, Stage};
+use crate::error::{codes, QueryError};
+use crate::expr::lookup_path_in_document;
+use crate::filter::Filter;
+
+#[derive(Debug)]
+pub(crate) struct LookupStage {
+    from: String,
+    /// `(localField, foreignField)` of the equality form.
+    equality: Option<(Vec<String>, String)>,
+    pipeline: Option<Pipeline>,
+    as_path: Vec<String>,
+}
+
+fn string_option<'a>(options: &'a Document, key: &str) -> Result<Option<&'a str>, QueryError> {
+    match options.get(key) {
+        None => Ok(None),
+        Some(Bson::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(QueryError::new(codes::FAILED_TO_PARSE, format!("$lookup argument '{key}' must be a string"))),
+    }
+}
+
+impl LookupStage {
+    pub(crate) fn parse(spec: &Bson, db: &str, depth: usize) -> Result<LookupStage, QueryError> {
+        let Bson::Document(options) = spec else {
+            return Err(QueryError::new(codes::FAILED_TO_PARSE, "the $lookup specification must be an Object"));
+        };
+        for key in options.keys() {
+            if !matches!(key.as_str(), "from" | "localField" | "foreignField" | "as" | "pipeline" | "let") {
+                return Err(QueryError::new(codes::FAILED_TO_PARSE, format!("unknown argument to $lookup: {key}")));
+            }
+        }
+        if options.contains_key("let") {
+            return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, "$lookup with 'let' variables is not supported by Slipstream"));
+        }
+        let from = match options.get("from") {
+            Some(Bson::String(s)) => s.clone(),
+            Some(Bson::Document(_)) => {
+                return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, "$lookup from another database is not supported by Slipstream"))
+            }
+            _ => return Err(QueryError::new(codes::FAILED_TO_PARSE, "$lookup requires a string 'from' argument")),
+        };
+        let as_path = match string_option(options, "as")? {
+            Some(path) => split_path("$lookup", path)?,
+            None => return Err(QueryError::new(codes::FAILED_TO_PARSE, "must specify 'as' field for a $lookup")),
+        };
+        let local = string_option(options, "localField")?;
+        let foreign = string_option(options, "foreignField")?;
+        let equality = match (local, foreign) {
+            (Some(local), Some(foreign)) => {
+                split_path("$lookup", foreign)?;
+                Some((split_path("$lookup", local)?, foreign.to_string()))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(QueryError::new(
+                    codes::FAILED_TO_PARSE,
+                    "$lookup requires both or neither of 'localField' and 'foreignField' to be specified",
+                ))
+            }
+        };
+        let pipeline = match options.get("pipeline") {
+            None => None,
+            Some(Bson::Array(stages)) => {
+                let stages = stages
+                    .iter()
+                    .map(|s| match s {
+                        Bson::Document(d) => Ok(d.clone()),
+                        _ => Err(QueryError::new(codes::TYPE_MISMATCH, "$lookup pipeline stages must be objects")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some(parse_at_depth(&stages, db, depth + 1)?)
+            }
+            Some(_) => return Err(QueryError::new(codes::TYPE_MISMATCH, "$lookup 'pipeline' must be an array")),
+        };
+        if equality.is_none() && pipeline.is_none() {
+            return Err(QueryError::new(
+                codes::FAILED_TO_PARSE,
+                "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
+            ));
+        }
+        Ok(LookupStage { from, equality, pipeline, as_path })
+    }
+
+    /// Reads the foreign collection once per execution, within the
+    /// blocking-stage memory limit.
+    fn load_foreign(&self, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
+        let docs = cx.source.scan(cx.db, &self.from)?;
+        let mut budget = MemoryBudget::new("$lookup");
+        for doc in &docs {
+            budget.charge(document_size(doc))?;
+        }
+        Ok(docs)
+    }
+
+    fn join(&self, mut doc: Document, foreign: &[Document], cx: &ExecContext<'_>) -> Result<Document, QueryError> {
+        let matched: Vec<Document> = match &self.equality {
+            Some((local, foreign_field)) => {
+                let values = match lookup_path_in_document(&doc, local) {
+                    Some(Bson::Array(items)) if !items.is_empty() => items,
+                    Some(Bson::Array(_)) => Vec::new(),
+                    Some(value) => vec![value],
+                    None => vec![Bson::Null],
+                };
+                // Regexes in the local value compare by equality in
+                // $lookup, never as patterns.
+                let values = values.into_iter().filter(|v| !matches!(v, Bson::RegularExpression(_))).collect::<Vec<_>>();
+                let filter = Filter::parse(&doc! {foreign_field.as_str(): {"$in": values}})?;
+                foreign.iter().filter(|f| filter.matches(f)).cloned().collect()
+            }
+            None => foreign.to_vec(),
+        };
+        let joined = match &self.pipeline {
+            Some(pipeline) => pipeline.run(Box::new(matched.into_iter().map(Ok)), cx).collect::<Result<Vec<_>, _>>()?,
+            None => matched,
+        };
+        set_path(&mut doc, &self.as_path, Bson::Array(joined.into_iter().map(Bson::Document).collect()));
+        Ok(doc)
+    }
+}
+
+impl Stage for LookupStage {
+    fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
+        let mut foreign: Option<Vec<Document>> = None;
+        Box::new(input.map(move |item| {
+            let doc = item?;
+            if foreign.is_none() {
+                foreign = Some(self.load_foreign(cx)?);
+            }
+            self.join(doc, foreign.as_deref().expect("loaded above"), cx)
+        }))
+    }
+}

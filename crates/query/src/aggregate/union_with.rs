@@ -1,0 +1,66 @@
+//! `$unionWith: "coll"` or `{coll, pipeline}`: the input, followed by the
+//! documents of another collection of the same database (after its own
+//! pipeline, if any).
+
+use bson::Bson;
+
+use super::{parse_at_depth, DocStream, ExecContext, Pipeline, Stage};
+use crate::error::{codes, QueryError};
+
+#[derive(Debug)]
+pub(crate) struct UnionWithStage {
+    collection: String,
+    pipeline: Option<Pipeline>,
+}
+
+impl UnionWithStage {
+    pub(crate) fn parse(spec: &Bson, db: &str, depth: usize) -> Result<UnionWithStage, QueryError> {
+        match spec {
+            Bson::String(collection) => Ok(UnionWithStage { collection: collection.clone(), pipeline: None }),
+            Bson::Document(options) => {
+                let collection = match options.get("coll") {
+                    Some(Bson::String(c)) => c.clone(),
+                    _ => return Err(QueryError::new(codes::FAILED_TO_PARSE, "$unionWith requires a string 'coll' argument")),
+                };
+                if let Some(other) = options.keys().find(|k| *k != "coll" && *k != "pipeline") {
+                    return Err(QueryError::new(40415, format!("BSON field '$unionWith.{other}' is an unknown field.")));
+                }
+                let pipeline = match options.get("pipeline") {
+                    None => None,
+                    Some(Bson::Array(stages)) => {
+                        let stages = stages
+                            .iter()
+                            .map(|s| match s {
+                                Bson::Document(d) => Ok(d.clone()),
+                                _ => Err(QueryError::new(codes::TYPE_MISMATCH, "$unionWith pipeline stages must be objects")),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Some(parse_at_depth(&stages, db, depth + 1)?)
+                    }
+                    Some(_) => return Err(QueryError::new(codes::TYPE_MISMATCH, "$unionWith 'pipeline' must be an array")),
+                };
+                Ok(UnionWithStage { collection, pipeline })
+            }
+            _ => Err(QueryError::new(codes::FAILED_TO_PARSE, "the $unionWith stage specification must be an object or string")),
+        }
+    }
+}
+
+impl Stage for UnionWithStage {
+    fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
+        // The other collection is read only once the input is exhausted.
+        let other = std::iter::once(()).flat_map(move |()| -> DocStream<'a> {
+            match cx.source.scan(cx.db, &self.collection) {
+                Ok(docs) => {
+                    let stream: DocStream<'a> = Box::new(docs.into_iter().map(Ok));
+                    match &self.pipeline {
+                        Some(pipeline) => pipeline.run(stream, cx),
+                        None => stream,
+                    }
+                }
+                Err(error) => super::error_stream(error),
+            }
+        });
+        Box::new(input.chain(other))
+    }
+}

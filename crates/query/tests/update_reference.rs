@@ -1,0 +1,229 @@
+//! Update operators against a deliberately naive reference: documents of
+//! at most two levels, paths of one or two plain field names, a subset of
+//! operators, each written out in the most direct way. Results (field
+//! order included) and error codes must agree.
+
+use std::cmp::Ordering;
+
+use bson::{doc, Bson, Document};
+use proptest::prelude::*;
+use slipstream_query::compare::{compare_values, values_equal};
+use slipstream_query::update::{Update, UpdateContext};
+
+const OPS: [&str; 9] = ["$set", "$unset", "$inc", "$min", "$max", "$push", "$addToSet", "$pop", "$pullAll"];
+const PATHS: [&str; 7] = ["a", "b", "c", "a.x", "a.y", "b.x", "c.z"];
+
+fn scalar() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        (-3i32..3).prop_map(Bson::Int32),
+        (-3i64..3).prop_map(Bson::Int64),
+        Just(Bson::Int32(i32::MAX)),
+        (-2i32..2).prop_map(|x| Bson::Double(f64::from(x) + 0.5)),
+        prop_oneof![Just("x"), Just("y")].prop_map(|s| Bson::String(s.into())),
+        Just(Bson::Null),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        4 => scalar(),
+        1 => prop::collection::vec(scalar(), 0..3).prop_map(Bson::Array),
+        1 => (scalar(), scalar()).prop_map(|(x, y)| Bson::Document(doc! {"x": x, "y": y})),
+    ]
+}
+
+fn document() -> impl Strategy<Value = Document> {
+    prop::collection::vec((prop::sample::select(vec!["a", "b", "c", "d"]), value()), 0..4).prop_map(|fields| {
+        let mut d = doc! {"_id": 1};
+        for (k, v) in fields {
+            d.insert(k, v);
+        }
+        d
+    })
+}
+
+fn update() -> impl Strategy<Value = Document> {
+    let item = (prop::sample::select(OPS.to_vec()), prop::sample::select(PATHS.to_vec()), value(), prop::bool::ANY);
+    prop::collection::vec(item, 1..4).prop_map(|items| {
+        let mut u = Document::new();
+        for (op, path, arg, flag) in items {
+            let arg = match op {
+                "$unset" => Bson::String(String::new()),
+                "$pop" => Bson::Int32(if flag { 1 } else { -1 }),
+                "$pullAll" => match arg {
+                    Bson::Array(a) => Bson::Array(a),
+                    other => Bson::Array(vec![other]),
+                },
+                "$inc" => match arg {
+                    n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)) => n,
+                    _ => Bson::Int32(1),
+                },
+                _ => arg,
+            };
+            let entry = u.entry(op.to_string()).or_insert_with(|| Bson::Document(Document::new()));
+            if let Bson::Document(fields) = entry {
+                fields.insert(path, arg);
+            }
+        }
+        u
+    })
+}
+
+/// Naive numeric addition with MongoDB's promotion rules.
+fn add(a: &Bson, b: &Bson) -> Option<Bson> {
+    let float = |v: &Bson| match v {
+        Bson::Int32(x) => Some(f64::from(*x)),
+        Bson::Int64(x) => Some(*x as f64),
+        Bson::Double(x) => Some(*x),
+        _ => None,
+    };
+    let int = |v: &Bson| match v {
+        Bson::Int32(x) => Some(i128::from(*x)),
+        Bson::Int64(x) => Some(i128::from(*x)),
+        _ => None,
+    };
+    match (a, b) {
+        (Bson::Double(_), _) | (_, Bson::Double(_)) => Some(Bson::Double(float(a)? + float(b)?)),
+        (Bson::Int32(x), Bson::Int32(y)) => {
+            let sum = i64::from(*x) + i64::from(*y);
+            Some(i32::try_from(sum).map(Bson::Int32).unwrap_or(Bson::Int64(sum)))
+        }
+        _ => {
+            let sum = int(a)? + int(b)?;
+            Some(i64::try_from(sum).map(Bson::Int64).unwrap_or(Bson::Double(sum as f64)))
+        }
+    }
+}
+
+fn is_prefix(short: &str, long: &str) -> bool {
+    short == long || (long.starts_with(short) && long.as_bytes()[short.len()] == b'.')
+}
+
+/// The reference. Returns the new document or the error code.
+fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
+    let mut mods: Vec<(String, String, Bson)> = Vec::new();
+    for (op, fields) in update {
+        let Bson::Document(fields) = fields else { panic!("generated updates are documents") };
+        for (path, arg) in fields {
+            mods.push((op.clone(), path.clone(), arg.clone()));
+        }
+    }
+    for i in 0..mods.len() {
+        for j in 0..i {
+            if is_prefix(&mods[j].1, &mods[i].1) || is_prefix(&mods[i].1, &mods[j].1) {
+                return Err(40);
+            }
+        }
+    }
+    // Paths apply in name order (every name here is non-numeric).
+    mods.sort_by(|x, y| x.1.split('.').cmp(y.1.split('.')));
+    let mut doc = original.clone();
+    for (op, path, arg) in mods {
+        let creates = !matches!(op.as_str(), "$unset" | "$pop" | "$pullAll");
+        let parts: Vec<&str> = path.split('.').collect();
+        let parent: &mut Document = if parts.len() == 1 {
+            &mut doc
+        } else {
+            match doc.get(parts[0]) {
+                None if creates => {
+                    doc.insert(parts[0], Document::new());
+                }
+                None => continue,
+                Some(Bson::Document(_)) => {}
+                Some(_) if creates => return Err(28),
+                Some(_) => continue,
+            }
+            match doc.get_mut(parts[0]) {
+                Some(Bson::Document(inner)) => inner,
+                _ => unreachable!(),
+            }
+        };
+        let name = *parts.last().unwrap();
+        let current = parent.get(name).cloned();
+        match op.as_str() {
+            "$set" => {
+                parent.insert(name, arg);
+            }
+            "$unset" => {
+                parent.remove(name);
+            }
+            "$inc" => match current {
+                None => {
+                    parent.insert(name, arg);
+                }
+                Some(c) => {
+                    let sum = add(&c, &arg).ok_or(14)?;
+                    parent.insert(name, sum);
+                }
+            },
+            "$min" | "$max" => {
+                let wanted = if op == "$min" { Ordering::Less } else { Ordering::Greater };
+                if current.is_none() || compare_values(&arg, current.as_ref().unwrap()) == wanted {
+                    parent.insert(name, arg);
+                }
+            }
+            "$push" | "$addToSet" => {
+                let mut items = match current {
+                    None => Vec::new(),
+                    Some(Bson::Array(items)) => items,
+                    Some(_) => return Err(2),
+                };
+                if op == "$push" || !items.iter().any(|x| values_equal(x, &arg)) {
+                    items.push(arg);
+                }
+                parent.insert(name, items);
+            }
+            "$pop" => match current {
+                None => {}
+                Some(Bson::Array(mut items)) => {
+                    if !items.is_empty() {
+                        if arg == Bson::Int32(1) {
+                            items.pop();
+                        } else {
+                            items.remove(0);
+                        }
+                    }
+                    parent.insert(name, items);
+                }
+                Some(_) => return Err(14),
+            },
+            "$pullAll" => {
+                let Bson::Array(remove) = arg else { panic!("generated as array") };
+                match current {
+                    None => {}
+                    Some(Bson::Array(items)) => {
+                        let kept: Vec<Bson> = items.into_iter().filter(|x| !remove.iter().any(|r| values_equal(x, r))).collect();
+                        parent.insert(name, kept);
+                    }
+                    Some(_) => return Err(2),
+                }
+            }
+            other => panic!("operator {other} not generated"),
+        }
+    }
+    Ok(doc)
+}
+
+fn bytes(d: &Document) -> Vec<u8> {
+    d.to_vec().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn operators_agree_with_the_naive_reference(original in document(), update in update()) {
+        let ctx = UpdateContext { positional: None, now: bson::DateTime::from_millis(0), is_upsert_insert: false };
+        let actual = Update::parse(&Bson::Document(update.clone()), None).and_then(|u| u.apply(&original, &ctx));
+        let expected = reference(&original, &update);
+        match (actual, expected) {
+            (Ok(outcome), Ok(doc)) => {
+                prop_assert_eq!(bytes(&outcome.document), bytes(&doc), "update {} on {}: got {} want {}", update, original, outcome.document, doc);
+                prop_assert_eq!(outcome.modified, bytes(&doc) != bytes(&original));
+            }
+            (Err(e), Err(code)) => prop_assert_eq!(e.code, code, "update {} on {}: {}", update, original, e.message),
+            (Ok(outcome), Err(code)) => prop_assert!(false, "update {} on {}: got {} want error {}", update, original, outcome.document, code),
+            (Err(e), Ok(doc)) => prop_assert!(false, "update {} on {}: got error {:?} want {}", update, original, e, doc),
+        }
+    }
+}

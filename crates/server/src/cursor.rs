@@ -1,5 +1,330 @@
-//! Server-side cursors (skeleton: the CRUD engineer replaces this file).
+//! Server-side cursors: every open cursor of the node, by id.
+//!
+//! A cursor is checked out of the manager for the duration of one `getMore`
+//! and checked back in afterwards, so that no lock is held while the query
+//! runs and a second `getMore` on the same cursor fails instead of
+//! interleaving with the first. Time is passed in (`now`) by the caller
+//! rather than read here, so that expiry is tested with an injected clock.
+//!
+//! What a cursor holds (its plan position, or buffered results for
+//! in-memory sorts) is the body type `B`, defined by query execution
+//! (`exec::CursorBody`); the manager itself only knows ids, namespaces and
+//! idle times.
+//!
+//! States of one slot:
+//!
+//! ```text
+//!   register --> Idle --check_out--> InUse --check_in--> Idle
+//!                  |                   |
+//!      kill/expire |          kill     | (kill_requested: dropped at check_in)
+//!                  v                   v
+//!               removed             removed at check_in
+//! ```
 
-/// Every open cursor of the node.
-#[derive(Default)]
-pub struct CursorManager {}
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::CommandError;
+use crate::exec::limits::{CURSOR_TIMEOUT_MS, OPEN_CURSORS_MAX};
+
+/// One open cursor.
+pub struct Cursor<B> {
+    /// `db.collection` the cursor reads (a `getMore` must name the same).
+    pub ns: String,
+    /// Exempt from the idle timeout (`noCursorTimeout`).
+    pub no_cursor_timeout: bool,
+    /// Query execution's state: plan position, buffered results.
+    pub body: B,
+}
+
+enum Slot<B> {
+    Idle { cursor: Cursor<B>, last_used: Instant },
+    /// Checked out by a running `getMore`. `ns` is kept for `killCursors`
+    /// checks; a kill while in use takes effect at check-in.
+    InUse { ns: String, kill_requested: bool },
+}
+
+/// What `killCursors` reports, as MongoDB does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KillReport {
+    pub killed: Vec<i64>,
+    pub not_found: Vec<i64>,
+    pub alive: Vec<i64>,
+    pub unknown: Vec<i64>,
+}
+
+/// Every open cursor of the node (locks internally).
+pub struct CursorManager<B = crate::exec::CursorBody> {
+    /// Guarded by its own mutex, held only for map operations (never while
+    /// a query runs).
+    slots: Mutex<HashMap<i64, Slot<B>>>,
+    /// Source of cursor ids: a per-process random key hashed with a counter,
+    /// so ids are unpredictable, non-zero and never repeat within a process
+    /// in practice.
+    id_key: RandomState,
+    id_counter: AtomicU64,
+    idle_timeout: Duration,
+}
+
+impl<B> Default for CursorManager<B> {
+    fn default() -> Self {
+        Self::with_idle_timeout(Duration::from_millis(CURSOR_TIMEOUT_MS))
+    }
+}
+
+/// CursorNotFound (43), worded as MongoDB words it.
+pub fn cursor_not_found(id: i64) -> CommandError {
+    CommandError::new(43, format!("cursor id {id} not found"))
+}
+
+impl<B> CursorManager<B> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_idle_timeout(idle_timeout: Duration) -> Self {
+        CursorManager {
+            slots: Mutex::new(HashMap::new()),
+            id_key: RandomState::new(),
+            id_counter: AtomicU64::new(0),
+            idle_timeout,
+        }
+    }
+
+    fn next_id(&self, slots: &HashMap<i64, Slot<B>>) -> i64 {
+        loop {
+            let mut hasher = self.id_key.build_hasher();
+            hasher.write_u64(self.id_counter.fetch_add(1, Ordering::Relaxed));
+            // Positive ids: some tools print or parse them as unsigned.
+            let id = (hasher.finish() & (i64::MAX as u64)) as i64;
+            if id != 0 && !slots.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Stores a new cursor and returns its id. Expired cursors are reaped
+    /// first; beyond `OPEN_CURSORS_MAX` open cursors the call fails.
+    pub fn register(&self, cursor: Cursor<B>, now: Instant) -> Result<i64, CommandError> {
+        let mut slots = self.slots.lock();
+        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        if slots.len() >= OPEN_CURSORS_MAX {
+            return Err(CommandError::new(
+                96,
+                format!("too many open cursors (the limit is {OPEN_CURSORS_MAX}); close cursors or let them time out"),
+            ));
+        }
+        let id = self.next_id(&slots);
+        slots.insert(id, Slot::Idle { cursor, last_used: now });
+        Ok(id)
+    }
+
+    /// Takes the cursor out for one `getMore` on namespace `ns`.
+    pub fn check_out(&self, id: i64, ns: &str, now: Instant) -> Result<Cursor<B>, CommandError> {
+        let mut slots = self.slots.lock();
+        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        match slots.get(&id) {
+            None => return Err(cursor_not_found(id)),
+            Some(Slot::InUse { .. }) => {
+                return Err(CommandError::new(96, format!("cursor id {id} is already in use")));
+            }
+            Some(Slot::Idle { cursor, .. }) if cursor.ns != ns => {
+                return Err(CommandError::new(
+                    13,
+                    format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns),
+                ));
+            }
+            Some(Slot::Idle { .. }) => {}
+        }
+        let ns = ns.to_string();
+        match slots.insert(id, Slot::InUse { ns, kill_requested: false }) {
+            Some(Slot::Idle { cursor, .. }) => Ok(cursor),
+            _ => unreachable!("the slot was checked to be idle under the same lock"),
+        }
+    }
+
+    /// Returns a cursor after a `getMore` that left it open. Returns false
+    /// (and drops it) when it was killed meanwhile.
+    pub fn check_in(&self, id: i64, cursor: Cursor<B>, now: Instant) -> bool {
+        let mut slots = self.slots.lock();
+        match slots.get(&id) {
+            Some(Slot::InUse { kill_requested: false, .. }) => {
+                slots.insert(id, Slot::Idle { cursor, last_used: now });
+                true
+            }
+            _ => {
+                slots.remove(&id);
+                false
+            }
+        }
+    }
+
+    /// Forgets a checked-out cursor that its `getMore` exhausted or failed.
+    pub fn release(&self, id: i64) {
+        let mut slots = self.slots.lock();
+        if matches!(slots.get(&id), Some(Slot::InUse { .. })) {
+            slots.remove(&id);
+        }
+    }
+
+    /// `killCursors` on namespace `ns`. Cursors of another namespace are
+    /// reported as not found, as MongoDB does.
+    pub fn kill(&self, ns: &str, ids: &[i64], now: Instant) -> KillReport {
+        let mut slots = self.slots.lock();
+        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        let mut report = KillReport::default();
+        for &id in ids {
+            match slots.get_mut(&id) {
+                Some(Slot::Idle { cursor, .. }) if cursor.ns == ns => {
+                    slots.remove(&id);
+                    report.killed.push(id);
+                }
+                Some(Slot::InUse { ns: cursor_ns, kill_requested }) if cursor_ns == ns => {
+                    *kill_requested = true;
+                    report.killed.push(id);
+                }
+                _ => report.not_found.push(id),
+            }
+        }
+        report
+    }
+
+    /// Closes every idle cursor unused for longer than the idle timeout
+    /// (except `noCursorTimeout` ones); returns how many were closed.
+    pub fn reap(&self, now: Instant) -> usize {
+        let mut slots = self.slots.lock();
+        Self::reap_locked(&mut slots, self.idle_timeout, now)
+    }
+
+    fn reap_locked(slots: &mut HashMap<i64, Slot<B>>, idle_timeout: Duration, now: Instant) -> usize {
+        let before = slots.len();
+        slots.retain(|_, slot| match slot {
+            Slot::Idle { cursor, last_used } => {
+                cursor.no_cursor_timeout || now.saturating_duration_since(*last_used) <= idle_timeout
+            }
+            Slot::InUse { .. } => true,
+        });
+        before - slots.len()
+    }
+
+    /// Open cursors (idle or in use), for `serverStatus`.
+    pub fn open_count(&self) -> usize {
+        self.slots.lock().len()
+    }
+
+    /// Open cursors exempt from the timeout, for `serverStatus`.
+    pub fn open_no_timeout_count(&self) -> usize {
+        self.slots
+            .lock()
+            .values()
+            .filter(|slot| matches!(slot, Slot::Idle { cursor, .. } if cursor.no_cursor_timeout))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor(ns: &str, no_cursor_timeout: bool) -> Cursor<&'static str> {
+        Cursor { ns: ns.to_string(), no_cursor_timeout, body: "body" }
+    }
+
+    fn manager() -> CursorManager<&'static str> {
+        CursorManager::with_idle_timeout(Duration::from_secs(600))
+    }
+
+    #[test]
+    fn ids_are_nonzero_and_distinct() {
+        let cursors = manager();
+        let now = Instant::now();
+        let mut ids = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let id = cursors.register(cursor("db.c", false), now).unwrap();
+            assert!(id > 0);
+            assert!(ids.insert(id));
+        }
+        assert_eq!(cursors.open_count(), 1000);
+    }
+
+    #[test]
+    fn idle_cursor_expires_after_the_timeout_only() {
+        let cursors = manager();
+        let start = Instant::now();
+        let id = cursors.register(cursor("db.c", false), start).unwrap();
+        assert_eq!(cursors.reap(start + Duration::from_secs(600)), 0);
+        assert_eq!(cursors.reap(start + Duration::from_secs(601)), 1);
+        let err = cursors.check_out(id, "db.c", start + Duration::from_secs(602)).err().unwrap();
+        assert_eq!(err.code, 43);
+    }
+
+    #[test]
+    fn use_resets_the_idle_clock() {
+        let cursors = manager();
+        let start = Instant::now();
+        let id = cursors.register(cursor("db.c", false), start).unwrap();
+        let later = start + Duration::from_secs(500);
+        let taken = cursors.check_out(id, "db.c", later).unwrap();
+        assert!(cursors.check_in(id, taken, later));
+        assert!(cursors.check_out(id, "db.c", later + Duration::from_secs(500)).is_ok());
+    }
+
+    #[test]
+    fn no_cursor_timeout_cursors_never_expire() {
+        let cursors = manager();
+        let start = Instant::now();
+        let id = cursors.register(cursor("db.c", true), start).unwrap();
+        assert_eq!(cursors.reap(start + Duration::from_secs(100_000)), 0);
+        assert!(cursors.check_out(id, "db.c", start + Duration::from_secs(100_000)).is_ok());
+    }
+
+    #[test]
+    fn checked_out_cursor_is_busy_and_not_reaped() {
+        let cursors = manager();
+        let start = Instant::now();
+        let id = cursors.register(cursor("db.c", false), start).unwrap();
+        let taken = cursors.check_out(id, "db.c", start).unwrap();
+        assert_eq!(cursors.check_out(id, "db.c", start).err().unwrap().code, 96);
+        assert_eq!(cursors.reap(start + Duration::from_secs(10_000)), 0);
+        assert!(cursors.check_in(id, taken, start + Duration::from_secs(10_000)));
+    }
+
+    #[test]
+    fn getmore_on_another_namespace_is_refused() {
+        let cursors = manager();
+        let now = Instant::now();
+        let id = cursors.register(cursor("db.c", false), now).unwrap();
+        assert_eq!(cursors.check_out(id, "db.other", now).err().unwrap().code, 13);
+        assert!(cursors.check_out(id, "db.c", now).is_ok());
+    }
+
+    #[test]
+    fn kill_reports_killed_and_not_found_and_kills_in_use_cursors_at_check_in() {
+        let cursors = manager();
+        let now = Instant::now();
+        let idle = cursors.register(cursor("db.c", false), now).unwrap();
+        let busy = cursors.register(cursor("db.c", false), now).unwrap();
+        let other_ns = cursors.register(cursor("db.d", false), now).unwrap();
+        let taken = cursors.check_out(busy, "db.c", now).unwrap();
+        let report = cursors.kill("db.c", &[idle, busy, other_ns, 12345], now);
+        assert_eq!(report.killed, vec![idle, busy]);
+        assert_eq!(report.not_found, vec![other_ns, 12345]);
+        assert!(!cursors.check_in(busy, taken, now));
+        assert_eq!(cursors.open_count(), 1);
+    }
+
+    #[test]
+    fn release_forgets_an_exhausted_cursor() {
+        let cursors = manager();
+        let now = Instant::now();
+        let id = cursors.register(cursor("db.c", false), now).unwrap();
+        let _taken = cursors.check_out(id, "db.c", now).unwrap();
+        cursors.release(id);
+        assert_eq!(cursors.open_count(), 0);
+    }
+}

@@ -1,0 +1,202 @@
+//! Small helpers every command uses to read its arguments with MongoDB's
+//! type rules and messages, and to check namespaces.
+
+use bson::{Bson, Document};
+
+use crate::error::CommandError;
+
+/// The type name MongoDB uses in "wrong type" messages.
+pub fn type_name(value: &Bson) -> &'static str {
+    match value {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Array(_) => "array",
+        Bson::Document(_) => "object",
+        Bson::Boolean(_) => "bool",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Int64(_) => "long",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Binary(_) => "binData",
+        Bson::ObjectId(_) => "objectId",
+        Bson::DateTime(_) => "date",
+        Bson::Symbol(_) => "symbol",
+        Bson::Decimal128(_) => "decimal",
+        Bson::Undefined => "undefined",
+        Bson::MaxKey => "maxKey",
+        Bson::MinKey => "minKey",
+        Bson::DbPointer(_) => "dbPointer",
+    }
+}
+
+fn wrong_type(command: &str, field: &str, value: &Bson, expected: &str) -> CommandError {
+    CommandError::new(
+        14,
+        format!(
+            "BSON field '{command}.{field}' is the wrong type '{}', expected types '[{expected}]'",
+            type_name(value)
+        ),
+    )
+}
+
+/// An integral number field (int, long, or a double without a fraction).
+pub fn get_i64(body: &Document, command: &str, field: &str) -> Result<Option<i64>, CommandError> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Int32(n)) => Ok(Some(i64::from(*n))),
+        Some(Bson::Int64(n)) => Ok(Some(*n)),
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.abs() < 9.2e18 => Ok(Some(*d as i64)),
+        Some(Bson::Double(d)) => Err(CommandError::new(
+            2,
+            format!("BSON field '{command}.{field}' has a non-integral value {d}"),
+        )),
+        Some(other) => Err(wrong_type(command, field, other, "long, int, decimal, double")),
+    }
+}
+
+/// A non-negative integral number field.
+pub fn get_non_negative(body: &Document, command: &str, field: &str) -> Result<Option<u64>, CommandError> {
+    match get_i64(body, command, field)? {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(CommandError::new(
+            51024,
+            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
+        )),
+        Some(n) => Ok(Some(n as u64)),
+    }
+}
+
+/// A boolean field; numbers count as booleans, as MongoDB's IDL allows.
+pub fn get_bool(body: &Document, command: &str, field: &str) -> Result<Option<bool>, CommandError> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(Bson::Int32(n)) => Ok(Some(*n != 0)),
+        Some(Bson::Int64(n)) => Ok(Some(*n != 0)),
+        Some(Bson::Double(d)) => Ok(Some(*d != 0.0)),
+        Some(other) => Err(wrong_type(command, field, other, "bool")),
+    }
+}
+
+/// An object field.
+pub fn get_document<'a>(body: &'a Document, command: &str, field: &str) -> Result<Option<&'a Document>, CommandError> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d)),
+        Some(other) => Err(wrong_type(command, field, other, "object")),
+    }
+}
+
+/// An array field.
+pub fn get_array<'a>(body: &'a Document, command: &str, field: &str) -> Result<Option<&'a Vec<Bson>>, CommandError> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(items)) => Ok(Some(items)),
+        Some(other) => Err(wrong_type(command, field, other, "array")),
+    }
+}
+
+/// The collection a command names in its first field (`{find: "c"}`).
+pub fn collection_name(body: &Document, command: &str) -> Result<String, CommandError> {
+    match body.get(command) {
+        Some(Bson::String(name)) => {
+            check_collection_name(name)?;
+            Ok(name.clone())
+        }
+        Some(other) => Err(CommandError::new(
+            73,
+            format!("collection name has invalid type {}", type_name(other)),
+        )),
+        None => Err(CommandError::new(73, format!("command {command} names no collection"))),
+    }
+}
+
+/// InvalidNamespace (73) for names MongoDB refuses anywhere.
+pub fn check_collection_name(name: &str) -> Result<(), CommandError> {
+    if name.is_empty() {
+        return Err(CommandError::new(73, "Invalid namespace specified: collection name is empty"));
+    }
+    if name.contains('\0') {
+        return Err(CommandError::new(73, "Invalid namespace specified: collection name contains a null character"));
+    }
+    if name.starts_with('.') || name.contains('$') && name != "$cmd" {
+        return Err(CommandError::new(73, format!("Invalid collection name: {name}")));
+    }
+    Ok(())
+}
+
+/// InvalidNamespace (73) for a database name.
+pub fn check_database_name(db: &str) -> Result<(), CommandError> {
+    const FORBIDDEN: &[char] = &['/', '\\', '.', ' ', '"', '$', '\0'];
+    if db.is_empty() || db.contains(FORBIDDEN) || db.len() >= 64 {
+        return Err(CommandError::new(73, format!("Invalid database name: '{db}'")));
+    }
+    Ok(())
+}
+
+/// The namespace a write may target: not `system.*`, not the oplog (which
+/// is the journal and only the engine writes).
+pub fn check_writable(db: &str, collection: &str) -> Result<(), CommandError> {
+    check_database_name(db)?;
+    check_collection_name(collection)?;
+    if collection.starts_with("system.") {
+        return Err(CommandError::new(73, format!("cannot write to '{db}.{collection}'")));
+    }
+    if db == "local" && collection == "oplog.rs" {
+        return Err(CommandError::new(73, "cannot write to 'local.oplog.rs': the oplog is written only by the storage engine"));
+    }
+    Ok(())
+}
+
+/// `db.collection`.
+pub fn namespace(db: &str, collection: &str) -> String {
+    format!("{db}.{collection}")
+}
+
+/// Refuses a non-simple collation: Slipstream compares strings by bytes.
+pub fn check_collation(body: &Document, command: &str) -> Result<(), CommandError> {
+    match get_document(body, command, "collation")? {
+        None => Ok(()),
+        Some(collation) if is_simple_collation(collation) => Ok(()),
+        Some(_) => Err(collation_unsupported()),
+    }
+}
+
+pub fn is_simple_collation(collation: &Document) -> bool {
+    collation.is_empty() || (collation.len() == 1 && collation.get_str("locale").ok() == Some("simple"))
+}
+
+pub fn collation_unsupported() -> CommandError {
+    CommandError::new(115, "collation other than {locale: \"simple\"} is not supported by Slipstream")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn integral_fields_accept_every_numeric_type() {
+        let body = doc! {"a": 5, "b": 6i64, "c": 7.0, "d": 7.5, "e": "x"};
+        assert_eq!(get_i64(&body, "find", "a").unwrap(), Some(5));
+        assert_eq!(get_i64(&body, "find", "b").unwrap(), Some(6));
+        assert_eq!(get_i64(&body, "find", "c").unwrap(), Some(7));
+        assert_eq!(get_i64(&body, "find", "missing").unwrap(), None);
+        assert_eq!(get_i64(&body, "find", "d").unwrap_err().code, 2);
+        assert_eq!(get_i64(&body, "find", "e").unwrap_err().code, 14);
+    }
+
+    #[test]
+    fn namespaces_are_checked() {
+        assert!(check_collection_name("c").is_ok());
+        assert_eq!(check_collection_name("").unwrap_err().code, 73);
+        assert_eq!(check_collection_name("a$b").unwrap_err().code, 73);
+        assert_eq!(check_writable("db", "system.x").unwrap_err().code, 73);
+        assert_eq!(check_writable("local", "oplog.rs").unwrap_err().code, 73);
+        assert!(check_writable("db", "c.d").is_ok());
+        assert_eq!(check_database_name("a.b").unwrap_err().code, 73);
+    }
+}

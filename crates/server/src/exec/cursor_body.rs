@@ -1,0 +1,72 @@
+//! What a cursor keeps between batches, and how the next batch is made
+//! from it: a streaming query resumes from its plan position on a fresh
+//! reader, buffered results are handed out, and an oplog cursor reads (and,
+//! when tailable with `awaitData`, waits for) new entries.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use slipstream_storage::{Engine, ReadAt};
+
+use super::batch::{Batch, BatchLimits};
+use super::oplog::{tail_batch, OplogQuery};
+use super::query::{BufferedResults, StreamingQuery};
+use crate::error::CommandError;
+
+/// A cursor's execution state.
+pub enum CursorBody {
+    /// Results come from the plan's scan, resumed at its position.
+    Streaming { query: StreamingQuery, read_at: ReadAt },
+    /// Results were computed up front (in-memory sort, aggregation).
+    Buffered(BufferedResults),
+    /// `local.oplog.rs` in natural order, possibly tailable.
+    Oplog(OplogQuery),
+}
+
+/// How long a batch may take: the deadline of `maxTimeMS` for ordinary
+/// cursors; for a tailable `awaitData` cursor, how long to wait for data.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchTiming {
+    pub deadline: Option<Instant>,
+    pub await_data_wait: Duration,
+}
+
+impl CursorBody {
+    /// A tailable cursor stays open when it runs out of results.
+    pub fn is_tailable(&self) -> bool {
+        matches!(self, CursorBody::Oplog(query) if query.is_tailable())
+    }
+
+    /// Makes the next batch; returns its documents and whether the cursor
+    /// is finished (to be closed, reported with id 0).
+    pub async fn next_batch(
+        &mut self,
+        engine: &Arc<Engine>,
+        limits: BatchLimits,
+        timing: BatchTiming,
+    ) -> Result<(Vec<Document>, bool), CommandError> {
+        match self {
+            CursorBody::Streaming { query, read_at } => {
+                let reader = engine.reader(*read_at)?;
+                let mut batch = Batch::new(limits);
+                let finished = query.fill(&reader, &mut batch, timing.deadline)?;
+                Ok((batch.into_documents(), finished))
+            }
+            CursorBody::Buffered(results) => {
+                let mut batch = Batch::new(limits);
+                let finished = results.fill(&mut batch);
+                Ok((batch.into_documents(), finished))
+            }
+            CursorBody::Oplog(query) if query.is_tailable() => {
+                query.check_position(engine.stats().oplog_first)?;
+                tail_batch(engine, query, limits, timing.await_data_wait).await
+            }
+            CursorBody::Oplog(query) => {
+                let mut batch = Batch::new(limits);
+                let finished = query.fill(engine, &mut batch, timing.deadline)?;
+                Ok((batch.into_documents(), finished))
+            }
+        }
+    }
+}

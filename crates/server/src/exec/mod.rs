@@ -1,0 +1,29 @@
+//! Query execution: running plans over a storage `Reader`, batching results
+//! into replies, in-memory sorts under a named memory limit, reads of
+//! `local.oplog.rs`, and the state a cursor keeps between batches.
+//!
+//! Commands (`commands/find.rs`, `crud.rs`, `aggregate.rs`, ...) parse
+//! their arguments and call in here; nothing in this module parses command
+//! documents except the small shared argument helpers in `args`.
+//!
+//! - `limits`: every named maximum (batch sizes, sort memory, timeouts).
+//! - `size`: encoded BSON sizes without encoding.
+//! - `batch`: cutting reply batches by count, limit and bytes.
+//! - `scan`: resumable collection and index scans over a `Reader`.
+//! - `sort`: the in-memory sort with its memory budget.
+//! - `query`: streaming and sorted query execution, buffered results.
+//! - `oplog`: `local.oplog.rs` reads, `ts` bounds, tailing.
+//! - `cursor_body`: a cursor's state and how its next batch is made.
+//! - `args`: argument and namespace helpers shared by the commands.
+
+pub mod args;
+pub mod batch;
+pub mod cursor_body;
+pub mod limits;
+pub mod oplog;
+pub mod query;
+pub mod scan;
+pub mod size;
+pub mod sort;
+
+pub use cursor_body::CursorBody;

@@ -1,0 +1,195 @@
+//! Running a query: a plan's scan, the filter, skip, limit and projection,
+//! either streamed batch by batch from the plan's position (the cursor
+//! keeps only the position), or, when the plan does not give the requested
+//! order, sorted in memory under the named memory budget and buffered.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bson::Document;
+use slipstream_query::filter::Filter;
+use slipstream_query::projection::Projection;
+use slipstream_query::sort::SortSpec;
+use slipstream_storage::Reader;
+
+use super::batch::Batch;
+use super::limits::{BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX, BLOCKING_SORT_MEMORY_BYTES_MAX, SCAN_CHUNK_RECORDS};
+use super::scan::{Scan, ScanStats};
+use super::sort::InMemorySort;
+use crate::error::CommandError;
+
+/// MaxTimeMSExpired (50).
+pub fn max_time_expired() -> CommandError {
+    CommandError::new(50, "operation exceeded time limit")
+}
+
+pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), CommandError> {
+    match deadline {
+        Some(deadline) if Instant::now() >= deadline => Err(max_time_expired()),
+        _ => Ok(()),
+    }
+}
+
+/// Applies the projection, if any, to a matched document.
+pub(crate) fn project(
+    projection: Option<&Projection>,
+    filter: &Filter,
+    document: Document,
+) -> Result<Document, CommandError> {
+    match projection {
+        None => Ok(document),
+        Some(projection) => {
+            // The positional `field.$` projection needs the match's array
+            // position, so the match is recomputed with details here.
+            let details = filter.matches_with_details(&document);
+            Ok(projection.apply(&document, Some(&details))?)
+        }
+    }
+}
+
+/// A query whose results come straight from its scan, in scan order.
+#[derive(Debug)]
+pub struct StreamingQuery {
+    scan: Scan,
+    filter: Filter,
+    projection: Option<Projection>,
+    skip_remaining: u64,
+    limit_remaining: Option<u64>,
+    returned: u64,
+}
+
+impl StreamingQuery {
+    pub fn new(scan: Scan, filter: Filter, projection: Option<Projection>, skip: u64, limit: Option<u64>) -> Self {
+        StreamingQuery { scan, filter, projection, skip_remaining: skip, limit_remaining: limit, returned: 0 }
+    }
+
+    pub fn stats(&self) -> ScanStats {
+        self.scan.stats
+    }
+
+    pub fn returned(&self) -> u64 {
+        self.returned
+    }
+
+    pub fn ns(&self) -> &str {
+        self.scan.ns()
+    }
+
+    /// Fills `batch` from `reader`; returns true when the query has nothing
+    /// more to give (the cursor can be closed).
+    pub fn fill(&mut self, reader: &Reader, batch: &mut Batch, deadline: Option<Instant>) -> Result<bool, CommandError> {
+        loop {
+            if self.limit_remaining == Some(0) {
+                self.scan.finish();
+                return Ok(true);
+            }
+            if self.scan.is_done() {
+                return Ok(true);
+            }
+            if batch.is_full() {
+                return Ok(false);
+            }
+            check_deadline(deadline)?;
+            let fetched = self.scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+            let mut stopped = false;
+            for item in fetched.items {
+                if batch.is_full() || self.limit_remaining == Some(0) {
+                    stopped = true;
+                    break;
+                }
+                if self.scan.is_duplicate(&item) || !self.filter.matches(&item.document) {
+                    self.scan.consume(&item)?;
+                    continue;
+                }
+                if self.skip_remaining > 0 {
+                    self.skip_remaining -= 1;
+                    self.scan.consume(&item)?;
+                    continue;
+                }
+                let output = project(self.projection.as_ref(), &self.filter, item.document.clone())?;
+                if batch.push(output).is_err() {
+                    // Full by bytes: this record opens the next batch.
+                    stopped = true;
+                    break;
+                }
+                self.scan.consume(&item)?;
+                self.returned += 1;
+                if let Some(limit) = self.limit_remaining.as_mut() {
+                    *limit -= 1;
+                }
+            }
+            if stopped {
+                return Ok(self.limit_remaining == Some(0));
+            }
+            if fetched.reached_end {
+                self.scan.finish();
+                return Ok(true);
+            }
+        }
+    }
+}
+
+/// Runs `scan` to its end and sorts the matches in memory; returns the
+/// projected documents after skip and limit, and the scan's counters.
+#[allow(clippy::too_many_arguments)]
+pub fn run_sorted(
+    mut scan: Scan,
+    reader: &Reader,
+    filter: &Filter,
+    sort: &SortSpec,
+    projection: Option<&Projection>,
+    skip: u64,
+    limit: Option<u64>,
+    allow_disk_use: bool,
+    deadline: Option<Instant>,
+) -> Result<(VecDeque<Document>, ScanStats), CommandError> {
+    let keep_max = limit.map(|limit| usize::try_from(skip.saturating_add(limit)).unwrap_or(usize::MAX));
+    let memory_bytes_max =
+        if allow_disk_use { BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX } else { BLOCKING_SORT_MEMORY_BYTES_MAX };
+    let mut sorter = InMemorySort::new(|a: &Document, b: &Document| sort.compare(a, b), keep_max, memory_bytes_max, allow_disk_use);
+    loop {
+        check_deadline(deadline)?;
+        let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+        for item in fetched.items {
+            let duplicate = scan.is_duplicate(&item);
+            scan.consume(&item)?;
+            if !duplicate && filter.matches(&item.document) {
+                sorter.push(item.document)?;
+            }
+        }
+        if fetched.reached_end {
+            break;
+        }
+    }
+    scan.finish();
+    let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+    let mut output = VecDeque::new();
+    for document in sorter.finish().into_iter().skip(skip) {
+        output.push_back(project(projection, filter, document)?);
+    }
+    Ok((output, scan.stats))
+}
+
+/// Results computed up front (in-memory sorts, aggregation output, index
+/// lists), handed out batch by batch.
+#[derive(Debug, Default)]
+pub struct BufferedResults {
+    pub documents: VecDeque<Document>,
+}
+
+impl BufferedResults {
+    pub fn new(documents: impl Into<VecDeque<Document>>) -> Self {
+        BufferedResults { documents: documents.into() }
+    }
+
+    /// Moves documents into `batch`; returns true when none are left.
+    pub fn fill(&mut self, batch: &mut Batch) -> bool {
+        while let Some(document) = self.documents.pop_front() {
+            if let Err(document) = batch.push(document) {
+                self.documents.push_front(document);
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -52,7 +52,7 @@ impl FacetStage {
     }
 
     fn run_all(&self, input: DocStream<'_>, cx: &ExecContext<'_>) -> Result<Document, QueryError> {
-        let mut budget = MemoryBudget::new("$facet");
+        let mut budget = MemoryBudget::new("$facet", cx.memory_limit_bytes);
         let mut docs = Vec::new();
         for item in input {
             let doc = item?;
@@ -63,7 +63,7 @@ impl FacetStage {
         for (name, pipeline) in &self.facets {
             let stream: DocStream<'_> = Box::new(docs.iter().cloned().map(Ok));
             let results = pipeline.run(stream, cx).collect::<Result<Vec<_>, _>>()?;
-            let mut output_budget = MemoryBudget::new("$facet");
+            let mut output_budget = MemoryBudget::new("$facet", cx.memory_limit_bytes);
             for result in &results {
                 output_budget.charge(document_size(result))?;
             }

@@ -74,7 +74,7 @@ impl GroupStage {
     }
 
     fn group_all(&self, input: DocStream<'_>, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
-        let mut budget = MemoryBudget::new("$group");
+        let mut budget = MemoryBudget::new("$group", cx.memory_limit_bytes);
         let mut groups: BTreeMap<GroupKey, Vec<AccumulatorState>> = BTreeMap::new();
         for item in input {
             let doc = item?;

@@ -101,7 +101,7 @@ impl LookupStage {
     /// blocking-stage memory limit.
     fn load_foreign(&self, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
         let docs = cx.source.scan(cx.db, &self.from)?;
-        let mut budget = MemoryBudget::new("$lookup");
+        let mut budget = MemoryBudget::new("$lookup", cx.memory_limit_bytes);
         for doc in &docs {
             budget.charge(document_size(doc))?;
         }

@@ -57,6 +57,8 @@ pub(crate) struct ExecContext<'a> {
     pub db: &'a str,
     /// `$$NOW` is bound here; `$$ROOT` is each evaluated document.
     pub vars: Variables,
+    /// The memory each blocking stage may use.
+    pub memory_limit_bytes: usize,
 }
 
 /// One parsed stage.
@@ -72,6 +74,8 @@ pub struct Pipeline {
     leading_match: Option<Document>,
     /// The database `$lookup`/`$unionWith` read collections from.
     db: String,
+    /// The memory each blocking stage may use; see `with_memory_limit`.
+    memory_limit_bytes: usize,
 }
 
 /// Stages MongoDB has that Slipstream answers with CommandNotSupported.
@@ -95,6 +99,13 @@ impl Pipeline {
         self.leading_match.as_ref()
     }
 
+    /// Lowers (or raises) the memory a blocking stage may use, which is
+    /// `BLOCKING_STAGE_MEMORY_BYTES_MAX` by default.
+    pub fn with_memory_limit(mut self, bytes: usize) -> Pipeline {
+        self.memory_limit_bytes = bytes;
+        self
+    }
+
     /// Runs the pipeline over `input`.
     pub fn execute(
         &self,
@@ -102,7 +113,7 @@ impl Pipeline {
         source: &dyn CollectionSource,
         now: bson::DateTime,
     ) -> Result<Vec<Document>, QueryError> {
-        let cx = ExecContext { source, db: &self.db, vars: Variables::empty().with_now(now) };
+        let cx = ExecContext { source, db: &self.db, vars: Variables::empty().with_now(now), memory_limit_bytes: self.memory_limit_bytes };
         self.run(input, &cx).collect()
     }
 
@@ -151,7 +162,12 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
         Some(Bson::Document(filter)) => Some(filter.clone()),
         _ => None,
     };
-    Ok(Pipeline { stages: parsed, leading_match, db: db.to_string() })
+    Ok(Pipeline {
+        stages: parsed,
+        leading_match,
+        db: db.to_string(),
+        memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
+    })
 }
 
 fn stage_name_and_spec(stage: &Document) -> Result<(&str, &Bson), QueryError> {
@@ -209,17 +225,18 @@ pub(crate) fn error_stream<'a>(error: QueryError) -> DocStream<'a> {
 pub(crate) struct MemoryBudget {
     stage: &'static str,
     used_bytes: usize,
+    limit_bytes: usize,
 }
 
 impl MemoryBudget {
-    pub(crate) fn new(stage: &'static str) -> MemoryBudget {
-        MemoryBudget { stage, used_bytes: 0 }
+    pub(crate) fn new(stage: &'static str, limit_bytes: usize) -> MemoryBudget {
+        MemoryBudget { stage, used_bytes: 0, limit_bytes }
     }
 
     /// Charges `bytes`; fails once the total passes the limit.
     pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), QueryError> {
         self.used_bytes = self.used_bytes.saturating_add(bytes);
-        if self.used_bytes > BLOCKING_STAGE_MEMORY_BYTES_MAX {
+        if self.used_bytes > self.limit_bytes {
             return Err(QueryError::new(
                 MEMORY_LIMIT_CODE,
                 format!(

@@ -41,8 +41,8 @@ impl SortStage {
         self.spec.compare_keys(&a.keys, &b.keys).then(a.position.cmp(&b.position))
     }
 
-    fn sort_all(&self, input: DocStream<'_>) -> Result<Vec<Document>, QueryError> {
-        let mut budget = MemoryBudget::new("$sort");
+    fn sort_all(&self, input: DocStream<'_>, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
+        let mut budget = MemoryBudget::new("$sort", cx.memory_limit_bytes);
         let mut kept: Vec<Keyed> = Vec::new();
         for (position, item) in input.enumerate() {
             let doc = item?;
@@ -73,8 +73,8 @@ impl SortStage {
 }
 
 impl Stage for SortStage {
-    fn apply<'a>(&'a self, input: DocStream<'a>, _: &'a ExecContext<'a>) -> DocStream<'a> {
-        match self.sort_all(input) {
+    fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
+        match self.sort_all(input, cx) {
             Ok(docs) => Box::new(docs.into_iter().map(Ok)),
             Err(error) => error_stream(error),
         }

@@ -12,6 +12,7 @@
 //! `OpSpec`s that `parse` consults. No operator touches a clock: `$$NOW`
 //! comes from the caller through `Variables`.
 
+mod accumulators;
 mod arithmetic;
 mod arrays;
 mod conditional;
@@ -180,8 +181,9 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 7] {
+fn operator_tables() -> [&'static [OpSpec]; 8] {
     [
+        accumulators::OPERATORS,
         conditional::OPERATORS,
         arithmetic::OPERATORS,
         strings::OPERATORS,

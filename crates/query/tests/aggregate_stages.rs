@@ -1,0 +1,476 @@
+//! Pipeline stages against MongoDB's documented examples; outputs are
+//! checked exactly (field order included).
+
+use std::collections::HashMap;
+
+use bson::{doc, Bson, DateTime, Document};
+use slipstream_query::aggregate::{CollectionSource, Pipeline};
+use slipstream_query::QueryError;
+
+/// Collections of one database, for `$lookup` and `$unionWith`.
+#[derive(Default)]
+struct Collections(HashMap<String, Vec<Document>>);
+
+impl CollectionSource for Collections {
+    fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError> {
+        assert_eq!(db, "test");
+        Ok(self.0.get(collection).cloned().unwrap_or_default())
+    }
+}
+
+fn now() -> DateTime {
+    DateTime::from_millis(1_700_000_000_000)
+}
+
+fn run_with(source: &Collections, stages: Vec<Document>, input: Vec<Document>) -> Result<Vec<Document>, QueryError> {
+    let pipeline = Pipeline::parse(&stages, "test")?;
+    pipeline.execute(Box::new(input.into_iter().map(Ok)), source, now())
+}
+
+fn run(stages: Vec<Document>, input: Vec<Document>) -> Result<Vec<Document>, QueryError> {
+    run_with(&Collections::default(), stages, input)
+}
+
+fn date(text: &str) -> DateTime {
+    DateTime::parse_rfc3339_str(text).unwrap()
+}
+
+fn sales() -> Vec<Document> {
+    vec![
+        doc! {"_id": 1, "item": "abc", "price": 10, "quantity": 2, "date": date("2014-03-01T08:00:00Z")},
+        doc! {"_id": 2, "item": "jkl", "price": 20, "quantity": 1, "date": date("2014-03-01T09:00:00Z")},
+        doc! {"_id": 3, "item": "xyz", "price": 5, "quantity": 10, "date": date("2014-03-15T09:00:00Z")},
+        doc! {"_id": 4, "item": "xyz", "price": 5, "quantity": 20, "date": date("2014-04-04T11:21:39.736Z")},
+        doc! {"_id": 5, "item": "abc", "price": 10, "quantity": 10, "date": date("2014-04-04T21:23:13.331Z")},
+        doc! {"_id": 6, "item": "def", "price": 7.5, "quantity": 5, "date": date("2015-06-04T05:08:13Z")},
+        doc! {"_id": 7, "item": "def", "price": 7.5, "quantity": 10, "date": date("2015-09-10T08:43:00Z")},
+        doc! {"_id": 8, "item": "abc", "price": 10, "quantity": 5, "date": date("2016-02-06T20:20:13Z")},
+    ]
+}
+
+#[test]
+fn group_by_item_with_sum_avg_count() {
+    let out = run(
+        vec![
+            doc! {"$group": {"_id": "$item", "totalSaleAmount": {"$sum": {"$multiply": ["$price", "$quantity"]}}}},
+            doc! {"$match": {"totalSaleAmount": {"$gte": 100}}},
+        ],
+        sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": "abc", "totalSaleAmount": 170},
+        doc! {"_id": "def", "totalSaleAmount": 112.5},
+        doc! {"_id": "xyz", "totalSaleAmount": 150},
+    ]);
+}
+
+#[test]
+fn group_by_null_computes_totals() {
+    let out = run(
+        vec![doc! {"$group": {
+            "_id": null,
+            "totalSaleAmount": {"$sum": {"$multiply": ["$price", "$quantity"]}},
+            "averageQuantity": {"$avg": "$quantity"},
+            "count": {"$sum": 1},
+            "n": {"$count": {}},
+        }}],
+        sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": null, "totalSaleAmount": 452.5, "averageQuantity": 7.875, "count": 8, "n": 8}]);
+}
+
+#[test]
+fn group_by_date_string_with_accumulators() {
+    let out = run(
+        vec![
+            doc! {"$match": {"date": {"$gte": date("2014-01-01T00:00:00Z"), "$lt": date("2015-01-01T00:00:00Z")}}},
+            doc! {"$group": {
+                "_id": {"$dateToString": {"format": "%Y-%m-%d", "date": "$date"}},
+                "items": {"$addToSet": "$item"},
+                "quantities": {"$push": "$quantity"},
+                "first": {"$first": "$_id"},
+                "last": {"$last": "$_id"},
+                "min": {"$min": "$quantity"},
+                "max": {"$max": "$quantity"},
+            }},
+            doc! {"$sort": {"_id": -1}},
+        ],
+        sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": "2014-04-04", "items": ["xyz", "abc"], "quantities": [20, 10], "first": 4, "last": 5, "min": 10, "max": 20},
+        doc! {"_id": "2014-03-15", "items": ["xyz"], "quantities": [10], "first": 3, "last": 3, "min": 10, "max": 10},
+        doc! {"_id": "2014-03-01", "items": ["abc", "jkl"], "quantities": [2, 1], "first": 1, "last": 2, "min": 1, "max": 2},
+    ]);
+}
+
+#[test]
+fn group_keys_compare_numerically_and_by_document() {
+    let input = vec![
+        doc! {"k": 1, "v": 1}, doc! {"k": 1.0, "v": 2}, doc! {"k": 1i64, "v": 3},
+        doc! {"v": 4}, doc! {"k": null, "v": 5},
+    ];
+    let out = run(vec![doc! {"$group": {"_id": {"key": "$k"}, "total": {"$sum": "$v"}}}], input).unwrap();
+    // A missing `k` leaves `key` out of the _id document: {} sorts first.
+    assert_eq!(out, vec![
+        doc! {"_id": {}, "total": 4},
+        doc! {"_id": {"key": null}, "total": 5},
+        doc! {"_id": {"key": 1}, "total": 6},
+    ]);
+}
+
+#[test]
+fn group_accumulators_ignore_what_mongodb_ignores() {
+    let input = vec![
+        doc! {"x": 1, "o": {"a": 1}}, doc! {"x": "text", "o": null}, doc! {"x": null, "o": {"b": 2}},
+        doc! {"x": [5], "o": {"a": 3}}, doc! {},
+    ];
+    let out = run(
+        vec![doc! {"$group": {
+            "_id": 0,
+            "sum": {"$sum": "$x"},
+            "avg": {"$avg": "$x"},
+            "min": {"$min": "$x"},
+            "max": {"$max": "$x"},
+            "pushed": {"$push": "$x"},
+            "merged": {"$mergeObjects": "$o"},
+            "first": {"$first": "$missing"},
+        }}],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {
+        "_id": 0, "sum": 1, "avg": 1.0, "min": 1, "max": [5],
+        "pushed": [1, "text", null, [5]], "merged": {"a": 3, "b": 2}, "first": null,
+    }]);
+}
+
+#[test]
+fn std_dev_pop_and_samp() {
+    let input = vec![doc! {"s": 62}, doc! {"s": 67}, doc! {"s": 72}];
+    let out = run(vec![doc! {"$group": {"_id": null, "pop": {"$stdDevPop": "$s"}, "samp": {"$stdDevSamp": "$s"}}}], input).unwrap();
+    let pop = out[0].get_f64("pop").unwrap();
+    let samp = out[0].get_f64("samp").unwrap();
+    assert!((pop - 4.08248290463863).abs() < 1e-9, "{pop}");
+    assert!((samp - 5.0).abs() < 1e-9, "{samp}");
+}
+
+#[test]
+fn sum_overflows_into_long_then_double() {
+    let input = vec![doc! {"v": i32::MAX}, doc! {"v": 1}];
+    let out = run(vec![doc! {"$group": {"_id": null, "s": {"$sum": "$v"}}}], input).unwrap();
+    assert_eq!(out[0].get("s"), Some(&Bson::Int64(i64::from(i32::MAX) + 1)));
+    let input = vec![doc! {"v": i64::MAX}, doc! {"v": 1}];
+    let out = run(vec![doc! {"$group": {"_id": null, "s": {"$sum": "$v"}}}], input).unwrap();
+    assert_eq!(out[0].get("s"), Some(&Bson::Double(i64::MAX as f64 + 1.0)));
+}
+
+fn inventory_sizes() -> Vec<Document> {
+    vec![
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": ["S", "M", "L"]},
+        doc! {"_id": 2, "item": "EFG", "price": 120, "sizes": []},
+        doc! {"_id": 3, "item": "IJK", "price": 160, "sizes": "M"},
+        doc! {"_id": 4, "item": "LMN", "price": 10},
+        doc! {"_id": 5, "item": "XYZ", "price": 5.75, "sizes": null},
+    ]
+}
+
+#[test]
+fn unwind_string_form() {
+    let out = run(vec![doc! {"$unwind": "$sizes"}], inventory_sizes()).unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "S"},
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "M"},
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "L"},
+        doc! {"_id": 3, "item": "IJK", "price": 160, "sizes": "M"},
+    ]);
+}
+
+#[test]
+fn unwind_preserving_with_index() {
+    let out = run(
+        vec![doc! {"$unwind": {"path": "$sizes", "includeArrayIndex": "arrayIndex", "preserveNullAndEmptyArrays": true}}],
+        inventory_sizes(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "S", "arrayIndex": 0i64},
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "M", "arrayIndex": 1i64},
+        doc! {"_id": 1, "item": "ABC", "price": 80, "sizes": "L", "arrayIndex": 2i64},
+        doc! {"_id": 2, "item": "EFG", "price": 120, "arrayIndex": null},
+        doc! {"_id": 3, "item": "IJK", "price": 160, "sizes": "M", "arrayIndex": null},
+        doc! {"_id": 4, "item": "LMN", "price": 10, "arrayIndex": null},
+        doc! {"_id": 5, "item": "XYZ", "price": 5.75, "sizes": null, "arrayIndex": null},
+    ]);
+}
+
+#[test]
+fn unwind_nested_path_and_errors() {
+    let out = run(vec![doc! {"$unwind": "$a.b"}], vec![doc! {"a": {"b": [1, 2], "c": 3}}]).unwrap();
+    assert_eq!(out, vec![doc! {"a": {"b": 1, "c": 3}}, doc! {"a": {"b": 2, "c": 3}}]);
+    assert_eq!(run(vec![doc! {"$unwind": "sizes"}], vec![]).unwrap_err().code, 28818);
+    assert_eq!(run(vec![doc! {"$unwind": {"path": "$a", "bogus": 1}}], vec![]).unwrap_err().code, 28811);
+}
+
+fn lookup_source() -> Collections {
+    let mut source = Collections::default();
+    source.0.insert("inventory".into(), vec![
+        doc! {"_id": 1, "sku": "almonds", "description": "product 1", "instock": 120},
+        doc! {"_id": 2, "sku": "bread", "description": "product 2", "instock": 80},
+        doc! {"_id": 3, "sku": "cashews", "description": "product 3", "instock": 60},
+        doc! {"_id": 4, "sku": "pecans", "description": "product 4", "instock": 70},
+        doc! {"_id": 5, "sku": null, "description": "Incomplete"},
+        doc! {"_id": 6},
+    ]);
+    source
+}
+
+#[test]
+fn lookup_equality_matches_null_and_missing() {
+    let orders = vec![
+        doc! {"_id": 1, "item": "almonds", "price": 12, "quantity": 2},
+        doc! {"_id": 2, "item": "pecans", "price": 20, "quantity": 1},
+        doc! {"_id": 3},
+    ];
+    let out = run_with(
+        &lookup_source(),
+        vec![doc! {"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku", "as": "inventory_docs"}}],
+        orders,
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 1, "item": "almonds", "price": 12, "quantity": 2, "inventory_docs": [
+            {"_id": 1, "sku": "almonds", "description": "product 1", "instock": 120}]},
+        doc! {"_id": 2, "item": "pecans", "price": 20, "quantity": 1, "inventory_docs": [
+            {"_id": 4, "sku": "pecans", "description": "product 4", "instock": 70}]},
+        doc! {"_id": 3, "inventory_docs": [
+            {"_id": 5, "sku": null, "description": "Incomplete"}, {"_id": 6}]},
+    ]);
+}
+
+#[test]
+fn lookup_with_array_local_and_foreign_fields() {
+    let mut source = Collections::default();
+    source.0.insert("members".into(), vec![
+        doc! {"_id": 1, "name": "artie", "tags": ["a", "b"]},
+        doc! {"_id": 2, "name": "giraffe"},
+        doc! {"_id": 3, "name": "pandabear", "tags": ["c"]},
+    ]);
+    let classes = vec![doc! {"_id": 1, "enrollmentlist": ["giraffe", "pandabear", "zebra"]}, doc! {"_id": 2, "want": "b"}];
+    let out = run_with(
+        &source,
+        vec![
+            doc! {"$lookup": {"from": "members", "localField": "enrollmentlist", "foreignField": "name", "as": "enrollee_info"}},
+            doc! {"$lookup": {"from": "members", "localField": "want", "foreignField": "tags", "as": "tagged",
+                "pipeline": [{"$project": {"name": 1, "_id": 0}}]}},
+        ],
+        classes,
+    )
+    .unwrap();
+    assert_eq!(out[0].get_array("enrollee_info").unwrap(), &vec![
+        Bson::Document(doc! {"_id": 2, "name": "giraffe"}),
+        Bson::Document(doc! {"_id": 3, "name": "pandabear", "tags": ["c"]}),
+    ]);
+    assert_eq!(out[1].get_array("tagged").unwrap(), &vec![Bson::Document(doc! {"name": "artie"})]);
+}
+
+#[test]
+fn lookup_refuses_let_variables() {
+    let err = run(vec![doc! {"$lookup": {"from": "x", "let": {"a": 1}, "pipeline": [], "as": "y"}}], vec![]).unwrap_err();
+    assert_eq!(err.code, 115);
+}
+
+#[test]
+fn project_inclusion_with_computed_fields() {
+    let books = vec![doc! {"_id": 1, "title": "abc123", "isbn": "0001122223334", "author": {"last": "zzz", "first": "aaa"}, "copies": 5}];
+    let out = run(
+        vec![doc! {"$project": {
+            "title": 1,
+            "isbn": {"prefix": {"$substr": ["$isbn", 0, 3]}, "group": {"$substr": ["$isbn", 3, 2]}},
+            "lastName": "$author.last",
+            "copiesSold": "$copies",
+        }}],
+        books.clone(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "title": "abc123", "isbn": {"prefix": "000", "group": "11"}, "lastName": "zzz", "copiesSold": 5}]);
+    let out = run(vec![doc! {"$project": {"author.first": 1, "_id": 0, "n": "$nothing"}}], books).unwrap();
+    assert_eq!(out, vec![doc! {"author": {"first": "aaa"}}]);
+}
+
+#[test]
+fn project_exclusion_and_nested_arrays() {
+    let input = vec![doc! {"_id": 1, "a": [{"b": 1, "c": 2}, {"b": 3}, 7], "d": {"e": 1, "f": 2}}];
+    let out = run(vec![doc! {"$project": {"a.b": 0, "d.e": 0}}], input.clone()).unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "a": [{"c": 2}, {}, 7], "d": {"f": 2}}]);
+    let out = run(vec![doc! {"$project": {"a.b": 1}}], input.clone()).unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "a": [{"b": 1}, {"b": 3}]}]);
+    let out = run(vec![doc! {"$project": {"_id": 0}}], input).unwrap();
+    assert_eq!(out, vec![doc! {"a": [{"b": 1, "c": 2}, {"b": 3}, 7], "d": {"e": 1, "f": 2}}]);
+}
+
+#[test]
+fn project_remove_and_conditional_exclusion() {
+    let input = vec![doc! {"_id": 1, "author": {"first": "a", "middle": ""}}, doc! {"_id": 2, "author": {"first": "b", "middle": "m"}}];
+    let out = run(
+        vec![doc! {"$project": {"author.first": 1, "author.middle": {"$cond": {"if": {"$eq": ["", "$author.middle"]}, "then": "$$REMOVE", "else": "$author.middle"}}}}],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "author": {"first": "a"}}, doc! {"_id": 2, "author": {"first": "b", "middle": "m"}}]);
+}
+
+#[test]
+fn project_errors() {
+    assert_eq!(run(vec![doc! {"$project": {"a": 1, "b": 0}}], vec![]).unwrap_err().code, 31254);
+    assert_eq!(run(vec![doc! {"$project": {"a": 0, "b": "$x"}}], vec![]).unwrap_err().code, 31254);
+    assert_eq!(run(vec![doc! {"$project": {"a": 1, "a.b": 1}}], vec![]).unwrap_err().code, 31250);
+    assert_eq!(run(vec![doc! {"$project": {}}], vec![]).unwrap_err().code, 51272);
+    assert_eq!(run(vec![doc! {"$project": {"a": {"$bogus": 1}}}], vec![]).unwrap_err().code, 168);
+}
+
+#[test]
+fn add_fields_set_and_unset() {
+    let input = vec![doc! {"_id": 1, "student": "Maya", "homework": [10, 5, 10], "quiz": [10, 8], "extraCredit": 0, "specs": {"doors": 4}}];
+    let out = run(
+        vec![
+            doc! {"$addFields": {"totalHomework": {"$sum": "$homework"}, "totalQuiz": {"$sum": "$quiz"}}},
+            doc! {"$set": {"totalScore": {"$add": ["$totalHomework", "$totalQuiz", "$extraCredit"]}, "specs.fuel_type": "unleaded", "extraCredit": "$$REMOVE"}},
+            doc! {"$unset": ["homework", "quiz"]},
+        ],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "student": "Maya", "specs": {"doors": 4, "fuel_type": "unleaded"}, "totalHomework": 25, "totalQuiz": 18, "totalScore": 43}]);
+}
+
+#[test]
+fn add_fields_reaches_into_arrays_and_replaces_scalars() {
+    let out = run(vec![doc! {"$addFields": {"a.b": 1, "c": {"d": true}}}], vec![doc! {"a": [{"x": 1}, 2], "c": 5}]).unwrap();
+    assert_eq!(out, vec![doc! {"a": [{"x": 1, "b": 1}, {"b": 1}], "c": {"d": true}}]);
+}
+
+#[test]
+fn sort_skip_limit() {
+    let out = run(
+        vec![doc! {"$sort": {"price": -1, "_id": 1}}, doc! {"$skip": 1}, doc! {"$limit": 3}, doc! {"$project": {"_id": 1}}],
+        sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1}, doc! {"_id": 5}, doc! {"_id": 8}]);
+    assert_eq!(run(vec![doc! {"$limit": 0}], vec![]).unwrap_err().code, 15958);
+    assert_eq!(run(vec![doc! {"$skip": -1}], vec![]).unwrap_err().code, 15956);
+    assert_eq!(run(vec![doc! {"$sort": {}}], vec![]).unwrap_err().code, 15976);
+}
+
+#[test]
+fn sort_is_stable_for_ties() {
+    let input: Vec<Document> = (0..10).map(|i| doc! {"_id": i, "k": i % 2}).collect();
+    let out = run(vec![doc! {"$sort": {"k": 1}}, doc! {"$limit": 4}], input).unwrap();
+    let ids: Vec<i32> = out.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+    assert_eq!(ids, vec![0, 2, 4, 6]);
+}
+
+#[test]
+fn count_and_sort_by_count() {
+    let scores = vec![doc! {"score": 10}, doc! {"score": 65}, doc! {"score": 85}, doc! {"score": 95}];
+    let out = run(vec![doc! {"$match": {"score": {"$gt": 80}}}, doc! {"$count": "passing_scores"}], scores).unwrap();
+    assert_eq!(out, vec![doc! {"passing_scores": 2}]);
+    assert_eq!(run(vec![doc! {"$count": "n"}], vec![]).unwrap(), Vec::<Document>::new());
+    assert_eq!(run(vec![doc! {"$count": "$n"}], vec![]).unwrap_err().code, 40158);
+    let tags = vec![doc! {"tags": ["a", "b"]}, doc! {"tags": ["b", "c"]}, doc! {"tags": ["b", "a"]}];
+    let out = run(vec![doc! {"$unwind": "$tags"}, doc! {"$sortByCount": "$tags"}], tags).unwrap();
+    assert_eq!(out, vec![doc! {"_id": "b", "count": 3}, doc! {"_id": "a", "count": 2}, doc! {"_id": "c", "count": 1}]);
+}
+
+#[test]
+fn replace_root_and_replace_with() {
+    let input = vec![doc! {"_id": 1, "name": {"first": "John", "last": "Backus"}}, doc! {"_id": 2, "name": {"first": "Ada"}}];
+    let out = run(vec![doc! {"$replaceRoot": {"newRoot": "$name"}}], input.clone()).unwrap();
+    assert_eq!(out, vec![doc! {"first": "John", "last": "Backus"}, doc! {"first": "Ada"}]);
+    let out = run(vec![doc! {"$replaceWith": {"$mergeObjects": [{"_id": "$_id", "last": "?"}, "$name"]}}], input.clone()).unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1, "last": "Backus", "first": "John"}, doc! {"_id": 2, "last": "?", "first": "Ada"}]);
+    let err = run(vec![doc! {"$replaceRoot": {"newRoot": "$nothing"}}], input).unwrap_err();
+    assert_eq!(err.code, 40228);
+}
+
+#[test]
+fn facet_runs_sub_pipelines_over_the_same_input() {
+    let out = run(
+        vec![doc! {"$facet": {
+            "byItem": [{"$sortByCount": "$item"}, {"$limit": 1}],
+            "cheap": [{"$match": {"price": {"$lt": 8}}}, {"$count": "n"}],
+            "none": [{"$match": {"price": {"$gt": 1000}}}],
+        }}],
+        sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"byItem": [{"_id": "abc", "count": 3}], "cheap": [{"n": 4}], "none": []}]);
+    assert_eq!(run(vec![doc! {"$facet": {"x": [{"$facet": {"y": [{"$limit": 1}]}}]}}], vec![]).unwrap_err().code, 40600);
+}
+
+#[test]
+fn union_with_appends_another_collection() {
+    let mut source = Collections::default();
+    source.0.insert("other".into(), vec![doc! {"_id": 10, "x": 1}, doc! {"_id": 11, "x": 2}]);
+    let out = run_with(
+        &source,
+        vec![doc! {"$unionWith": {"coll": "other", "pipeline": [{"$match": {"x": 2}}]}}, doc! {"$project": {"_id": 1}}],
+        vec![doc! {"_id": 1}],
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": 1}, doc! {"_id": 11}]);
+}
+
+#[test]
+fn now_variable_comes_from_the_caller() {
+    let out = run(vec![doc! {"$project": {"_id": 0, "t": "$$NOW"}}], vec![doc! {}]).unwrap();
+    assert_eq!(out, vec![doc! {"t": now()}]);
+}
+
+#[test]
+fn unknown_and_unsupported_stages() {
+    let err = run(vec![doc! {"$foo": {}}], vec![]).unwrap_err();
+    assert_eq!((err.code, err.message.as_str()), (40324, "Unrecognized pipeline stage name: '$foo'"));
+    for stage in ["$out", "$merge", "$sample", "$geoNear", "$changeStream", "$collStats", "$indexStats", "$currentOp", "$search"] {
+        let err = run(vec![doc! {stage: {}}], vec![]).unwrap_err();
+        assert_eq!(err.code, 115, "{stage}");
+        assert!(err.message.contains(stage), "{}", err.message);
+    }
+    assert_eq!(run(vec![doc! {"$match": {}, "$limit": 1}], vec![]).unwrap_err().code, 40323);
+    assert_eq!(run(vec![doc! {"$group": {"_id": null, "x": {"$foo": 1}}}], vec![]).unwrap_err().code, 15952);
+    assert_eq!(run(vec![doc! {"$group": {"x": {"$sum": 1}}}], vec![]).unwrap_err().code, 15955);
+}
+
+#[test]
+fn leading_match_is_exposed() {
+    let pipeline = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$limit": 1}], "test").unwrap();
+    assert_eq!(pipeline.leading_match(), Some(&doc! {"a": 1}));
+    let pipeline = Pipeline::parse(&[doc! {"$limit": 1}, doc! {"$match": {"a": 1}}], "test").unwrap();
+    assert_eq!(pipeline.leading_match(), None);
+}
+
+#[test]
+fn blocking_stages_enforce_the_memory_limit() {
+    let input: Vec<Document> = (0..100).map(|i| doc! {"_id": i, "pad": "x".repeat(1000)}).collect();
+    for stage in [doc! {"$sort": {"_id": -1}}, doc! {"$group": {"_id": "$_id", "p": {"$push": "$pad"}}}] {
+        let pipeline = Pipeline::parse(&[stage.clone()], "test").unwrap().with_memory_limit(50_000);
+        let err = pipeline.execute(Box::new(input.clone().into_iter().map(Ok)), &Collections::default(), now()).unwrap_err();
+        assert_eq!(err.code, 292, "{stage}");
+    }
+    // A sort followed by a limit keeps only the top documents, within the limit.
+    let pipeline = Pipeline::parse(&[doc! {"$sort": {"_id": -1}}, doc! {"$limit": 3}], "test").unwrap().with_memory_limit(200_000);
+    let out = pipeline.execute(Box::new(input.into_iter().map(Ok)), &Collections::default(), now()).unwrap();
+    assert_eq!(out.iter().map(|d| d.get_i32("_id").unwrap()).collect::<Vec<_>>(), vec![99, 98, 97]);
+}
+
+#[test]
+fn errors_in_the_input_reach_the_caller() {
+    let pipeline = Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$skip": 5}], "test").unwrap();
+    let input = vec![Err(QueryError::new(8, "storage failed"))];
+    let err = pipeline.execute(Box::new(input.into_iter()), &Collections::default(), now()).unwrap_err();
+    assert_eq!(err.code, 8);
+}

@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn entries_that_are_not_bson_shaped_are_refused() {
         assert!(check_entry_shape(&[1, 2, 3]).is_err());
-        assert!(check_entry_shape(&[6, 0, 0, 0, 0, 0]).is_err());
+        assert!(check_entry_shape(&[7, 0, 0, 0, 0, 0]).is_err());
         assert!(check_entry_shape(&[5, 0, 0, 0, 1]).is_err());
         assert!(check_entry_shape(&entry(5)).is_ok());
     }

@@ -98,6 +98,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     state.pending_since = None;
     state.sync_requested = false;
     let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
+    state.in_flight_ts = last_ts;
     let chunks = chunks
         .into_iter()
         .map(|chunk| {

@@ -131,6 +131,9 @@ pub(crate) struct State {
     pub written_ts: Timestamp,
     /// Entries at or below this are fsynced.
     pub durable_ts: Timestamp,
+    /// The last entry of the batch the group-commit thread is writing (or
+    /// wrote last): a waiter at or below it needs no new sync request.
+    pub in_flight_ts: Timestamp,
     /// A waiter wants the pending frames synced now.
     pub sync_requested: bool,
     /// The retain point moved or the journal grew: check the size cap.
@@ -259,6 +262,7 @@ impl Journal {
             pending_since: None,
             written_ts: durable_ts,
             durable_ts,
+            in_flight_ts: durable_ts,
             sync_requested: false,
             cap_check_requested: true,
             poisoned: None,
@@ -379,8 +383,12 @@ impl Journal {
             if state.thread_exited {
                 return Err(StorageError::ShuttingDown);
             }
-            state.sync_requested = true;
-            shared.work.notify_one();
+            // A batch already being written covers the target: wait for it
+            // instead of asking for another fsync right behind it.
+            if target > state.in_flight_ts && !state.sync_requested {
+                state.sync_requested = true;
+                shared.work.notify_one();
+            }
             shared.progress.wait(&mut state);
         }
     }
@@ -487,6 +495,7 @@ impl Journal {
         let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
         state.durable_ts = state.durable_ts.min(last_ts);
         state.written_ts = state.written_ts.min(last_ts);
+        state.in_flight_ts = state.in_flight_ts.min(last_ts);
         let durable_ts = state.durable_ts;
         drop(state);
 

@@ -68,6 +68,17 @@ fn inc_promotes_types() {
     assert_doc(apply(doc! {"a": 1_i64}, doc! {"$inc": {"a": 1}}), doc! {"a": 2_i64});
     assert_doc(apply(doc! {}, doc! {"$inc": {"a": 5_i64}}), doc! {"a": 5_i64});
     assert_eq!(error(doc! {"a": "x"}, doc! {"$inc": {"a": 1}}), 14);
+    // An int64 overflow fails the write (MongoDB's SafeNum), it never wraps.
+    let overflow = Update::parse(&Bson::Document(doc! {"$inc": {"a": 1}}), None)
+        .unwrap()
+        .apply(&doc! {"_id": 1, "a": i64::MAX}, &ctx())
+        .unwrap_err();
+    assert_eq!(overflow.code, 2);
+    assert_eq!(
+        overflow.message,
+        "Failed to apply $inc operations to current value ((NumberLong)9223372036854775807) for document {_id: 1}"
+    );
+    assert_eq!(error(doc! {"a": i64::MIN}, doc! {"$mul": {"a": -1}}), 2);
     assert_eq!(error(doc! {}, doc! {"$inc": {"a": "1"}}), 14);
 }
 

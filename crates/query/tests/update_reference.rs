@@ -18,6 +18,7 @@ fn scalar() -> impl Strategy<Value = Bson> {
         (-3i32..3).prop_map(Bson::Int32),
         (-3i64..3).prop_map(Bson::Int64),
         Just(Bson::Int32(i32::MAX)),
+        Just(Bson::Int64(i64::MAX)),
         (-2i32..2).prop_map(|x| Bson::Double(f64::from(x) + 0.5)),
         prop_oneof![Just("x"), Just("y")].prop_map(|s| Bson::String(s.into())),
         Just(Bson::Null),
@@ -90,7 +91,8 @@ fn add(a: &Bson, b: &Bson) -> Option<Bson> {
         }
         _ => {
             let sum = int(a)? + int(b)?;
-            Some(i64::try_from(sum).map(Bson::Int64).unwrap_or(Bson::Double(sum as f64)))
+            // An int64 overflow is an error (BadValue), not a double.
+            i64::try_from(sum).ok().map(Bson::Int64)
         }
     }
 }
@@ -152,7 +154,8 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
                     parent.insert(name, arg);
                 }
                 Some(c) => {
-                    let sum = add(&c, &arg).ok_or(14)?;
+                    let numeric = matches!(c, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_));
+                    let sum = add(&c, &arg).ok_or(if numeric { 2 } else { 14 })?;
                     parent.insert(name, sum);
                 }
             },

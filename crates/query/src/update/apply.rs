@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use super::arith::{arithmetic, bitwise, zero_like, ArithOp};
+use super::arith::{arithmetic, bitwise, debug_number, zero_like, ArithOp};
 use super::spec::{bson_type_name, Action, DateKind, Modifier, PullCondition, PushSort, PushSpec, WRAPPER_FIELD};
 use super::target::{array_index, Component, TargetPath};
 use crate::compare::{as_number, compare_values, values_equal};
@@ -277,7 +277,16 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
             match current {
                 None if op == ArithOp::Add => Outcome::Set(operand.clone()),
                 None => Outcome::Set(zero_like(operand)),
-                Some(value) if as_number(value).is_some() => Outcome::Set(arithmetic(value, operand, op)?),
+                Some(value) if as_number(value).is_some() => match arithmetic(value, operand, op)? {
+                    Some(result) => Outcome::Set(result),
+                    None => {
+                        return Err(QueryError::bad_value(format!(
+                            "Failed to apply {name} operations to current value ({}) for document {}",
+                            debug_number(value),
+                            env.id_text
+                        )))
+                    }
+                },
                 Some(value) => {
                     return Err(QueryError::type_mismatch(format!(
                         "Cannot apply {name} to a value of non-numeric type. {} has the field '{field}' of non-numeric type {}",

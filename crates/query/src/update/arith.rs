@@ -1,6 +1,7 @@
 //! Numeric arithmetic for `$inc`, `$mul` and `$bit`, with MongoDB's type
-//! promotion: int32 widens to int64 on overflow, int64 falls back to
-//! double on overflow, any double makes the result a double.
+//! promotion: int32 widens to int64 on overflow, any double makes the
+//! result a double, and an int64 overflow is an error (`Ok(None)` here),
+//! as MongoDB's SafeNum makes it.
 
 use bson::Bson;
 
@@ -33,7 +34,8 @@ fn as_f64(value: &Bson) -> f64 {
 }
 
 /// `current op operand`; both must be numbers (checked by the caller).
-pub fn arithmetic(current: &Bson, operand: &Bson, op: ArithOp) -> Result<Bson, QueryError> {
+/// `Ok(None)` when the result overflows int64.
+pub fn arithmetic(current: &Bson, operand: &Bson, op: ArithOp) -> Result<Option<Bson>, QueryError> {
     if matches!(current, Bson::Decimal128(_)) || matches!(operand, Bson::Decimal128(_)) {
         return Err(decimal_unsupported(op));
     }
@@ -41,7 +43,7 @@ pub fn arithmetic(current: &Bson, operand: &Bson, op: ArithOp) -> Result<Bson, Q
         ArithOp::Add => a + b,
         ArithOp::Multiply => a * b,
     };
-    Ok(match (current, operand) {
+    Ok(Some(match (current, operand) {
         (Bson::Int32(a), Bson::Int32(b)) => {
             let wide = match op {
                 ArithOp::Add => i64::from(*a) + i64::from(*b),
@@ -61,11 +63,21 @@ pub fn arithmetic(current: &Bson, operand: &Bson, op: ArithOp) -> Result<Bson, Q
             };
             match exact {
                 Some(v) => Bson::Int64(v),
-                None => Bson::Double(float(a as f64, b as f64)),
+                None => return Ok(None),
             }
         }
         _ => Bson::Double(float(as_f64(current), as_f64(operand))),
-    })
+    }))
+}
+
+/// MongoDB's `SafeNum::debugString` of a number, for overflow errors.
+pub fn debug_number(value: &Bson) -> String {
+    match value {
+        Bson::Int32(v) => format!("(NumberInt){v}"),
+        Bson::Int64(v) => format!("(NumberLong){v}"),
+        Bson::Double(v) => format!("(NumberDouble){v}"),
+        other => other.to_string(),
+    }
 }
 
 fn int_value(value: &Bson) -> i64 {

@@ -2,6 +2,8 @@
 //! maps lower layers' errors to MongoDB error codes and code names.
 
 use bson::Document;
+use slipstream_query::QueryError;
+use slipstream_storage::StorageError;
 
 /// An error reply: `{ok: 0, errmsg, code, codeName, ...extra}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +22,94 @@ impl CommandError {
     /// The MongoDB code name of this error's code.
     pub fn code_name(&self) -> &'static str {
         code_name(self.code)
+    }
+
+    /// Adds a field to the error reply.
+    pub fn with_extra(mut self, key: &str, value: impl Into<bson::Bson>) -> Self {
+        self.extra.insert(key, value.into());
+        self
+    }
+
+    /// BadValue (2).
+    pub fn bad_value(message: impl Into<String>) -> Self {
+        CommandError::new(2, message)
+    }
+
+    /// TypeMismatch (14).
+    pub fn type_mismatch(message: impl Into<String>) -> Self {
+        CommandError::new(14, message)
+    }
+
+    /// InternalError (1).
+    pub fn internal(message: impl Into<String>) -> Self {
+        CommandError::new(1, message)
+    }
+
+    /// The error fields of a reply: `{ok: 0, errmsg, code, codeName, ...extra}`.
+    pub fn to_reply(&self) -> Document {
+        let mut reply = bson::doc! {
+            "ok": 0.0,
+            "errmsg": self.message.clone(),
+            "code": self.code,
+            "codeName": self.code_name(),
+        };
+        for (key, value) in &self.extra {
+            reply.insert(key.clone(), value.clone());
+        }
+        reply
+    }
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} {})", self.message, self.code, self.code_name())
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// THE table from storage errors to MongoDB codes: every storage failure a
+/// client sees passes through here.
+impl From<StorageError> for CommandError {
+    fn from(err: StorageError) -> Self {
+        let message = err.to_string();
+        match err {
+            StorageError::DuplicateKey { key_pattern, key_value, .. } => CommandError::new(11000, message)
+                .with_extra("keyPattern", key_pattern)
+                .with_extra("keyValue", key_value),
+            StorageError::NamespaceNotFound(_) => CommandError::new(26, message),
+            StorageError::NamespaceExists(_) => CommandError::new(48, message),
+            StorageError::IndexNotFound(_) => CommandError::new(27, message),
+            StorageError::IndexConflict { code, .. } => CommandError::new(code, message),
+            StorageError::SnapshotTooOld(_) => CommandError::new(239, message),
+            StorageError::InvalidDocument(ref detail) => {
+                // A size violation is BSONObjectTooLarge; anything else about
+                // the document's shape is BadValue.
+                let code = if detail.contains("too large") || detail.contains("size") { 10334 } else { 2 };
+                CommandError::new(code, message)
+            }
+            StorageError::ShuttingDown => CommandError::new(91, message),
+            StorageError::Query(query) => CommandError::from(query),
+            StorageError::DataDirectoryLocked(_)
+            | StorageError::Corruption(_)
+            | StorageError::Poisoned(_)
+            | StorageError::Io(_)
+            | StorageError::Kv(_) => CommandError::new(1, message),
+        }
+    }
+}
+
+/// Query errors already carry their MongoDB code.
+impl From<QueryError> for CommandError {
+    fn from(err: QueryError) -> Self {
+        CommandError::new(err.code, err.message)
+    }
+}
+
+/// Wire errors that still let the node answer (the frame was delimited).
+impl From<slipstream_wire::WireError> for CommandError {
+    fn from(err: slipstream_wire::WireError) -> Self {
+        CommandError::new(err.code(), err.to_string())
     }
 }
 
@@ -66,6 +156,10 @@ pub fn code_name(code: i32) -> &'static str {
         10334 => "BSONObjectTooLarge",
         11000 => "DuplicateKey",
         11600 => "InterruptedAtShutdown",
+        40571 => "Location40571",
+        40413 => "Location40413",
+        352 => "UnsupportedOpQueryCommand",
+        10065 => "Location10065",
         13435 => "NotPrimaryNoSecondaryOk",
         _ => "Location",
     }

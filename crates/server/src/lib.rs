@@ -7,6 +7,14 @@
 //! Must not depend on redb (only on `slipstream-storage`'s facade).
 
 pub mod commands;
+pub mod connection;
 pub mod cursor;
 pub mod error;
+pub mod exec;
+pub mod listener;
+pub mod log;
+pub mod metrics;
 pub mod state;
+
+pub use listener::serve;
+pub use state::{ServerOptions, ServerState};

@@ -1,15 +1,134 @@
 //! State shared by every connection of a node.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
+use bson::oid::ObjectId;
 use slipstream_storage::Engine;
+use tokio::sync::watch;
 
 use crate::cursor::CursorManager;
+use crate::log::Log;
+use crate::metrics::Metrics;
 
-/// Everything a command may touch beyond its own connection.
+/// The most connections a node serves at once; further clients wait in
+/// the accept queue until one closes (MongoDB's `net.maxIncomingConnections`).
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+
+/// The node's settings from the command line (read-only after start).
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub port: u16,
+    pub bind_ip: String,
+    pub dbpath: PathBuf,
+    pub journal_commit_interval_ms: u64,
+    pub oplog_size_mb: u64,
+    /// Test-only commands (fail points) exist only when this is set.
+    pub enable_test_commands: bool,
+    pub logpath: Option<PathBuf>,
+    pub max_connections: usize,
+    /// The process's arguments, for `getCmdLineOpts`.
+    pub argv: Vec<String>,
+}
+
+impl ServerOptions {
+    pub fn new(dbpath: impl Into<PathBuf>, port: u16) -> Self {
+        ServerOptions {
+            port,
+            bind_ip: "127.0.0.1".into(),
+            dbpath: dbpath.into(),
+            journal_commit_interval_ms: 100,
+            oplog_size_mb: 1024,
+            enable_test_commands: false,
+            logpath: None,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            argv: Vec::new(),
+        }
+    }
+}
+
+/// The node-wide shutdown signal: set once (by `shutdown`, SIGTERM or
+/// SIGINT), observed by the listener and every connection's read loop.
+pub struct ShutdownSignal {
+    sender: watch::Sender<bool>,
+}
+
+impl Default for ShutdownSignal {
+    fn default() -> Self {
+        ShutdownSignal { sender: watch::channel(false).0 }
+    }
+}
+
+impl ShutdownSignal {
+    pub fn trigger(&self) {
+        self.sender.send_replace(true);
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.sender.borrow()
+    }
+
+    /// Resolves once the signal is set (at once if it already is).
+    pub async fn wait(&self) {
+        let mut receiver = self.sender.subscribe();
+        // The sender lives as long as `self`, so `wait_for` only ends when
+        // the value turns true.
+        let _ = receiver.wait_for(|triggered| *triggered).await;
+    }
+}
+
+/// Everything a command may touch beyond its own connection. Every field
+/// is either read-only after start or locks internally.
 pub struct ServerState {
     /// The storage engine (shared; the engine locks internally).
     pub engine: Arc<Engine>,
     /// Open cursors (locks internally).
     pub cursors: CursorManager,
+    /// Read-only after start.
+    pub options: ServerOptions,
+    /// Atomics; any task may count.
+    pub metrics: Metrics,
+    /// Structured log and its ring (locks internally).
+    pub log: Log,
+    pub shutdown: ShutdownSignal,
+    /// `topologyVersion.processId`: new on every start so that monitors
+    /// notice a restart (read-only).
+    pub process_id: ObjectId,
+    /// `topologyVersion.counter`; a standalone's topology never changes.
+    pub topology_counter: i64,
+    /// When the node started (read-only), for `uptime`.
+    pub started_at: Instant,
+    pub host_name: String,
+}
+
+impl ServerState {
+    pub fn new(engine: Arc<Engine>, options: ServerOptions, log: Log) -> Self {
+        ServerState {
+            engine,
+            cursors: CursorManager::default(),
+            options,
+            metrics: Metrics::default(),
+            log,
+            shutdown: ShutdownSignal::default(),
+            process_id: ObjectId::new(),
+            topology_counter: 0,
+            started_at: Instant::now(),
+            host_name: host_name(),
+        }
+    }
+
+    /// `host:port` as MongoDB reports it in `serverStatus.host` and `me`.
+    pub fn host_and_port(&self) -> String {
+        format!("{}:{}", self.host_name, self.options.port)
+    }
+}
+
+/// The machine's host name (from the kernel), or "localhost".
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }

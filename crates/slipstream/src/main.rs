@@ -1,1 +1,65 @@
-fn main() {}
+//! The `slipstream` binary: `serve` runs a node, `bench` drives one over
+//! the wire and prints a JSON summary.
+
+mod bench;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "slipstream", version, about = "A document database that speaks the MongoDB wire protocol")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a data node (mongod).
+    Serve(ServeArgs),
+    /// Drive a node with a workload and print a JSON summary as the last line.
+    Bench(bench::BenchArgs),
+}
+
+/// `slipstream serve`: MongoDB's spellings are accepted as aliases.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[arg(long, default_value_t = 27017)]
+    pub port: u16,
+    /// Comma-separated addresses to listen on.
+    #[arg(long = "bind-ip", alias = "bind_ip", default_value = "127.0.0.1")]
+    pub bind_ip: String,
+    #[arg(long)]
+    pub dbpath: PathBuf,
+    /// Longest a `j: false` write waits for the journal's group commit.
+    #[arg(long = "journal-commit-interval-ms", alias = "journalCommitInterval", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=500))]
+    pub journal_commit_interval_ms: u64,
+    /// The oplog's size cap in megabytes.
+    #[arg(long = "oplog-size-mb", alias = "oplogSize", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub oplog_size_mb: u64,
+    /// Enables test-only commands (fail points).
+    #[arg(long = "enable-test-commands")]
+    pub enable_test_commands: bool,
+    /// Append log lines to this file instead of stdout.
+    #[arg(long)]
+    pub logpath: Option<PathBuf>,
+    /// The most simultaneous client connections.
+    #[arg(long = "max-connections", alias = "maxConns", default_value_t = slipstream_server::state::MAX_CONNECTIONS_DEFAULT)]
+    pub max_connections: usize,
+    /// MongoDB's `--setParameter name=value` (only enableTestCommands).
+    #[arg(long = "setParameter", value_name = "NAME=VALUE")]
+    pub set_parameter: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}

@@ -3,10 +3,13 @@
 //! `dispatch` is the list of commands a node understands, one line each,
 //! routed to the family file that implements them.
 
+pub mod admin;
 pub mod aggregate;
+pub mod catalog;
 pub mod crud;
 pub mod explain;
 pub mod find;
+pub mod handshake;
 pub mod indexes;
 
 use std::sync::Arc;
@@ -41,6 +44,31 @@ pub type CommandResult = Result<Document, CommandError>;
 /// except the historical lower-case aliases MongoDB accepts.
 pub async fn dispatch(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     match req.name.as_str() {
+        // Handshake (commands/handshake.rs)
+        "hello" | "isMaster" | "ismaster" => handshake::hello(ctx, req).await,
+        // Administration and diagnostics (commands/admin.rs)
+        "ping" => admin::ping(ctx, req).await,
+        "buildInfo" | "buildinfo" => admin::build_info(ctx, req).await,
+        "getParameter" => admin::get_parameter(ctx, req).await,
+        "getCmdLineOpts" => admin::get_cmd_line_opts(ctx, req).await,
+        "hostInfo" => admin::host_info(ctx, req).await,
+        "whatsmyuri" => admin::whats_my_uri(ctx, req).await,
+        "connectionStatus" => admin::connection_status(ctx, req).await,
+        "endSessions" | "killSessions" => admin::end_sessions(ctx, req).await,
+        "shutdown" => admin::shutdown(ctx, req).await,
+        "getLog" => admin::get_log(ctx, req).await,
+        "serverStatus" => admin::server_status(ctx, req).await,
+        // Catalog (commands/catalog.rs)
+        "listDatabases" => catalog::list_databases(ctx, req).await,
+        "listCollections" => catalog::list_collections(ctx, req).await,
+        "create" => catalog::create(ctx, req).await,
+        "drop" => catalog::drop(ctx, req).await,
+        "dropDatabase" => catalog::drop_database(ctx, req).await,
+        "renameCollection" => catalog::rename_collection(ctx, req).await,
+        "collStats" => catalog::coll_stats(ctx, req).await,
+        "dbStats" => catalog::db_stats(ctx, req).await,
+        "dbHash" | "dbhash" => catalog::db_hash(ctx, req).await,
+        "validate" => catalog::validate(ctx, req).await,
         // CRUD (commands/crud.rs)
         "insert" => crud::insert(ctx, req).await,
         "update" => crud::update(ctx, req).await,

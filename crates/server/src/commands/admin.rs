@@ -1,0 +1,286 @@
+//! Administrative and diagnostic commands: `ping`, `buildInfo`,
+//! `getParameter`, `getCmdLineOpts`, `hostInfo`, `whatsmyuri`,
+//! `connectionStatus`, `endSessions`, `shutdown`, `getLog`, `serverStatus`.
+
+use std::net::SocketAddr;
+
+use bson::{doc, Bson, DateTime, Document};
+use serde_json::json;
+
+use super::{CommandContext, CommandRequest, CommandResult};
+use crate::error::CommandError;
+use crate::state::ServerState;
+
+/// The MongoDB release whose behaviour Slipstream follows (wire version 21).
+pub const MONGODB_VERSION: &str = "7.0.0";
+pub const MONGODB_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
+
+/// Fields any command may carry that are not parameters or options of the
+/// command itself (generic arguments of the driver specifications).
+pub fn is_generic_argument(key: &str) -> bool {
+    key.starts_with('$')
+        || matches!(
+            key,
+            "lsid"
+                | "txnNumber"
+                | "autocommit"
+                | "startTransaction"
+                | "readConcern"
+                | "writeConcern"
+                | "comment"
+                | "maxTimeMS"
+                | "apiVersion"
+                | "apiStrict"
+                | "apiDeprecationErrors"
+        )
+}
+
+pub async fn ping(_ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    Ok(Document::new())
+}
+
+pub async fn build_info(_ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    Ok(doc! {
+        "version": MONGODB_VERSION,
+        "gitVersion": "slipstream",
+        "slipstreamVersion": env!("CARGO_PKG_VERSION"),
+        "versionArray": MONGODB_VERSION_ARRAY.to_vec(),
+        "modules": [],
+        "allocator": "system",
+        "javascriptEngine": "none",
+        "sysInfo": "deprecated",
+        "bits": 64,
+        "debug": cfg!(debug_assertions),
+        "maxBsonObjectSize": slipstream_wire::MAX_BSON_OBJECT_SIZE_BYTES as i32,
+        "storageEngines": ["slipstream"],
+        "openssl": {"running": "disabled", "compiled": "disabled"},
+        "buildEnvironment": {"target_arch": std::env::consts::ARCH, "target_os": std::env::consts::OS},
+    })
+}
+
+/// Every server parameter `getParameter` knows, with its current value.
+fn parameters(state: &ServerState) -> Vec<(&'static str, Bson)> {
+    vec![
+        ("enableTestCommands", Bson::Boolean(state.options.enable_test_commands)),
+        ("featureCompatibilityVersion", Bson::Document(doc! {"version": "7.0"})),
+        ("authenticationMechanisms", Bson::Array(vec![])),
+        ("journalCommitInterval", Bson::Int32(state.options.journal_commit_interval_ms as i32)),
+        ("logLevel", Bson::Int32(0)),
+        ("quiet", Bson::Boolean(false)),
+        ("requireApiVersion", Bson::Boolean(false)),
+        ("transactionLifetimeLimitSeconds", Bson::Int32(60)),
+        ("maxIncomingConnections", Bson::Int32(state.options.max_connections as i32)),
+        ("localLogicalSessionTimeoutMinutes", Bson::Int32(super::handshake::LOGICAL_SESSION_TIMEOUT_MINUTES)),
+    ]
+}
+
+pub async fn get_parameter(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let all = parameters(&ctx.state);
+    let (want_all, show_details) = match req.body.get("getParameter") {
+        Some(Bson::String(star)) if star == "*" => (true, false),
+        Some(Bson::Document(options)) => (
+            options.get_bool("allParameters").unwrap_or(false),
+            options.get_bool("showDetails").unwrap_or(false),
+        ),
+        _ => (false, false),
+    };
+    let present = |value: &Bson| {
+        if show_details {
+            Bson::Document(doc! {"value": value.clone(), "settableAtRuntime": false, "settableAtStartup": true})
+        } else {
+            value.clone()
+        }
+    };
+    let mut reply = Document::new();
+    if want_all {
+        for (name, value) in &all {
+            reply.insert(*name, present(value));
+        }
+        return Ok(reply);
+    }
+    for key in req.body.keys().skip(1).filter(|key| !is_generic_argument(key)) {
+        let value = all
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| present(value))
+            .ok_or_else(|| CommandError::new(72, format!("no option found to get: {key}")))?;
+        reply.insert(key.clone(), value);
+    }
+    if reply.is_empty() {
+        return Err(CommandError::new(72, "no option found to get"));
+    }
+    Ok(reply)
+}
+
+pub async fn get_cmd_line_opts(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    let options = &ctx.state.options;
+    let mut parsed = doc! {
+        "net": {"bindIp": options.bind_ip.clone(), "port": i32::from(options.port)},
+        "storage": {
+            "dbPath": options.dbpath.display().to_string(),
+            "journal": {"commitIntervalMs": options.journal_commit_interval_ms as i64},
+        },
+        "replication": {"oplogSizeMB": options.oplog_size_mb as i64},
+    };
+    if options.enable_test_commands {
+        parsed.insert("setParameter", doc! {"enableTestCommands": "1"});
+    }
+    if let Some(path) = &options.logpath {
+        parsed.insert("systemLog", doc! {"destination": "file", "path": path.display().to_string()});
+    }
+    Ok(doc! {"argv": options.argv.clone(), "parsed": parsed})
+}
+
+pub async fn host_info(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    let mem_total_kb = proc_field_kb("/proc/meminfo", "MemTotal:").unwrap_or(0);
+    let cores = std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(1);
+    let os_name = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("PRETTY_NAME=").map(|name| name.trim_matches('"').to_owned()))
+        })
+        .unwrap_or_else(|| std::env::consts::OS.to_owned());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|v| v.trim().to_owned()).unwrap_or_default();
+    Ok(doc! {
+        "system": {
+            "currentTime": DateTime::now(),
+            "hostname": ctx.state.host_and_port(),
+            "cpuAddrSize": 64,
+            "memSizeMB": (mem_total_kb / 1024) as i64,
+            "memLimitMB": (mem_total_kb / 1024) as i64,
+            "numCores": cores,
+            "cpuArch": std::env::consts::ARCH,
+            "numaEnabled": false,
+        },
+        "os": {"type": "Linux", "name": os_name, "version": kernel},
+        "extra": {"pageSize": 4096_i64},
+    })
+}
+
+pub async fn whats_my_uri(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    Ok(doc! {"you": ctx.client_address.clone()})
+}
+
+pub async fn connection_status(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let mut auth_info = doc! {"authenticatedUsers": [], "authenticatedUserRoles": []};
+    if req.body.get_bool("showPrivileges").unwrap_or(false) {
+        auth_info.insert("authenticatedUserPrivileges", Bson::Array(vec![]));
+    }
+    Ok(doc! {"authInfo": auth_info})
+}
+
+/// Sessions are not tracked on the server yet (no transactions, no
+/// retryable-write table), so ending them has nothing to release; the
+/// argument is still checked.
+pub async fn end_sessions(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    match req.body.get(&req.name) {
+        Some(Bson::Array(_)) => Ok(Document::new()),
+        _ => Err(CommandError::type_mismatch(format!("{} must be an array of session ids", req.name))),
+    }
+}
+
+/// Shuts the node down cleanly. Only from a loopback client and on the
+/// admin database, as MongoDB requires without authentication.
+pub async fn shutdown(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(13, "shutdown may only be run against the admin database."));
+    }
+    let local = ctx.client_address.parse::<SocketAddr>().map(|addr| addr.ip().is_loopback()).unwrap_or(false);
+    if !local {
+        return Err(CommandError::new(13, "shutdown is only accepted from a client on localhost"));
+    }
+    let force = match req.body.get("force") {
+        None => false,
+        Some(Bson::Boolean(force)) => *force,
+        Some(_) => return Err(CommandError::type_mismatch("force must be a boolean")),
+    };
+    // A standalone has no secondaries to wait for, so `force` changes
+    // nothing; in-flight requests are answered either way.
+    ctx.state.log.info(
+        "COMMAND",
+        4695400,
+        &format!("conn{}", ctx.connection_id),
+        "Terminating via shutdown command",
+        json!({"force": force}),
+    );
+    ctx.state.shutdown.trigger();
+    Ok(Document::new())
+}
+
+pub async fn get_log(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let log = &ctx.state.log;
+    match req.body.get("getLog") {
+        Some(Bson::String(name)) if name == "*" => Ok(doc! {"names": ["global", "startupWarnings"]}),
+        Some(Bson::String(name)) if name == "global" => {
+            let (total, lines) = log.recent();
+            Ok(doc! {"totalLinesWritten": total as i64, "log": lines})
+        }
+        Some(Bson::String(name)) if name == "startupWarnings" => {
+            let lines = log.startup_warnings();
+            Ok(doc! {"totalLinesWritten": lines.len() as i64, "log": lines})
+        }
+        Some(Bson::String(name)) => Err(CommandError::bad_value(format!("No log named '{name}'"))),
+        _ => Err(CommandError::type_mismatch("Argument to getLog must be of type String")),
+    }
+}
+
+pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
+    let state = &ctx.state;
+    let uptime = state.started_at.elapsed();
+    let stats = state.engine.stats();
+    let resident_kb = proc_field_kb("/proc/self/status", "VmRSS:").unwrap_or(0);
+    let virtual_kb = proc_field_kb("/proc/self/status", "VmSize:").unwrap_or(0);
+    Ok(doc! {
+        "host": state.host_and_port(),
+        "version": MONGODB_VERSION,
+        "process": "slipstream",
+        "pid": i64::from(std::process::id()),
+        "uptime": uptime.as_secs_f64(),
+        "uptimeMillis": uptime.as_millis() as i64,
+        "uptimeEstimate": uptime.as_secs() as i64,
+        "localTime": DateTime::now(),
+        "connections": state.metrics.connections(state.options.max_connections),
+        "opcounters": state.metrics.opcounters(),
+        "network": state.metrics.network(),
+        "mem": {
+            "bits": 64,
+            "resident": (resident_kb / 1024) as i32,
+            "virtual": (virtual_kb / 1024) as i32,
+            "supported": true,
+        },
+        "storageEngine": {
+            "name": "slipstream",
+            "supportsCommittedReads": true,
+            "supportsSnapshotReadConcern": false,
+            "readOnly": false,
+            "persistent": true,
+            "backupCursorOpen": false,
+        },
+        "slipstream": {
+            "journal": {
+                "bytesWritten": stats.journal_bytes_written as i64,
+                "fsyncs": stats.journal_fsyncs as i64,
+                "entries": stats.journal_entries as i64,
+            },
+            "checkpoint": {
+                "count": stats.checkpoints as i64,
+                "lastDurationMs": stats.last_checkpoint_ms as i64,
+                "timestamp": stats.checkpoint_timestamp.to_bson(),
+            },
+            "oplog": {
+                "first": stats.oplog_first.to_bson(),
+                "last": stats.oplog_last.to_bson(),
+                "sizeBytes": stats.oplog_size_bytes as i64,
+            },
+            "versionsInMemory": stats.versions_in_memory as i64,
+        },
+    })
+}
+
+/// A `Name:   1234 kB` field of a /proc file, in kB.
+fn proc_field_kb(path: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|line| line.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
+}

@@ -1,0 +1,398 @@
+//! Catalog commands: `listDatabases`, `listCollections`, `create`, `drop`,
+//! `dropDatabase`, `renameCollection`, `collStats`, `dbStats`, `dbHash`,
+//! `validate`. Each checks its arguments before it touches the engine.
+
+use std::time::Instant;
+
+use bson::{doc, Bson, Document};
+use md5::{Digest, Md5};
+use slipstream_query::filter::Filter;
+use slipstream_storage::{CollectionInfo, StorageError};
+
+use super::{CommandContext, CommandRequest, CommandResult};
+use crate::error::CommandError;
+
+/// The longest namespace (`db.collection`) MongoDB accepts.
+pub const NAMESPACE_LENGTH_MAX: usize = 255;
+/// The longest database name MongoDB accepts.
+pub const DATABASE_NAME_LENGTH_MAX: usize = 63;
+
+/// `create` options that would change what a collection does and that
+/// Slipstream does not implement: refusing them is better than silently
+/// ignoring them.
+const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
+    "capped",
+    "size",
+    "max",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "viewOn",
+    "pipeline",
+    "timeseries",
+    "clusteredIndex",
+    "collation",
+    "changeStreamPreAndPostImages",
+    "expireAfterSeconds",
+    "encryptedFields",
+];
+
+/// `create` options that are accepted and stored but change nothing here.
+const INERT_CREATE_OPTIONS: &[&str] = &["storageEngine", "indexOptionDefaults", "autoIndexId", "idIndex", "flags"];
+
+pub fn validate_database_name(db: &str) -> Result<(), CommandError> {
+    let bad = db.is_empty()
+        || db.len() > DATABASE_NAME_LENGTH_MAX
+        || db.chars().any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '*' | '<' | '>' | ':' | '|' | '?' | '\0'));
+    if bad {
+        return Err(CommandError::new(73, format!("Invalid database name: '{db}'")));
+    }
+    Ok(())
+}
+
+/// `db.collection` for a collection name given as the command's value.
+pub fn namespace(db: &str, collection: &str) -> Result<String, CommandError> {
+    validate_database_name(db)?;
+    if collection.is_empty() || collection.contains('\0') || collection.starts_with('.') {
+        return Err(CommandError::new(73, format!("Invalid collection name: '{collection}'")));
+    }
+    if collection.contains('$') {
+        return Err(CommandError::new(73, format!("Invalid collection name: '{collection}': '$' is not allowed")));
+    }
+    let ns = format!("{db}.{collection}");
+    if ns.len() > NAMESPACE_LENGTH_MAX {
+        return Err(CommandError::new(73, format!("Fully qualified namespace is too long: {ns}")));
+    }
+    Ok(ns)
+}
+
+/// The collection named by the command's first field (`{drop: "c"}`).
+fn target_namespace(req: &CommandRequest) -> Result<String, CommandError> {
+    match req.body.get(&req.name) {
+        Some(Bson::String(collection)) => namespace(&req.db, collection),
+        _ => Err(CommandError::new(
+            73,
+            format!("collection name has invalid type {}", req.body.get(&req.name).map_or("missing".to_owned(), |v| format!("{:?}", v.element_type()))),
+        )),
+    }
+}
+
+/// The part of a namespace after the database.
+fn collection_name(ns: &str) -> &str {
+    ns.split_once('.').map_or(ns, |(_, collection)| collection)
+}
+
+fn scale_of(body: &Document) -> Result<i64, CommandError> {
+    let scale = match body.get("scale") {
+        None => 1,
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(n)) => *n as i64,
+        Some(_) => return Err(CommandError::type_mismatch("scale has to be a number")),
+    };
+    if scale < 1 {
+        return Err(CommandError::bad_value("scale has to be >= 1"));
+    }
+    Ok(scale)
+}
+
+pub async fn list_databases(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(13, "listDatabases may only be run against the admin database."));
+    }
+    let name_only = req.body.get_bool("nameOnly").unwrap_or(false);
+    let filter = parse_filter(&req.body)?;
+    let engine = &ctx.state.engine;
+    let mut databases = Vec::new();
+    let mut total_size: i64 = 0;
+    for db in engine.list_databases() {
+        let mut size: i64 = 0;
+        for info in engine.list_collections(&db) {
+            size += collection_size(ctx, &info.ns)?;
+        }
+        let entry = doc! {"name": db.clone(), "sizeOnDisk": size, "empty": size == 0};
+        if !filter.matches(&entry) {
+            continue;
+        }
+        total_size += size;
+        databases.push(Bson::Document(if name_only { doc! {"name": db} } else { entry }));
+    }
+    if name_only {
+        return Ok(doc! {"databases": databases});
+    }
+    Ok(doc! {"databases": databases, "totalSize": total_size, "totalSizeMb": total_size / (1024 * 1024)})
+}
+
+/// Data plus estimated index bytes of one collection.
+fn collection_size(ctx: &CommandContext, ns: &str) -> Result<i64, CommandError> {
+    match ctx.state.engine.collection_stats(ns) {
+        Ok(stats) => Ok(stats.data_size_bytes as i64 + index_bytes_estimate(&stats.index_key_counts)),
+        Err(StorageError::NamespaceNotFound(_)) => Ok(0),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Bytes the index entries of one index take, estimated: the engine counts
+/// keys, not bytes, so `collStats` reports this estimate (16 bytes of key
+/// and record id per entry) as MongoDB's own sizes are also storage
+/// estimates.
+const INDEX_ENTRY_BYTES_ESTIMATE: i64 = 16;
+
+fn index_bytes_estimate(index_key_counts: &[(String, u64)]) -> i64 {
+    index_key_counts.iter().map(|(_, keys)| *keys as i64 * INDEX_ENTRY_BYTES_ESTIMATE).sum()
+}
+
+fn parse_filter(body: &Document) -> Result<Filter, CommandError> {
+    match body.get("filter") {
+        None | Some(Bson::Null) => Ok(Filter::match_all()),
+        Some(Bson::Document(filter)) => Ok(Filter::parse(filter)?),
+        Some(_) => Err(CommandError::type_mismatch("filter must be an object")),
+    }
+}
+
+fn collection_entry(info: &CollectionInfo) -> Document {
+    doc! {
+        "name": collection_name(&info.ns),
+        "type": "collection",
+        "options": info.options.clone(),
+        "info": {"readOnly": false, "uuid": info.uuid},
+        "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+    }
+}
+
+pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    validate_database_name(&req.db)?;
+    let name_only = req.body.get_bool("nameOnly").unwrap_or(false);
+    let filter = parse_filter(&req.body)?;
+    let mut first_batch = Vec::new();
+    for info in ctx.state.engine.list_collections(&req.db) {
+        let entry = collection_entry(&info);
+        if !filter.matches(&entry) {
+            continue;
+        }
+        let entry = if name_only { doc! {"name": entry.get_str("name").unwrap_or_default(), "type": "collection"} } else { entry };
+        first_batch.push(Bson::Document(entry));
+    }
+    // Every entry fits the first batch: a database's catalog is small, and
+    // returning cursor id 0 means no server-side cursor is left open.
+    Ok(doc! {
+        "cursor": {
+            "id": 0_i64,
+            "ns": format!("{}.$cmd.listCollections", req.db),
+            "firstBatch": first_batch,
+        }
+    })
+}
+
+pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let ns = target_namespace(req)?;
+    let mut options = Document::new();
+    for (key, value) in req.body.iter().skip(1) {
+        if super::admin::is_generic_argument(key) {
+            continue;
+        }
+        if UNSUPPORTED_CREATE_OPTIONS.contains(&key.as_str()) {
+            if key == "capped" && value == &Bson::Boolean(false) {
+                continue;
+            }
+            return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
+        }
+        if !INERT_CREATE_OPTIONS.contains(&key.as_str()) {
+            return Err(CommandError::new(40415, format!("BSON field 'create.{key}' is an unknown field.")));
+        }
+        options.insert(key.clone(), value.clone());
+    }
+    let engine = &ctx.state.engine;
+    if let Some(existing) = engine.collection_info(&ns) {
+        // MongoDB 7.0 answers a repeated create with identical options
+        // with success.
+        if existing.options == options {
+            return Ok(Document::new());
+        }
+        return Err(CommandError::new(48, format!("Collection {ns} already exists with different options.")));
+    }
+    engine.create_collection(&ns, options)?;
+    Ok(Document::new())
+}
+
+pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let ns = target_namespace(req)?;
+    let engine = &ctx.state.engine;
+    let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
+    match engine.drop_collection(&ns) {
+        Ok(_) => Ok(doc! {"nIndexesWas": indexes_before.unwrap_or(1) as i32, "ns": ns}),
+        // MongoDB 7.0 treats dropping an absent collection as success.
+        Err(StorageError::NamespaceNotFound(_)) => Ok(Document::new()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+pub async fn drop_database(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    validate_database_name(&req.db)?;
+    if matches!(req.db.as_str(), "admin" | "local" | "config") {
+        return Err(CommandError::new(20, format!("Dropping the '{}' database is prohibited.", req.db)));
+    }
+    match ctx.state.engine.drop_database(&req.db)? {
+        Some(_) => Ok(doc! {"dropped": req.db.clone()}),
+        None => Ok(Document::new()),
+    }
+}
+
+/// Splits a full namespace `db.collection` and validates both parts.
+fn full_namespace(value: Option<&Bson>, field: &str) -> Result<String, CommandError> {
+    let Some(Bson::String(ns)) = value else {
+        return Err(CommandError::type_mismatch(format!("'{field}' must be of type String")));
+    };
+    let Some((db, collection)) = ns.split_once('.') else {
+        return Err(CommandError::new(73, format!("Invalid namespace specified '{ns}'")));
+    };
+    namespace(db, collection)
+}
+
+pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(13, "renameCollection may only be run against the admin database."));
+    }
+    let from = full_namespace(req.body.get(&req.name), &req.name)?;
+    let to = full_namespace(req.body.get("to"), "to")?;
+    let drop_target = match req.body.get("dropTarget") {
+        None => false,
+        Some(Bson::Boolean(drop)) => *drop,
+        // MongoDB also accepts a UUID here (drop only that target); the
+        // form is not supported.
+        Some(_) => return Err(CommandError::new(115, "dropTarget must be a boolean (the UUID form is not supported)")),
+    };
+    if from == to {
+        return Err(CommandError::new(20, "Can't rename a collection to itself"));
+    }
+    ctx.state.engine.rename_collection(&from, &to, drop_target)?;
+    Ok(Document::new())
+}
+
+pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let ns = target_namespace(req)?;
+    let scale = scale_of(&req.body)?;
+    let engine = &ctx.state.engine;
+    let info = engine
+        .collection_info(&ns)
+        .ok_or_else(|| CommandError::new(26, format!("Collection [{ns}] not found.")))?;
+    let stats = engine.collection_stats(&ns)?;
+    let count = stats.count as i64;
+    let size = stats.data_size_bytes as i64;
+    let mut index_sizes = Document::new();
+    for (name, keys) in &stats.index_key_counts {
+        index_sizes.insert(name.clone(), *keys as i64 * INDEX_ENTRY_BYTES_ESTIMATE / scale);
+    }
+    let total_index = index_bytes_estimate(&stats.index_key_counts);
+    Ok(doc! {
+        "ns": ns,
+        "count": count,
+        "size": size / scale,
+        "avgObjSize": if count > 0 { size / count } else { 0 },
+        "storageSize": size / scale,
+        "freeStorageSize": 0_i64,
+        "capped": false,
+        "nindexes": info.indexes.len() as i32,
+        "indexSizes": index_sizes,
+        "totalIndexSize": total_index / scale,
+        "totalSize": (size + total_index) / scale,
+        "scaleFactor": scale,
+    })
+}
+
+pub async fn db_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    validate_database_name(&req.db)?;
+    let scale = scale_of(&req.body)?;
+    let engine = &ctx.state.engine;
+    let (mut collections, mut objects, mut data_size, mut indexes, mut index_size) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    for info in engine.list_collections(&req.db) {
+        let stats = match engine.collection_stats(&info.ns) {
+            Ok(stats) => stats,
+            // Dropped between the listing and now.
+            Err(StorageError::NamespaceNotFound(_)) => continue,
+            Err(err) => return Err(err.into()),
+        };
+        collections += 1;
+        objects += stats.count as i64;
+        data_size += stats.data_size_bytes as i64;
+        indexes += info.indexes.len() as i64;
+        index_size += index_bytes_estimate(&stats.index_key_counts);
+    }
+    Ok(doc! {
+        "db": req.db.clone(),
+        "collections": collections,
+        "views": 0_i64,
+        "objects": objects,
+        "avgObjSize": if objects > 0 { data_size as f64 / objects as f64 } else { 0.0 },
+        "dataSize": data_size as f64 / scale as f64,
+        "storageSize": data_size as f64 / scale as f64,
+        "indexes": indexes,
+        "indexSize": index_size as f64 / scale as f64,
+        "totalSize": (data_size + index_size) as f64 / scale as f64,
+        "scaleFactor": scale,
+    })
+}
+
+pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    validate_database_name(&req.db)?;
+    let started = Instant::now();
+    let only: Option<Vec<String>> = match req.body.get("collections") {
+        None => None,
+        Some(Bson::Array(names)) => Some(
+            names
+                .iter()
+                .map(|name| match name {
+                    Bson::String(name) => Ok(name.clone()),
+                    _ => Err(CommandError::type_mismatch("collections must be an array of strings")),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(_) => return Err(CommandError::type_mismatch("collections must be an array")),
+    };
+    let mut hashes = ctx.state.engine.db_hash(&req.db, only.as_deref())?;
+    // The overall hash covers the per-collection hashes in name order, so
+    // two members with the same data give the same md5 whatever order the
+    // engine lists collections in.
+    hashes.sort();
+    let mut overall = Md5::new();
+    let mut collections = Document::new();
+    for (name, hash) in &hashes {
+        overall.update(hash.as_bytes());
+        collections.insert(name.clone(), hash.clone());
+    }
+    let md5: String = overall.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
+    Ok(doc! {
+        "host": ctx.state.host_and_port(),
+        "collections": collections,
+        "capped": [],
+        "md5": md5,
+        "timeMillis": started.elapsed().as_millis() as i64,
+    })
+}
+
+pub async fn validate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let ns = target_namespace(req)?;
+    let engine = &ctx.state.engine;
+    let info = engine
+        .collection_info(&ns)
+        .ok_or_else(|| CommandError::new(26, format!("Collection '{ns}' does not exist to validate.")))?;
+    let report = engine.validate(&ns)?;
+    let mut keys_per_index = Document::new();
+    for (name, keys) in &report.keys_per_index {
+        keys_per_index.insert(name.clone(), *keys as i64);
+    }
+    Ok(doc! {
+        "ns": ns,
+        "uuid": info.uuid,
+        "nInvalidDocuments": 0_i64,
+        "nNonCompliantDocuments": 0_i64,
+        "nrecords": report.records as i64,
+        "nIndexes": info.indexes.len() as i32,
+        "keysPerIndex": keys_per_index,
+        "valid": report.valid,
+        "repaired": false,
+        "errors": report.errors.clone(),
+        "warnings": [],
+        "advice": "",
+    })
+}

@@ -1,0 +1,343 @@
+//! One client connection: read whole frames (never parsing a partial one),
+//! turn each into a `CommandRequest`, dispatch it, and write the reply in
+//! the encoding the request came in (OP_MSG, or OP_REPLY for a legacy
+//! OP_QUERY). A malformed but delimited message gets an error reply; a
+//! stream that can no longer be framed is closed. A panic in a command is
+//! caught and answered with InternalError, so one bad request never
+//! affects another connection.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bson::{doc, Bson, Document};
+use serde_json::json;
+use slipstream_wire::{
+    check_frame, encode_op_msg, encode_op_reply, opcode, parse_message, reply_flags, Message, MsgHeader, OpMsg,
+    OpQuery, WireError,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::commands::{self, CommandContext, CommandRequest};
+use crate::error::CommandError;
+use crate::metrics::SELF_COUNTING_COMMANDS;
+use crate::state::ServerState;
+
+/// Bytes reserved for reading when the buffer is full and no frame length
+/// is known yet.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Request ids of this node's replies (unique per process).
+static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
+
+fn next_request_id() -> i32 {
+    NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+pub async fn run(state: Arc<ServerState>, mut stream: TcpStream, peer: SocketAddr, connection_id: i64) {
+    let log_ctx = format!("conn{connection_id}");
+    state.metrics.connection_opened();
+    state.log.info(
+        "NETWORK",
+        22943,
+        &log_ctx,
+        "Connection accepted",
+        json!({"remote": peer.to_string(), "connectionId": connection_id, "connectionCount": state.metrics.connections_current()}),
+    );
+    let _ = stream.set_nodelay(true);
+    let ctx = CommandContext { state: state.clone(), connection_id, client_address: peer.to_string() };
+    let end = serve_connection(&ctx, &mut stream).await;
+    state.metrics.connection_closed();
+    state.log.info(
+        "NETWORK",
+        22944,
+        &log_ctx,
+        "Connection ended",
+        json!({"remote": peer.to_string(), "connectionId": connection_id, "reason": end, "connectionCount": state.metrics.connections_current()}),
+    );
+}
+
+/// Serves requests until the peer closes, the stream cannot be framed, or
+/// the node shuts down; returns why it ended.
+async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> String {
+    let state = &ctx.state;
+    let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        match check_frame(&buffer) {
+            Ok(length) => {
+                state.metrics.count_request(length as u64);
+                let reply = handle_frame(ctx, &buffer[..length]).await;
+                buffer.drain(..length);
+                if let Some(bytes) = reply {
+                    if let Err(err) = stream.write_all(&bytes).await {
+                        return format!("write failed: {err}");
+                    }
+                    state.metrics.count_bytes_out(bytes.len() as u64);
+                }
+            }
+            Err(WireError::Incomplete) => {
+                reserve_for_frame(&mut buffer);
+                let read = tokio::select! {
+                    read = stream.read_buf(&mut buffer) => read,
+                    _ = state.shutdown.wait() => return "shutting down".into(),
+                };
+                match read {
+                    Ok(0) => return "end of stream".into(),
+                    Ok(_) => {}
+                    Err(err) => return format!("read failed: {err}"),
+                }
+            }
+            Err(err) => {
+                // The length prefix is out of bounds: the stream cannot be
+                // re-synchronised, so the connection is closed.
+                return format!("unframeable input: {err}");
+            }
+        }
+    }
+}
+
+/// Buffers above this capacity are shrunk back once drained, so that one
+/// large message does not pin memory for the connection's lifetime.
+const READ_BUFFER_KEEP_BYTES: usize = 1024 * 1024;
+
+/// Makes room for the rest of the frame whose length is known (already
+/// bounded by `check_frame`), and for at least one more chunk.
+fn reserve_for_frame(buffer: &mut Vec<u8>) {
+    if buffer.is_empty() && buffer.capacity() > READ_BUFFER_KEEP_BYTES {
+        buffer.shrink_to(READ_CHUNK_BYTES);
+    }
+    let remaining = if buffer.len() >= 4 {
+        let declared = i32::from_le_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]);
+        (declared.max(0) as usize).saturating_sub(buffer.len())
+    } else {
+        0
+    };
+    buffer.reserve(remaining.max(READ_CHUNK_BYTES));
+}
+
+/// Answers one whole frame; `None` when no reply is due (moreToCome).
+async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Option<Vec<u8>> {
+    let header = MsgHeader::parse(frame).ok()?;
+    match parse_message(frame) {
+        Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg).await,
+        Ok(Message::Query(query)) => Some(handle_op_query(ctx, query).await),
+        Ok(Message::Reply(_)) => {
+            let error = CommandError::new(40413, "OP_REPLY is a server-to-client message");
+            Some(encode_msg_reply(header.request_id, &error.to_reply()))
+        }
+        Err(err) => {
+            ctx.state.log.warning(
+                "NETWORK",
+                4915701,
+                &format!("conn{}", ctx.connection_id),
+                "malformed message",
+                json!({"error": err.to_string(), "opCode": header.op_code}),
+            );
+            let reply = CommandError::from(err).to_reply();
+            if header.op_code == opcode::OP_QUERY {
+                Some(encode_legacy_reply(header.request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&reply)))
+            } else {
+                Some(encode_msg_reply(header.request_id, &reply))
+            }
+        }
+    }
+}
+
+async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Option<Vec<u8>> {
+    let request_id = msg.header.request_id;
+    let more_to_come = msg.more_to_come();
+    let reply = match msg.into_command_body().map_err(CommandError::from).and_then(request_from_op_msg) {
+        Ok(request) => execute(ctx, &request).await,
+        Err(error) => error.to_reply(),
+    };
+    if more_to_come {
+        // The client asked for no reply (e.g. `endSessions` with w: 0).
+        return None;
+    }
+    Some(encode_msg_reply(request_id, &reply))
+}
+
+async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Vec<u8> {
+    let request_id = query.header.request_id;
+    match request_from_op_query(query) {
+        Ok(request) => {
+            let reply = execute(ctx, &request).await;
+            encode_legacy_reply(request_id, 0, &reply)
+        }
+        Err(error) => encode_legacy_reply(request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&error.to_reply())),
+    }
+}
+
+/// A legacy query failure document: `$err` plus the usual error fields.
+fn legacy_failure(reply: &Document) -> Document {
+    let mut failure = doc! { "$err": reply.get_str("errmsg").unwrap_or("query failure") };
+    for (key, value) in reply {
+        failure.insert(key.clone(), value.clone());
+    }
+    failure
+}
+
+/// Builds the command of an OP_MSG body (document sequences already merged).
+pub fn request_from_op_msg(body: Document) -> Result<CommandRequest, CommandError> {
+    let name = command_name(&body)?;
+    let db = match body.get("$db") {
+        Some(Bson::String(db)) if !db.is_empty() => db.clone(),
+        Some(Bson::String(_)) => return Err(CommandError::new(73, "Invalid database name: ''")),
+        Some(_) => return Err(CommandError::type_mismatch("$db must be a string")),
+        None => return Err(CommandError::new(40571, "OP_MSG requests require a $db argument")),
+    };
+    Ok(CommandRequest { db, name, body })
+}
+
+/// Builds the command of a legacy OP_QUERY on `<db>.$cmd`, unwrapping the
+/// `{$query: ...}` / `{query: ...}` form old drivers use with a read
+/// preference. Any other namespace is refused: legacy queries on
+/// collections were removed from MongoDB (5.1).
+pub fn request_from_op_query(query: OpQuery) -> Result<CommandRequest, CommandError> {
+    let Some(db) = query.full_collection_name.strip_suffix(".$cmd") else {
+        return Err(CommandError::new(
+            352,
+            format!("Unsupported OP_QUERY on '{}': legacy queries are only accepted on <db>.$cmd", query.full_collection_name),
+        ));
+    };
+    if db.is_empty() || db.contains('.') {
+        return Err(CommandError::new(73, format!("Invalid database name: '{db}'")));
+    }
+    let mut body = query.query;
+    let wrapped = match body.iter().next() {
+        Some((key, Bson::Document(inner))) if key == "$query" || key == "query" => Some(inner.clone()),
+        _ => None,
+    };
+    if let Some(inner) = wrapped {
+        body = inner;
+    }
+    let name = command_name(&body)?;
+    body.insert("$db", db);
+    Ok(CommandRequest { db: db.to_owned(), name, body })
+}
+
+fn command_name(body: &Document) -> Result<String, CommandError> {
+    match body.keys().next() {
+        Some(name) => Ok(name.clone()),
+        None => Err(CommandError::new(9, "the command document is empty")),
+    }
+}
+
+/// Runs one command with panics caught, and forms the reply document:
+/// the handler's fields plus `ok: 1`, or the error fields.
+pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Document {
+    if !SELF_COUNTING_COMMANDS.contains(&request.name.as_str()) {
+        ctx.state.metrics.count_command();
+    }
+    let outcome = CatchUnwind { inner: Box::pin(commands::dispatch(ctx, request)) }.await;
+    match outcome {
+        Ok(Ok(mut reply)) => {
+            reply.insert("ok", 1.0);
+            reply
+        }
+        Ok(Err(error)) => error.to_reply(),
+        Err(panic) => {
+            let message = panic_message(panic.as_ref());
+            ctx.state.log.error(
+                "COMMAND",
+                4915702,
+                &format!("conn{}", ctx.connection_id),
+                "command panicked",
+                json!({"command": request.name, "db": request.db, "panic": message}),
+            );
+            CommandError::internal(format!("command {} failed with an internal error: {message}", request.name)).to_reply()
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+fn encode_msg_reply(response_to: i32, reply: &Document) -> Vec<u8> {
+    encode_op_msg(next_request_id(), response_to, 0, reply, &[]).unwrap_or_else(|err| {
+        // The reply itself broke a limit (e.g. over 48 MB): answer that.
+        let error = CommandError::new(10334, format!("reply could not be encoded: {err}")).to_reply();
+        encode_op_msg(next_request_id(), response_to, 0, &error, &[]).expect("a small error reply encodes")
+    })
+}
+
+fn encode_legacy_reply(response_to: i32, flags: i32, reply: &Document) -> Vec<u8> {
+    let flags = flags | reply_flags::AWAIT_CAPABLE;
+    encode_op_reply(next_request_id(), response_to, flags, 0, std::slice::from_ref(reply)).unwrap_or_else(|err| {
+        let error = legacy_failure(&CommandError::new(10334, format!("reply could not be encoded: {err}")).to_reply());
+        encode_op_reply(next_request_id(), response_to, reply_flags::QUERY_FAILURE, 0, &[error])
+            .expect("a small error reply encodes")
+    })
+}
+
+/// A future adapter that turns a panic while polling into an `Err`, so a
+/// command's panic is answered instead of killing the connection task.
+struct CatchUnwind<F> {
+    inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.inner.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_msg_requires_db_and_a_command() {
+        assert_eq!(request_from_op_msg(doc! {"ping": 1}).unwrap_err().code, 40571);
+        assert_eq!(request_from_op_msg(Document::new()).unwrap_err().code, 9);
+        let request = request_from_op_msg(doc! {"ping": 1, "$db": "admin"}).unwrap();
+        assert_eq!((request.db.as_str(), request.name.as_str()), ("admin", "ping"));
+    }
+
+    #[test]
+    fn legacy_queries_only_on_cmd_namespaces() {
+        let header = MsgHeader { message_length: 0, request_id: 1, response_to: 0, op_code: opcode::OP_QUERY };
+        let query = |ns: &str, body: Document| OpQuery {
+            header,
+            flags: 0,
+            full_collection_name: ns.into(),
+            number_to_skip: 0,
+            number_to_return: -1,
+            query: body,
+            return_fields_selector: None,
+        };
+        let request = request_from_op_query(query("admin.$cmd", doc! {"isMaster": 1})).unwrap();
+        assert_eq!(request.name, "isMaster");
+        assert_eq!(request.body.get_str("$db").unwrap(), "admin");
+        let wrapped = request_from_op_query(query("test.$cmd", doc! {"$query": {"ping": 1}, "$readPreference": {}})).unwrap();
+        assert_eq!((wrapped.db.as_str(), wrapped.name.as_str()), ("test", "ping"));
+        assert_eq!(request_from_op_query(query("test.coll", doc! {"a": 1})).unwrap_err().code, 352);
+    }
+
+    #[test]
+    fn catch_unwind_turns_a_panic_into_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let result = runtime.block_on(CatchUnwind { inner: Box::pin(async { panic!("boom") }) });
+        let panic: Box<dyn std::any::Any + Send> = result.map(|()| ()).unwrap_err();
+        assert_eq!(panic_message(panic.as_ref()), "boom");
+    }
+}

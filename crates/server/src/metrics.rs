@@ -1,0 +1,138 @@
+//! Counters for `serverStatus`: connections, opcounters, network bytes.
+//!
+//! Every field is an atomic updated with relaxed ordering: the counters are
+//! statistics, read without any consistency between them.
+//!
+//! Who counts what: `insert`, `update`, `delete`, `query` (find) and
+//! `getmore` are counted by the CRUD handlers, per document or statement as
+//! MongoDB does (`count_insert(n)` for n documents); the dispatcher counts
+//! every other command under `command`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bson::{doc, Document};
+
+#[derive(Default)]
+pub struct Metrics {
+    insert: AtomicU64,
+    query: AtomicU64,
+    update: AtomicU64,
+    delete: AtomicU64,
+    getmore: AtomicU64,
+    command: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    requests: AtomicU64,
+    connections_current: AtomicU64,
+    connections_total_created: AtomicU64,
+}
+
+/// The commands whose handlers count themselves (see the module note).
+pub const SELF_COUNTING_COMMANDS: &[&str] = &["insert", "update", "delete", "find", "getMore"];
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+fn get(counter: &AtomicU64) -> i64 {
+    counter.load(Ordering::Relaxed) as i64
+}
+
+impl Metrics {
+    pub fn count_insert(&self, documents: u64) {
+        add(&self.insert, documents);
+    }
+
+    pub fn count_query(&self) {
+        add(&self.query, 1);
+    }
+
+    pub fn count_update(&self, statements: u64) {
+        add(&self.update, statements);
+    }
+
+    pub fn count_delete(&self, statements: u64) {
+        add(&self.delete, statements);
+    }
+
+    pub fn count_getmore(&self) {
+        add(&self.getmore, 1);
+    }
+
+    pub fn count_command(&self) {
+        add(&self.command, 1);
+    }
+
+    pub fn count_request(&self, bytes_in: u64) {
+        add(&self.requests, 1);
+        add(&self.bytes_in, bytes_in);
+    }
+
+    pub fn count_bytes_out(&self, bytes: u64) {
+        add(&self.bytes_out, bytes);
+    }
+
+    pub fn connection_opened(&self) {
+        add(&self.connections_current, 1);
+        add(&self.connections_total_created, 1);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_current.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connections_current(&self) -> u64 {
+        self.connections_current.load(Ordering::Relaxed)
+    }
+
+    pub fn opcounters(&self) -> Document {
+        doc! {
+            "insert": get(&self.insert),
+            "query": get(&self.query),
+            "update": get(&self.update),
+            "delete": get(&self.delete),
+            "getmore": get(&self.getmore),
+            "command": get(&self.command),
+        }
+    }
+
+    pub fn network(&self) -> Document {
+        doc! {
+            "bytesIn": get(&self.bytes_in),
+            "bytesOut": get(&self.bytes_out),
+            "numRequests": get(&self.requests),
+        }
+    }
+
+    /// `connections` of `serverStatus`; `available` is what the connection
+    /// limit still admits.
+    pub fn connections(&self, max_connections: usize) -> Document {
+        let current = get(&self.connections_current);
+        doc! {
+            "current": current as i32,
+            "available": (max_connections as i64 - current).max(0) as i32,
+            "totalCreated": get(&self.connections_total_created),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_up() {
+        let metrics = Metrics::default();
+        metrics.count_insert(3);
+        metrics.count_command();
+        metrics.connection_opened();
+        metrics.connection_opened();
+        metrics.connection_closed();
+        assert_eq!(metrics.opcounters().get_i64("insert").unwrap(), 3);
+        assert_eq!(metrics.opcounters().get_i64("command").unwrap(), 1);
+        let connections = metrics.connections(10);
+        assert_eq!(connections.get_i32("current").unwrap(), 1);
+        assert_eq!(connections.get_i32("available").unwrap(), 9);
+        assert_eq!(connections.get_i64("totalCreated").unwrap(), 2);
+    }
+}

@@ -41,7 +41,7 @@ use crate::io::{IoBackend, IoFile};
 use crate::{StorageError, Timestamp};
 
 pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
-pub use segment::{segment_file_name, SEGMENT_HEADER_BYTES};
+pub use segment::{encode_header as segment_header, segment_file_name, SEGMENT_HEADER_BYTES};
 
 use frame::{check_entry_shape, check_frame, encode_frame, FrameCheck};
 use index::{Index, Location, RecentCache};

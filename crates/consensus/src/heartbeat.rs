@@ -3,7 +3,7 @@
 //! propagation, and the primary's check that it still sees a majority.
 
 use crate::io::Action;
-use crate::message::{Heartbeat, Message};
+use crate::message::{Heartbeat, MemberPosition, Message};
 use crate::node::{Node, Role};
 use crate::state::MemberState;
 
@@ -70,6 +70,16 @@ impl Node {
             self.reset_election_timer();
         }
         self.learn_commit_point(heartbeat.commit_point, false);
+        // The sender's own positions count like an UpdatePosition from it:
+        // MongoDB's primary also learns positions from heartbeats, which
+        // keeps commit going for members that have no sync source.
+        let position = MemberPosition {
+            member: self.config.members[index].id,
+            applied: heartbeat.last_applied,
+            durable: heartbeat.last_durable,
+        };
+        self.merge_position(position);
+        self.update_commit_point_as_primary();
     }
 
     /// A primary that cannot see a majority of voters (itself included)

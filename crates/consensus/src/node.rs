@@ -122,6 +122,8 @@ pub struct Node {
     pub(crate) sync_source: Option<MemberId>,
     pub(crate) sync_source_chosen_at: Millis,
     pub(crate) sync_source_forced: bool,
+    /// Since when pulls from the sync source have brought nothing new.
+    pub(crate) sync_source_idle_since: Option<Millis>,
     pub(crate) requested_sync_source: Option<MemberId>,
     pub(crate) deny_list: Vec<(MemberId, Millis)>,
     pub(crate) append_in_flight: bool,
@@ -178,6 +180,7 @@ impl Node {
             sync_source: None,
             sync_source_chosen_at: now,
             sync_source_forced: false,
+            sync_source_idle_since: None,
             requested_sync_source: None,
             deny_list: Vec::new(),
             append_in_flight: false,

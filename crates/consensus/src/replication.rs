@@ -34,10 +34,12 @@ impl Node {
         assert!(first <= last);
         if first == self.last_applied || self.last_applied.is_null() {
             if last > self.last_applied {
+                self.sync_source_idle_since = None;
                 self.append_in_flight = true;
                 self.pending_source_commit_point = Some(batch.source_commit_point);
                 self.out.push(Action::AppendBatch { source: batch.source });
             } else {
+                self.sync_source_idle_since.get_or_insert(self.now);
                 self.learn_commit_point(batch.source_commit_point, true);
             }
         } else if last <= self.last_applied {
@@ -103,20 +105,29 @@ impl Node {
 
     pub(crate) fn on_update_position(&mut self, update: UpdatePosition) {
         for position in &update.positions {
-            // A position in a newer term proves a newer primary exists.
-            self.observe_term(position.applied.term.max(position.durable.term));
-            let Some(index) = self.config.index_of(position.member) else { continue };
-            if index == self.my_index {
-                continue;
-            }
-            let member = &mut self.members[index];
-            if position.applied > member.applied || position.durable > member.durable {
-                member.applied = member.applied.max(position.applied);
-                member.durable = member.durable.max(position.durable);
-                self.positions_dirty = true;
-            }
+            self.merge_position(*position);
         }
         self.update_commit_point_as_primary();
+    }
+
+    /// Keeps the highest applied and durable OpTime per member, applied and
+    /// durable separately. Called for UpdatePosition entries and for the
+    /// sender's own positions in heartbeats; the message's term has been
+    /// observed first, so a primary never counts a position sent under a
+    /// newer term.
+    pub(crate) fn merge_position(&mut self, position: MemberPosition) {
+        // A position in a newer term proves a newer primary exists.
+        self.observe_term(position.applied.term.max(position.durable.term));
+        let Some(index) = self.config.index_of(position.member) else { return };
+        if index == self.my_index || !self.config.members[index].is_data_bearing() {
+            return;
+        }
+        let member = &mut self.members[index];
+        if position.applied > member.applied || position.durable > member.durable {
+            member.applied = member.applied.max(position.applied);
+            member.durable = member.durable.max(position.durable);
+            self.positions_dirty = true;
+        }
     }
 
     /// Positions known here, own included, for an UpdatePosition.
@@ -170,7 +181,7 @@ impl Node {
         durable[self.config.majority() - 1]
     }
 
-    fn update_commit_point_as_primary(&mut self) {
+    pub(crate) fn update_commit_point_as_primary(&mut self) {
         if self.role != Role::Primary {
             return;
         }

@@ -39,12 +39,14 @@ impl Node {
         if let Some(source) = self.pick_sync_source() {
             self.sync_source = Some(source);
             self.sync_source_chosen_at = self.now;
+            self.sync_source_idle_since = None;
             self.positions_dirty = true;
             self.out.push(Action::SetSyncSource(Some(source)));
         }
     }
 
     pub(crate) fn clear_sync_source(&mut self) {
+        self.sync_source_idle_since = None;
         if self.sync_source.take().is_some() {
             self.sync_source_forced = false;
             self.out.push(Action::SetSyncSource(None));
@@ -66,7 +68,17 @@ impl Node {
         if !self.is_up(index) || !member.state.is_some_and(|s| s.is_readable()) {
             return true;
         }
+        // A source that syncs from us closes a cycle.
         if member.sync_source == Some(self.me) {
+            return true;
+        }
+        // A source that has had nothing new for a while, while another
+        // member is ahead of us: it may be stuck behind us or in a cycle of
+        // equals (heartbeats are stale, so the choice can err; this repairs it).
+        let idle_limit_ms = self.config.settings.election_timeout_ms / 2;
+        if self.sync_source_idle_since.is_some_and(|t| self.now.since(t) >= idle_limit_ms)
+            && self.eligible_sources().any(|i| i != index)
+        {
             return true;
         }
         if self.sync_source_forced {

@@ -1,1 +1,13 @@
+//! A deterministic simulated replica set for tests and the simulator:
+//! not a mock of anything the product uses, but the harness that drives
+//! real `Node`s through faults and checks the protocol's invariants.
+
+pub mod checker;
+pub mod cluster;
 pub mod rng;
+pub mod run;
+
+pub use checker::Checker;
+pub use cluster::{Cluster, Envelope, Faults, Payload};
+pub use rng::Rng;
+pub use run::{run_seed, RunOptions, RunReport};

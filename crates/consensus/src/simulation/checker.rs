@@ -1,0 +1,207 @@
+//! The invariants checked after every simulated step. Each violation is a
+//! string naming the invariant, so that a failing seed says what broke.
+//!
+//! - NoTwoPrimariesInSameTerm: at most one member becomes primary per term.
+//! - LogMatching: an OpTime is written once (by its term's primary) and
+//!   every copy of it follows the same predecessor, so two logs holding the
+//!   same OpTime agree on everything before it.
+//! - CommitPointInLog / CommittedPrefix: a member's commit point is an entry
+//!   of its own log and every member's committed prefix is one sequence.
+//! - CommitPointMonotonic: no member's commit point moves backwards (per
+//!   incarnation: a restart forgets the volatile commit point).
+//! - NeverRollbackCommitted: a rollback never removes a committed entry.
+//! - CommittedOnMajority: the last committed entry is in the durable logs
+//!   of a majority of voters.
+//! - LeaderCompleteness: a new primary holds every committed entry.
+//! - AckBackedByMajority: an acknowledged w:"majority" write is durable on
+//!   a majority of voters when acknowledged and held by every later primary.
+//! - NoSyncSourceCycle: no cycle of sync sources lasts longer than
+//!   `SYNC_SOURCE_CYCLE_MAX_MS`. Members choose sources from heartbeat
+//!   information that may be stale (a source that crashed and lost its
+//!   unsynced tail still looks ahead), so a cycle can form for a moment;
+//!   the rules must break it at once (the pull's double check, the
+//!   "syncs from us" check, the idle-source check). The simulator found
+//!   that a strict "never" fails; see README, bugs found.
+
+use crate::optime::{MemberId, OpTime};
+use std::collections::{BTreeMap, HashMap};
+
+/// Longest a sync source cycle may last (simulated milliseconds).
+pub const SYNC_SOURCE_CYCLE_MAX_MS: u64 = 3_000;
+
+/// Most violations kept per run; the first is what matters.
+pub const VIOLATIONS_MAX: usize = 32;
+
+/// Global history the invariants are checked against.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// term -> the member that became primary in it.
+    primaries: BTreeMap<u64, MemberId>,
+    /// OpTime -> the OpTime written before it when it was created.
+    predecessor: HashMap<OpTime, OpTime>,
+    /// The committed prefix, as one sequence.
+    committed: Vec<OpTime>,
+    /// Acknowledged w:"majority" writes.
+    acked: Vec<OpTime>,
+    /// Since when some sync source cycle has existed without a break.
+    cycle_since: Option<u64>,
+    /// Cycles seen (each counted once when it forms).
+    pub cycles_formed: u64,
+    /// What went wrong, first first.
+    pub violations: Vec<String>,
+}
+
+fn contains(log: &[OpTime], optime: OpTime) -> bool {
+    log.binary_search(&optime).is_ok()
+}
+
+impl Checker {
+    /// Records a violation.
+    pub fn violation(&mut self, text: String) {
+        if self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(text);
+        }
+    }
+
+    /// The last committed entry known anywhere.
+    pub fn last_committed(&self) -> OpTime {
+        self.committed.last().copied().unwrap_or(OpTime::NULL)
+    }
+
+    /// Number of acknowledged majority writes.
+    pub fn acked_count(&self) -> usize {
+        self.acked.len()
+    }
+
+    /// A primary wrote a new entry after `previous`.
+    pub fn on_created(&mut self, member: MemberId, entry: OpTime, previous: OpTime) {
+        if entry <= previous {
+            self.violation(format!("LogMatching: member {member} wrote {entry} after {previous}"));
+        }
+        if let Some(old) = self.predecessor.insert(entry, previous) {
+            self.violation(format!("LogMatching: {entry} written twice (after {old} and after {previous}) by {member}"));
+        }
+    }
+
+    /// A member copied `entry` after `previous`.
+    pub fn on_copied(&mut self, member: MemberId, entry: OpTime, previous: OpTime) {
+        match self.predecessor.get(&entry) {
+            Some(&p) if p == previous => {}
+            Some(&p) => self.violation(format!(
+                "LogMatching: member {member} holds {entry} after {previous}, but it was written after {p}"
+            )),
+            None => self.violation(format!("LogMatching: member {member} copied {entry}, never written")),
+        }
+    }
+
+    /// `member` became primary in `term` with `log`.
+    pub fn on_primary(&mut self, member: MemberId, term: u64, log: &[OpTime]) {
+        if let Some(&other) = self.primaries.get(&term) {
+            if other != member {
+                self.violation(format!("NoTwoPrimariesInSameTerm: {other} and {member} in term {term}"));
+            }
+        }
+        self.primaries.insert(term, member);
+        let last = self.last_committed();
+        if !last.is_null() && !contains(log, last) {
+            self.violation(format!("LeaderCompleteness: new primary {member} (term {term}) lacks committed {last}"));
+        }
+        if let Some(&missing) = self.acked.iter().find(|&&a| !contains(log, a)) {
+            self.violation(format!("AckBackedByMajority: new primary {member} (term {term}) lacks acked {missing}"));
+        }
+    }
+
+    /// `member` advanced its commit point from `previous` to `commit_point`.
+    pub fn on_commit_point(&mut self, member: MemberId, previous: OpTime, commit_point: OpTime, log: &[OpTime]) {
+        if commit_point < previous {
+            self.violation(format!("CommitPointMonotonic: member {member} from {previous} to {commit_point}"));
+        }
+        let Ok(index) = log.binary_search(&commit_point) else {
+            self.violation(format!("CommitPointInLog: member {member} commit point {commit_point} not in its log"));
+            return;
+        };
+        let last = self.last_committed();
+        if commit_point <= last {
+            if !contains(&self.committed, commit_point) {
+                self.violation(format!("CommittedPrefix: member {member} commit point {commit_point} off the committed prefix"));
+            }
+            return;
+        }
+        let start = if last.is_null() {
+            0
+        } else {
+            match log.binary_search(&last) {
+                Ok(i) => i + 1,
+                Err(_) => {
+                    self.violation(format!("CommittedPrefix: member {member} commits {commit_point} without {last}"));
+                    return;
+                }
+            }
+        };
+        self.committed.extend_from_slice(&log[start..=index]);
+    }
+
+    /// `member` rolled back `removed`.
+    pub fn on_rollback(&mut self, member: MemberId, removed: &[OpTime]) {
+        if let Some(&lost) = removed.iter().find(|&&e| contains(&self.committed, e)) {
+            self.violation(format!("NeverRollbackCommitted: member {member} rolled back committed {lost}"));
+        }
+    }
+
+    /// A w:"majority" write at `optime` was acknowledged; `durable_logs`
+    /// are the voters' durable log prefixes.
+    pub fn on_ack(&mut self, optime: OpTime, durable_logs: &[&[OpTime]], majority: usize) {
+        let holders = durable_logs.iter().filter(|log| contains(log, optime)).count();
+        if holders < majority {
+            self.violation(format!("AckBackedByMajority: {optime} acked with {holders} of {majority} needed"));
+        }
+        if !contains(&self.committed, optime) {
+            self.violation(format!("AckBackedByMajority: {optime} acked but not committed"));
+        }
+        self.acked.push(optime);
+    }
+
+    /// The last committed entry must be durable on a majority of voters.
+    pub fn check_committed_on_majority(&mut self, durable_logs: &[&[OpTime]], majority: usize) {
+        let last = self.last_committed();
+        if last.is_null() {
+            return;
+        }
+        let holders = durable_logs.iter().filter(|log| contains(log, last)).count();
+        if holders < majority {
+            self.violation(format!("CommittedOnMajority: {last} durable on {holders} voters, {majority} needed"));
+        }
+    }
+
+    /// `edges[i]` is member i's sync source index, if any; `now` is the
+    /// global simulated time.
+    pub fn check_no_cycles(&mut self, edges: &[Option<usize>], ids: &[MemberId], now: u64) {
+        let cycle = (0..edges.len()).find(|&start| {
+            let mut at = start;
+            for _ in 0..edges.len() {
+                match edges[at] {
+                    Some(next) if next == start => return true,
+                    Some(next) => at = next,
+                    None => return false,
+                }
+            }
+            false
+        });
+        let Some(member) = cycle else {
+            self.cycle_since = None;
+            return;
+        };
+        let since = *self.cycle_since.get_or_insert_with(|| {
+            self.cycles_formed += 1;
+            now
+        });
+        if now - since > SYNC_SOURCE_CYCLE_MAX_MS {
+            self.violation(format!(
+                "NoSyncSourceCycle: a cycle through member {} has lasted {} ms",
+                ids[member],
+                now - since
+            ));
+            self.cycle_since = Some(now);
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! One randomized run (tigerbeetle's VOPR in miniature): a configuration
+//! and a fault profile drawn from the seed, a safety phase full of faults
+//! with every invariant checked, then a liveness phase on a healed network
+//! in which a primary must be elected and a majority write's commit point
+//! must reach every member within a bounded simulated time.
+
+use crate::config::{MemberConfig, ReplSetConfig, Settings};
+use crate::io::{Event, StepDownRequest};
+use crate::simulation::cluster::{Cluster, Faults};
+use crate::simulation::rng::Rng;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Global clock resolution of the simulation.
+pub const SLOT_MS: u64 = 5;
+/// How often each member gets a `Tick`.
+pub const TICK_MS: u64 = 10;
+
+/// What to run.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Replica set size (1..=7 all voting, or more with non-voters).
+    pub members: usize,
+    /// The seed everything is drawn from.
+    pub seed: u64,
+    /// Simulated length of the safety phase.
+    pub safety_ms: u64,
+    /// Bound on the liveness phase.
+    pub liveness_ms: u64,
+}
+
+impl RunOptions {
+    /// Defaults used by `cargo test` and the simulator.
+    pub fn new(members: usize, seed: u64) -> RunOptions {
+        RunOptions { members, seed, safety_ms: 20_000, liveness_ms: 20_000 }
+    }
+}
+
+/// What a run found.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// The seed.
+    pub seed: u64,
+    /// Members.
+    pub members: usize,
+    /// Node steps taken.
+    pub steps: u64,
+    /// Invariant violations (empty: the run passed).
+    pub violations: Vec<String>,
+    /// Acknowledged majority writes.
+    pub acked_writes: usize,
+    /// Simulated milliseconds.
+    pub simulated_ms: u64,
+    /// A short description of the configuration and faults drawn.
+    pub profile: String,
+}
+
+/// Runs one seed; a panic inside a node (a failed assertion) is reported
+/// as a violation rather than aborting the caller.
+pub fn run_seed(options: RunOptions) -> RunReport {
+    let mut report = RunReport { seed: options.seed, members: options.members, ..RunReport::default() };
+    let outcome = catch_unwind(AssertUnwindSafe(|| run(options)));
+    match outcome {
+        Ok(r) => r,
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            report.violations.push(format!("panic: {text}"));
+            report
+        }
+    }
+}
+
+/// Draws a configuration: priorities, an arbiter, a non-voter, chaining.
+pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
+    assert!(members >= 1);
+    let mut list: Vec<MemberConfig> =
+        (1..=members as u32).map(|id| MemberConfig::new(id, format!("m{id}:27017"))).collect();
+    if rng.chance(300_000) {
+        for m in &mut list {
+            m.priority = rng.range(1, 3) as f64;
+        }
+    }
+    if members >= 3 && rng.chance(150_000) {
+        let last = list.last_mut().unwrap();
+        last.arbiter_only = true;
+        last.priority = 0.0;
+    }
+    if members >= 4 && rng.chance(150_000) {
+        let m = &mut list[1];
+        m.votes = 0;
+        m.priority = 0.0;
+    }
+    if members >= 3 && rng.chance(100_000) {
+        list[0].priority = 0.0;
+        list[0].hidden = rng.chance(500_000);
+    }
+    // More than seven members: the extra ones do not vote.
+    for m in list.iter_mut().skip(7) {
+        m.votes = 0;
+        m.priority = 0.0;
+    }
+    let settings = Settings {
+        chaining_allowed: rng.chance(700_000),
+        heartbeat_interval_ms: 100,
+        election_timeout_ms: 500,
+        catch_up_timeout_ms: Some(rng.range(0, 1_000)),
+        catch_up_takeover_delay_ms: Some(1_000),
+        max_sync_source_lag_ms: 5_000,
+        change_sync_source_threshold_ms: 20,
+    };
+    let mut config = ReplSetConfig::new("sim", list);
+    config.settings = settings;
+    config.validate().expect("drawn configuration is valid");
+    config
+}
+
+fn random_faults(rng: &mut Rng) -> Faults {
+    let delay_min_ms = rng.range(1, 3);
+    Faults {
+        drop_per_million: rng.range(0, 60_000),
+        duplicate_per_million: rng.range(0, 20_000),
+        delay_min_ms,
+        delay_max_ms: rng.range(delay_min_ms + 2, 120),
+        clock_jitter_ms: rng.range(0, 50),
+    }
+}
+
+/// Shared by both phases: advance one slot, tick, flush, deliver.
+fn advance(cluster: &mut Cluster, restart_at: &mut [Option<u64>]) {
+    cluster.now += SLOT_MS;
+    let jitter = cluster.faults.clock_jitter_ms;
+    for i in 0..cluster.members.len() {
+        if jitter > 0 && cluster.rng.chance(100_000) {
+            let m = &mut cluster.members[i];
+            m.clock_offset = if cluster.rng.chance(500_000) {
+                (m.clock_offset + 1).min(jitter)
+            } else {
+                m.clock_offset.saturating_sub(1)
+            };
+        }
+        let m = &mut cluster.members[i];
+        m.clock = m.clock.max(cluster.now + m.clock_offset);
+        if let Some(at) = restart_at[i] {
+            if cluster.now >= at {
+                restart_at[i] = None;
+                cluster.restart(i);
+            }
+        }
+    }
+    cluster.deliver_due();
+    if cluster.now % TICK_MS == 0 {
+        let timeout = cluster.config.settings.election_timeout_ms;
+        for i in 0..cluster.members.len() {
+            if cluster.is_alive(i) {
+                let election_jitter_ms = cluster.rng.below(timeout);
+                cluster.step(i, Event::Tick { election_jitter_ms });
+            }
+        }
+    }
+    for i in 0..cluster.members.len() {
+        if cluster.rng.chance(200_000) {
+            cluster.flush(i);
+        }
+    }
+}
+
+fn new_partition(cluster: &mut Cluster) {
+    let n = cluster.members.len();
+    let roll = cluster.rng.below(100);
+    if roll < 35 || n < 3 {
+        cluster.heal();
+    } else if roll < 55 {
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for i in 0..n {
+            if cluster.rng.chance(500_000) { a.push(i) } else { b.push(i) }
+        }
+        cluster.partition(&[a, b]);
+    } else if roll < 70 {
+        let lone = cluster.rng.below(n as u64) as usize;
+        let rest: Vec<usize> = (0..n).filter(|&i| i != lone).collect();
+        cluster.partition(&[vec![lone], rest]);
+    } else if roll < 85 {
+        // Majorities ring: member i sees i-k..=i+k around a ring, so each
+        // sees a majority and no two see the same one.
+        let k = n / 2;
+        for a in 0..n {
+            for b in 0..n {
+                let d = (a + n - b) % n;
+                cluster.link[a][b] = d.min(n - d) <= k / 2 + (k % 2) || a == b;
+            }
+        }
+    } else {
+        // Asymmetric: a few one-way links fail.
+        cluster.heal();
+        for _ in 0..n {
+            let a = cluster.rng.below(n as u64) as usize;
+            let b = cluster.rng.below(n as u64) as usize;
+            if a != b {
+                cluster.link[a][b] = false;
+            }
+        }
+    }
+}
+
+fn run(options: RunOptions) -> RunReport {
+    let mut rng = Rng::new(options.seed ^ 0x5EED_0000_0000_0000);
+    let config = random_config(&mut rng, options.members);
+    let faults = random_faults(&mut rng);
+    let crash_per_million = rng.range(0, 2_000);
+    let profile = format!(
+        "members={} arbiter={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={}",
+        options.members,
+        config.members.iter().any(|m| m.arbiter_only),
+        config.members.iter().any(|m| m.votes == 0),
+        config.settings.chaining_allowed,
+        config.settings.catch_up_timeout_ms,
+        faults.drop_per_million,
+        faults.duplicate_per_million,
+        faults.delay_min_ms,
+        faults.delay_max_ms,
+        faults.clock_jitter_ms,
+        crash_per_million,
+    );
+    let n = options.members;
+    let mut cluster = Cluster::new(config, options.seed, faults, false);
+    let mut restart_at: Vec<Option<u64>> = vec![None; n];
+    let mut next_partition_at = rng.range(500, 3_000);
+
+    // Safety phase.
+    while cluster.now < options.safety_ms && cluster.checker.violations.is_empty() {
+        advance(&mut cluster, &mut restart_at);
+        if cluster.now >= next_partition_at {
+            new_partition(&mut cluster);
+            next_partition_at = cluster.now + rng.range(300, 4_000);
+        }
+        for i in 0..n {
+            if cluster.is_alive(i) && rng.chance(crash_per_million) {
+                cluster.crash(i);
+                restart_at[i] = Some(cluster.now + rng.range(100, 3_000));
+            }
+        }
+        if rng.chance(150_000) {
+            let target = match cluster.writable_primary() {
+                Some(p) if rng.chance(900_000) => p,
+                _ => rng.below(n as u64) as usize,
+            };
+            if cluster.is_alive(target) {
+                cluster.client_write(target, true);
+            }
+        }
+        if rng.chance(300) {
+            if let Some(p) = cluster.writable_primary() {
+                let request = StepDownRequest {
+                    step_down_ms: rng.range(0, 2_000),
+                    secondary_catch_up_period_ms: rng.range(0, 1_000),
+                    force: rng.chance(500_000),
+                };
+                cluster.step(p, Event::StepDown(request));
+            }
+        }
+        if rng.chance(200) {
+            let a = rng.below(n as u64) as usize;
+            let b = rng.below(n as u64) as usize;
+            if cluster.is_alive(a) {
+                let member = Some(cluster.members[b].id);
+                cluster.step(a, Event::SyncFrom { member });
+            }
+        }
+        cluster.check_global_invariants();
+    }
+
+    // Liveness phase: heal everything, then demand progress.
+    let safety_end = cluster.now;
+    cluster.heal();
+    cluster.faults = Faults { delay_min_ms: 1, delay_max_ms: 10, ..cluster.faults.clone() };
+    cluster.faults.drop_per_million = 0;
+    cluster.faults.duplicate_per_million = 0;
+    for i in 0..n {
+        restart_at[i] = None;
+        cluster.restart(i);
+    }
+    let mut target: Option<(usize, crate::optime::OpTime)> = None;
+    let mut done = false;
+    while cluster.checker.violations.is_empty() && cluster.now < safety_end + options.liveness_ms {
+        advance(&mut cluster, &mut restart_at);
+        cluster.check_global_invariants();
+        if cluster.now % 100 != 0 {
+            continue;
+        }
+        if let Some((writer, optime)) = target {
+            let still = cluster.members[writer].node.as_ref().is_some_and(|n| n.term() == optime.term && n.is_writable_primary());
+            let reached = cluster.members.iter().zip(&cluster.config.members).all(|(m, c)| {
+                !c.is_data_bearing() || m.node.as_ref().is_some_and(|n| n.commit_point() >= optime)
+            });
+            if reached {
+                done = true;
+                break;
+            }
+            if !still {
+                target = None;
+            }
+        }
+        if target.is_none() {
+            if let Some(p) = cluster.writable_primary() {
+                target = cluster.client_write(p, true).map(|o| (p, o));
+            }
+        }
+    }
+    if !done && cluster.checker.violations.is_empty() {
+        let status = cluster.status().join(" | ");
+        cluster
+            .checker
+            .violation(format!("Liveness: no commit point reached every member within {} ms: {status}", options.liveness_ms));
+    }
+    RunReport {
+        seed: options.seed,
+        members: n,
+        steps: cluster.steps,
+        violations: std::mem::take(&mut cluster.checker.violations),
+        acked_writes: cluster.checker.acked_count(),
+        simulated_ms: cluster.now,
+        profile,
+    }
+}

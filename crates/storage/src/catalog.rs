@@ -1,0 +1,341 @@
+//! The catalog: collections, their UUIDs, table ids and indexes.
+//!
+//! Every collection owns a record table (the `_id_` index doubles as it:
+//! record keys are the encoded `_id`) and one table per secondary index.
+//! Table ids are allocated from `next_table_id` and never reused while
+//! data under them can exist: a dropped table's id stays in
+//! `dropped_tables` until the checkpoint that deletes its keys.
+//!
+//! The catalog changes only through oplog command entries (and the
+//! multikey flag through the write that first indexes an array), so it is
+//! versioned by timestamp exactly like data: `CatalogHistory` keeps the
+//! checkpointed catalog plus one version per change since, which gives
+//! the catalog as of any readable timestamp, rollback, and the catalog to
+//! checkpoint at the stable timestamp.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use slipstream_query::index_key::KeyPattern;
+
+use crate::engine::{CollectionInfo, IndexSpec};
+use crate::{StorageError, Timestamp};
+
+/// Format version of the serialized catalog.
+const CATALOG_FORMAT_VERSION: i32 = 1;
+/// The first table id handed out (ids below are reserved).
+pub const FIRST_TABLE_ID: u32 = 1;
+
+/// A secondary index (every index but `_id_`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexMeta {
+    pub spec: IndexSpec,
+    pub pattern: KeyPattern,
+    pub table: u32,
+    pub multikey: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectionMeta {
+    pub ns: String,
+    pub uuid: bson::Uuid,
+    pub options: Document,
+    pub record_table: u32,
+    /// Secondary indexes in creation order.
+    pub indexes: Vec<IndexMeta>,
+}
+
+/// The spec of the `_id_` index every collection has.
+pub fn id_index_spec() -> IndexSpec {
+    IndexSpec { name: "_id_".to_string(), key: doc! {"_id": 1}, unique: true, sparse: false }
+}
+
+impl CollectionMeta {
+    pub fn info(&self) -> CollectionInfo {
+        let mut indexes = vec![id_index_spec()];
+        indexes.extend(self.indexes.iter().map(|index| index.spec.clone()));
+        let multikey_indexes = self.indexes.iter().filter(|index| index.multikey).map(|index| index.spec.name.clone()).collect();
+        CollectionInfo { ns: self.ns.clone(), uuid: self.uuid, options: self.options.clone(), indexes, multikey_indexes }
+    }
+
+    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
+        self.indexes.iter().find(|index| index.spec.name == name)
+    }
+
+    pub fn db(&self) -> &str {
+        self.ns.split('.').next().unwrap_or("")
+    }
+
+    /// Every table of the collection.
+    pub fn tables(&self) -> Vec<u32> {
+        let mut tables = vec![self.record_table];
+        tables.extend(self.indexes.iter().map(|index| index.table));
+        tables
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Catalog {
+    pub collections: BTreeMap<String, Arc<CollectionMeta>>,
+    pub next_table_id: u32,
+    /// Tables dropped since the last checkpoint, with the drop's timestamp;
+    /// the checkpoint that covers the drop deletes their keys.
+    pub dropped_tables: BTreeMap<u32, Timestamp>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog { collections: BTreeMap::new(), next_table_id: FIRST_TABLE_ID, dropped_tables: BTreeMap::new() }
+    }
+}
+
+fn bad_catalog(what: &str) -> StorageError {
+    StorageError::Corruption(format!("checkpoint catalog: {what}"))
+}
+
+impl Catalog {
+    pub fn get(&self, ns: &str) -> Option<&Arc<CollectionMeta>> {
+        self.collections.get(ns)
+    }
+
+    pub fn allocate_table(&mut self) -> u32 {
+        let id = self.next_table_id;
+        assert!(id < u32::MAX, "table ids exhausted");
+        self.next_table_id += 1;
+        id
+    }
+
+    /// Databases that hold at least one collection, sorted.
+    pub fn databases(&self) -> Vec<String> {
+        let mut dbs: Vec<String> = self.collections.values().map(|c| c.db().to_string()).collect();
+        dbs.dedup();
+        dbs
+    }
+
+    pub fn collections_in(&self, db: &str) -> Vec<Arc<CollectionMeta>> {
+        let prefix = format!("{db}.");
+        self.collections
+            .range(prefix.clone()..)
+            .take_while(|(ns, _)| ns.starts_with(&prefix))
+            .map(|(_, meta)| meta.clone())
+            .collect()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let collections: Vec<Bson> = self
+            .collections
+            .values()
+            .map(|c| {
+                let indexes: Vec<Bson> = c
+                    .indexes
+                    .iter()
+                    .map(|i| {
+                        Bson::Document(doc! {
+                            "name": i.spec.name.clone(),
+                            "key": i.spec.key.clone(),
+                            "unique": i.spec.unique,
+                            "sparse": i.spec.sparse,
+                            "table": i64::from(i.table),
+                            "multikey": i.multikey,
+                        })
+                    })
+                    .collect();
+                Bson::Document(doc! {
+                    "ns": c.ns.clone(),
+                    "uuid": c.uuid,
+                    "options": c.options.clone(),
+                    "recordTable": i64::from(c.record_table),
+                    "indexes": indexes,
+                })
+            })
+            .collect();
+        let dropped: Vec<Bson> = self
+            .dropped_tables
+            .iter()
+            .map(|(table, ts)| Bson::Document(doc! {"table": i64::from(*table), "ts": ts.to_bson()}))
+            .collect();
+        let document = doc! {
+            "formatVersion": CATALOG_FORMAT_VERSION,
+            "nextTableId": i64::from(self.next_table_id),
+            "collections": collections,
+            "droppedTables": dropped,
+        };
+        document.to_vec().expect("the catalog serializes")
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Catalog, StorageError> {
+        let document = Document::from_reader(bytes).map_err(|e| bad_catalog(&e.to_string()))?;
+        if document.get_i32("formatVersion").ok() != Some(CATALOG_FORMAT_VERSION) {
+            return Err(bad_catalog("unknown formatVersion"));
+        }
+        let table = |d: &Document, key: &str| -> Result<u32, StorageError> {
+            d.get_i64(key).ok().and_then(|v| u32::try_from(v).ok()).ok_or_else(|| bad_catalog(key))
+        };
+        let mut catalog = Catalog { next_table_id: table(&document, "nextTableId")?, ..Catalog::default() };
+        for item in document.get_array("collections").map_err(|_| bad_catalog("collections"))? {
+            let c = item.as_document().ok_or_else(|| bad_catalog("collection"))?;
+            let uuid = match c.get("uuid") {
+                Some(Bson::Binary(b)) if b.bytes.len() == 16 => {
+                    let mut bytes = [0u8; 16];
+                    bytes.copy_from_slice(&b.bytes);
+                    bson::Uuid::from_bytes(bytes)
+                }
+                _ => return Err(bad_catalog("uuid")),
+            };
+            let mut indexes = Vec::new();
+            for index in c.get_array("indexes").map_err(|_| bad_catalog("indexes"))? {
+                let i = index.as_document().ok_or_else(|| bad_catalog("index"))?;
+                let key = i.get_document("key").map_err(|_| bad_catalog("index key"))?.clone();
+                let pattern = KeyPattern::parse(&key).map_err(|e| bad_catalog(&e.to_string()))?;
+                indexes.push(IndexMeta {
+                    spec: IndexSpec {
+                        name: i.get_str("name").map_err(|_| bad_catalog("index name"))?.to_string(),
+                        key,
+                        unique: i.get_bool("unique").unwrap_or(false),
+                        sparse: i.get_bool("sparse").unwrap_or(false),
+                    },
+                    pattern,
+                    table: table(i, "table")?,
+                    multikey: i.get_bool("multikey").unwrap_or(false),
+                });
+            }
+            let meta = CollectionMeta {
+                ns: c.get_str("ns").map_err(|_| bad_catalog("ns"))?.to_string(),
+                uuid,
+                options: c.get_document("options").map_err(|_| bad_catalog("options"))?.clone(),
+                record_table: table(c, "recordTable")?,
+                indexes,
+            };
+            catalog.collections.insert(meta.ns.clone(), Arc::new(meta));
+        }
+        for item in document.get_array("droppedTables").map_err(|_| bad_catalog("droppedTables"))? {
+            let d = item.as_document().ok_or_else(|| bad_catalog("dropped table"))?;
+            let ts = d.get_timestamp("ts").map_err(|_| bad_catalog("dropped ts"))?;
+            catalog.dropped_tables.insert(table(d, "table")?, Timestamp::from_bson(ts));
+        }
+        Ok(catalog)
+    }
+}
+
+/// The catalog as of every timestamp since the checkpoint.
+#[derive(Debug)]
+pub struct CatalogHistory {
+    /// The catalog as of the checkpoint.
+    base: Arc<Catalog>,
+    /// One version per change above the checkpoint, in timestamp order.
+    versions: Vec<(Timestamp, Arc<Catalog>)>,
+}
+
+impl CatalogHistory {
+    pub fn new(base: Catalog) -> CatalogHistory {
+        CatalogHistory { base: Arc::new(base), versions: Vec::new() }
+    }
+
+    pub fn latest(&self) -> Arc<Catalog> {
+        self.versions.last().map(|(_, c)| c.clone()).unwrap_or_else(|| self.base.clone())
+    }
+
+    /// The catalog as of `ts` (the newest version at or below it).
+    pub fn at(&self, ts: Timestamp) -> Arc<Catalog> {
+        let position = self.versions.partition_point(|(version_ts, _)| *version_ts <= ts);
+        if position == 0 {
+            self.base.clone()
+        } else {
+            self.versions[position - 1].1.clone()
+        }
+    }
+
+    pub fn push(&mut self, ts: Timestamp, catalog: Catalog) {
+        if let Some((last, _)) = self.versions.last_mut() {
+            assert!(*last <= ts, "catalog version at {ts} below {last}");
+            if *last == ts {
+                self.versions.pop();
+            }
+        }
+        self.versions.push((ts, Arc::new(catalog)));
+    }
+
+    pub fn rollback_to(&mut self, ts: Timestamp) {
+        self.versions.retain(|(version_ts, _)| *version_ts <= ts);
+    }
+
+    pub fn version_count(&self) -> usize {
+        self.versions.len()
+    }
+
+    /// After a checkpoint at `stable` is committed: the catalog as of
+    /// `stable` becomes the base, and the tables whose drop it covered are
+    /// forgotten (their keys are gone from the checkpoint).
+    pub fn fold_to(&mut self, stable: Timestamp) {
+        let mut base = (*self.at(stable)).clone();
+        base.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+        self.base = Arc::new(base);
+        self.versions.retain(|(version_ts, _)| *version_ts > stable);
+        for (_, version) in &mut self.versions {
+            if version.dropped_tables.values().any(|dropped_at| *dropped_at <= stable) {
+                let mut changed = (**version).clone();
+                changed.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+                *version = Arc::new(changed);
+            }
+        }
+    }
+}
+
+/// The catalog to persist with a checkpoint at `stable`: as of `stable`,
+/// without the drops the same checkpoint carries out.
+pub fn checkpoint_catalog(history: &CatalogHistory, stable: Timestamp) -> Catalog {
+    let mut catalog = (*history.at(stable)).clone();
+    catalog.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+    catalog
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Catalog {
+        let mut catalog = Catalog::default();
+        let record_table = catalog.allocate_table();
+        let index_table = catalog.allocate_table();
+        let key = doc! {"a": 1, "b": -1};
+        let meta = CollectionMeta {
+            ns: "db.c".into(),
+            uuid: bson::Uuid::new(),
+            options: doc! {"capped": false},
+            record_table,
+            indexes: vec![IndexMeta {
+                spec: IndexSpec { name: "a_1_b_-1".into(), key: key.clone(), unique: true, sparse: false },
+                pattern: KeyPattern::parse(&key).unwrap(),
+                table: index_table,
+                multikey: true,
+            }],
+        };
+        catalog.collections.insert("db.c".into(), Arc::new(meta));
+        catalog.dropped_tables.insert(7, Timestamp::new(5, 1));
+        catalog
+    }
+
+    #[test]
+    fn serialization_round_trips() {
+        let catalog = sample();
+        assert_eq!(Catalog::from_bytes(&catalog.to_bytes()).unwrap(), catalog);
+        let info = catalog.get("db.c").unwrap().info();
+        assert_eq!(info.indexes[0].name, "_id_");
+        assert_eq!(info.multikey_indexes, vec!["a_1_b_-1".to_string()]);
+    }
+
+    #[test]
+    fn history_answers_as_of_and_rolls_back() {
+        let mut history = CatalogHistory::new(Catalog::default());
+        history.push(Timestamp::new(2, 1), sample());
+        assert!(history.at(Timestamp::new(1, 9)).collections.is_empty());
+        assert_eq!(history.at(Timestamp::new(2, 1)).collections.len(), 1);
+        history.rollback_to(Timestamp::new(1, 9));
+        assert!(history.latest().collections.is_empty());
+        history.push(Timestamp::new(6, 1), sample());
+        history.fold_to(Timestamp::new(6, 1));
+        assert_eq!(history.version_count(), 0);
+        assert!(history.latest().dropped_tables.is_empty(), "drop at 5 is covered by the checkpoint at 6");
+    }
+}

@@ -1,0 +1,192 @@
+//! `KvEngine` over redb: the only file that names redb.
+//!
+//! Two tables: `data` (`&[u8] -> &[u8]`, every record and index entry of
+//! the checkpoint) and `meta` (`&str -> &[u8]`, the checkpoint timestamp
+//! and the catalog). A batch is one redb write transaction committed with
+//! `Durability::Immediate`, so it is fsynced before `commit` returns and
+//! redb's copy-on-write commit makes it atomic. A read snapshot is one
+//! redb read transaction with both tables opened.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, TableDefinition};
+
+use crate::kv::{KvBatch, KvEngine, KvIter, KvOp, KvSnapshot, Result};
+use crate::StorageError;
+
+const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// redb's page cache; the checkpoint's hot pages are also in the
+/// versioned store above it, so a moderate cache is enough.
+const CACHE_SIZE_BYTES: usize = 256 * 1024 * 1024;
+
+fn kv_error(context: &str, err: impl std::fmt::Display) -> StorageError {
+    StorageError::Kv(format!("{context}: {err}"))
+}
+
+pub struct RedbEngine {
+    database: Database,
+}
+
+impl RedbEngine {
+    /// Opens (or creates) the database file and makes sure both tables
+    /// exist, so that snapshots can always open them.
+    pub fn open(path: &Path) -> Result<RedbEngine> {
+        let database = Database::builder()
+            .set_cache_size(CACHE_SIZE_BYTES)
+            .create(path)
+            .map_err(|e| kv_error(&format!("opening {}", path.display()), e))?;
+        let txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
+        {
+            txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
+            txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
+        }
+        txn.commit().map_err(|e| kv_error("commit", e))?;
+        Ok(RedbEngine { database })
+    }
+}
+
+struct RedbSnapshot {
+    data: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    meta: ReadOnlyTable<&'static str, &'static [u8]>,
+}
+
+/// Whether the bounds describe an empty range (redb panics on an
+/// inverted one).
+fn is_empty_range(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s), Bound::Excluded(e)) => s >= e,
+        (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+        _ => false,
+    }
+}
+
+impl KvSnapshot for RedbSnapshot {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let value = self.data.get(key).map_err(|e| kv_error("get", e))?;
+        Ok(value.map(|guard| guard.value().to_vec()))
+    }
+
+    fn range<'a>(&'a self, start: Bound<&[u8]>, end: Bound<&[u8]>, reverse: bool) -> Result<KvIter<'a>> {
+        if is_empty_range(start, end) {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let range = self.data.range::<&[u8]>((start, end)).map_err(|e| kv_error("range", e))?;
+        let convert = |item: std::result::Result<(redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>), redb::StorageError>| {
+            item.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).map_err(|e| kv_error("range next", e))
+        };
+        if reverse {
+            Ok(Box::new(range.rev().map(convert)))
+        } else {
+            Ok(Box::new(range.map(convert)))
+        }
+    }
+
+    fn metadata(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let value = self.meta.get(name).map_err(|e| kv_error("metadata get", e))?;
+        Ok(value.map(|guard| guard.value().to_vec()))
+    }
+}
+
+impl KvEngine for RedbEngine {
+    fn snapshot(&self) -> Result<Arc<dyn KvSnapshot>> {
+        let txn = self.database.begin_read().map_err(|e| kv_error("begin_read", e))?;
+        let data = txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
+        let meta = txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
+        Ok(Arc::new(RedbSnapshot { data, meta }))
+    }
+
+    fn commit(&self, batch: KvBatch) -> Result<()> {
+        let mut txn = self.database.begin_write().map_err(|e| kv_error("begin_write", e))?;
+        txn.set_durability(Durability::Immediate).map_err(|e| kv_error("set_durability", e))?;
+        {
+            let mut data = txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
+            for op in &batch.ops {
+                match op {
+                    KvOp::Put { key, value } => {
+                        data.insert(key.as_slice(), value.as_slice()).map_err(|e| kv_error("insert", e))?;
+                    }
+                    KvOp::Delete { key } => {
+                        data.remove(key.as_slice()).map_err(|e| kv_error("remove", e))?;
+                    }
+                    KvOp::DeleteRange { start, end } => {
+                        if start < end {
+                            data.retain_in::<&[u8], _>(start.as_slice()..end.as_slice(), |_, _| false)
+                                .map_err(|e| kv_error("delete range", e))?;
+                        }
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
+            for (name, value) in &batch.metadata {
+                meta.insert(name.as_str(), value.as_slice()).map_err(|e| kv_error("metadata insert", e))?;
+            }
+        }
+        txn.commit().map_err(|e| kv_error("commit", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(snapshot: &dyn KvSnapshot, reverse: bool) -> Vec<Vec<u8>> {
+        snapshot
+            .range(Bound::Unbounded, Bound::Unbounded, reverse)
+            .unwrap()
+            .map(|item| item.unwrap().0)
+            .collect()
+    }
+
+    #[test]
+    fn batch_is_atomic_and_snapshots_are_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RedbEngine::open(&dir.path().join("kv.redb")).unwrap();
+        let mut batch = KvBatch::default();
+        for key in [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()] {
+            batch.put(key.clone(), key);
+        }
+        batch.set_metadata("ts", vec![1]);
+        engine.commit(batch).unwrap();
+        let before = engine.snapshot().unwrap();
+
+        let mut batch = KvBatch::default();
+        batch.delete_range(b"b".to_vec(), b"d".to_vec());
+        batch.delete(b"a".to_vec());
+        batch.set_metadata("ts", vec![2]);
+        engine.commit(batch).unwrap();
+        let after = engine.snapshot().unwrap();
+
+        assert_eq!(collect(&*before, false), vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+        assert_eq!(collect(&*before, true), vec![b"d".to_vec(), b"c".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+        assert_eq!(collect(&*after, false), vec![b"d".to_vec()]);
+        assert_eq!(before.metadata("ts").unwrap(), Some(vec![1]));
+        assert_eq!(after.metadata("ts").unwrap(), Some(vec![2]));
+        assert_eq!(after.get(b"d").unwrap(), Some(b"d".to_vec()));
+        assert_eq!(after.get(b"a").unwrap(), None);
+        let empty: Vec<_> = after
+            .range(Bound::Included(&b"z"[..]), Bound::Excluded(&b"a"[..]), false)
+            .unwrap()
+            .collect();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn reopen_keeps_committed_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.redb");
+        {
+            let engine = RedbEngine::open(&path).unwrap();
+            let mut batch = KvBatch::default();
+            batch.put(b"k".to_vec(), b"v".to_vec());
+            engine.commit(batch).unwrap();
+        }
+        let engine = RedbEngine::open(&path).unwrap();
+        assert_eq!(engine.snapshot().unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
+    }
+}

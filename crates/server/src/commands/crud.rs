@@ -1,24 +1,468 @@
-//! (skeleton: the CRUD engineer replaces this file)
+//! The write commands: `insert`, `update`, `delete`, `findAndModify`.
+//!
+//! Each statement of a batch takes the engine's `Writer` for itself only,
+//! so writes of other connections interleave between statements; within a
+//! statement the read-modify-write goes through that one `Writer` (its
+//! reader sees every write so far), so it is atomic. Multi-statement
+//! batches are ordered (stop at the first error) or unordered (go on), and
+//! per-statement failures are reported in `writeErrors` with the reply
+//! still `ok: 1`, as MongoDB does.
+
+mod documents;
+pub(crate) mod write_concern;
+
+use std::sync::Arc;
+
+use bson::{doc, oid::ObjectId, Bson, Document};
+use slipstream_query::filter::Filter;
+use slipstream_query::projection::Projection;
+use slipstream_query::sort::SortSpec;
+use slipstream_query::update::{oplog_update, upsert_seed, Update, UpdateContext};
+use slipstream_storage::{Engine, OpTime};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
+use crate::exec::args::{self, check_collation, check_writable, get_array, get_bool, get_document, namespace};
+use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
+use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
+use crate::exec::query::collect_matches;
+use documents::{check_stored, prepare_insert, with_id_first};
+use write_concern::WriteConcern;
 
-fn not_yet(req: &CommandRequest) -> CommandResult {
-    Err(CommandError::new(115, format!("command {} is not implemented yet", req.name)))
+/// One entry of `writeErrors`.
+fn write_error(index: usize, error: CommandError) -> Document {
+    let mut entry = doc! {"index": index as i32, "code": error.code, "errmsg": error.message};
+    for (key, value) in error.extra {
+        entry.insert(key, value);
+    }
+    entry
 }
 
-pub async fn insert(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// The statements array of a write command (`documents`, `updates`,
+/// `deletes`), with MongoDB's checks on its presence and size.
+fn statements<'a>(body: &'a Document, command: &str, field: &str) -> Result<&'a Vec<Bson>, CommandError> {
+    let items = get_array(body, command, field)?.ok_or_else(|| {
+        CommandError::new(40414, format!("BSON field '{command}.{field}' is missing but a required field"))
+    })?;
+    if items.is_empty() || items.len() > WRITE_BATCH_STATEMENTS_MAX {
+        return Err(CommandError::new(
+            16,
+            format!("Write batch sizes must be between 1 and {WRITE_BATCH_STATEMENTS_MAX}. Got {} operations.", items.len()),
+        ));
+    }
+    Ok(items)
 }
 
-pub async fn update(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// The target of a write command, checked.
+fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String), CommandError> {
+    let collection = args::collection_name(&req.body, command)?;
+    check_writable(&req.db, &collection)?;
+    Ok((collection.clone(), namespace(&req.db, &collection)))
 }
 
-pub async fn delete(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// Adds `writeErrors` and `writeConcernError` to a write reply.
+fn finish_reply(mut reply: Document, write_errors: Vec<Document>, write_concern_error: Option<Document>) -> Document {
+    if !write_errors.is_empty() {
+        reply.insert("writeErrors", write_errors);
+    }
+    if let Some(error) = write_concern_error {
+        reply.insert("writeConcernError", error);
+    }
+    reply
 }
 
-pub async fn find_and_modify(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+fn parse_filter(value: Option<&Bson>, command: &str, field: &str) -> Result<(Document, Filter), CommandError> {
+    let document = match value {
+        None | Some(Bson::Null) => Document::new(),
+        Some(Bson::Document(document)) => document.clone(),
+        Some(other) => {
+            return Err(CommandError::new(
+                14,
+                format!("BSON field '{command}.{field}' is the wrong type '{}', expected type 'object'", args::type_name(other)),
+            ))
+        }
+    };
+    let filter = Filter::parse(&document)?;
+    Ok((document, filter))
+}
+
+/// Plans the filter of one write statement.
+fn plan_write(
+    engine: &Engine,
+    ns: &str,
+    filter_document: &Document,
+    filter: &Filter,
+    sort: Option<&SortSpec>,
+    hint: Option<&Bson>,
+) -> Result<PlannedQuery, CommandError> {
+    let info = engine.collection_info(ns);
+    let shape = QueryShape { filter_document, filter, sort, hint, natural_reverse: None };
+    plan_query(info.as_ref(), &shape)
+}
+
+// ---------------------------------------------------------------- insert
+
+pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let (_, ns) = write_target(req, "insert")?;
+    let documents = statements(&req.body, "insert", "documents")?;
+    let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let engine = &ctx.state.engine;
+    let mut inserted = 0u64;
+    let mut last_write = None;
+    let mut write_errors = Vec::new();
+    for (index, value) in documents.iter().enumerate() {
+        match insert_one(engine, &ns, value) {
+            Ok(optime) => {
+                inserted += 1;
+                last_write = Some(optime);
+            }
+            Err(error) => {
+                write_errors.push(write_error(index, error));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    ctx.state.metrics.count_insert(inserted);
+    let write_concern_error = write_concern.wait(engine, last_write).await;
+    Ok(finish_reply(doc! {"n": inserted as i32}, write_errors, write_concern_error))
+}
+
+fn insert_one(engine: &Engine, ns: &str, value: &Bson) -> Result<OpTime, CommandError> {
+    let document = prepare_insert(value)?;
+    let mut writer = engine.writer();
+    Ok(writer.insert(ns, document)?)
+}
+
+// ---------------------------------------------------------------- update
+
+/// One parsed `updates` entry.
+struct UpdateStatement {
+    filter_document: Document,
+    filter: Filter,
+    update: Update,
+    upsert: bool,
+    multi: bool,
+    hint: Option<Bson>,
+}
+
+impl UpdateStatement {
+    fn parse(value: &Bson) -> Result<UpdateStatement, CommandError> {
+        let Bson::Document(spec) = value else {
+            return Err(CommandError::new(14, "update statements must be objects"));
+        };
+        let (filter_document, filter) = parse_filter(spec.get("q"), "update.updates", "q")?;
+        let array_filters = array_filters(spec, "update.updates")?;
+        let update_spec = spec
+            .get("u")
+            .ok_or_else(|| CommandError::new(40414, "BSON field 'update.updates.u' is missing but a required field"))?;
+        let update = Update::parse(update_spec, array_filters.as_deref())?;
+        let upsert = get_bool(spec, "update.updates", "upsert")?.unwrap_or(false);
+        let multi = get_bool(spec, "update.updates", "multi")?.unwrap_or(false);
+        if multi && update.is_replacement() {
+            return Err(CommandError::new(9, "multi update is not supported for replacement-style update"));
+        }
+        check_collation(spec, "update.updates")?;
+        Ok(UpdateStatement { filter_document, filter, update, upsert, multi, hint: hint_of(spec) })
+    }
+}
+
+fn hint_of(spec: &Document) -> Option<Bson> {
+    match spec.get("hint") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(hint)) if hint.is_empty() => None,
+        Some(Bson::String(hint)) if hint.is_empty() => None,
+        Some(hint) => Some(hint.clone()),
+    }
+}
+
+fn array_filters(spec: &Document, command: &str) -> Result<Option<Vec<Document>>, CommandError> {
+    let Some(items) = get_array(spec, command, "arrayFilters")? else {
+        return Ok(None);
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Bson::Document(filter) => Ok(filter.clone()),
+            _ => Err(CommandError::new(14, "arrayFilters entries must be objects")),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// What one update statement did.
+#[derive(Default)]
+struct UpdateOutcomeCounts {
+    matched: u64,
+    modified: u64,
+    upserted_id: Option<Bson>,
+    last_write: Option<OpTime>,
+}
+
+pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let (_, ns) = write_target(req, "update")?;
+    let updates = statements(&req.body, "update", "updates")?;
+    let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let engine = &ctx.state.engine;
+    let (mut matched, mut modified) = (0u64, 0u64);
+    let mut upserted = Vec::new();
+    let mut last_write = None;
+    let mut write_errors = Vec::new();
+    for (index, value) in updates.iter().enumerate() {
+        let mut counts = UpdateOutcomeCounts::default();
+        let result = UpdateStatement::parse(value).and_then(|statement| run_update(engine, &ns, &statement, &mut counts));
+        matched += counts.matched;
+        modified += counts.modified;
+        last_write = counts.last_write.or(last_write);
+        if let Some(id) = counts.upserted_id {
+            upserted.push(doc! {"index": index as i32, "_id": id});
+        }
+        if let Err(error) = result {
+            write_errors.push(write_error(index, error));
+            if ordered {
+                break;
+            }
+        }
+    }
+    ctx.state.metrics.count_update(updates.len() as u64);
+    let write_concern_error = write_concern.wait(engine, last_write).await;
+    let mut reply = doc! {"n": (matched + upserted.len() as u64) as i32, "nModified": modified as i32};
+    if !upserted.is_empty() {
+        reply.insert("upserted", upserted);
+    }
+    Ok(finish_reply(reply, write_errors, write_concern_error))
+}
+
+/// Runs one update statement under one `Writer`. Matches are collected
+/// first and then updated, so that a multi-update never meets a document
+/// it already moved within an index.
+fn run_update(engine: &Engine, ns: &str, statement: &UpdateStatement, counts: &mut UpdateOutcomeCounts) -> Result<(), CommandError> {
+    let plan = plan_write(engine, ns, &statement.filter_document, &statement.filter, None, statement.hint.as_ref())?;
+    let now = bson::DateTime::now();
+    let mut writer = engine.writer();
+    let max = if statement.multi { None } else { Some(1) };
+    let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
+    for old in matches {
+        counts.matched += 1;
+        let details = statement.filter.matches_with_details(&old);
+        let context = UpdateContext { positional: details.array_position, now, is_upsert_insert: false };
+        let outcome = statement.update.apply(&old, &context)?;
+        if !outcome.modified {
+            continue;
+        }
+        check_stored(&outcome.document)?;
+        let id = old.get("_id").cloned().unwrap_or(Bson::Null);
+        let oplog_form = oplog_update(&old, &outcome.document);
+        counts.last_write = Some(writer.update(ns, &id, outcome.document, oplog_form)?);
+        counts.modified += 1;
+    }
+    if counts.matched == 0 && statement.upsert {
+        let document = upsert_document(&statement.filter, &statement.update, now)?;
+        let id = document.get("_id").cloned().unwrap_or(Bson::Null);
+        counts.last_write = Some(writer.insert(ns, document)?);
+        counts.upserted_id = Some(id);
+    }
+    Ok(())
+}
+
+/// The document an upsert inserts: the filter's equality fields, then the
+/// update applied as an insert (`$setOnInsert` included), `_id` first.
+fn upsert_document(filter: &Filter, update: &Update, now: bson::DateTime) -> Result<Document, CommandError> {
+    let seed = upsert_seed(&filter.equality_fields())?;
+    let context = UpdateContext { positional: None, now, is_upsert_insert: true };
+    let outcome = update.apply(&seed, &context)?;
+    let document = with_id_first(&outcome.document, || Bson::ObjectId(ObjectId::new()));
+    check_stored(&document)?;
+    Ok(document)
+}
+
+// ---------------------------------------------------------------- delete
+
+struct DeleteStatement {
+    filter_document: Document,
+    filter: Filter,
+    /// `limit: 1`: delete only the first match.
+    just_one: bool,
+    hint: Option<Bson>,
+}
+
+impl DeleteStatement {
+    fn parse(value: &Bson) -> Result<DeleteStatement, CommandError> {
+        let Bson::Document(spec) = value else {
+            return Err(CommandError::new(14, "delete statements must be objects"));
+        };
+        let (filter_document, filter) = parse_filter(spec.get("q"), "delete.deletes", "q")?;
+        let limit = args::get_i64(spec, "delete.deletes", "limit")?
+            .ok_or_else(|| CommandError::new(40414, "BSON field 'delete.deletes.limit' is missing but a required field"))?;
+        if limit != 0 && limit != 1 {
+            return Err(CommandError::new(9, format!("The limit field in delete objects must be 0 or 1. Got {limit}")));
+        }
+        check_collation(spec, "delete.deletes")?;
+        Ok(DeleteStatement { filter_document, filter, just_one: limit == 1, hint: hint_of(spec) })
+    }
+}
+
+pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let (_, ns) = write_target(req, "delete")?;
+    let deletes = statements(&req.body, "delete", "deletes")?;
+    let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let engine = &ctx.state.engine;
+    let mut deleted = 0u64;
+    let mut last_write = None;
+    let mut write_errors = Vec::new();
+    for (index, value) in deletes.iter().enumerate() {
+        let mut statement_deleted = 0u64;
+        let result = DeleteStatement::parse(value)
+            .and_then(|statement| run_delete(engine, &ns, &statement, &mut statement_deleted, &mut last_write));
+        deleted += statement_deleted;
+        if let Err(error) = result {
+            write_errors.push(write_error(index, error));
+            if ordered {
+                break;
+            }
+        }
+    }
+    ctx.state.metrics.count_delete(deletes.len() as u64);
+    let write_concern_error = write_concern.wait(engine, last_write).await;
+    Ok(finish_reply(doc! {"n": deleted as i32}, write_errors, write_concern_error))
+}
+
+fn run_delete(
+    engine: &Engine,
+    ns: &str,
+    statement: &DeleteStatement,
+    deleted: &mut u64,
+    last_write: &mut Option<OpTime>,
+) -> Result<(), CommandError> {
+    let plan = plan_write(engine, ns, &statement.filter_document, &statement.filter, None, statement.hint.as_ref())?;
+    let mut writer = engine.writer();
+    let max = if statement.just_one { Some(1) } else { None };
+    let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
+    for document in matches {
+        let id = document.get("_id").cloned().unwrap_or(Bson::Null);
+        *last_write = Some(writer.delete(ns, &id)?);
+        *deleted += 1;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- findAndModify
+
+/// A parsed `findAndModify`.
+struct FindAndModify {
+    filter_document: Document,
+    filter: Filter,
+    sort: Option<SortSpec>,
+    /// `None`: `remove: true`.
+    update: Option<Update>,
+    return_new: bool,
+    upsert: bool,
+    projection: Option<Projection>,
+    hint: Option<Bson>,
+}
+
+impl FindAndModify {
+    fn parse(body: &Document) -> Result<FindAndModify, CommandError> {
+        const COMMAND: &str = "findAndModify";
+        let (filter_document, filter) = parse_filter(body.get("query"), COMMAND, "query")?;
+        let sort = match get_document(body, COMMAND, "sort")? {
+            Some(sort) if !sort.is_empty() => Some(SortSpec::parse(sort)?),
+            _ => None,
+        };
+        let remove = get_bool(body, COMMAND, "remove")?.unwrap_or(false);
+        let return_new = get_bool(body, COMMAND, "new")?.unwrap_or(false);
+        let upsert = get_bool(body, COMMAND, "upsert")?.unwrap_or(false);
+        let update_spec = body.get("update").filter(|value| !matches!(value, Bson::Null));
+        let update = match (remove, update_spec) {
+            (true, Some(_)) => return Err(CommandError::new(9, "Cannot specify both an update and remove=true")),
+            (true, None) if upsert => return Err(CommandError::new(9, "Cannot specify both upsert=true and remove=true")),
+            (true, None) if return_new => {
+                return Err(CommandError::new(9, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document"))
+            }
+            (true, None) => None,
+            (false, None) => return Err(CommandError::new(9, "Either an update or remove=true must be specified")),
+            (false, Some(spec)) => {
+                let filters = array_filters(body, COMMAND)?;
+                Some(Update::parse(spec, filters.as_deref())?)
+            }
+        };
+        let projection = match get_document(body, COMMAND, "fields")? {
+            Some(fields) if !fields.is_empty() => Some(Projection::parse(fields)?),
+            _ => None,
+        };
+        check_collation(body, COMMAND)?;
+        Ok(FindAndModify { filter_document, filter, sort, update, return_new, upsert, projection, hint: hint_of(body) })
+    }
+}
+
+pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let command_name = req.name.as_str();
+    let (_, ns) = write_target(req, command_name)?;
+    let request = FindAndModify::parse(&req.body)?;
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let engine: &Arc<Engine> = &ctx.state.engine;
+    let (reply, last_write) = run_find_and_modify(engine, &ns, &request)?;
+    if request.update.is_some() {
+        ctx.state.metrics.count_update(1);
+    } else {
+        ctx.state.metrics.count_delete(1);
+    }
+    let write_concern_error = write_concern.wait(engine, last_write).await;
+    Ok(finish_reply(reply, Vec::new(), write_concern_error))
+}
+
+fn run_find_and_modify(engine: &Engine, ns: &str, request: &FindAndModify) -> Result<(Document, Option<OpTime>), CommandError> {
+    let plan = plan_write(engine, ns, &request.filter_document, &request.filter, request.sort.as_ref(), request.hint.as_ref())?;
+    let now = bson::DateTime::now();
+    let mut writer = engine.writer();
+    let found = collect_matches(&writer.reader(), ns, &plan, &request.filter, request.sort.as_ref(), Some(1))?.pop();
+    let project = |document: &Document| -> Result<Bson, CommandError> {
+        match &request.projection {
+            None => Ok(Bson::Document(document.clone())),
+            Some(projection) => {
+                let details = request.filter.matches_with_details(document);
+                Ok(Bson::Document(projection.apply(document, Some(&details))?))
+            }
+        }
+    };
+    let Some(update) = &request.update else {
+        // remove: true
+        let Some(old) = found else {
+            return Ok((doc! {"lastErrorObject": {"n": 0}, "value": Bson::Null}, None));
+        };
+        let id = old.get("_id").cloned().unwrap_or(Bson::Null);
+        let optime = writer.delete(ns, &id)?;
+        return Ok((doc! {"lastErrorObject": {"n": 1}, "value": project(&old)?}, Some(optime)));
+    };
+    match found {
+        Some(old) => {
+            let details = request.filter.matches_with_details(&old);
+            let context = UpdateContext { positional: details.array_position, now, is_upsert_insert: false };
+            let outcome = update.apply(&old, &context)?;
+            let mut last_write = None;
+            if outcome.modified {
+                check_stored(&outcome.document)?;
+                let id = old.get("_id").cloned().unwrap_or(Bson::Null);
+                let oplog_form = oplog_update(&old, &outcome.document);
+                last_write = Some(writer.update(ns, &id, outcome.document.clone(), oplog_form)?);
+            }
+            let value = if request.return_new { project(&outcome.document)? } else { project(&old)? };
+            Ok((doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value}, last_write))
+        }
+        None if request.upsert => {
+            let document = upsert_document(&request.filter, update, now)?;
+            let id = document.get("_id").cloned().unwrap_or(Bson::Null);
+            let value = if request.return_new { project(&document)? } else { Bson::Null };
+            let optime = writer.insert(ns, document)?;
+            Ok((
+                doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
+                Some(optime),
+            ))
+        }
+        None => Ok((doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null}, None)),
+    }
 }

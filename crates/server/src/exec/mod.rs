@@ -12,6 +12,7 @@
 //! - `scan`: resumable collection and index scans over a `Reader`.
 //! - `sort`: the in-memory sort with its memory budget.
 //! - `query`: streaming and sorted query execution, buffered results.
+//! - `plan`: choosing the scan (collection or index) for a query.
 //! - `oplog`: `local.oplog.rs` reads, `ts` bounds, tailing.
 //! - `cursor_body`: a cursor's state and how its next batch is made.
 //! - `args`: argument and namespace helpers shared by the commands.
@@ -21,6 +22,7 @@ pub mod batch;
 pub mod cursor_body;
 pub mod limits;
 pub mod oplog;
+pub mod plan;
 pub mod query;
 pub mod scan;
 pub mod size;

@@ -193,3 +193,42 @@ impl BufferedResults {
         true
     }
 }
+
+/// The documents matching `filter` in the plan's order (or in `sort`
+/// order when the plan does not give it), at most `max` of them: the
+/// candidates of an update, delete or findAndModify.
+pub fn collect_matches(
+    reader: &Reader,
+    ns: &str,
+    plan: &super::plan::PlannedQuery,
+    filter: &Filter,
+    sort: Option<&SortSpec>,
+    max: Option<usize>,
+) -> Result<Vec<Document>, CommandError> {
+    if plan.eof || max == Some(0) {
+        return Ok(Vec::new());
+    }
+    let mut scan = plan.scan(ns);
+    if let Some(sort) = sort.filter(|sort| !sort.is_empty() && !plan.provides_sort) {
+        let limit = max.map(|max| max as u64);
+        let (documents, _) = run_sorted(scan, reader, filter, sort, None, 0, limit, false, None)?;
+        return Ok(documents.into());
+    }
+    let mut matches = Vec::new();
+    loop {
+        let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+        for item in fetched.items {
+            let duplicate = scan.is_duplicate(&item);
+            scan.consume(&item)?;
+            if !duplicate && filter.matches(&item.document) {
+                matches.push(item.document);
+                if max.is_some_and(|max| matches.len() >= max) {
+                    return Ok(matches);
+                }
+            }
+        }
+        if fetched.reached_end {
+            return Ok(matches);
+        }
+    }
+}

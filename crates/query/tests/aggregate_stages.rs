@@ -278,9 +278,53 @@ fn lookup_with_array_local_and_foreign_fields() {
 }
 
 #[test]
-fn lookup_refuses_let_variables() {
-    let err = run(vec![doc! {"$lookup": {"from": "x", "let": {"a": 1}, "pipeline": [], "as": "y"}}], vec![]).unwrap_err();
+fn lookup_with_let_and_pipeline() {
+    let mut source = Collections::default();
+    source.0.insert("warehouses".into(), vec![
+        doc! {"_id": 1, "stock_item": "almonds", "warehouse": "A", "instock": 120},
+        doc! {"_id": 2, "stock_item": "pecans", "warehouse": "A", "instock": 80},
+        doc! {"_id": 3, "stock_item": "almonds", "warehouse": "B", "instock": 60},
+        doc! {"_id": 4, "stock_item": "cookies", "warehouse": "B", "instock": 40},
+        doc! {"_id": 5, "stock_item": "cookies", "warehouse": "A", "instock": 80},
+    ]);
+    let orders = vec![
+        doc! {"_id": 1, "item": "almonds", "price": 12, "ordered": 2},
+        doc! {"_id": 2, "item": "pecans", "price": 20, "ordered": 1},
+        doc! {"_id": 3, "item": "cookies", "price": 10, "ordered": 60},
+    ];
+    let out = run_with(
+        &source,
+        vec![doc! {"$lookup": {
+            "from": "warehouses",
+            "let": {"order_item": "$item", "order_qty": "$ordered"},
+            "pipeline": [
+                {"$match": {"$expr": {"$and": [{"$eq": ["$stock_item", "$$order_item"]}, {"$gte": ["$instock", "$$order_qty"]}]}}},
+                {"$project": {"stock_item": 0, "_id": 0}},
+            ],
+            "as": "stockdata",
+        }}],
+        orders,
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 1, "item": "almonds", "price": 12, "ordered": 2, "stockdata": [{"warehouse": "A", "instock": 120}, {"warehouse": "B", "instock": 60}]},
+        doc! {"_id": 2, "item": "pecans", "price": 20, "ordered": 1, "stockdata": [{"warehouse": "A", "instock": 80}]},
+        doc! {"_id": 3, "item": "cookies", "price": 10, "ordered": 60, "stockdata": [{"warehouse": "A", "instock": 80}]},
+    ]);
+}
+
+#[test]
+fn match_expr_sees_variables_and_reports_errors() {
+    let input = vec![doc! {"_id": 1, "t": DateTime::from_millis(0), "a": 1, "b": 0}, doc! {"_id": 2, "t": DateTime::from_millis(i64::MAX)}];
+    let out = run(vec![doc! {"$match": {"$expr": {"$lt": ["$t", "$$NOW"]}}}], input.clone()).unwrap();
+    assert_eq!(out, vec![input[0].clone()]);
+    let err = run(vec![doc! {"$match": {"$expr": {"$divide": ["$a", "$b"]}}}], input.clone()).unwrap_err();
+    assert_eq!((err.code, err.message.as_str()), (2, "can't $divide by zero"));
+    let err = run(vec![doc! {"$match": {"$or": [{"$expr": {"$lt": ["$t", "$$NOW"]}}, {"a": 1}]}}], input).unwrap_err();
     assert_eq!(err.code, 115);
+    // The planner gets the leading filter without its $expr.
+    let pipeline = Pipeline::parse(&[doc! {"$match": {"a": 1, "$expr": {"$gt": ["$a", 0]}}}], "test").unwrap();
+    assert_eq!(pipeline.leading_match(), Some(&doc! {"a": 1}));
 }
 
 #[test]

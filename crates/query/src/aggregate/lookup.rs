@@ -5,17 +5,17 @@
 //! does: an array local value matches any of its elements, a missing
 //! local value matches foreign documents whose field is null or missing,
 //! and foreign arrays match when any element is equal (the query
-//! semantics of `{foreignField: {$in: [...]}}`). A `pipeline` without
-//! `let` runs over the matched (or all) foreign documents. `let`
-//! variables are refused with a clear error: `$match`'s `$expr` cannot
-//! see them yet, and silently ignoring them would give wrong results.
+//! semantics of `{foreignField: {$in: [...]}}`). A `pipeline` runs over
+//! the matched (or all) foreign documents, with the `let` variables
+//! evaluated against the input document and bound for its expressions
+//! (a top-level `$expr` of its `$match` stages sees them).
 
 use bson::{doc, Bson, Document};
 
 use super::fields::{set_path, split_path};
 use super::{document_size, parse_at_depth, DocStream, ExecContext, MemoryBudget, Pipeline, Stage};
 use crate::error::{codes, QueryError};
-use crate::expr::lookup_path_in_document;
+use crate::expr::{lookup_path_in_document, validate_variable_name, Expr};
 use crate::filter::Filter;
 
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub(crate) struct LookupStage {
     /// `(localField, foreignField)` of the equality form.
     equality: Option<(Vec<String>, String)>,
     pipeline: Option<Pipeline>,
+    /// `let: {name: <expr>}`, evaluated against each input document.
+    let_vars: Vec<(String, Expr)>,
     as_path: Vec<String>,
 }
 
@@ -44,9 +46,6 @@ impl LookupStage {
             if !matches!(key.as_str(), "from" | "localField" | "foreignField" | "as" | "pipeline" | "let") {
                 return Err(QueryError::new(codes::FAILED_TO_PARSE, format!("unknown argument to $lookup: {key}")));
             }
-        }
-        if options.contains_key("let") {
-            return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, "$lookup with 'let' variables is not supported by Slipstream"));
         }
         let from = match options.get("from") {
             Some(Bson::String(s)) => s.clone(),
@@ -94,7 +93,21 @@ impl LookupStage {
                 "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
             ));
         }
-        Ok(LookupStage { from, equality, pipeline, as_path })
+        let let_vars = match options.get("let") {
+            None => Vec::new(),
+            Some(_) if pipeline.is_none() => {
+                return Err(QueryError::new(codes::FAILED_TO_PARSE, "$lookup with 'let' must also specify 'pipeline'"))
+            }
+            Some(Bson::Document(vars)) => vars
+                .iter()
+                .map(|(name, value)| {
+                    validate_variable_name(name, false)?;
+                    Ok((name.clone(), Expr::parse(value)?))
+                })
+                .collect::<Result<Vec<_>, QueryError>>()?,
+            Some(_) => return Err(QueryError::new(codes::FAILED_TO_PARSE, "$lookup argument 'let' must be an object")),
+        };
+        Ok(LookupStage { from, equality, pipeline, let_vars, as_path })
     }
 
     /// Reads the foreign collection once per execution, within the
@@ -126,7 +139,15 @@ impl LookupStage {
             None => foreign.to_vec(),
         };
         let joined = match &self.pipeline {
-            Some(pipeline) => pipeline.run(Box::new(matched.into_iter().map(Ok)), cx).collect::<Result<Vec<_>, _>>()?,
+            Some(pipeline) => {
+                let mut vars = cx.vars.clone();
+                for (name, expr) in &self.let_vars {
+                    vars.bind(name.clone(), expr.evaluate(&doc, &cx.vars)?);
+                }
+                let inner = ExecContext { source: cx.source, db: cx.db, vars, memory_limit_bytes: cx.memory_limit_bytes };
+                let stream: DocStream<'_> = Box::new(matched.into_iter().map(Ok));
+                pipeline.run(stream, &inner).collect::<Result<Vec<_>, _>>()?
+            }
             None => matched,
         };
         set_path(&mut doc, &self.as_path, Bson::Array(joined.into_iter().map(Bson::Document).collect()));

@@ -94,7 +94,9 @@ impl Pipeline {
     }
 
     /// The filter of a leading `$match` stage, which the server may push
-    /// into the index planner (execution still applies it).
+    /// into the index planner (execution still applies it). A top-level
+    /// `$expr` is left out: the planner may use the result only to narrow
+    /// the input, never to decide the output.
     pub fn leading_match(&self) -> Option<&Document> {
         self.leading_match.as_ref()
     }
@@ -158,8 +160,11 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
         parsed.extend(parse_stage(name, spec, db, depth)?);
         index += 1;
     }
+    // The planner gets the leading filter without its top-level `$expr`,
+    // which only the pipeline can evaluate (it needs `$$NOW` and reports
+    // errors); execution still applies the whole filter.
     let leading_match = match stages.first().and_then(|s| s.get("$match")) {
-        Some(Bson::Document(filter)) => Some(filter.clone()),
+        Some(Bson::Document(filter)) => Some(match_stage::split_top_level_expr(filter).0).filter(|f| !f.is_empty()),
         _ => None,
     };
     Ok(Pipeline {

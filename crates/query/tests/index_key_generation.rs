@@ -48,9 +48,23 @@ fn empty_array_indexes_undefined() {
 
 #[test]
 fn dotted_paths_go_through_arrays_of_documents() {
+    // Elements without the field (documents or not) index null, as in
+    // MongoDB's jstests/core/indexv.js.
     let (k, multikey) = keys(doc! {"a": [{"b": 2}, {"b": 1}, 5, {"c": 1}]}, doc! {"a.b": 1}, false);
     assert!(multikey);
-    assert_eq!(k, vec![doc! {"a.b": 1}, doc! {"a.b": 2}]);
+    assert_eq!(k, vec![doc! {"a.b": Bson::Null}, doc! {"a.b": 1}, doc! {"a.b": 2}]);
+    let (k, _) = keys(doc! {"a": [{}, {"b": 1}]}, doc! {"a.b": 1}, false);
+    assert_eq!(k, vec![doc! {"a.b": Bson::Null}, doc! {"a.b": 1}]);
+    // An empty array in the middle of a path is a missing field.
+    let (k, multikey) = keys(doc! {"a": []}, doc! {"a.b": 1}, false);
+    assert!(multikey);
+    assert_eq!(k, vec![doc! {"a.b": Bson::Null}]);
+    // Arrays directly inside arrays are not searched for fields.
+    let (k, _) = keys(doc! {"a": [[{"b": 1}]]}, doc! {"a.b": 1}, false);
+    assert_eq!(k, vec![doc! {"a.b": Bson::Null}]);
+    // Arrays below arrays of documents expand too.
+    let (k, _) = keys(doc! {"a": [{"b": [1, 2]}, {"b": 3}]}, doc! {"a.b": 1}, false);
+    assert_eq!(k, vec![doc! {"a.b": 1}, doc! {"a.b": 2}, doc! {"a.b": 3}]);
     // A numeric component addresses one element and is not multikey.
     let (k, multikey) = keys(doc! {"a": [{"b": 2}, {"b": 1}]}, doc! {"a.1.b": 1}, false);
     assert!(!multikey);
@@ -62,13 +76,20 @@ fn parallel_arrays_are_rejected() {
     let p = pattern(doc! {"a": 1, "b": 1});
     let err = index_keys(&doc! {"a": [1, 2], "b": [3, 4]}, &p, false).unwrap_err();
     assert_eq!(err.code, 171);
-    assert!(err.message.contains("cannot index parallel arrays"), "{}", err.message);
+    assert_eq!(err.message, "cannot index parallel arrays [b] [a]");
+    let nested = pattern(doc! {"a.x": 1, "b": 1});
+    let err = index_keys(&doc! {"a": {"x": [1]}, "b": [3]}, &nested, false).unwrap_err();
+    assert_eq!(err.message, "cannot index parallel arrays [b] [x]");
     // One array is fine, and so are two paths below the same array.
     assert!(index_keys(&doc! {"a": [1, 2], "b": 3}, &p, false).is_ok());
     let shared = pattern(doc! {"a.b": 1, "a.c": 1});
     let generated = index_keys(&doc! {"a": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]}, &shared, false).unwrap();
-    // MongoDB does not correlate the two paths: the keys are the product.
-    assert_eq!(generated.keys.len(), 4);
+    // The keys of one array element stay together.
+    let decoded: Vec<Document> = generated.keys.iter().map(|k| decode_key(k, &shared).unwrap()).collect();
+    assert_eq!(decoded, vec![doc! {"a.b": 1, "a.c": 2}, doc! {"a.b": 3, "a.c": 4}]);
+    // Nested arrays under one array are not parallel.
+    let generated = index_keys(&doc! {"a": [{"b": [1, 2]}]}, &shared, false).unwrap();
+    assert_eq!(generated.keys.len(), 2);
 }
 
 #[test]

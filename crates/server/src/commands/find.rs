@@ -1,28 +1,581 @@
-//! (skeleton: the CRUD engineer replaces this file)
+//! Reads and cursors: `find`, `getMore`, `killCursors`, `count`,
+//! `distinct`.
+//!
+//! `find` parses its arguments into a `FindRequest`, opens the query
+//! (`open_find`: plan, then a streaming body that keeps only its plan
+//! position, a buffered body for in-memory sorts, or an oplog body), fills
+//! the first batch and registers a cursor when results remain. `getMore`
+//! checks the cursor out of the manager, fills one batch (a tailable
+//! `awaitData` oplog cursor waits for new entries up to `maxTimeMS`), and
+//! checks it back in.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use slipstream_query::compare::compare_values;
+use slipstream_query::filter::Filter;
+use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
+use slipstream_query::projection::Projection;
+use slipstream_query::sort::SortSpec;
+use slipstream_storage::{Engine, ReadAt};
 
 use super::{CommandContext, CommandRequest, CommandResult};
+use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
+use crate::exec::args::{self, check_collation, get_bool, get_document, get_i64, get_non_negative, namespace};
+use crate::exec::batch::BatchLimits;
+use crate::exec::cursor_body::{BatchTiming, CursorBody};
+use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
+use crate::exec::oplog::{is_oplog, read_newest, OplogQuery, TsBounds};
+use crate::exec::plan::{natural_direction, plan_query, QueryShape};
+use crate::exec::query::{collect_matches, run_sorted, BufferedResults, StreamingQuery};
+use crate::exec::read_concern::ReadConcern;
+use crate::exec::scan::ScanStats;
+use crate::exec::size::value_size;
 
-fn not_yet(req: &CommandRequest) -> CommandResult {
-    Err(CommandError::new(115, format!("command {} is not implemented yet", req.name)))
+/// A parsed `find` (also the inner command of `explain`).
+pub(crate) struct FindRequest {
+    pub ns: String,
+    pub is_oplog: bool,
+    pub filter_document: Document,
+    pub filter: Filter,
+    pub sort_document: Option<Document>,
+    pub sort: Option<SortSpec>,
+    /// `sort: {$natural: ±1}`: record order, reversed when true.
+    pub natural_reverse: Option<bool>,
+    pub projection_document: Option<Document>,
+    pub projection: Option<Projection>,
+    pub hint: Option<Bson>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub batch_size: Option<usize>,
+    pub single_batch: bool,
+    pub tailable: bool,
+    pub await_data: bool,
+    pub max_time_ms: Option<u64>,
+    pub no_cursor_timeout: bool,
+    pub allow_disk_use: bool,
+    pub read_concern: ReadConcern,
 }
 
-pub async fn find(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// Options MongoDB has that Slipstream refuses with a clear error when set.
+fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
+    for (field, what) in [("min", "min"), ("max", "max")] {
+        if let Some(Bson::Document(bound)) = body.get(field) {
+            if !bound.is_empty() {
+                return Err(CommandError::new(115, format!("find option '{what}' is not supported by Slipstream")));
+            }
+        }
+    }
+    for field in ["returnKey", "showRecordId", "tailableRetryOnAbort"] {
+        if get_bool(body, "find", field)? == Some(true) {
+            return Err(CommandError::new(115, format!("find option '{field}' is not supported by Slipstream")));
+        }
+    }
+    if let Some(Bson::Document(variables)) = body.get("let") {
+        if !variables.is_empty() {
+            return Err(CommandError::new(115, "'let' variables are not supported by Slipstream"));
+        }
+    }
+    Ok(())
 }
 
-pub async fn get_more(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+impl FindRequest {
+    pub fn parse(db: &str, body: &Document) -> Result<FindRequest, CommandError> {
+        const COMMAND: &str = "find";
+        let collection = args::collection_name(body, COMMAND)?;
+        args::check_database_name(db)?;
+        check_collation(body, COMMAND)?;
+        refuse_unsupported(body)?;
+        let filter_document = get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default();
+        let filter = Filter::parse(&filter_document)?;
+        let (sort_document, sort, natural_reverse) = match get_document(body, COMMAND, "sort")? {
+            None => (None, None, None),
+            Some(sort) if sort.is_empty() => (None, None, None),
+            Some(sort) if sort.contains_key("$natural") => {
+                if sort.len() != 1 {
+                    return Err(CommandError::bad_value("$natural cannot be combined with other sort fields"));
+                }
+                let reverse = natural_direction(sort.get("$natural").unwrap_or(&Bson::Null))?;
+                (Some(sort.clone()), None, Some(reverse))
+            }
+            Some(sort) => (Some(sort.clone()), Some(SortSpec::parse(sort)?), None),
+        };
+        let projection_document = get_document(body, COMMAND, "projection")?.filter(|p| !p.is_empty()).cloned();
+        let projection = projection_document.as_ref().map(Projection::parse).transpose()?;
+        let hint = match body.get("hint") {
+            None | Some(Bson::Null) => None,
+            Some(Bson::Document(hint)) if hint.is_empty() => None,
+            Some(hint) => Some(hint.clone()),
+        };
+        let skip = get_non_negative(body, COMMAND, "skip")?.unwrap_or(0);
+        let mut single_batch = get_bool(body, COMMAND, "singleBatch")?.unwrap_or(false);
+        let limit = match get_i64(body, COMMAND, "limit")? {
+            None | Some(0) => None,
+            Some(n) if n < 0 => {
+                // A negative limit is the legacy "one batch of at most n".
+                single_batch = true;
+                Some(n.unsigned_abs())
+            }
+            Some(n) => Some(n as u64),
+        };
+        let batch_size = get_non_negative(body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let tailable = get_bool(body, COMMAND, "tailable")?.unwrap_or(false);
+        let await_data = get_bool(body, COMMAND, "awaitData")?.unwrap_or(false);
+        if await_data && !tailable {
+            return Err(CommandError::bad_value("Cannot set 'awaitData' without also setting 'tailable'"));
+        }
+        if tailable && (sort.is_some() || natural_reverse == Some(true)) {
+            return Err(CommandError::bad_value("cannot use tailable option with a sort other than {$natural: 1}"));
+        }
+        if tailable && single_batch {
+            return Err(CommandError::bad_value("cannot use tailable option with singleBatch or a negative limit"));
+        }
+        let max_time_ms = get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0);
+        Ok(FindRequest {
+            is_oplog: is_oplog(db, &collection),
+            ns: namespace(db, &collection),
+            filter_document,
+            filter,
+            sort_document,
+            sort,
+            natural_reverse,
+            projection_document,
+            projection,
+            hint,
+            skip,
+            limit,
+            batch_size,
+            single_batch,
+            tailable,
+            await_data,
+            max_time_ms,
+            no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
+            allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
+            read_concern: ReadConcern::parse(body)?,
+        })
+    }
+
+    pub fn deadline(&self, start: Instant) -> Option<Instant> {
+        self.max_time_ms.map(|ms| start + Duration::from_millis(ms))
+    }
 }
 
-pub async fn kill_cursors(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// A query opened for its first batch.
+pub(crate) struct OpenedFind {
+    pub body: CursorBody,
+    /// The plan as `explain` shows it.
+    pub winning_plan: Document,
+    /// The timestamp a `snapshot` read reads at, reported as `atClusterTime`.
+    pub snapshot_ts: Option<slipstream_storage::Timestamp>,
 }
 
-pub async fn count(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// Wraps the access stage of a plan in the stages `explain` shows above
+/// it: in-memory SORT, SKIP, LIMIT, PROJECTION.
+fn describe_plan(request: &FindRequest, access: Document, in_memory_sort: bool) -> Document {
+    let mut plan = access;
+    if in_memory_sort {
+        let mut sort = doc! {
+            "stage": "SORT",
+            "sortPattern": request.sort_document.clone().unwrap_or_default(),
+            "memLimit": crate::exec::limits::BLOCKING_SORT_MEMORY_BYTES_MAX as i64,
+            "type": "simple",
+        };
+        if let Some(limit) = request.limit {
+            sort.insert("limitAmount", request.skip.saturating_add(limit) as i64);
+        }
+        sort.insert("inputStage", plan);
+        plan = sort;
+    } else {
+        if let Some(limit) = request.limit {
+            plan = doc! {"stage": "LIMIT", "limitAmount": request.skip.saturating_add(limit) as i64, "inputStage": plan};
+        }
+    }
+    if request.skip > 0 {
+        plan = doc! {"stage": "SKIP", "skipAmount": request.skip as i64, "inputStage": plan};
+    }
+    if let Some(projection) = &request.projection_document {
+        plan = doc! {"stage": "PROJECTION_DEFAULT", "transformBy": projection.clone(), "inputStage": plan};
+    }
+    plan
 }
 
-pub async fn distinct(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+fn collection_scan_stage(request: &FindRequest, reverse: bool) -> Document {
+    doc! {
+        "stage": "COLLSCAN",
+        "filter": request.filter_document.clone(),
+        "direction": if reverse { "backward" } else { "forward" },
+    }
+}
+
+/// Plans `request` and prepares its cursor body. In-memory sorts (and
+/// newest-first oplog reads) run here, to the end.
+pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
+    if request.is_oplog {
+        return open_oplog_find(engine, request, deadline);
+    }
+    if request.tailable {
+        return Err(CommandError::bad_value(format!(
+            "error processing query: ns={} tailable cursor requested on non capped collection",
+            request.ns
+        )));
+    }
+    let info = engine.collection_info(&request.ns);
+    let shape = QueryShape {
+        filter_document: &request.filter_document,
+        filter: &request.filter,
+        sort: request.sort.as_ref(),
+        hint: request.hint.as_ref(),
+        natural_reverse: request.natural_reverse,
+    };
+    let plan = plan_query(info.as_ref(), &shape)?;
+    if plan.eof {
+        let winning_plan = describe_plan(request, plan.winning_plan, false);
+        return Ok(OpenedFind { body: CursorBody::Buffered(BufferedResults::default()), winning_plan, snapshot_ts: None });
+    }
+    let reader = engine.reader(request.read_concern.read_at())?;
+    let snapshot_ts = request.read_concern.pins_timestamp().then(|| reader.read_timestamp());
+    let read_at = snapshot_ts.map_or(ReadAt::Latest, ReadAt::At);
+    match &request.sort {
+        Some(sort) if !plan.provides_sort => {
+            let (documents, stats) = run_sorted(
+                plan.scan(&request.ns),
+                &reader,
+                &request.filter,
+                sort,
+                request.projection.as_ref(),
+                request.skip,
+                request.limit,
+                request.allow_disk_use,
+                deadline,
+            )?;
+            Ok(OpenedFind {
+                body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
+                winning_plan: describe_plan(request, plan.winning_plan, true),
+                snapshot_ts,
+            })
+        }
+        _ => {
+            let query = StreamingQuery::new(
+                plan.scan(&request.ns),
+                request.filter.clone(),
+                request.projection.clone(),
+                request.skip,
+                request.limit,
+            );
+            Ok(OpenedFind {
+                body: CursorBody::Streaming { query, read_at },
+                winning_plan: describe_plan(request, plan.winning_plan, false),
+                snapshot_ts,
+            })
+        }
+    }
+}
+
+fn open_oplog_find(engine: &Engine, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
+    if request.sort.is_some() {
+        return Err(CommandError::new(115, "local.oplog.rs can only be sorted by {$natural: 1} or {$natural: -1}"));
+    }
+    if request.read_concern != ReadConcern::Latest {
+        return Err(CommandError::new(115, "local.oplog.rs does not support readConcern snapshot"));
+    }
+    let bounds = TsBounds::from_filter(&request.filter_document);
+    if request.natural_reverse == Some(true) {
+        let (documents, examined) = read_newest(
+            engine,
+            &request.filter,
+            bounds,
+            request.projection.as_ref(),
+            request.skip,
+            request.limit,
+            deadline,
+        )?;
+        let stats = ScanStats { keys_examined: 0, docs_examined: examined };
+        return Ok(OpenedFind {
+            body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
+            winning_plan: describe_plan(request, collection_scan_stage(request, true), false),
+            snapshot_ts: None,
+        });
+    }
+    let query = OplogQuery::new(
+        request.filter.clone(),
+        bounds,
+        request.projection.clone(),
+        request.skip,
+        request.limit,
+        request.tailable,
+        request.await_data,
+    );
+    Ok(OpenedFind {
+        body: CursorBody::Oplog(query),
+        winning_plan: describe_plan(request, collection_scan_stage(request, false), false),
+        snapshot_ts: None,
+    })
+}
+
+fn cursor_reply(id: i64, ns: &str, batch_field: &str, documents: Vec<Document>) -> Document {
+    doc! {"cursor": {batch_field: documents, "id": Bson::Int64(id), "ns": ns}}
+}
+
+pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let start = Instant::now();
+    let request = FindRequest::parse(&req.db, &req.body)?;
+    ctx.state.metrics.count_query();
+    let deadline = request.deadline(start);
+    let engine = &ctx.state.engine;
+    let mut opened = open_find(engine, &request, deadline)?;
+    let limits = BatchLimits::first_batch(request.batch_size, None);
+    // The first batch of a tailable cursor never waits (MongoDB's find
+    // returns at once; getMore waits).
+    let timing = BatchTiming { deadline, await_data_wait: Duration::ZERO };
+    let (documents, finished) = opened.body.next_batch(engine, limits, timing).await?;
+    let keep_open = !finished && !request.single_batch;
+    let id = if keep_open {
+        let cursor = Cursor { ns: request.ns.clone(), no_cursor_timeout: request.no_cursor_timeout, body: opened.body };
+        ctx.state.cursors.register(cursor, Instant::now())?
+    } else {
+        0
+    };
+    let mut reply = cursor_reply(id, &request.ns, "firstBatch", documents);
+    if let Some(ts) = opened.snapshot_ts {
+        if let Ok(cursor) = reply.get_document_mut("cursor") {
+            cursor.insert("atClusterTime", ts.to_bson());
+        }
+    }
+    Ok(reply)
+}
+
+/// A cursor checked out for one `getMore`; if the command is abandoned
+/// (the client went away mid-wait) the cursor is released rather than
+/// left marked in use forever.
+struct CheckedOut<'a> {
+    cursors: &'a CursorManager,
+    id: i64,
+    cursor: Option<Cursor<CursorBody>>,
+}
+
+impl Drop for CheckedOut<'_> {
+    fn drop(&mut self) {
+        if self.cursor.is_some() {
+            self.cursors.release(self.id);
+        }
+    }
+}
+
+pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "getMore";
+    let id = match req.body.get(COMMAND) {
+        Some(Bson::Int64(id)) => *id,
+        Some(Bson::Int32(id)) => i64::from(*id),
+        Some(other) => {
+            return Err(CommandError::new(
+                14,
+                format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", args::type_name(other)),
+            ))
+        }
+        None => return Err(CommandError::new(40414, "BSON field 'getMore.getMore' is missing but a required field")),
+    };
+    let collection = match req.body.get("collection") {
+        Some(Bson::String(collection)) => collection.clone(),
+        _ => return Err(CommandError::new(40414, "BSON field 'getMore.collection' is missing but a required field")),
+    };
+    let ns = namespace(&req.db, &collection);
+    let batch_size = get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
+    ctx.state.metrics.count_getmore();
+    let start = Instant::now();
+    let cursors = &ctx.state.cursors;
+    let cursor = cursors.check_out(id, &ns, start)?;
+    let mut checked_out = CheckedOut { cursors, id, cursor: Some(cursor) };
+    let body = &mut checked_out.cursor.as_mut().expect("just checked out").body;
+    let timing = if body.is_tailable() {
+        // For awaitData cursors maxTimeMS is how long to wait for data.
+        let wait_ms = max_time_ms.filter(|ms| *ms > 0).unwrap_or(AWAIT_DATA_DEFAULT_WAIT_MS);
+        BatchTiming { deadline: None, await_data_wait: Duration::from_millis(wait_ms) }
+    } else {
+        let deadline = max_time_ms.filter(|ms| *ms > 0).map(|ms| start + Duration::from_millis(ms));
+        BatchTiming { deadline, await_data_wait: Duration::ZERO }
+    };
+    // An error kills the cursor, as in MongoDB (the guard releases it).
+    let (documents, finished) = body.next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing).await?;
+    let cursor = checked_out.cursor.take().expect("still checked out");
+    let id_out = if finished {
+        cursors.release(id);
+        0
+    } else if cursors.check_in(id, cursor, Instant::now()) {
+        id
+    } else {
+        // Killed while this getMore ran.
+        0
+    };
+    Ok(cursor_reply(id_out, &ns, "nextBatch", documents))
+}
+
+pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "killCursors";
+    let collection = args::collection_name(&req.body, COMMAND)?;
+    let ns = namespace(&req.db, &collection);
+    let items = args::get_array(&req.body, COMMAND, "cursors")?
+        .ok_or_else(|| CommandError::new(40414, "BSON field 'killCursors.cursors' is missing but a required field"))?;
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Bson::Int64(id) => ids.push(*id),
+            Bson::Int32(id) => ids.push(i64::from(*id)),
+            other => {
+                return Err(CommandError::new(
+                    14,
+                    format!("BSON field 'killCursors.cursors' holds a '{}', expected type 'long'", args::type_name(other)),
+                ))
+            }
+        }
+    }
+    let report = ctx.state.cursors.kill(&ns, &ids, Instant::now());
+    let longs = |ids: Vec<i64>| ids.into_iter().map(Bson::Int64).collect::<Vec<_>>();
+    Ok(doc! {
+        "cursorsKilled": longs(report.killed),
+        "cursorsNotFound": longs(report.not_found),
+        "cursorsAlive": longs(report.alive),
+        "cursorsUnknown": longs(report.unknown),
+    })
+}
+
+/// A count or length as MongoDB sends it: int32 when it fits.
+fn number(n: u64) -> Bson {
+    match i32::try_from(n) {
+        Ok(small) => Bson::Int32(small),
+        Err(_) => Bson::Int64(n as i64),
+    }
+}
+
+/// Documents matching a count/distinct filter.
+fn matching_documents(
+    engine: &Arc<Engine>,
+    ns: &str,
+    filter_document: &Document,
+    filter: &Filter,
+    hint: Option<&Bson>,
+    read_at: ReadAt,
+) -> Result<Vec<Document>, CommandError> {
+    let info = engine.collection_info(ns);
+    let shape = QueryShape { filter_document, filter, sort: None, hint, natural_reverse: None };
+    let plan = plan_query(info.as_ref(), &shape)?;
+    if plan.eof {
+        return Ok(Vec::new());
+    }
+    let reader = engine.reader(read_at)?;
+    collect_matches(&reader, ns, &plan, filter, None, None)
+}
+
+pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "count";
+    let collection = args::collection_name(&req.body, COMMAND)?;
+    let ns = namespace(&req.db, &collection);
+    check_collation(&req.body, COMMAND)?;
+    let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
+    let filter = Filter::parse(&filter_document)?;
+    let skip = get_non_negative(&req.body, COMMAND, "skip")?.unwrap_or(0);
+    // A negative limit counts like its absolute value.
+    let limit = get_i64(&req.body, COMMAND, "limit")?.map(i64::unsigned_abs).filter(|n| *n > 0);
+    let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
+    let read_at = ReadConcern::parse(&req.body)?.read_at();
+    let engine = &ctx.state.engine;
+    let total = if filter.is_empty() && hint.is_none() {
+        match engine.collection_info(&ns) {
+            None => 0,
+            Some(_) => engine.reader(read_at)?.count(&ns)?,
+        }
+    } else {
+        matching_documents(engine, &ns, &filter_document, &filter, hint.as_ref(), read_at)?.len() as u64
+    };
+    let after_skip = total.saturating_sub(skip);
+    let n = limit.map_or(after_skip, |limit| after_skip.min(limit));
+    Ok(doc! {"n": number(n)})
+}
+
+pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "distinct";
+    let collection = args::collection_name(&req.body, COMMAND)?;
+    let ns = namespace(&req.db, &collection);
+    check_collation(&req.body, COMMAND)?;
+    let key = match req.body.get("key") {
+        Some(Bson::String(key)) if !key.is_empty() => key.clone(),
+        Some(Bson::String(_)) => return Err(CommandError::bad_value("distinct key cannot be empty")),
+        Some(other) => {
+            return Err(CommandError::new(
+                14,
+                format!("BSON field 'distinct.key' is the wrong type '{}', expected type 'string'", args::type_name(other)),
+            ))
+        }
+        None => return Err(CommandError::new(40414, "BSON field 'distinct.key' is missing but a required field")),
+    };
+    let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
+    let filter = Filter::parse(&filter_document)?;
+    let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
+    let read_at = ReadConcern::parse(&req.body)?.read_at();
+    let documents = matching_documents(&ctx.state.engine, &ns, &filter_document, &filter, hint.as_ref(), read_at)?;
+    let values = distinct_values(&documents, &key)?;
+    Ok(doc! {"values": values})
+}
+
+/// The distinct values `key` reaches in `documents`: arrays along and at
+/// the end of the path contribute their elements; values are distinct by
+/// BSON comparison (so 1 and 1.0 are one value) and returned in BSON order.
+pub(crate) fn distinct_values(documents: &[Document], key: &str) -> Result<Vec<Bson>, CommandError> {
+    let path = FieldPath::new(key);
+    let mut values: Vec<Bson> = Vec::new();
+    for document in documents {
+        any_candidate(document, &path, LeafArrays::ElementsOnly, &mut |candidate| {
+            if let Some(value) = candidate.value {
+                // An empty array yields `undefined` as a sort key; it has no
+                // element to contribute to distinct.
+                if !matches!(value, Bson::Undefined) {
+                    values.push(value.clone());
+                }
+            }
+            false
+        });
+    }
+    values.sort_by(compare_values);
+    values.dedup_by(|a, b| compare_values(a, b) == std::cmp::Ordering::Equal);
+    let bytes: usize = values.iter().map(value_size).sum();
+    if bytes > REPLY_BATCH_BYTES_MAX {
+        return Err(CommandError::new(17217, format!("distinct too big, {bytes} bytes; use aggregate with $group instead")));
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distinct_flattens_arrays_and_merges_equal_numbers() {
+        let documents = vec![
+            doc! {"a": [1, 2, [3]], "b": {"c": "x"}},
+            doc! {"a": 1.0, "b": [{"c": "y"}, {"c": "x"}]},
+            doc! {"a": [], "b": {}},
+            doc! {"z": 1},
+        ];
+        let a = distinct_values(&documents, "a").unwrap();
+        assert_eq!(a.len(), 4);
+        assert_eq!(&a[..2], &[Bson::Int32(1), Bson::Int32(2)]);
+        assert_eq!(a[3], Bson::Array(vec![Bson::Int32(3)]));
+        assert_eq!(distinct_values(&documents, "b.c").unwrap(), vec![Bson::from("x"), Bson::from("y")]);
+    }
+
+    #[test]
+    fn find_arguments_are_checked() {
+        let parse = |body: Document| FindRequest::parse("db", &body);
+        assert!(parse(doc! {"find": "c", "limit": -3}).unwrap().single_batch);
+        assert_eq!(parse(doc! {"find": "c", "limit": -3}).unwrap().limit, Some(3));
+        assert_eq!(parse(doc! {"find": "c", "awaitData": true}).err().unwrap().code, 2);
+        assert_eq!(parse(doc! {"find": "c", "collation": {"locale": "fr"}}).err().unwrap().code, 115);
+        assert_eq!(parse(doc! {"find": "c", "min": {"a": 1}}).err().unwrap().code, 115);
+        assert_eq!(parse(doc! {"find": "c", "skip": -1}).err().unwrap().code, 51024);
+        assert_eq!(parse(doc! {"find": "c", "sort": {"$natural": -1}}).unwrap().natural_reverse, Some(true));
+        assert!(parse(doc! {"find": "oplog.rs"}).is_ok());
+        assert!(FindRequest::parse("local", &doc! {"find": "oplog.rs"}).unwrap().is_oplog);
+    }
 }

@@ -12,6 +12,7 @@ use slipstream_storage::{Engine, ReadAt};
 use super::batch::{Batch, BatchLimits};
 use super::oplog::{tail_batch, OplogQuery};
 use super::query::{BufferedResults, StreamingQuery};
+use super::scan::ScanStats;
 use crate::error::CommandError;
 
 /// A cursor's execution state.
@@ -36,6 +37,15 @@ impl CursorBody {
     /// A tailable cursor stays open when it runs out of results.
     pub fn is_tailable(&self) -> bool {
         matches!(self, CursorBody::Oplog(query) if query.is_tailable())
+    }
+
+    /// The work done so far, for `explain`.
+    pub fn stats(&self) -> ScanStats {
+        match self {
+            CursorBody::Streaming { query, .. } => query.stats(),
+            CursorBody::Buffered(results) => results.stats,
+            CursorBody::Oplog(query) => ScanStats { keys_examined: 0, docs_examined: query.examined },
+        }
     }
 
     /// Makes the next batch; returns its documents and whether the cursor

@@ -15,6 +15,7 @@
 //! - `plan`: choosing the scan (collection or index) for a query.
 //! - `oplog`: `local.oplog.rs` reads, `ts` bounds, tailing.
 //! - `cursor_body`: a cursor's state and how its next batch is made.
+//! - `read_concern`: which timestamp a read reads at.
 //! - `args`: argument and namespace helpers shared by the commands.
 
 pub mod args;
@@ -24,6 +25,7 @@ pub mod limits;
 pub mod oplog;
 pub mod plan;
 pub mod query;
+pub mod read_concern;
 pub mod scan;
 pub mod size;
 pub mod sort;

@@ -175,11 +175,13 @@ pub fn run_sorted(
 #[derive(Debug, Default)]
 pub struct BufferedResults {
     pub documents: VecDeque<Document>,
+    /// The work done computing them, for `explain`.
+    pub stats: ScanStats,
 }
 
 impl BufferedResults {
-    pub fn new(documents: impl Into<VecDeque<Document>>) -> Self {
-        BufferedResults { documents: documents.into() }
+    pub fn new(documents: impl Into<VecDeque<Document>>, stats: ScanStats) -> Self {
+        BufferedResults { documents: documents.into(), stats }
     }
 
     /// Moves documents into `batch`; returns true when none are left.

@@ -91,23 +91,29 @@ fn narrow(value: i64, long_input: bool) -> Num {
 
 /// Adds two numbers with MongoDB's promotion rules.
 pub(crate) fn add(a: Num, b: Num) -> Num {
-    integer_op(a, b, i64::checked_add, |x, y| x + y)
+    integer_op(a, b, |x, y| x + y, |x, y| x + y)
 }
 
 fn multiply(a: Num, b: Num) -> Num {
-    integer_op(a, b, i64::checked_mul, |x, y| x * y)
+    integer_op(a, b, |x, y| x * y, |x, y| x * y)
 }
 
 fn subtract(a: Num, b: Num) -> Num {
-    integer_op(a, b, i64::checked_sub, |x, y| x - y)
+    integer_op(a, b, |x, y| x - y, |x, y| x - y)
 }
 
-fn integer_op(a: Num, b: Num, exact: fn(i64, i64) -> Option<i64>, float: fn(f64, f64) -> f64) -> Num {
+/// Applies an operation exactly when both inputs are integers (in 128
+/// bits, where the sum or product of two longs cannot overflow), narrowing
+/// the result; a result beyond a long becomes the nearest double.
+fn integer_op(a: Num, b: Num, exact: fn(i128, i128) -> i128, float: fn(f64, f64) -> f64) -> Num {
     match (a.as_i64(), b.as_i64()) {
-        (Some(x), Some(y)) => match exact(x, y) {
-            Some(result) => narrow(result, a.is_long() || b.is_long()),
-            None => Num::Double(float(x as f64, y as f64)),
-        },
+        (Some(x), Some(y)) => {
+            let result = exact(i128::from(x), i128::from(y));
+            match i64::try_from(result) {
+                Ok(fits) => narrow(fits, a.is_long() || b.is_long()),
+                Err(_) => Num::Double(result as f64),
+            }
+        }
         _ => Num::Double(float(a.as_f64(), b.as_f64())),
     }
 }

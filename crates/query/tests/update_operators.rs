@@ -284,7 +284,8 @@ fn parse_errors() {
     assert_eq!(parse(Bson::Document(doc! {"a": 1, "$set": {"b": 1}})), 52);
     assert_eq!(parse(Bson::Document(doc! {"$set": {"a..b": 1}})), 56);
     assert_eq!(parse(Bson::Document(doc! {"$set": {"$x": 1}})), 52);
-    assert_eq!(parse(Bson::Array(vec![Bson::Document(doc! {"$set": {"a": 1}})])), 115);
+    assert_eq!(parse(Bson::Array(vec![Bson::Document(doc! {"$group": {"_id": 1}})])), 72);
+    assert_eq!(parse(Bson::Array(vec![Bson::Int32(1)])), 9);
     assert_eq!(parse(Bson::Int32(1)), 9);
 }
 
@@ -329,4 +330,26 @@ fn upsert_seed_expands_equalities() {
         apply_with(seed, doc! {"$inc": {"n": 1}, "$setOnInsert": {"created": true}}, None, &insert),
         doc! {"name": "x", "created": true, "n": 1},
     );
+}
+
+#[test]
+fn pipeline_updates_run_the_allowed_stages() {
+    let stages = Bson::Array(vec![
+        Bson::Document(doc! {"$set": {"b": {"$add": ["$a", 1]}, "now": "$$NOW"}}),
+        Bson::Document(doc! {"$unset": "c"}),
+    ]);
+    let update = Update::parse(&stages, None).unwrap();
+    assert!(!update.is_replacement());
+    let outcome = update.apply(&doc! {"_id": 1, "a": 2, "c": 3}, &ctx()).unwrap();
+    assert_doc(
+        outcome.document,
+        doc! {"_id": 1, "a": 2, "b": 3, "now": bson::DateTime::from_millis(1_700_000_000_123)},
+    );
+    // The result keeps _id even when a stage drops it, and may not change it.
+    let project = Bson::Array(vec![Bson::Document(doc! {"$project": {"_id": 0, "a": 1}})]);
+    let outcome = Update::parse(&project, None).unwrap().apply(&doc! {"_id": 1, "a": 2, "c": 3}, &ctx()).unwrap();
+    assert_doc(outcome.document, doc! {"_id": 1, "a": 2});
+    let change_id = Bson::Array(vec![Bson::Document(doc! {"$set": {"_id": 2}})]);
+    let err = Update::parse(&change_id, None).unwrap().apply(&doc! {"_id": 1}, &ctx()).unwrap_err();
+    assert_eq!(err.code, 66);
 }

@@ -12,6 +12,7 @@
 mod apply;
 mod arith;
 mod oplog_form;
+mod pipeline;
 mod seed;
 mod spec;
 mod target;
@@ -40,6 +41,8 @@ enum Kind {
     Replacement(Document),
     /// Modifiers sorted into application order.
     Operators(Vec<Modifier>),
+    /// An aggregation pipeline of `$set`/`$unset`/`$project`/... stages.
+    Pipeline(pipeline::UpdatePipeline),
 }
 
 /// Per-document inputs of `Update::apply`.
@@ -65,16 +68,19 @@ pub struct UpdateOutcome {
 
 impl Update {
     /// `update` is an operator document ({$set: ...}), a replacement
-    /// document (no $ keys), or an aggregation pipeline array (not
-    /// supported: CommandNotSupported, 115).
+    /// document (no $ keys), or an aggregation pipeline array of the
+    /// stages MongoDB allows in updates.
     pub fn parse(update: &Bson, array_filters: Option<&[Document]>) -> Result<Update, QueryError> {
         let doc = match update {
             Bson::Document(doc) => doc,
-            Bson::Array(_) => {
-                return Err(QueryError::new(
-                    codes::COMMAND_NOT_SUPPORTED,
-                    "pipeline-style updates are not supported",
-                ))
+            Bson::Array(stages) => {
+                if array_filters.is_some_and(|f| !f.is_empty()) {
+                    return Err(QueryError::failed_to_parse(
+                        "arrayFilters may not be specified for pipeline-style updates",
+                    ));
+                }
+                let pipeline = pipeline::UpdatePipeline::parse(stages)?;
+                return Ok(Update { kind: Kind::Pipeline(pipeline), array_filters: Vec::new() });
             }
             _ => {
                 return Err(QueryError::failed_to_parse(
@@ -118,6 +124,7 @@ impl Update {
     pub fn apply(&self, doc: &Document, ctx: &UpdateContext) -> Result<UpdateOutcome, QueryError> {
         let result = match &self.kind {
             Kind::Replacement(replacement) => replace(doc, replacement)?,
+            Kind::Pipeline(pipeline) => replace(doc, &pipeline.run(doc, ctx.now)?)?,
             Kind::Operators(modifiers) => {
                 let env = apply::Env {
                     positional: ctx.positional,

@@ -1,20 +1,326 @@
-//! (skeleton: the CRUD engineer replaces this file)
+//! Index commands: `createIndexes`, `listIndexes`, `dropIndexes`.
+//!
+//! Only btree indexes exist (single and compound, ascending/descending,
+//! unique, sparse, multikey); every other index type or option answers a
+//! clear error naming it (CannotCreateIndex 67, or
+//! InvalidIndexSpecificationOption 197 for unknown fields) rather than
+//! building an index that would behave differently from MongoDB's.
 
+use std::time::Instant;
+
+use bson::{doc, Bson, Document};
+use slipstream_query::index_key::KeyPattern;
+use slipstream_storage::IndexSpec;
+
+use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
+use crate::cursor::Cursor;
 use crate::error::CommandError;
+use crate::exec::args::{self, check_writable, get_array, namespace};
+use crate::exec::batch::BatchLimits;
+use crate::exec::cursor_body::{BatchTiming, CursorBody};
+use crate::exec::plan::key_patterns_equal;
+use crate::exec::query::BufferedResults;
+use crate::exec::scan::ID_INDEX_NAME;
 
-fn not_yet(req: &CommandRequest) -> CommandResult {
-    Err(CommandError::new(115, format!("command {} is not implemented yet", req.name)))
+/// Index options that exist in MongoDB but not in Slipstream.
+const UNSUPPORTED_OPTIONS: &[&str] = &[
+    "partialFilterExpression",
+    "expireAfterSeconds",
+    "collation",
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
+    "2dsphereIndexVersion",
+    "bits",
+    "min",
+    "max",
+    "bucketSize",
+    "wildcardProjection",
+    "hidden",
+    "clustered",
+    "prepareUnique",
+    "columnstoreProjection",
+];
+
+/// Fields of an index specification that are accepted and have no effect.
+const IGNORED_OPTIONS: &[&str] = &["background", "ns", "storageEngine", "dropDups"];
+
+fn cannot_create(message: impl Into<String>) -> CommandError {
+    CommandError::new(67, message)
 }
 
-pub async fn create_indexes(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// Parses one entry of `indexes`.
+fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
+    let Bson::Document(spec) = value else {
+        return Err(CommandError::new(14, "each index specification must be an object"));
+    };
+    let key = match spec.get("key") {
+        Some(Bson::Document(key)) => key.clone(),
+        Some(_) => return Err(CommandError::new(14, "The 'key' field of an index specification must be an object")),
+        None => return Err(CommandError::new(9, "The 'key' field is a required property of an index specification")),
+    };
+    KeyPattern::parse(&key)?;
+    let name = match spec.get("name") {
+        Some(Bson::String(name)) if !name.is_empty() => name.clone(),
+        Some(Bson::String(_)) => return Err(cannot_create("index name cannot be empty")),
+        Some(_) => return Err(CommandError::new(14, "The 'name' field of an index specification must be a string")),
+        None => return Err(CommandError::new(9, "The 'name' field is a required property of an index specification")),
+    };
+    let mut unique = false;
+    let mut sparse = false;
+    for (field, value) in spec {
+        match field.as_str() {
+            "key" | "name" => {}
+            "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
+            "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
+            "v" => match value {
+                Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
+                Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
+                _ => return Err(cannot_create(format!("index version {value} is not supported"))),
+            },
+            field if UNSUPPORTED_OPTIONS.contains(&field) => {
+                if field == "collation" && matches!(value, Bson::Document(c) if args::is_simple_collation(c)) {
+                    continue;
+                }
+                return Err(cannot_create(format!("index option '{field}' is not supported by Slipstream (index '{name}')")));
+            }
+            field if IGNORED_OPTIONS.contains(&field) => {}
+            field => {
+                return Err(CommandError::new(
+                    197,
+                    format!("The field '{field}' is not valid for an index specification. Specification: {spec}"),
+                ))
+            }
+        }
+    }
+    if name == ID_INDEX_NAME && !key_patterns_equal(&key, &doc! {"_id": 1}) {
+        return Err(cannot_create("the index name '_id_' is reserved for the _id index"));
+    }
+    if key_patterns_equal(&key, &doc! {"_id": 1}) && (sparse || unique) && name == ID_INDEX_NAME {
+        return Err(CommandError::new(67, "The _id index cannot be sparse, and is always unique"));
+    }
+    Ok(IndexSpec { name, key, unique, sparse })
 }
 
-pub async fn list_indexes(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+/// Compares a requested index with the existing ones: already there
+/// (`Ok(true)`), new (`Ok(false)`), or conflicting (85/86).
+fn already_exists(existing: &[IndexSpec], wanted: &IndexSpec) -> Result<bool, CommandError> {
+    for index in existing {
+        let same_key = key_patterns_equal(&index.key, &wanted.key);
+        // The `_id_` index is unique by nature, whatever its spec says.
+        let same_options =
+            index.name == ID_INDEX_NAME || (index.unique == wanted.unique && index.sparse == wanted.sparse);
+        if index.name == wanted.name {
+            if same_key && same_options {
+                return Ok(true);
+            }
+            if same_key || index.name == ID_INDEX_NAME {
+                return Err(CommandError::new(
+                    85,
+                    format!("An existing index has the same name as the requested index. Requested index: {:?}, existing index: {:?}", wanted.key, index.key),
+                ));
+            }
+            return Err(CommandError::new(
+                86,
+                format!("An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}", wanted.key, index.key),
+            ));
+        }
+        if same_key && same_options {
+            return Err(CommandError::new(
+                85,
+                format!("Index already exists with a different name: {}", index.name),
+            ));
+        }
+        if same_key && index.name == ID_INDEX_NAME {
+            // `{_id: 1}` with options under another name.
+            return Err(CommandError::new(85, "The _id index cannot be recreated with other options"));
+        }
+    }
+    Ok(false)
 }
 
-pub async fn drop_indexes(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "createIndexes";
+    let collection = args::collection_name(&req.body, COMMAND)?;
+    check_writable(&req.db, &collection)?;
+    let ns = namespace(&req.db, &collection);
+    let items = get_array(&req.body, COMMAND, "indexes")?
+        .ok_or_else(|| CommandError::new(40414, "BSON field 'createIndexes.indexes' is missing but a required field"))?;
+    if items.is_empty() {
+        return Err(CommandError::bad_value("Must specify at least one index to create"));
+    }
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let specs = items.iter().map(parse_index_spec).collect::<Result<Vec<_>, _>>()?;
+    let engine = &ctx.state.engine;
+    let info = engine.collection_info(&ns);
+    let created_automatically = info.is_none();
+    let existing = info.map(|info| info.indexes).unwrap_or_default();
+    let mut new_specs: Vec<IndexSpec> = Vec::new();
+    for spec in specs {
+        if !already_exists(&existing, &spec)? && !new_specs.iter().any(|s| s.name == spec.name) {
+            new_specs.push(spec);
+        }
+    }
+    if new_specs.is_empty() && !created_automatically {
+        let count = existing.len() as i32;
+        return Ok(doc! {
+            "numIndexesBefore": count,
+            "numIndexesAfter": count,
+            "note": "all indexes already exist",
+            "createdCollectionAutomatically": false,
+        });
+    }
+    let (before, after, optime) = engine.create_indexes(&ns, new_specs)?;
+    let write_concern_error = write_concern.wait(engine, optime).await;
+    let mut reply = doc! {
+        "numIndexesBefore": before as i32,
+        "numIndexesAfter": after as i32,
+        "createdCollectionAutomatically": created_automatically,
+    };
+    if let Some(error) = write_concern_error {
+        reply.insert("writeConcernError", error);
+    }
+    Ok(reply)
+}
+
+/// An index as `listIndexes` shows it.
+fn describe_index(index: &IndexSpec) -> Document {
+    let mut entry = doc! {"v": 2, "key": index.key.clone(), "name": index.name.clone()};
+    if index.unique && index.name != ID_INDEX_NAME {
+        entry.insert("unique", true);
+    }
+    if index.sparse {
+        entry.insert("sparse", true);
+    }
+    entry
+}
+
+pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "listIndexes";
+    let collection = args::collection_name(&req.body, COMMAND)?;
+    let ns = namespace(&req.db, &collection);
+    let batch_size = match args::get_document(&req.body, COMMAND, "cursor")? {
+        Some(cursor) => args::get_non_negative(cursor, "listIndexes.cursor", "batchSize")?.map(|n| n as usize),
+        None => None,
+    };
+    let info = ctx
+        .state
+        .engine
+        .collection_info(&ns)
+        .ok_or_else(|| CommandError::new(26, format!("ns does not exist: {ns}")))?;
+    let documents: Vec<Document> = info.indexes.iter().map(describe_index).collect();
+    let mut body = CursorBody::Buffered(BufferedResults::new(documents, Default::default()));
+    let timing = BatchTiming { deadline: None, await_data_wait: std::time::Duration::ZERO };
+    let limits = BatchLimits::first_batch(Some(batch_size.unwrap_or(usize::MAX)), None);
+    let (first_batch, finished) = body.next_batch(&ctx.state.engine, limits, timing).await?;
+    let id = if finished {
+        0
+    } else {
+        ctx.state.cursors.register(Cursor { ns: ns.clone(), no_cursor_timeout: false, body }, Instant::now())?
+    };
+    Ok(doc! {"cursor": {"id": Bson::Int64(id), "ns": ns, "firstBatch": first_batch}})
+}
+
+pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let command = req.name.as_str();
+    let collection = args::collection_name(&req.body, command)?;
+    check_writable(&req.db, &collection)?;
+    let ns = namespace(&req.db, &collection);
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let engine = &ctx.state.engine;
+    let info = engine
+        .collection_info(&ns)
+        .ok_or_else(|| CommandError::new(26, format!("ns not found {ns}")))?;
+    let cannot_drop_id = || CommandError::new(72, "cannot drop _id index");
+    let names: Vec<String> = match req.body.get("index") {
+        Some(Bson::String(name)) if name == "*" => info
+            .indexes
+            .iter()
+            .filter(|index| index.name != ID_INDEX_NAME)
+            .map(|index| index.name.clone())
+            .collect(),
+        Some(Bson::String(name)) => vec![name.clone()],
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Bson::String(name) if name == "*" => Err(CommandError::bad_value("'*' cannot be listed with other index names")),
+                Bson::String(name) => Ok(name.clone()),
+                _ => Err(CommandError::new(14, "dropIndexes names must be strings")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Bson::Document(key)) => {
+            let index = info
+                .indexes
+                .iter()
+                .find(|index| key_patterns_equal(&index.key, key))
+                .ok_or_else(|| CommandError::new(27, format!("can't find index with key: {key}")))?;
+            vec![index.name.clone()]
+        }
+        Some(_) => return Err(CommandError::new(14, "dropIndexes 'index' must be a string, an array of strings or an object")),
+        None => return Err(CommandError::new(40414, "BSON field 'dropIndexes.index' is missing but a required field")),
+    };
+    for name in &names {
+        if name == ID_INDEX_NAME {
+            return Err(cannot_drop_id());
+        }
+        if !info.indexes.iter().any(|index| &index.name == name) {
+            return Err(CommandError::new(27, format!("index not found with name [{name}]")));
+        }
+    }
+    if names.is_empty() {
+        return Ok(doc! {"nIndexesWas": info.indexes.len() as i32, "msg": "non-_id indexes dropped for collection"});
+    }
+    let (before, optime) = engine.drop_indexes(&ns, &names)?;
+    let write_concern_error = write_concern.wait(engine, Some(optime)).await;
+    let mut reply = doc! {"nIndexesWas": before as i32};
+    if let Some(error) = write_concern_error {
+        reply.insert("writeConcernError", error);
+    }
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(value: Document) -> Result<IndexSpec, CommandError> {
+        parse_index_spec(&Bson::Document(value))
+    }
+
+    #[test]
+    fn btree_specs_parse() {
+        let parsed = spec(doc! {"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true, "background": true}).unwrap();
+        assert_eq!(parsed.name, "a_1_b_-1");
+        assert!(parsed.unique && !parsed.sparse);
+    }
+
+    #[test]
+    fn unsupported_types_and_options_are_named() {
+        let error = spec(doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}).unwrap_err();
+        assert_eq!(error.code, 67);
+        assert!(error.message.contains("2dsphere"));
+        let error = spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
+        assert_eq!(error.code, 67);
+        assert!(error.message.contains("expireAfterSeconds"));
+        assert_eq!(spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1}).unwrap_err().code, 197);
+        assert_eq!(spec(doc! {"key": {"a": 1}}).unwrap_err().code, 9);
+    }
+
+    #[test]
+    fn existing_indexes_are_recognised_or_conflict() {
+        let existing = vec![
+            IndexSpec { name: "_id_".into(), key: doc! {"_id": 1}, unique: true, sparse: false },
+            IndexSpec { name: "a_1".into(), key: doc! {"a": 1}, unique: false, sparse: false },
+        ];
+        let same = IndexSpec { name: "a_1".into(), key: doc! {"a": 1.0}, unique: false, sparse: false };
+        assert!(already_exists(&existing, &same).unwrap());
+        let renamed = IndexSpec { name: "other".into(), key: doc! {"a": 1}, unique: false, sparse: false };
+        assert_eq!(already_exists(&existing, &renamed).unwrap_err().code, 85);
+        let rekeyed = IndexSpec { name: "a_1".into(), key: doc! {"b": 1}, unique: false, sparse: false };
+        assert_eq!(already_exists(&existing, &rekeyed).unwrap_err().code, 86);
+        let new = IndexSpec { name: "b_1".into(), key: doc! {"b": 1}, unique: false, sparse: false };
+        assert!(!already_exists(&existing, &new).unwrap());
+    }
 }

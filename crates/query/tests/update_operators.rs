@@ -42,6 +42,16 @@ fn set_keeps_position_and_appends_new_fields_in_name_order() {
 }
 
 #[test]
+fn numeric_field_names_apply_in_numeric_order() {
+    assert_doc(apply(doc! {"a": {}}, doc! {"$set": {"a.10": 1, "a.2": 2}}), doc! {"a": {"2": 2, "10": 1}});
+    // With "a.10" first, "a.2" would be an implicit null that $bit rejects.
+    assert_doc(
+        apply(doc! {"a": []}, doc! {"$set": {"a.10": 1}, "$bit": {"a.2": {"or": 1}}}),
+        doc! {"a": [Bson::Null, Bson::Null, 1, Bson::Null, Bson::Null, Bson::Null, Bson::Null, Bson::Null, Bson::Null, Bson::Null, 1]},
+    );
+}
+
+#[test]
 fn set_into_arrays_pads_with_null() {
     assert_doc(apply(doc! {"a": [1]}, doc! {"$set": {"a.2": 3}}), doc! {"a": [1, Bson::Null, 3]});
     assert_doc(apply(doc! {"a": [{"b": 1}]}, doc! {"$set": {"a.0.b": 2}}), doc! {"a": [{"b": 2}]});

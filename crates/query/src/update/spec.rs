@@ -368,7 +368,7 @@ fn parse_pop(value: &Bson) -> Result<bool, QueryError> {
         Some(Number::Float(f)) if f == 1.0 => Ok(false),
         Some(Number::Float(f)) if f == -1.0 => Ok(true),
         Some(_) => Err(QueryError::failed_to_parse(format!("$pop expects 1 or -1, found: {value}"))),
-        None => Err(QueryError::type_mismatch(format!("Expected a number in: {value}"))),
+        None => Err(QueryError::failed_to_parse(format!("Expected a number in: {value}"))),
     }
 }
 

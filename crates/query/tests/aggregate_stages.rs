@@ -501,7 +501,7 @@ fn leading_match_is_exposed() {
 fn blocking_stages_enforce_the_memory_limit() {
     let input: Vec<Document> = (0..100).map(|i| doc! {"_id": i, "pad": "x".repeat(1000)}).collect();
     for stage in [doc! {"$sort": {"_id": -1}}, doc! {"$group": {"_id": "$_id", "p": {"$push": "$pad"}}}] {
-        let pipeline = Pipeline::parse(&[stage.clone()], "test").unwrap().with_memory_limit(50_000);
+        let pipeline = Pipeline::parse(std::slice::from_ref(&stage), "test").unwrap().with_memory_limit(50_000);
         let err = pipeline.execute(Box::new(input.clone().into_iter().map(Ok)), &Collections::default(), now()).unwrap_err();
         assert_eq!(err.code, 292, "{stage}");
     }

@@ -149,9 +149,9 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
         let (name, spec) = stage_name_and_spec(&stages[index])?;
         // `$sort` directly followed by `$limit` keeps only the top
         // documents, so its memory is bounded by the limit.
-        let next_limit = stages.get(index + 1).and_then(|next| next.get("$limit"));
-        if name == "$sort" && next_limit.is_some() {
-            let limit = limit_skip::parse_limit(next_limit.expect("checked"))?;
+        let next = stages.get(index + 1).map(stage_name_and_spec).transpose()?;
+        if let (Some(("$limit", limit_spec)), "$sort") = (next, name) {
+            let limit = limit_skip::parse_limit(limit_spec)?;
             parsed.push(Box::new(sort_stage::SortStage::parse(spec, Some(limit))?));
             parsed.push(Box::new(limit_skip::LimitStage::new(limit)));
             index += 2;

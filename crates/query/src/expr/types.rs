@@ -242,7 +242,7 @@ fn to_date(value: &Bson) -> Result<Bson, QueryError> {
         Bson::DateTime(d) => d.timestamp_millis(),
         Bson::Int64(v) => *v,
         Bson::Double(v) if v.is_finite() => v.trunc() as i64,
-        Bson::ObjectId(oid) => i64::from(oid.timestamp().timestamp_millis()),
+        Bson::ObjectId(oid) => oid.timestamp().timestamp_millis(),
         Bson::Timestamp(ts) => i64::from(ts.time) * 1000,
         Bson::String(s) => super::dates::parse_iso(s).ok_or_else(|| failure(value, "date", s))?,
         other => return Err(unsupported(other, "date")),

@@ -135,3 +135,86 @@ fn prefix_end_bounds_every_extension() {
     longer.extend_from_slice(&[0xFF, 0xFF, 0xFF]);
     assert!(prefix < end && longer < end);
 }
+
+mod naive {
+    //! Index keys against a naive reference for the common shapes: a
+    //! compound index over top-level fields holding scalars, at most one
+    //! of them an array of scalars.
+
+    use super::*;
+    use proptest::prelude::*;
+    use slipstream_query::compare::compare_values;
+
+    fn scalar() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            (-3i32..3).prop_map(Bson::Int32),
+            (-3i32..3).prop_map(|x| Bson::Double(f64::from(x))),
+            prop_oneof![Just("x"), Just("y")].prop_map(|s| Bson::String(s.into())),
+            Just(Bson::Null),
+        ]
+    }
+
+    fn field_value() -> impl Strategy<Value = Option<Bson>> {
+        prop_oneof![
+            1 => Just(None),
+            3 => scalar().prop_map(Some),
+            1 => prop::collection::vec(scalar(), 0..4).prop_map(|v| Some(Bson::Array(v))),
+        ]
+    }
+
+    /// The values a field contributes: its elements, undefined for an
+    /// empty array, null when missing.
+    fn values_of(value: &Option<Bson>) -> Vec<Bson> {
+        match value {
+            None => vec![Bson::Null],
+            Some(Bson::Array(items)) if items.is_empty() => vec![Bson::Undefined],
+            Some(Bson::Array(items)) => items.clone(),
+            Some(other) => vec![other.clone()],
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn keys_match_the_naive_reference(
+            a in field_value(), b in field_value(), desc_a in any::<bool>(), desc_b in any::<bool>(), sparse in any::<bool>()
+        ) {
+            let mut d = doc! {"_id": 1};
+            if let Some(v) = &a { d.insert("a", v.clone()); }
+            if let Some(v) = &b { d.insert("b", v.clone()); }
+            let p = pattern(doc! {"a": if desc_a { -1 } else { 1 }, "b": if desc_b { -1 } else { 1 }});
+            let arrays = [&a, &b].iter().filter(|v| matches!(v, Some(Bson::Array(_)))).count();
+            let result = index_keys(&d, &p, sparse);
+            if arrays == 2 {
+                prop_assert_eq!(result.unwrap_err().code, 171);
+                return Ok(());
+            }
+            let generated = result.unwrap();
+            // Reference: the product of the fields' values, as decoded
+            // documents, sorted in index order and deduplicated.
+            let mut expected: Vec<(Bson, Bson)> = Vec::new();
+            if !(sparse && a.is_none() && b.is_none()) {
+                for x in values_of(&a) {
+                    for y in values_of(&b) {
+                        expected.push((x.clone(), y.clone()));
+                    }
+                }
+            }
+            let order = |l: &(Bson, Bson), r: &(Bson, Bson)| {
+                let first = compare_values(&l.0, &r.0);
+                let second = compare_values(&l.1, &r.1);
+                (if desc_a { first.reverse() } else { first }).then(if desc_b { second.reverse() } else { second })
+            };
+            expected.sort_by(order);
+            expected.dedup_by(|l, r| order(l, r).is_eq());
+            prop_assert_eq!(generated.keys.len(), expected.len());
+            for (key, (x, y)) in generated.keys.iter().zip(&expected) {
+                let decoded = decode_key(key, &p).unwrap();
+                prop_assert!(compare_values(decoded.get("a").unwrap(), x).is_eq());
+                prop_assert!(compare_values(decoded.get("b").unwrap(), y).is_eq());
+            }
+            prop_assert_eq!(generated.multikey, arrays == 1);
+        }
+    }
+}

@@ -518,3 +518,56 @@ fn errors_in_the_input_reach_the_caller() {
     let err = pipeline.execute(Box::new(input.into_iter()), &Collections::default(), now()).unwrap_err();
     assert_eq!(err.code, 8);
 }
+
+#[test]
+fn bucket_by_year_born() {
+    let artists = vec![
+        doc! {"_id": 1, "last_name": "Bernard", "first_name": "Emil", "year_born": 1868},
+        doc! {"_id": 2, "last_name": "Rippl-Ronai", "first_name": "Joszef", "year_born": 1861},
+        doc! {"_id": 3, "last_name": "Ostroumova", "first_name": "Anna", "year_born": 1871},
+        doc! {"_id": 4, "last_name": "Van Gogh", "first_name": "Vincent", "year_born": 1853},
+        doc! {"_id": 5, "last_name": "Maurer", "first_name": "Alfred", "year_born": 1868},
+        doc! {"_id": 6, "last_name": "Munch", "first_name": "Edvard", "year_born": 1863},
+        doc! {"_id": 7, "last_name": "Redon", "first_name": "Odilon", "year_born": 1840},
+        doc! {"_id": 8, "last_name": "Diriks", "first_name": "Edvard", "year_born": 1855},
+        doc! {"_id": 9, "last_name": "Nobody"},
+    ];
+    let out = run(
+        vec![doc! {"$bucket": {
+            "groupBy": "$year_born",
+            "boundaries": [1840, 1850, 1860, 1870, 1880],
+            "default": "Other",
+            "output": {"count": {"$sum": 1}, "artists": {"$push": {"name": {"$concat": ["$first_name", " ", "$last_name"]}, "year_born": "$year_born"}}},
+        }}],
+        artists,
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 1840, "count": 1, "artists": [{"name": "Odilon Redon", "year_born": 1840}]},
+        doc! {"_id": 1850, "count": 2, "artists": [{"name": "Vincent Van Gogh", "year_born": 1853}, {"name": "Edvard Diriks", "year_born": 1855}]},
+        doc! {"_id": 1860, "count": 4, "artists": [
+            {"name": "Emil Bernard", "year_born": 1868}, {"name": "Joszef Rippl-Ronai", "year_born": 1861},
+            {"name": "Alfred Maurer", "year_born": 1868}, {"name": "Edvard Munch", "year_born": 1863}]},
+        doc! {"_id": 1870, "count": 1, "artists": [{"name": "Anna Ostroumova", "year_born": 1871}]},
+        doc! {"_id": "Other", "count": 1, "artists": [{"name": null}]},
+    ]);
+}
+
+#[test]
+fn bucket_errors() {
+    let bad = |spec: Document| run(vec![doc! {"$bucket": spec}], vec![]).unwrap_err().code;
+    assert_eq!(bad(doc! {"groupBy": "$x", "boundaries": [1]}), 40192);
+    assert_eq!(bad(doc! {"groupBy": "$x", "boundaries": [2, 1]}), 40194);
+    assert_eq!(bad(doc! {"groupBy": "$x", "boundaries": [1, "a"]}), 40193);
+    assert_eq!(bad(doc! {"groupBy": "x", "boundaries": [1, 2]}), 40202);
+    assert_eq!(bad(doc! {"groupBy": "$x", "boundaries": [1, 5], "default": 3}), 40199);
+    let err = run(vec![doc! {"$bucket": {"groupBy": "$x", "boundaries": [1, 2]}}], vec![doc! {"x": 7}]).unwrap_err();
+    assert_eq!(err.code, 40066);
+}
+
+#[test]
+fn parsed_values_are_shareable_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Pipeline>();
+    assert_send_sync::<slipstream_query::expr::Expr>();
+}

@@ -12,6 +12,7 @@
 //! itself does no I/O and reads no clock (`$$NOW` is passed in).
 
 mod accumulators;
+mod bucket;
 mod count;
 mod facet;
 mod fields;
@@ -82,7 +83,7 @@ pub struct Pipeline {
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
-    "$planCacheStats", "$sample", "$graphLookup", "$bucket", "$bucketAuto", "$redact",
+    "$planCacheStats", "$sample", "$graphLookup", "$bucketAuto", "$redact",
     "$setWindowFields", "$densify", "$fill", "$documents", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
@@ -200,6 +201,7 @@ fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Bo
         "$group" => Box::new(group::GroupStage::parse(spec)?),
         "$count" => return count::parse_count(spec),
         "$sortByCount" => return count::parse_sort_by_count(spec),
+        "$bucket" => return bucket::parse_bucket(spec),
         "$unwind" => Box::new(unwind::UnwindStage::parse(spec)?),
         "$lookup" => Box::new(lookup::LookupStage::parse(spec, db, depth)?),
         "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),

@@ -1,12 +1,185 @@
-//! (skeleton: the CRUD engineer replaces this file)
+//! `aggregate`: parses the pipeline (`slipstream_query::aggregate`), plans
+//! the leading `$match` like a find so that an index can feed the
+//! pipeline, runs it on a blocking thread (it may sort and group the whole
+//! input), and returns the results through a cursor.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use slipstream_query::aggregate::Pipeline;
+use slipstream_query::filter::Filter;
+use slipstream_storage::Engine;
 
 use super::{CommandContext, CommandRequest, CommandResult};
+use crate::cursor::Cursor;
 use crate::error::CommandError;
+use crate::exec::args::{self, check_collation, get_bool, get_document, get_non_negative, namespace};
+use crate::exec::batch::BatchLimits;
+use crate::exec::cursor_body::{BatchTiming, CursorBody};
+use crate::exec::limits::BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX;
+use crate::exec::oplog::{is_oplog, TsBounds};
+use crate::exec::plan::{plan_query, QueryShape};
+use crate::exec::query::BufferedResults;
+use crate::exec::read_concern::ReadConcern;
+use crate::exec::scan::ScanStats;
+use crate::exec::source::{OplogInput, ScanInput, StorageSource};
 
-fn not_yet(req: &CommandRequest) -> CommandResult {
-    Err(CommandError::new(115, format!("command {} is not implemented yet", req.name)))
+/// A parsed `aggregate`.
+pub(crate) struct AggregateRequest {
+    /// `None` for `{aggregate: 1}` (collectionless).
+    pub collection: Option<String>,
+    pub ns: String,
+    pub stages: Vec<Document>,
+    pub pipeline: Pipeline,
+    pub batch_size: Option<usize>,
+    pub explain: bool,
+    pub hint: Option<Bson>,
+    pub read_concern: ReadConcern,
+    pub max_time_ms: Option<u64>,
 }
 
-pub async fn aggregate(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    not_yet(req)
+impl AggregateRequest {
+    pub fn parse(db: &str, body: &Document) -> Result<AggregateRequest, CommandError> {
+        const COMMAND: &str = "aggregate";
+        args::check_database_name(db)?;
+        let collection = match body.get(COMMAND) {
+            Some(Bson::String(_)) => Some(args::collection_name(body, COMMAND)?),
+            Some(value) if slipstream_query::compare::as_number(value).is_some() => None,
+            _ => {
+                return Err(CommandError::new(
+                    73,
+                    "Invalid command format: the aggregate field must specify a collection name or 1",
+                ))
+            }
+        };
+        check_collation(body, COMMAND)?;
+        if let Some(Bson::Document(variables)) = body.get("let") {
+            if !variables.is_empty() {
+                return Err(CommandError::new(115, "'let' variables are not supported by Slipstream"));
+            }
+        }
+        let items = args::get_array(body, COMMAND, "pipeline")?
+            .ok_or_else(|| CommandError::new(40414, "BSON field 'aggregate.pipeline' is missing but a required field"))?;
+        let stages = items
+            .iter()
+            .map(|stage| match stage {
+                Bson::Document(stage) => Ok(stage.clone()),
+                _ => Err(CommandError::new(14, "Each element of the 'pipeline' array must be an object")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let explain = get_bool(body, COMMAND, "explain")?.unwrap_or(false);
+        let batch_size = match get_document(body, COMMAND, "cursor")? {
+            Some(cursor) => get_non_negative(cursor, "aggregate.cursor", "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            None if explain => None,
+            None => {
+                return Err(CommandError::new(
+                    9,
+                    "The 'cursor' option is required, except for aggregate with the explain argument",
+                ))
+            }
+        };
+        let mut pipeline = Pipeline::parse(&stages, db)?;
+        if get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false) {
+            pipeline = pipeline.with_memory_limit(BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX);
+        }
+        let ns = match &collection {
+            Some(collection) => namespace(db, collection),
+            None => format!("{db}.$cmd.aggregate"),
+        };
+        let hint = match body.get("hint") {
+            None | Some(Bson::Null) => None,
+            Some(Bson::Document(hint)) if hint.is_empty() => None,
+            Some(hint) => Some(hint.clone()),
+        };
+        Ok(AggregateRequest {
+            collection,
+            ns,
+            stages,
+            pipeline,
+            batch_size,
+            explain,
+            hint,
+            read_concern: ReadConcern::parse(body)?,
+            max_time_ms: get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0),
+        })
+    }
+}
+
+/// What running a pipeline produced.
+pub(crate) struct PipelineRun {
+    pub documents: Vec<Document>,
+    pub stats: ScanStats,
+    /// The plan of the pipeline's input, as `explain` shows it.
+    pub input_plan: Document,
+}
+
+/// Plans the pipeline's input and runs the pipeline to the end.
+pub(crate) fn run_pipeline(engine: &Arc<Engine>, request: &AggregateRequest, start: Instant) -> Result<PipelineRun, CommandError> {
+    let deadline = request.max_time_ms.map(|ms| start + Duration::from_millis(ms));
+    let Some(collection) = &request.collection else {
+        // A pipeline that parsed but has no collectionless source stage.
+        let first = request.stages.first().and_then(|stage| stage.keys().next().cloned()).unwrap_or_default();
+        return Err(CommandError::new(
+            73,
+            format!("{{aggregate: 1}} is not valid for '{first}'; a collection is required."),
+        ));
+    };
+    let read_at = request.read_concern.read_at();
+    let source = StorageSource { engine: Arc::clone(engine), read_at };
+    let now = bson::DateTime::now();
+    let leading = request.pipeline.leading_match().cloned().unwrap_or_default();
+    let db = request.ns.split('.').next().unwrap_or_default();
+    if is_oplog(db, collection) {
+        let mut input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(&leading), deadline);
+        let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
+        let stats = ScanStats { keys_examined: 0, docs_examined: input.examined };
+        let input_plan = doc! {"stage": "COLLSCAN", "filter": leading, "direction": "forward"};
+        return Ok(PipelineRun { documents, stats, input_plan });
+    }
+    let filter = Filter::parse(&leading)?;
+    let info = engine.collection_info(&request.ns);
+    let shape = QueryShape { filter_document: &leading, filter: &filter, sort: None, hint: request.hint.as_ref(), natural_reverse: None };
+    let plan = plan_query(info.as_ref(), &shape)?;
+    if plan.eof {
+        let documents = request.pipeline.execute(Box::new(std::iter::empty()), &source, now)?;
+        return Ok(PipelineRun { documents, stats: ScanStats::default(), input_plan: plan.winning_plan });
+    }
+    let reader = engine.reader(read_at)?;
+    let mut input = ScanInput::new(plan.scan(&request.ns), reader, filter, deadline);
+    let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
+    Ok(PipelineRun { documents, stats: input.stats(), input_plan: plan.winning_plan })
+}
+
+/// Runs the pipeline on a blocking thread: it may sort and group its whole
+/// input, which must not stall the connections served by async workers.
+pub(crate) async fn run_pipeline_blocking(engine: &Arc<Engine>, request: AggregateRequest) -> Result<(AggregateRequest, PipelineRun), CommandError> {
+    let engine = Arc::clone(engine);
+    let start = Instant::now();
+    tokio::task::spawn_blocking(move || {
+        let run = run_pipeline(&engine, &request, start);
+        run.map(|run| (request, run))
+    })
+    .await
+    .map_err(|join_error| CommandError::internal(format!("aggregate failed: {join_error}")))?
+}
+
+pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let request = AggregateRequest::parse(&req.db, &req.body)?;
+    if request.explain {
+        return super::explain::explain_aggregate(ctx, request, "queryPlanner").await;
+    }
+    let engine = &ctx.state.engine;
+    let (request, run) = run_pipeline_blocking(engine, request).await?;
+    let mut body = CursorBody::Buffered(BufferedResults::new(run.documents, run.stats));
+    let limits = BatchLimits::first_batch(request.batch_size, None);
+    let timing = BatchTiming { deadline: None, await_data_wait: Duration::ZERO };
+    let (first_batch, finished) = body.next_batch(engine, limits, timing).await?;
+    let id = if finished {
+        0
+    } else {
+        let cursor = Cursor { ns: request.ns.clone(), no_cursor_timeout: false, body };
+        ctx.state.cursors.register(cursor, Instant::now())?
+    };
+    Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.ns}})
 }

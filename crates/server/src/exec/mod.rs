@@ -16,6 +16,7 @@
 //! - `oplog`: `local.oplog.rs` reads, `ts` bounds, tailing.
 //! - `cursor_body`: a cursor's state and how its next batch is made.
 //! - `read_concern`: which timestamp a read reads at.
+//! - `source`: pipeline input and `$lookup` reads over storage.
 //! - `args`: argument and namespace helpers shared by the commands.
 
 pub mod args;
@@ -28,6 +29,7 @@ pub mod query;
 pub mod read_concern;
 pub mod scan;
 pub mod size;
+pub mod source;
 pub mod sort;
 
 pub use cursor_body::CursorBody;

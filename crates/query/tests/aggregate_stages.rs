@@ -571,3 +571,25 @@ fn parsed_values_are_shareable_between_threads() {
     assert_send_sync::<Pipeline>();
     assert_send_sync::<slipstream_query::expr::Expr>();
 }
+
+/// MongoDB's jstests/aggregation/bugs/server6184.js: nested and dotted
+/// fields with common prefixes; computed fields in specification order.
+#[test]
+fn project_mixes_nested_and_dotted_paths() {
+    let input = vec![doc! {"a": "missing", "b": {"c": "bar", "a": "baz", "z": "not there"}}];
+    for spec in [doc! {"_id": 0, "b": {"a": 1}, "b.c": 1}, doc! {"_id": 0, "b.c": 1, "b": {"a": 1}}] {
+        assert_eq!(run(vec![doc! {"$project": spec}], input.clone()).unwrap(), vec![doc! {"b": {"c": "bar", "a": "baz"}}]);
+    }
+    let one = doc! {"$add": [1]};
+    let spec = doc! {"_id": 0, "A.Z": one.clone(), "A": {"Y": one.clone(), "A": one.clone()}, "A.B": one};
+    assert_eq!(run(vec![doc! {"$project": spec}], input).unwrap(), vec![doc! {"A": {"Z": 1, "Y": 1, "A": 1, "B": 1}}]);
+}
+
+#[test]
+fn project_computed_sub_fields_replace_scalars_and_fill_arrays() {
+    let input = vec![doc! {"_id": 1, "a": [1, {"b": 2}, [3, {"b": 4}]], "s": 7}];
+    let out = run(vec![doc! {"$project": {"_id": 0, "a.c": {"$literal": 5}, "s.t": {"$literal": 6}}}], input.clone()).unwrap();
+    assert_eq!(out, vec![doc! {"a": [{"c": 5}, {"c": 5}, [{"c": 5}, {"c": 5}]], "s": {"t": 6}}]);
+    let out = run(vec![doc! {"$project": {"_id": 0, "a.b": 1}}], input).unwrap();
+    assert_eq!(out, vec![doc! {"a": [{"b": 2}, [{"b": 4}]]}]);
+}

@@ -13,16 +13,44 @@
 //! - Readers see the state at one timestamp (`ReadAt::Latest` = everything
 //!   committed when the reader was made).
 //!
-//! The bodies below are placeholders of the skeleton; the storage work
-//! replaces every one of them.
+//! - Reads of a collection or index that does not exist at the reader's
+//!   timestamp find nothing (`Ok(None)`, empty, 0) rather than an error;
+//!   `scan_index` with an unknown index name answers `IndexNotFound`.
+//!
+//! The engine's parts: `lock_file` (one process per dbpath), `redb_engine`
+//! behind `kv` (checkpoints), `mvcc` (versions above the checkpoint),
+//! `catalog`, `journal` (the oplog), `apply` (one entry's changes),
+//! `checkpoint` and `recovery`. Writes follow one path (`Inner::commit`):
+//! tick the clock, compute the entry's changes against the newest state
+//! (checks first, nothing written yet), append the entry to the journal,
+//! commit the changes to memory at the entry's timestamp, publish it.
 
 use std::ops::Bound;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use slipstream_query::index_key::{prefix_end, record_key, KeyPattern};
 
+use crate::apply::{
+    encode_document, index_store_key, parse_document, record_store_key, split_index_entry, table_prefix, table_range,
+    Applier, Strictness,
+};
+use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
+use crate::io::{IoBackend, StdIo};
+use crate::journal::{Journal, JournalOptions};
+use crate::kv::KvEngine;
+use crate::lock_file::LockFile;
+use crate::mvcc::{ReadView, VersionedStore};
+use crate::oplog_entry::{build_raw, command_namespace, split_namespace, OpKind, OplogEntry};
+use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
+
+mod validate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;
 
@@ -124,212 +152,923 @@ pub struct ValidateReport {
     pub keys_per_index: Vec<(String, u64)>,
 }
 
+/// Journal segment size: large enough that segment rotation is rare,
+/// small enough that the size cap can free space in useful steps.
+const JOURNAL_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// Documents per batch when a whole collection is read internally (count,
+/// dbHash, validate, stats).
+const FULL_SCAN_BATCH_MAX: usize = 1024;
+
+/// The write lock's state. Guarded by `Inner::write`.
+pub(crate) struct WriteState {
+    pub clock: OplogClock,
+}
+
+/// Everything shared by the engine, its readers and its threads.
+pub(crate) struct Inner {
+    /// Read-only after open.
+    pub options: EngineOptions,
+    /// The checkpoint store; written only by the checkpoint (under
+    /// `checkpoint_lock`).
+    pub kv: Arc<dyn KvEngine>,
+    /// Versions above the checkpoint (locks internally).
+    pub store: VersionedStore,
+    /// Catalog versions; pushed to under `write`, folded by the checkpoint.
+    pub catalog: RwLock<CatalogHistory>,
+    /// The oplog (locks internally).
+    pub journal: Journal,
+    /// The single write lock: every change of data, catalog and journal.
+    pub write: Mutex<WriteState>,
+    /// Timestamp of the newest applied and visible entry (as u64); written
+    /// under `write` after the entry's changes are in memory.
+    pub visible_ts: AtomicU64,
+    /// Term of that entry.
+    pub last_applied_term: AtomicI64,
+    /// Term written into new entries (UNINITIALIZED_TERM on a standalone).
+    pub term: AtomicI64,
+    /// Fires after each entry becomes visible (tailable oplog cursors).
+    pub visible_tx: tokio::sync::watch::Sender<Timestamp>,
+    /// The stable timestamp when replication sets one; None on a standalone
+    /// (the journal's durable timestamp is used).
+    pub stable_ts: Mutex<Option<Timestamp>>,
+    /// Serializes checkpoints and rollbacks.
+    pub checkpoint_lock: Mutex<()>,
+    /// Set when a checkpoint commit failed: no more writes.
+    pub poisoned: Mutex<Option<String>>,
+    pub shutting_down: AtomicBool,
+    pub checkpoints: AtomicU64,
+    pub last_checkpoint_ms: AtomicU64,
+    /// Held until shutdown (or the last user of the files goes away).
+    pub lock_file: Mutex<Option<LockFile>>,
+    /// Wakes the checkpoint thread early (shutdown).
+    pub checkpoint_wake: Condvar,
+    pub checkpoint_stop: Mutex<bool>,
+}
+
 pub struct Engine {
-    _private: (),
+    inner: Arc<Inner>,
+    /// The background checkpoint thread; taken on shutdown/drop.
+    checkpoint_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 pub struct Writer<'a> {
-    _engine: &'a Engine,
+    engine: &'a Engine,
+    state: MutexGuard<'a, WriteState>,
 }
 
 pub struct Reader {
-    _engine: Arc<Engine>,
+    inner: Arc<Inner>,
+    view: ReadView,
+    catalog: Arc<Catalog>,
+}
+
+fn wall_clock_secs() -> u32 {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+/// One change to log: what `Inner::commit` needs besides the applier work.
+struct EntryPlan {
+    op: OpKind,
+    ns: String,
+    ui: Option<bson::Uuid>,
+    o: RawDocumentBuf,
+    o2: Option<RawDocumentBuf>,
+}
+
+fn raw(document: &Document) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::try_from(document).map_err(|e| StorageError::InvalidDocument(e.to_string()))
+}
+
+fn raw_from_bytes(bytes: &[u8]) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))
+}
+
+impl Inner {
+    pub(crate) fn visible(&self) -> Timestamp {
+        Timestamp::from_u64(self.visible_ts.load(Ordering::Acquire))
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(StorageError::ShuttingDown);
+        }
+        if let Some(reason) = &*self.poisoned.lock() {
+            return Err(StorageError::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    /// Makes an entry's changes visible: the store and catalog first, then
+    /// the timestamp readers use.
+    pub(crate) fn publish(&self, ts: Timestamp, term: i64, applier_changes: Applier<'_>) {
+        let Applier { catalog, catalog_changed, changes, .. } = applier_changes;
+        self.store.write(ts, changes);
+        if catalog_changed {
+            self.catalog.write().push(ts, catalog);
+        }
+        self.last_applied_term.store(term, Ordering::Release);
+        self.visible_ts.store(ts.as_u64(), Ordering::Release);
+        self.visible_tx.send_replace(ts);
+    }
+
+    /// The write path of every entry: tick, compute (all checks), append
+    /// to the journal, commit to memory, publish.
+    fn commit(
+        &self,
+        state: &mut WriteState,
+        compute: impl FnOnce(&mut Applier<'_>, Timestamp) -> Result<Option<EntryPlan>>,
+    ) -> Result<Option<OpTime>> {
+        self.check_writable()?;
+        let ts = state.clock.tick(wall_clock_secs());
+        let catalog = self.catalog.read().latest();
+        let mut applier = Applier::new(&self.store, &catalog, Strictness::Write);
+        let Some(plan) = compute(&mut applier, ts)? else {
+            return Ok(None);
+        };
+        let term = self.term.load(Ordering::Acquire);
+        let wall = bson::DateTime::now();
+        let bytes = build_raw(ts, term, plan.op, &plan.ns, plan.ui, &plan.o, plan.o2.as_deref(), wall);
+        self.journal.append(ts, &bytes)?;
+        self.publish(ts, term, applier);
+        Ok(Some(OpTime::new(ts, term)))
+    }
+
+    fn reader_at(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
+        let visible = self.visible();
+        let ts = match at {
+            ReadAt::Latest => visible,
+            // A timestamp beyond the newest entry reads the newest state.
+            ReadAt::At(ts) => ts.min(visible),
+        };
+        let view = self.store.view(ts).ok_or_else(|| {
+            StorageError::SnapshotTooOld(format!("{ts} is older than the checkpoint at {}", self.store.checkpoint_ts()))
+        })?;
+        let catalog = self.catalog.read().at(ts);
+        Ok(Reader { inner: self.clone(), view, catalog })
+    }
+
+    /// The stable timestamp a checkpoint may cover now.
+    pub(crate) fn stable_for_checkpoint(&self) -> Timestamp {
+        let durable = self.journal.durable_ts();
+        let limit = durable.min(self.visible());
+        match *self.stable_ts.lock() {
+            Some(stable) => stable.min(limit),
+            None => limit,
+        }
+    }
 }
 
 impl Engine {
     /// Takes the lock file (refusing a second process), opens the
     /// checkpoint, replays the journal from its timestamp, starts the group
     /// commit and checkpoint threads.
-    pub fn open(_options: EngineOptions) -> Result<Arc<Engine>> {
-        unimplemented!("skeleton")
+    pub fn open(options: EngineOptions) -> Result<Arc<Engine>> {
+        Engine::open_with_io(options, StdIo::new())
+    }
+
+    /// `open` with the journal's file I/O going through `io` (tests pass a
+    /// fault-injecting backend).
+    pub fn open_with_io(options: EngineOptions, io: Arc<dyn IoBackend>) -> Result<Arc<Engine>> {
+        let lock_file = LockFile::acquire(&options.dbpath)?;
+        let journal_options = JournalOptions {
+            commit_interval_ms: options.journal_commit_interval_ms,
+            segment_size_bytes: JOURNAL_SEGMENT_BYTES,
+            size_cap_bytes: options.oplog_size_bytes,
+        };
+        let recovered = crate::recovery::recover(&options, io, journal_options)?;
+        let (visible_tx, _) = tokio::sync::watch::channel(recovered.last_applied.ts);
+        let inner = Arc::new(Inner {
+            options,
+            kv: recovered.kv,
+            store: recovered.store,
+            catalog: RwLock::new(recovered.catalog),
+            journal: recovered.journal,
+            write: Mutex::new(WriteState { clock: OplogClock::new(recovered.last_applied.ts) }),
+            visible_ts: AtomicU64::new(recovered.last_applied.ts.as_u64()),
+            last_applied_term: AtomicI64::new(recovered.last_applied.term),
+            term: AtomicI64::new(recovered.last_applied.term.max(UNINITIALIZED_TERM)),
+            visible_tx,
+            stable_ts: Mutex::new(None),
+            checkpoint_lock: Mutex::new(()),
+            poisoned: Mutex::new(None),
+            shutting_down: AtomicBool::new(false),
+            checkpoints: AtomicU64::new(0),
+            last_checkpoint_ms: AtomicU64::new(0),
+            lock_file: Mutex::new(Some(lock_file)),
+            checkpoint_wake: Condvar::new(),
+            checkpoint_stop: Mutex::new(false),
+        });
+        let thread_inner = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("storage-checkpoint".to_string())
+            .spawn(move || crate::checkpoint::run_thread(thread_inner))?;
+        Ok(Arc::new(Engine { inner, checkpoint_thread: Mutex::new(Some(thread)) }))
+    }
+
+    fn stop_checkpoint_thread(&self) {
+        *self.inner.checkpoint_stop.lock() = true;
+        self.inner.checkpoint_wake.notify_all();
+        if let Some(thread) = self.checkpoint_thread.lock().take() {
+            if thread.join().is_err() {
+                tracing::error!(target: "storage", "the checkpoint thread panicked");
+            }
+        }
     }
 
     /// Final checkpoint, stop threads, close files, release the lock file.
     pub fn shutdown(&self) -> Result<()> {
-        unimplemented!("skeleton")
+        self.stop_checkpoint_thread();
+        // Take the write lock so that no write is half done, then refuse
+        // new ones.
+        let guard = self.inner.write.lock();
+        self.inner.shutting_down.store(true, Ordering::Release);
+        drop(guard);
+        let mut result = Ok(());
+        if self.inner.poisoned.lock().is_none() {
+            if let Err(err) = self.inner.journal.sync_now() {
+                result = Err(err);
+            } else if let Err(err) = crate::checkpoint::checkpoint(&self.inner) {
+                result = Err(err);
+            }
+        }
+        if let Err(err) = self.inner.journal.close() {
+            if result.is_ok() {
+                result = Err(err);
+            }
+        }
+        self.inner.lock_file.lock().take();
+        tracing::info!(target: "storage", "storage engine shut down");
+        result
     }
 
     pub fn list_databases(&self) -> Vec<String> {
-        unimplemented!("skeleton")
+        self.inner.catalog.read().latest().databases()
     }
 
-    pub fn list_collections(&self, _db: &str) -> Vec<CollectionInfo> {
-        unimplemented!("skeleton")
+    pub fn list_collections(&self, db: &str) -> Vec<CollectionInfo> {
+        self.inner.catalog.read().latest().collections_in(db).iter().map(|c| c.info()).collect()
     }
 
-    pub fn collection_info(&self, _ns: &str) -> Option<CollectionInfo> {
-        unimplemented!("skeleton")
+    pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        self.inner.catalog.read().latest().get(ns).map(|c| c.info())
     }
 
     /// Logs `{op: "c", o: {create: coll, ...options}}`. `NamespaceExists` if present.
-    pub fn create_collection(&self, _ns: &str, _options: Document) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    pub fn create_collection(&self, ns: &str, options: Document) -> Result<OpTime> {
+        let mut writer = self.writer();
+        writer.create_collection(ns, options)
     }
 
     /// `NamespaceNotFound` if absent.
-    pub fn drop_collection(&self, _ns: &str) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    pub fn drop_collection(&self, ns: &str) -> Result<OpTime> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let entry_ns = command_namespace(db);
+        let o = doc! {"drop": coll};
+        let mut writer = self.writer();
+        let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+            let ui = applier.catalog.get(ns).map(|c| c.uuid);
+            applier.drop_collection(ns, ts)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: entry_ns, ui, o: raw(&o)?, o2: None }))
+        })?;
+        Ok(optime.expect("drop always logs"))
     }
 
     /// `None` when the database held nothing.
-    pub fn drop_database(&self, _db: &str) -> Result<Option<OpTime>> {
-        unimplemented!("skeleton")
+    pub fn drop_database(&self, db: &str) -> Result<Option<OpTime>> {
+        let mut writer = self.writer();
+        self.inner.commit(&mut writer.state, |applier, ts| {
+            if applier.drop_database(db, ts)? == 0 {
+                return Ok(None);
+            }
+            Ok(Some(EntryPlan {
+                op: OpKind::Command,
+                ns: command_namespace(db),
+                ui: None,
+                o: raw(&doc! {"dropDatabase": 1})?,
+                o2: None,
+            }))
+        })
     }
 
-    pub fn rename_collection(&self, _from: &str, _to: &str, _drop_target: bool) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    pub fn rename_collection(&self, from: &str, to: &str, drop_target: bool) -> Result<OpTime> {
+        let (from_db, _) = split_namespace(from).ok_or_else(|| StorageError::NamespaceNotFound(from.to_string()))?;
+        if split_namespace(to).is_none() {
+            return Err(StorageError::InvalidDocument(format!("Invalid target namespace: {to}")));
+        }
+        let o = doc! {"renameCollection": from, "to": to, "dropTarget": drop_target};
+        let mut writer = self.writer();
+        let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+            let ui = applier.catalog.get(from).map(|c| c.uuid);
+            applier.rename_collection(from, to, drop_target, ts)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(from_db), ui, o: raw(&o)?, o2: None }))
+        })?;
+        Ok(optime.expect("rename always logs"))
     }
 
     /// Creates the collection if needed, builds each new index from the
     /// existing documents (DuplicateKey if a unique one cannot be built).
     /// Returns (indexes before, indexes after, optime of the last entry).
-    pub fn create_indexes(&self, _ns: &str, _specs: Vec<IndexSpec>) -> Result<(usize, usize, Option<OpTime>)> {
-        unimplemented!("skeleton")
+    pub fn create_indexes(&self, ns: &str, specs: Vec<IndexSpec>) -> Result<(usize, usize, Option<OpTime>)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut writer = self.writer();
+        let mut last = None;
+        if writer.catalog().get(ns).is_none() {
+            last = Some(writer.create_collection(ns, Document::new())?);
+        }
+        let before = writer.catalog().get(ns).map(|c| c.indexes.len() + 1).unwrap_or(1);
+        for spec in specs {
+            let existing = writer.catalog().get(ns).cloned().expect("created above");
+            if !check_new_index(&existing, &spec)? {
+                continue;
+            }
+            let o = doc! {
+                "createIndexes": coll,
+                "v": 2,
+                "key": spec.key.clone(),
+                "name": spec.name.clone(),
+                "unique": spec.unique,
+                "sparse": spec.sparse,
+            };
+            let uuid = existing.uuid;
+            let optime = self.inner.commit(&mut writer.state, |applier, _ts| {
+                applier.create_index(ns, spec)?;
+                Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+            })?;
+            last = optime.or(last);
+        }
+        let after = writer.catalog().get(ns).map(|c| c.indexes.len() + 1).unwrap_or(1);
+        Ok((before, after, last))
     }
 
     /// Drops the named indexes (`"*"`: all but `_id_`); returns the number of
     /// indexes before.
-    pub fn drop_indexes(&self, _ns: &str, _names: &[String]) -> Result<(usize, OpTime)> {
-        unimplemented!("skeleton")
+    pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<(usize, OpTime)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut writer = self.writer();
+        let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let before = collection.indexes.len() + 1;
+        let targets: Vec<String> = if names.iter().any(|n| n == "*") {
+            collection.indexes.iter().map(|i| i.spec.name.clone()).collect()
+        } else {
+            for name in names {
+                if name == "_id_" {
+                    return Err(StorageError::IndexConflict { code: 72, message: "cannot drop _id index".to_string() });
+                }
+                if collection.index(name).is_none() {
+                    return Err(StorageError::IndexNotFound(format!("index not found with name [{name}]")));
+                }
+            }
+            names.to_vec()
+        };
+        let mut last = self.last_applied();
+        for name in targets {
+            let o = doc! {"dropIndexes": coll, "index": name.clone()};
+            let uuid = collection.uuid;
+            let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+                applier.drop_index(ns, &name, ts)?;
+                Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+            })?;
+            last = optime.expect("drop index always logs");
+        }
+        Ok((before, last))
     }
 
     /// Takes the write lock.
     pub fn writer(&self) -> Writer<'_> {
-        unimplemented!("skeleton")
+        Writer { engine: self, state: self.inner.write.lock() }
     }
 
-    pub fn reader(self: &Arc<Self>, _at: ReadAt) -> Result<Reader> {
-        unimplemented!("skeleton")
+    pub fn reader(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
+        self.inner.reader_at(at)
     }
 
     /// Blocks until the journal has fsynced every entry up to `ts`
     /// (asks the group commit to sync now rather than at the interval).
-    pub fn wait_durable(&self, _ts: Timestamp) -> Result<()> {
-        unimplemented!("skeleton")
+    pub fn wait_durable(&self, ts: Timestamp) -> Result<()> {
+        self.inner.journal.wait_durable(ts)
     }
 
     /// Changes whenever the durable timestamp moves.
     pub fn durable_watch(&self) -> tokio::sync::watch::Receiver<Timestamp> {
-        unimplemented!("skeleton")
+        self.inner.journal.durable_watch()
     }
 
     pub fn last_applied(&self) -> OpTime {
-        unimplemented!("skeleton")
+        OpTime::new(self.inner.visible(), self.inner.last_applied_term.load(Ordering::Acquire))
     }
 
+    /// The durable position. Its term is the newest entry's term (terms
+    /// only change at elections, after which the first entry of a term is
+    /// made durable before others follow).
     pub fn last_durable(&self) -> OpTime {
-        unimplemented!("skeleton")
+        let durable = self.inner.journal.durable_ts().min(self.inner.visible());
+        OpTime::new(durable, self.inner.last_applied_term.load(Ordering::Acquire))
     }
 
     pub fn checkpoint_timestamp(&self) -> Timestamp {
-        unimplemented!("skeleton")
+        self.inner.store.checkpoint_ts()
     }
 
     /// Writes a checkpoint at the stable timestamp now; returns its timestamp.
     pub fn checkpoint_now(&self) -> Result<Timestamp> {
-        unimplemented!("skeleton")
+        crate::checkpoint::checkpoint(&self.inner)
+    }
+
+    /// Sets the stable timestamp (replication: the commit point). Without
+    /// it a standalone checkpoints up to the journal's durable timestamp.
+    pub fn set_stable_timestamp(&self, ts: Timestamp) {
+        let mut stable = self.inner.stable_ts.lock();
+        if stable.is_none_or(|current| ts > current) {
+            *stable = Some(ts);
+        }
+    }
+
+    /// The term written into new entries (replication sets it on election).
+    pub fn set_term(&self, term: i64) {
+        self.inner.term.store(term, Ordering::Release);
     }
 
     /// Discards every version and oplog entry above `ts` (which must be at
     /// or above the checkpoint timestamp).
-    pub fn rollback_to(&self, _ts: Timestamp) -> Result<()> {
-        unimplemented!("skeleton")
+    pub fn rollback_to(&self, ts: Timestamp) -> Result<()> {
+        let _writer = self.writer();
+        let _checkpoint = self.inner.checkpoint_lock.lock();
+        let checkpoint_ts = self.inner.store.checkpoint_ts();
+        if ts < checkpoint_ts {
+            return Err(StorageError::SnapshotTooOld(format!("cannot roll back to {ts}: the checkpoint is at {checkpoint_ts}")));
+        }
+        self.inner.check_writable()?;
+        if ts >= self.inner.visible() {
+            return Ok(());
+        }
+        self.inner.journal.truncate_after(ts)?;
+        self.inner.store.rollback_to(ts);
+        self.inner.catalog.write().rollback_to(ts);
+        let term = match self.inner.journal.read_newest(1)?.first() {
+            Some((_, bytes)) => OplogEntry::from_bytes(bytes)?.term,
+            None => self.inner.term.load(Ordering::Acquire),
+        };
+        self.inner.last_applied_term.store(term, Ordering::Release);
+        self.inner.visible_ts.store(ts.as_u64(), Ordering::Release);
+        self.inner.visible_tx.send_replace(ts);
+        tracing::info!(target: "storage", to = %ts, "rolled back");
+        Ok(())
     }
 
     /// Oplog entries in timestamp order starting after/at `from`, at most
     /// `max_entries` and about `max_bytes`.
-    pub fn oplog_read(&self, _from: Bound<Timestamp>, _max_entries: usize, _max_bytes: usize) -> Result<Vec<RawDocumentBuf>> {
-        unimplemented!("skeleton")
+    pub fn oplog_read(&self, from: Bound<Timestamp>, max_entries: usize, max_bytes: usize) -> Result<Vec<RawDocumentBuf>> {
+        let visible = self.inner.visible();
+        let entries = self.inner.journal.read(from, max_entries, max_bytes)?;
+        entries.into_iter().take_while(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(&bytes)).collect()
     }
 
     /// The newest `max_entries` oplog entries, newest first (`$natural: -1`).
-    pub fn oplog_read_newest(&self, _max_entries: usize) -> Result<Vec<RawDocumentBuf>> {
-        unimplemented!("skeleton")
+    pub fn oplog_read_newest(&self, max_entries: usize) -> Result<Vec<RawDocumentBuf>> {
+        let visible = self.inner.visible();
+        let entries = self.inner.journal.read_newest(max_entries)?;
+        entries.into_iter().filter(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(&bytes)).collect()
     }
 
     /// Changes whenever a new oplog entry becomes visible (tailable cursors).
     pub fn oplog_watch(&self) -> tokio::sync::watch::Receiver<Timestamp> {
-        unimplemented!("skeleton")
+        self.inner.visible_tx.subscribe()
     }
 
     /// Applies oplog entries written elsewhere, at their own timestamps
     /// (recovery uses the same path; secondaries will).
-    pub fn apply_oplog_entries(&self, _entries: &[Document]) -> Result<()> {
-        unimplemented!("skeleton")
+    pub fn apply_oplog_entries(&self, entries: &[Document]) -> Result<()> {
+        let mut writer = self.writer();
+        for document in entries {
+            self.inner.check_writable()?;
+            let entry = OplogEntry::from_document(document)?;
+            let visible = self.inner.visible();
+            if entry.ts <= visible {
+                return Err(StorageError::InvalidDocument(format!(
+                    "oplog entry at {} is not after the last applied {visible}",
+                    entry.ts
+                )));
+            }
+            let catalog = self.inner.catalog.read().latest();
+            let mut applier = Applier::new(&self.inner.store, &catalog, Strictness::Replay);
+            applier.apply_entry(&entry)?;
+            let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
+            self.inner.journal.append(entry.ts, &bytes)?;
+            writer.state.clock.advance_to(entry.ts);
+            self.inner.publish(entry.ts, entry.term, applier);
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> EngineStats {
-        unimplemented!("skeleton")
+        let journal = self.inner.journal.stats();
+        EngineStats {
+            journal_bytes_written: journal.bytes_written,
+            journal_fsyncs: journal.fsyncs,
+            journal_entries: journal.entries,
+            checkpoints: self.inner.checkpoints.load(Ordering::Relaxed),
+            last_checkpoint_ms: self.inner.last_checkpoint_ms.load(Ordering::Relaxed),
+            checkpoint_timestamp: self.inner.store.checkpoint_ts(),
+            versions_in_memory: self.inner.store.versions_in_memory(),
+            oplog_first: journal.first_ts.unwrap_or_default(),
+            oplog_last: journal.last_ts.unwrap_or_default(),
+            oplog_size_bytes: journal.size_bytes,
+        }
     }
 
-    pub fn collection_stats(&self, _ns: &str) -> Result<CollectionStats> {
-        unimplemented!("skeleton")
+    pub fn collection_stats(&self, ns: &str) -> Result<CollectionStats> {
+        let reader = self.inner.reader_at(ReadAt::Latest)?;
+        let collection = reader.collection(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut stats = CollectionStats::default();
+        reader.for_each_record(&collection, |_, bytes| {
+            stats.count += 1;
+            stats.data_size_bytes += bytes.len() as u64;
+            Ok(())
+        })?;
+        stats.index_key_counts.push(("_id_".to_string(), stats.count));
+        for index in &collection.indexes {
+            stats.index_key_counts.push((index.spec.name.clone(), reader.count_table(index.table)?));
+        }
+        Ok(stats)
     }
 
     /// md5 of each collection's documents in `_id` order, as hex.
-    pub fn db_hash(&self, _db: &str, _collections: Option<&[String]>) -> Result<Vec<(String, String)>> {
-        unimplemented!("skeleton")
+    pub fn db_hash(&self, db: &str, collections: Option<&[String]>) -> Result<Vec<(String, String)>> {
+        use md5::{Digest, Md5};
+        let reader = self.inner.reader_at(ReadAt::Latest)?;
+        let mut out = Vec::new();
+        for collection in reader.catalog.collections_in(db) {
+            let (_, name) = split_namespace(&collection.ns).expect("catalog namespaces have a dot");
+            if let Some(wanted) = collections {
+                if !wanted.iter().any(|w| w == name) {
+                    continue;
+                }
+            }
+            let mut hasher = Md5::new();
+            reader.for_each_record(&collection, |_, bytes| {
+                hasher.update(bytes);
+                Ok(())
+            })?;
+            let digest = hasher.finalize();
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            out.push((name.to_string(), hex));
+        }
+        Ok(out)
     }
 
-    pub fn validate(&self, _ns: &str) -> Result<ValidateReport> {
-        unimplemented!("skeleton")
+    pub fn validate(&self, ns: &str) -> Result<ValidateReport> {
+        let reader = self.inner.reader_at(ReadAt::Latest)?;
+        let collection = reader.collection(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        validate::validate_collection(&reader.inner.store, &reader.view, &collection)
+    }
+}
+
+/// Whether `spec` is a new index for `collection`: false when an identical
+/// one exists, an error when it conflicts with one.
+fn check_new_index(collection: &CollectionMeta, spec: &IndexSpec) -> Result<bool> {
+    KeyPattern::parse(&spec.key)?;
+    if spec.name.is_empty() {
+        return Err(StorageError::IndexConflict { code: 67, message: "index name cannot be empty".to_string() });
+    }
+    let id_spec = crate::catalog::id_index_spec();
+    let existing = std::iter::once(&id_spec).chain(collection.indexes.iter().map(|i| &i.spec));
+    for index in existing {
+        let same_key = index.key == spec.key;
+        if index.name == spec.name {
+            if same_key && index.unique == spec.unique && index.sparse == spec.sparse {
+                return Ok(false);
+            }
+            if same_key || index.name == "_id_" {
+                return Err(StorageError::IndexConflict {
+                    code: 85,
+                    message: format!(
+                        "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {:?}, existing index: {:?}",
+                        spec, index
+                    ),
+                });
+            }
+            return Err(StorageError::IndexConflict {
+                code: 86,
+                message: format!("An existing index has the same name as the requested index but different key: {}", spec.name),
+            });
+        }
+        if same_key {
+            if index.unique == spec.unique && index.sparse == spec.sparse {
+                return Err(StorageError::IndexConflict {
+                    code: 85,
+                    message: format!("Index already exists with a different name: {}", index.name),
+                });
+            }
+            return Err(StorageError::IndexConflict {
+                code: 86,
+                message: format!("An equivalent index already exists with the same name but different options: {}", index.name),
+            });
+        }
+    }
+    Ok(true)
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Without shutdown (a crash test, or a panic): stop the thread but
+        // write no checkpoint; recovery replays the journal.
+        self.stop_checkpoint_thread();
     }
 }
 
 impl Writer<'_> {
+    fn catalog(&self) -> Arc<Catalog> {
+        self.engine.inner.catalog.read().latest()
+    }
+
+    fn create_collection(&mut self, ns: &str, options: Document) -> Result<OpTime> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::InvalidDocument(format!("Invalid namespace: {ns}")))?;
+        let mut o = doc! {"create": coll};
+        o.extend(options.clone());
+        let uuid = bson::Uuid::new();
+        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+            applier.create_collection(ns, options, uuid)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+        })?;
+        Ok(optime.expect("create always logs"))
+    }
+
+    fn ensure_collection(&mut self, ns: &str) -> Result<Arc<CollectionMeta>> {
+        if let Some(collection) = self.catalog().get(ns) {
+            return Ok(collection.clone());
+        }
+        self.create_collection(ns, Document::new())?;
+        Ok(self.catalog().get(ns).expect("just created").clone())
+    }
+
     /// Inserts `document` (which must hold `_id`), creating the collection
     /// if needed (its create entry is logged first). Checks unique indexes.
-    pub fn insert(&mut self, _ns: &str, _document: Document) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    pub fn insert(&mut self, ns: &str, document: Document) -> Result<OpTime> {
+        if !document.contains_key("_id") {
+            return Err(StorageError::InvalidDocument("document to insert has no _id".to_string()));
+        }
+        let bytes = encode_document(&document)?;
+        let collection = self.ensure_collection(ns)?;
+        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+            applier.insert(ns, &document, bytes.clone())?;
+            let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
+            Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
+        })?;
+        Ok(optime.expect("insert always logs"))
     }
 
     /// Replaces the document with `_id == id` by `new_document` (the full
     /// post-image), logging `{op: "u", o2: {_id}, o: oplog_update}` where
     /// `oplog_update` is the idempotent form from `slipstream_query::update`.
-    pub fn update(&mut self, _ns: &str, _id: &Bson, _new_document: Document, _oplog_update: Document) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    /// `NamespaceNotFound` when the collection, `InvalidDocument` when the
+    /// document does not exist (callers update what they just read).
+    pub fn update(&mut self, ns: &str, id: &Bson, new_document: Document, oplog_update: Document) -> Result<OpTime> {
+        let bytes = encode_document(&new_document)?;
+        let o2 = doc! {"_id": id.clone()};
+        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+            let ui = applier.catalog.get(ns).map(|c| c.uuid);
+            if !applier.update_to(ns, id, &new_document, bytes)? {
+                return Err(StorageError::InvalidDocument(format!("no document with _id {id} to update in {ns}")));
+            }
+            Ok(Some(EntryPlan { op: OpKind::Update, ns: ns.to_string(), ui, o: raw(&oplog_update)?, o2: Some(raw(&o2)?) }))
+        })?;
+        Ok(optime.expect("update always logs"))
     }
 
-    pub fn delete(&mut self, _ns: &str, _id: &Bson) -> Result<OpTime> {
-        unimplemented!("skeleton")
+    /// Deletes the document with `_id == id`. `InvalidDocument` when there
+    /// is none (callers delete what they just read).
+    pub fn delete(&mut self, ns: &str, id: &Bson) -> Result<OpTime> {
+        let o = doc! {"_id": id.clone()};
+        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+            let ui = applier.catalog.get(ns).map(|c| c.uuid);
+            if !applier.delete(ns, id)? {
+                return Err(StorageError::InvalidDocument(format!("no document with _id {id} to delete in {ns}")));
+            }
+            Ok(Some(EntryPlan { op: OpKind::Delete, ns: ns.to_string(), ui, o: raw(&o)?, o2: None }))
+        })?;
+        Ok(optime.expect("delete always logs"))
+    }
+
+    /// Logs a no-op entry `{op: "n", o: {msg}}` (e.g. a new primary's first
+    /// entry of its term).
+    pub fn noop(&mut self, message: &str) -> Result<OpTime> {
+        let o = doc! {"msg": message};
+        let optime = self.engine.inner.commit(&mut self.state, |_applier, _ts| {
+            Ok(Some(EntryPlan { op: OpKind::Noop, ns: String::new(), ui: None, o: raw(&o)?, o2: None }))
+        })?;
+        Ok(optime.expect("noop always logs"))
     }
 
     /// A reader that sees every write made so far, this writer's included.
     pub fn reader(&self) -> Reader {
-        unimplemented!("skeleton")
+        self.engine.inner.reader_at(ReadAt::Latest).expect("the newest state is always readable")
+    }
+}
+
+/// Converts a table-local lower bound to a store key bound.
+fn lower_bound(table: u32, bound: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(key) => Bound::Included(record_store_key(table, &key)),
+        Bound::Excluded(key) => Bound::Excluded(record_store_key(table, &key)),
+        Bound::Unbounded => Bound::Included(table_prefix(table).to_vec()),
+    }
+}
+
+/// Converts a table-local upper bound to a store key bound.
+fn upper_bound(table: u32, bound: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(key) => Bound::Included(record_store_key(table, &key)),
+        Bound::Excluded(key) => Bound::Excluded(record_store_key(table, &key)),
+        Bound::Unbounded => Bound::Excluded(table_range(table).1),
+    }
+}
+
+/// Lower bound over `table ++ index key ++ record key` for an index-key
+/// bound: `Excluded(k)` skips every entry of `k`.
+fn index_lower_bound(table: u32, bound: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(key) => Bound::Included(record_store_key(table, &key)),
+        Bound::Excluded(key) => match prefix_end(&record_store_key(table, &key)) {
+            Some(end) => Bound::Included(end),
+            None => Bound::Excluded(table_range(table).1),
+        },
+        Bound::Unbounded => Bound::Included(table_prefix(table).to_vec()),
+    }
+}
+
+/// Upper bound for an index-key bound: `Included(k)` keeps every entry of `k`.
+fn index_upper_bound(table: u32, bound: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(key) => match prefix_end(&record_store_key(table, &key)) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Excluded(table_range(table).1),
+        },
+        Bound::Excluded(key) => Bound::Excluded(record_store_key(table, &key)),
+        Bound::Unbounded => Bound::Excluded(table_range(table).1),
+    }
+}
+
+fn bound_key(bound: &Bound<Vec<u8>>) -> Option<&Vec<u8>> {
+    match bound {
+        Bound::Included(key) | Bound::Excluded(key) => Some(key),
+        Bound::Unbounded => None,
+    }
+}
+
+/// The tighter of a lower bound and "strictly after `key`".
+fn tighter_lower(bound: Bound<Vec<u8>>, key: Vec<u8>) -> Bound<Vec<u8>> {
+    match bound_key(&bound) {
+        Some(existing) if *existing > key => bound,
+        _ => Bound::Excluded(key),
+    }
+}
+
+/// The tighter of an upper bound and "strictly before `key`".
+fn tighter_upper(bound: Bound<Vec<u8>>, key: Vec<u8>) -> Bound<Vec<u8>> {
+    match bound_key(&bound) {
+        Some(existing) if *existing < key => bound,
+        _ => Bound::Excluded(key),
     }
 }
 
 impl Reader {
     pub fn read_timestamp(&self) -> Timestamp {
-        unimplemented!("skeleton")
+        self.view.ts
     }
 
-    pub fn get(&self, _ns: &str, _id: &Bson) -> Result<Option<Document>> {
-        unimplemented!("skeleton")
+    fn collection(&self, ns: &str) -> Option<Arc<CollectionMeta>> {
+        self.catalog.get(ns).cloned()
+    }
+
+    /// The collection as of this reader's timestamp.
+    pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        self.catalog.get(ns).map(|c| c.info())
+    }
+
+    pub fn get(&self, ns: &str, id: &Bson) -> Result<Option<Document>> {
+        let Some(collection) = self.collection(ns) else {
+            return Ok(None);
+        };
+        let key = record_store_key(collection.record_table, &record_key(id));
+        match self.inner.store.get(&self.view, &key)? {
+            Some(bytes) => Ok(Some(parse_document(bytes.as_ref())?)),
+            None => Ok(None),
+        }
     }
 
     /// Documents in record-key (`_id`) order within the key range.
-    pub fn scan(&self, _ns: &str, _start: Bound<Vec<u8>>, _end: Bound<Vec<u8>>, _reverse: bool, _limit: usize) -> Result<Vec<(Vec<u8>, Document)>> {
-        unimplemented!("skeleton")
+    pub fn scan(&self, ns: &str, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Document)>> {
+        let Some(collection) = self.collection(ns) else {
+            return Ok(Vec::new());
+        };
+        let table = collection.record_table;
+        let pairs = self.inner.store.scan(&self.view, lower_bound(table, start), upper_bound(table, end), reverse, limit)?;
+        pairs.into_iter().map(|(key, bytes)| Ok((key[4..].to_vec(), parse_document(bytes.as_ref())?))).collect()
     }
 
     /// Index entries in (index key, record key) order within the index-key
     /// range, resuming strictly after `resume_after` when given.
+    #[allow(clippy::too_many_arguments)]
     pub fn scan_index(
         &self,
-        _ns: &str,
-        _index_name: &str,
-        _start: Bound<Vec<u8>>,
-        _end: Bound<Vec<u8>>,
-        _reverse: bool,
-        _resume_after: Option<(Vec<u8>, Vec<u8>)>,
-        _limit: usize,
+        ns: &str,
+        index_name: &str,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        reverse: bool,
+        resume_after: Option<(Vec<u8>, Vec<u8>)>,
+        limit: usize,
     ) -> Result<Vec<IndexEntry>> {
-        unimplemented!("skeleton")
+        let Some(collection) = self.collection(ns) else {
+            return Ok(Vec::new());
+        };
+        if index_name == "_id_" {
+            let (mut start, mut end) = (start, end);
+            if let Some((_, record_key)) = resume_after {
+                if reverse {
+                    end = tighter_upper(end, record_key);
+                } else {
+                    start = tighter_lower(start, record_key);
+                }
+            }
+            let documents = self.scan(ns, start, end, reverse, limit)?;
+            return Ok(documents
+                .into_iter()
+                .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
+                .collect());
+        }
+        let index = collection
+            .index(index_name)
+            .ok_or_else(|| StorageError::IndexNotFound(format!("index not found with name [{index_name}]")))?;
+        let mut lower = index_lower_bound(index.table, start);
+        let mut upper = index_upper_bound(index.table, end);
+        if let Some((index_key, record_key)) = resume_after {
+            let resume = index_store_key(index.table, &index_key, &record_key);
+            if reverse {
+                upper = tighter_upper(upper, resume);
+            } else {
+                lower = tighter_lower(lower, resume);
+            }
+        }
+        let pairs = self.inner.store.scan(&self.view, lower, upper, reverse, limit)?;
+        let mut out = Vec::with_capacity(pairs.len());
+        for (key, value) in pairs {
+            let (index_key, record_key) = split_index_entry(&key, value.as_ref())?;
+            let record = record_store_key(collection.record_table, record_key);
+            let bytes = self.inner.store.get(&self.view, &record)?.ok_or_else(|| {
+                StorageError::Corruption(format!("index {index_name} of {ns} points to a missing document"))
+            })?;
+            out.push(IndexEntry {
+                index_key: index_key.to_vec(),
+                record_key: record_key.to_vec(),
+                document: parse_document(bytes.as_ref())?,
+            });
+        }
+        Ok(out)
     }
 
-    pub fn count(&self, _ns: &str) -> Result<u64> {
-        unimplemented!("skeleton")
+    pub fn count(&self, ns: &str) -> Result<u64> {
+        let Some(collection) = self.collection(ns) else {
+            return Ok(0);
+        };
+        self.count_table(collection.record_table)
     }
+
+    fn count_table(&self, table: u32) -> Result<u64> {
+        let (start, end) = table_range(table);
+        let mut from = Bound::Included(start);
+        let mut count = 0u64;
+        loop {
+            let batch = self.inner.store.scan(&self.view, from, Bound::Excluded(end.clone()), false, FULL_SCAN_BATCH_MAX)?;
+            count += batch.len() as u64;
+            match batch.last() {
+                Some((last, _)) if batch.len() == FULL_SCAN_BATCH_MAX => from = Bound::Excluded(last.clone()),
+                _ => return Ok(count),
+            }
+        }
+    }
+
+    /// Calls `visit` with (record key, document bytes) of every document.
+    fn for_each_record(&self, collection: &CollectionMeta, mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        let (start, end) = table_range(collection.record_table);
+        let mut from = Bound::Included(start);
+        loop {
+            let batch = self.inner.store.scan(&self.view, from, Bound::Excluded(end.clone()), false, FULL_SCAN_BATCH_MAX)?;
+            for (key, bytes) in &batch {
+                visit(&key[4..], bytes.as_ref())?;
+            }
+            match batch.last() {
+                Some((last, _)) if batch.len() == FULL_SCAN_BATCH_MAX => from = Bound::Excluded(last.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<Engine>();
+    is_send_sync::<Reader>();
 }

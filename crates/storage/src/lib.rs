@@ -36,5 +36,14 @@ pub mod timestamp;
 pub use error::StorageError;
 pub use timestamp::{OpTime, Timestamp};
 pub mod engine;
+pub mod apply;
+pub mod catalog;
+pub mod checkpoint;
+pub mod kv;
+pub mod lock_file;
+pub mod mvcc;
+pub mod oplog_entry;
+pub mod recovery;
+pub mod redb_engine;
 
 pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, Writer};

@@ -1,0 +1,490 @@
+//! Applying one oplog entry to the versioned store.
+//!
+//! The write path, recovery and (later) secondaries all go through
+//! `Applier`: it reads the current state (the newest version of every
+//! key), computes the changes of one entry (the record, every index key
+//! removed or added, catalog changes) without touching the store, and the
+//! caller commits them at the entry's timestamp only once nothing can fail
+//! any more (after the journal append on the write path).
+//!
+//! Replay is idempotent (seed 000, 4.2): an insert of an `_id` that exists
+//! replaces the document, an update or delete of a missing `_id` is
+//! ignored, and commands whose effect is already there are no-ops, because
+//! recovery and initial sync may apply an entry whose effect the state
+//! already holds. The write path asks for the strict checks instead
+//! (`Strictness::Write`): duplicate `_id`, unique indexes.
+//!
+//! Key layout (see `docs/storage/checkpoint-format.md`):
+//! - record: `table id (u32 BE) ++ record key` -> document BSON;
+//! - index entry: `table id ++ index key ++ record key` -> index-key length
+//!   (u32 BE). Index keys are self-delimiting, so all entries of one index
+//!   key share the prefix `table id ++ index key`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use slipstream_query::index_key::{decode_key, index_keys, prefix_end, record_key, KeyPattern};
+use slipstream_query::update::apply_oplog_update;
+
+use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
+use crate::engine::IndexSpec;
+use crate::mvcc::{ReadView, Value, VersionedStore};
+use crate::oplog_entry::{split_namespace, OpKind, OplogEntry};
+use crate::{StorageError, Timestamp};
+
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// MongoDB's maximum BSON document size.
+pub const DOCUMENT_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Records read per batch while an index is built.
+const INDEX_BUILD_BATCH_MAX: usize = 1024;
+
+/// The prefix of every key of a table.
+pub fn table_prefix(table: u32) -> [u8; 4] {
+    table.to_be_bytes()
+}
+
+/// The key range `[start, end)` of a whole table.
+pub fn table_range(table: u32) -> (Vec<u8>, Vec<u8>) {
+    assert!(table < u32::MAX, "table id out of range");
+    (table_prefix(table).to_vec(), table_prefix(table + 1).to_vec())
+}
+
+pub fn record_store_key(table: u32, record_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + record_key.len());
+    key.extend_from_slice(&table_prefix(table));
+    key.extend_from_slice(record_key);
+    key
+}
+
+pub fn index_store_key(table: u32, index_key: &[u8], record_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + index_key.len() + record_key.len());
+    key.extend_from_slice(&table_prefix(table));
+    key.extend_from_slice(index_key);
+    key.extend_from_slice(record_key);
+    key
+}
+
+/// Splits an index entry (store key and value) into (index key, record key).
+pub fn split_index_entry<'k>(store_key: &'k [u8], value: &[u8]) -> Result<(&'k [u8], &'k [u8])> {
+    let length: [u8; 4] = value
+        .try_into()
+        .map_err(|_| StorageError::Corruption(format!("index entry value of {} bytes, expected 4", value.len())))?;
+    let index_key_len = u32::from_be_bytes(length) as usize;
+    if store_key.len() < 4 + index_key_len {
+        return Err(StorageError::Corruption("index entry shorter than its index key".to_string()));
+    }
+    Ok((&store_key[4..4 + index_key_len], &store_key[4 + index_key_len..]))
+}
+
+pub fn parse_document(bytes: &[u8]) -> Result<Document> {
+    Document::from_reader(bytes).map_err(|e| StorageError::Corruption(format!("stored document is not BSON: {e}")))
+}
+
+/// Which checks an application makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strictness {
+    /// The write path: duplicate `_id` and unique index keys are errors.
+    Write,
+    /// Replay (recovery, secondaries): idempotent, nothing is refused.
+    Replay,
+}
+
+/// The changes of one oplog entry, computed against the newest state.
+pub struct Applier<'a> {
+    store: &'a VersionedStore,
+    /// The newest state: every committed version, over the current base.
+    view: ReadView,
+    /// The catalog being changed (starts as the newest one).
+    pub catalog: Catalog,
+    pub catalog_changed: bool,
+    /// Key changes to commit at the entry's timestamp.
+    pub changes: Vec<(Vec<u8>, Option<Value>)>,
+    strictness: Strictness,
+}
+
+impl<'a> Applier<'a> {
+    pub fn new(store: &'a VersionedStore, catalog: &Catalog, strictness: Strictness) -> Applier<'a> {
+        let view = store.view(Timestamp::MAX).expect("the newest state is always readable");
+        Applier { store, view, catalog: catalog.clone(), catalog_changed: false, changes: Vec::new(), strictness }
+    }
+
+    fn read_document(&self, table: u32, record_key: &[u8]) -> Result<Option<Document>> {
+        match self.store.get(&self.view, &record_store_key(table, record_key))? {
+            Some(bytes) => Ok(Some(parse_document(bytes.as_ref())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Inserts (or, on replay, replaces) a document.
+    pub fn insert(&mut self, ns: &str, document: &Document, bytes: Value) -> Result<()> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            return self.missing(ns);
+        };
+        let id = document
+            .get("_id")
+            .ok_or_else(|| StorageError::InvalidDocument("document to insert has no _id".to_string()))?;
+        let record_key = record_key(id);
+        let old = self.read_document(collection.record_table, &record_key)?;
+        if old.is_some() && self.strictness == Strictness::Write {
+            let spec = id_index_spec();
+            return Err(StorageError::DuplicateKey {
+                namespace: ns.to_string(),
+                index_name: spec.name,
+                key_pattern: spec.key,
+                key_value: bson::doc! {"_id": id.clone()},
+            });
+        }
+        self.write_document(&collection, &record_key, old.as_ref(), Some((document, bytes)))
+    }
+
+    /// Replaces the document with `_id == id` by `new_document` (the write
+    /// path passes the post-image it computed).
+    pub fn update_to(&mut self, ns: &str, id: &Bson, new_document: &Document, bytes: Value) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        match new_document.get("_id") {
+            Some(new_id) if slipstream_query::compare::values_equal(new_id, id) => {}
+            _ => return Err(StorageError::InvalidDocument("an update may not change or remove _id".to_string())),
+        }
+        let record_key = record_key(id);
+        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+            return Ok(false);
+        };
+        self.write_document(&collection, &record_key, Some(&old), Some((new_document, bytes)))?;
+        Ok(true)
+    }
+
+    /// Applies an update in oplog form (`o`) to the document `o2._id`.
+    pub fn update_oplog_form(&mut self, ns: &str, o2: &Document, form: &Document) -> Result<()> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            return self.missing(ns);
+        };
+        let id = o2.get("_id").ok_or_else(|| StorageError::Corruption(format!("update entry o2 without _id: {o2}")))?;
+        let record_key = record_key(id);
+        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+            return Ok(());
+        };
+        let new_document = apply_oplog_update(&old, form)?;
+        let bytes = encode_document(&new_document)?;
+        self.write_document(&collection, &record_key, Some(&old), Some((&new_document, bytes)))
+    }
+
+    /// Deletes the document with `_id == id`; false if there was none.
+    pub fn delete(&mut self, ns: &str, id: &Bson) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        let record_key = record_key(id);
+        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+            return Ok(false);
+        };
+        self.write_document(&collection, &record_key, Some(&old), None)?;
+        Ok(true)
+    }
+
+    /// A data entry for a collection the catalog does not have: an error on
+    /// the write path, ignored on replay (the collection was dropped later
+    /// in the history being replayed, as MongoDB's oplog application does).
+    fn missing(&self, ns: &str) -> Result<()> {
+        match self.strictness {
+            Strictness::Write => Err(StorageError::NamespaceNotFound(ns.to_string())),
+            Strictness::Replay => {
+                tracing::warn!(target: "storage", ns, "oplog entry for a missing collection ignored");
+                Ok(())
+            }
+        }
+    }
+
+    /// The record change plus, for every index, the keys that leave and
+    /// the keys that arrive.
+    fn write_document(
+        &mut self,
+        collection: &Arc<CollectionMeta>,
+        record_key: &[u8],
+        old: Option<&Document>,
+        new: Option<(&Document, Value)>,
+    ) -> Result<()> {
+        let mut multikey_now = Vec::new();
+        let mut index_changes = Vec::new();
+        for (position, index) in collection.indexes.iter().enumerate() {
+            let old_keys = match old {
+                Some(doc) => index_keys(doc, &index.pattern, index.spec.sparse)?.keys,
+                None => Vec::new(),
+            };
+            let (new_keys, multikey) = match &new {
+                Some((doc, _)) => {
+                    let keys = index_keys(doc, &index.pattern, index.spec.sparse)?;
+                    (keys.keys, keys.multikey)
+                }
+                None => (Vec::new(), false),
+            };
+            if multikey && !index.multikey {
+                multikey_now.push(position);
+            }
+            let old_set: BTreeSet<&Vec<u8>> = old_keys.iter().collect();
+            let new_set: BTreeSet<&Vec<u8>> = new_keys.iter().collect();
+            for key in old_set.difference(&new_set) {
+                index_changes.push((index_store_key(index.table, key, record_key), None));
+            }
+            for key in new_set.difference(&old_set) {
+                if index.spec.unique && self.strictness == Strictness::Write {
+                    self.check_unique(&collection.ns, index, key, record_key)?;
+                }
+                let value: Value = Arc::from(&(key.len() as u32).to_be_bytes()[..]);
+                index_changes.push((index_store_key(index.table, key, record_key), Some(value)));
+            }
+        }
+        let record_value = new.map(|(_, bytes)| bytes);
+        self.changes.push((record_store_key(collection.record_table, record_key), record_value));
+        self.changes.extend(index_changes);
+        if !multikey_now.is_empty() {
+            let mut changed = (**collection).clone();
+            for position in multikey_now {
+                changed.indexes[position].multikey = true;
+            }
+            self.catalog.collections.insert(changed.ns.clone(), Arc::new(changed));
+            self.catalog_changed = true;
+        }
+        Ok(())
+    }
+
+    /// DuplicateKey if another record holds `index_key` in `index`.
+    fn check_unique(&self, ns: &str, index: &IndexMeta, index_key: &[u8], record_key: &[u8]) -> Result<()> {
+        let prefix = index_store_key(index.table, index_key, &[]);
+        let end = match prefix_end(&prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        let found = self.store.scan(&self.view, Bound::Included(prefix.clone()), end, false, 2)?;
+        for (key, _) in &found {
+            if &key[prefix.len()..] != record_key {
+                return Err(duplicate_key(ns, index, index_key));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a collection; false if it exists (a no-op on replay).
+    pub fn create_collection(&mut self, ns: &str, options: Document, uuid: bson::Uuid) -> Result<bool> {
+        if self.catalog.get(ns).is_some() {
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::NamespaceExists(ns.to_string())),
+                Strictness::Replay => Ok(false),
+            };
+        }
+        let record_table = self.catalog.allocate_table();
+        let meta = CollectionMeta { ns: ns.to_string(), uuid, options, record_table, indexes: Vec::new() };
+        self.catalog.collections.insert(ns.to_string(), Arc::new(meta));
+        self.catalog_changed = true;
+        Ok(true)
+    }
+
+    /// Drops a collection: its tables are deleted by the checkpoint that
+    /// covers `ts`.
+    pub fn drop_collection(&mut self, ns: &str, ts: Timestamp) -> Result<bool> {
+        let Some(meta) = self.catalog.collections.remove(ns) else {
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::NamespaceNotFound(ns.to_string())),
+                Strictness::Replay => Ok(false),
+            };
+        };
+        for table in meta.tables() {
+            self.catalog.dropped_tables.insert(table, ts);
+        }
+        self.catalog_changed = true;
+        Ok(true)
+    }
+
+    pub fn drop_database(&mut self, db: &str, ts: Timestamp) -> Result<usize> {
+        let names: Vec<String> = self.catalog.collections_in(db).iter().map(|c| c.ns.clone()).collect();
+        for ns in &names {
+            self.drop_collection(ns, ts)?;
+        }
+        Ok(names.len())
+    }
+
+    /// Renames a collection (its tables move with it).
+    pub fn rename_collection(&mut self, from: &str, to: &str, drop_target: bool, ts: Timestamp) -> Result<bool> {
+        let Some(meta) = self.catalog.get(from).cloned() else {
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::NamespaceNotFound(from.to_string())),
+                Strictness::Replay => Ok(false),
+            };
+        };
+        if self.catalog.get(to).is_some() {
+            if !drop_target && self.strictness == Strictness::Write {
+                return Err(StorageError::NamespaceExists(to.to_string()));
+            }
+            self.drop_collection(to, ts)?;
+        }
+        self.catalog.collections.remove(from);
+        let mut renamed = (*meta).clone();
+        renamed.ns = to.to_string();
+        self.catalog.collections.insert(to.to_string(), Arc::new(renamed));
+        self.catalog_changed = true;
+        Ok(true)
+    }
+
+    /// Creates an index and builds it from the collection's documents;
+    /// false if an index of that name exists (a no-op).
+    pub fn create_index(&mut self, ns: &str, spec: IndexSpec) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        if spec.name == "_id_" || collection.index(&spec.name).is_some() {
+            return Ok(false);
+        }
+        let pattern = KeyPattern::parse(&spec.key)?;
+        let table = self.catalog.allocate_table();
+        let mut index = IndexMeta { spec, pattern, table, multikey: false };
+        let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
+        let (start, end) = table_range(collection.record_table);
+        let mut from = Bound::Included(start);
+        loop {
+            let batch = self.store.scan(&self.view, from.clone(), Bound::Excluded(end.clone()), false, INDEX_BUILD_BATCH_MAX)?;
+            let Some((last, _)) = batch.last() else { break };
+            from = Bound::Excluded(last.clone());
+            for (key, bytes) in &batch {
+                let document = parse_document(bytes.as_ref())?;
+                let keys = index_keys(&document, &index.pattern, index.spec.sparse)?;
+                index.multikey |= keys.multikey;
+                let record_key = &key[4..];
+                for index_key in keys.keys {
+                    if index.spec.unique && self.strictness == Strictness::Write && unique_keys.insert(index_key.clone(), ()).is_some() {
+                        return Err(duplicate_key(ns, &index, &index_key));
+                    }
+                    let value: Value = Arc::from(&(index_key.len() as u32).to_be_bytes()[..]);
+                    self.changes.push((index_store_key(table, &index_key, record_key), Some(value)));
+                }
+            }
+            if batch.len() < INDEX_BUILD_BATCH_MAX {
+                break;
+            }
+        }
+        let mut changed = (*collection).clone();
+        changed.indexes.push(index);
+        self.catalog.collections.insert(ns.to_string(), Arc::new(changed));
+        self.catalog_changed = true;
+        Ok(true)
+    }
+
+    pub fn drop_index(&mut self, ns: &str, name: &str, ts: Timestamp) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        let Some(position) = collection.indexes.iter().position(|i| i.spec.name == name) else {
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::IndexNotFound(format!("index not found with name [{name}]"))),
+                Strictness::Replay => Ok(false),
+            };
+        };
+        let mut changed = (*collection).clone();
+        let removed = changed.indexes.remove(position);
+        self.catalog.dropped_tables.insert(removed.table, ts);
+        self.catalog.collections.insert(ns.to_string(), Arc::new(changed));
+        self.catalog_changed = true;
+        Ok(true)
+    }
+
+    /// Applies a parsed oplog entry (replay or a secondary).
+    pub fn apply_entry(&mut self, entry: &OplogEntry) -> Result<()> {
+        match entry.op {
+            OpKind::Noop => Ok(()),
+            OpKind::Insert => {
+                let bytes = encode_document(&entry.o)?;
+                self.insert(&entry.ns, &entry.o, bytes)
+            }
+            OpKind::Update => {
+                let o2 = entry.o2.as_ref().expect("parsed update entries have o2");
+                self.update_oplog_form(&entry.ns, o2, &entry.o)
+            }
+            OpKind::Delete => {
+                let id = entry
+                    .o
+                    .get("_id")
+                    .ok_or_else(|| StorageError::Corruption(format!("delete entry without _id: {}", entry.o)))?;
+                self.delete(&entry.ns, id).map(|_| ())
+            }
+            OpKind::Command => self.apply_command(entry),
+        }
+    }
+
+    fn apply_command(&mut self, entry: &OplogEntry) -> Result<()> {
+        let (db, _) = split_namespace(&entry.ns)
+            .ok_or_else(|| StorageError::Corruption(format!("command entry with namespace {}", entry.ns)))?;
+        let o = &entry.o;
+        let (name, value) = o
+            .iter()
+            .next()
+            .ok_or_else(|| StorageError::Corruption("command entry with an empty o".to_string()))?;
+        let collection_ns = |value: &Bson| -> Result<String> {
+            value
+                .as_str()
+                .map(|coll| format!("{db}.{coll}"))
+                .ok_or_else(|| StorageError::Corruption(format!("command entry {name} without a collection name")))
+        };
+        match name.as_str() {
+            "create" => {
+                let ns = collection_ns(value)?;
+                let mut options = o.clone();
+                options.remove("create");
+                let uuid = entry.ui.unwrap_or_else(bson::Uuid::new);
+                self.create_collection(&ns, options, uuid).map(|_| ())
+            }
+            "drop" => self.drop_collection(&collection_ns(value)?, entry.ts).map(|_| ()),
+            "dropDatabase" => self.drop_database(db, entry.ts).map(|_| ()),
+            "renameCollection" => {
+                let from = value.as_str().ok_or_else(|| StorageError::Corruption("renameCollection without a source".into()))?;
+                let to = o.get_str("to").map_err(|_| StorageError::Corruption("renameCollection without to".into()))?;
+                let drop_target = o.get_bool("dropTarget").unwrap_or(false);
+                self.rename_collection(from, to, drop_target, entry.ts).map(|_| ())
+            }
+            "createIndexes" => {
+                let ns = collection_ns(value)?;
+                let spec = IndexSpec {
+                    name: o.get_str("name").map_err(|_| StorageError::Corruption("createIndexes without name".into()))?.to_string(),
+                    key: o.get_document("key").map_err(|_| StorageError::Corruption("createIndexes without key".into()))?.clone(),
+                    unique: o.get_bool("unique").unwrap_or(false),
+                    sparse: o.get_bool("sparse").unwrap_or(false),
+                };
+                self.create_index(&ns, spec).map(|_| ())
+            }
+            "dropIndexes" => {
+                let ns = collection_ns(value)?;
+                let index = o.get_str("index").map_err(|_| StorageError::Corruption("dropIndexes without index".into()))?;
+                self.drop_index(&ns, index, entry.ts).map(|_| ())
+            }
+            other => Err(StorageError::Corruption(format!("unknown command in the oplog: {other}"))),
+        }
+    }
+}
+
+pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageError {
+    let key_value = decode_key(index_key, &index.pattern).unwrap_or_default();
+    StorageError::DuplicateKey {
+        namespace: ns.to_string(),
+        index_name: index.spec.name.clone(),
+        key_pattern: index.spec.key.clone(),
+        key_value,
+    }
+}
+
+/// A document's BSON, refusing documents over 16 MB.
+pub fn encode_document(document: &Document) -> Result<Value> {
+    let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
+    if bytes.len() > DOCUMENT_BYTES_MAX {
+        return Err(StorageError::InvalidDocument(format!(
+            "object to insert too large. size in bytes: {}, max size: {DOCUMENT_BYTES_MAX}",
+            bytes.len()
+        )));
+    }
+    Ok(Arc::from(bytes))
+}

@@ -1,0 +1,82 @@
+//! The data directory's lock file, `dbpath/mongod.lock`.
+//!
+//! An exclusive `flock` on the file for as long as the engine runs keeps a
+//! second process (or a second engine in the same process: `flock` locks
+//! belong to the open file description) away from the same files. The
+//! file holds the owner's pid for people looking at the directory; the
+//! lock, not the content, is what counts, so a stale file left by a killed
+//! process never blocks a restart.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::StorageError;
+
+pub const LOCK_FILE_NAME: &str = "mongod.lock";
+
+#[derive(Debug)]
+pub struct LockFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl LockFile {
+    /// Creates the directory if needed and takes the lock, or fails with
+    /// `DataDirectoryLocked` when another holder has it.
+    pub fn acquire(dbpath: &Path) -> Result<LockFile, StorageError> {
+        std::fs::create_dir_all(dbpath)?;
+        let path = dbpath.join(LOCK_FILE_NAME);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        // SAFETY: flock on a file descriptor we own; it has no memory effects.
+        let result = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if result != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StorageError::DataDirectoryLocked(format!(
+                    "Unable to lock the lock file: {} (Resource temporarily unavailable). Another slipstream process is using this dbpath ({})",
+                    path.display(),
+                    dbpath.display()
+                )));
+            }
+            return Err(StorageError::Io(err));
+        }
+        file.set_len(0)?;
+        (&file).write_all(format!("{}\n", std::process::id()).as_bytes())?;
+        file.sync_all()?;
+        Ok(LockFile { file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        // An empty lock file marks a clean shutdown, as MongoDB's does; the
+        // flock itself goes with the descriptor.
+        let _ = self.file.set_len(0);
+        let _ = self.file.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_until_the_first_releases() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = LockFile::acquire(dir.path()).unwrap();
+        match LockFile::acquire(dir.path()) {
+            Err(StorageError::DataDirectoryLocked(message)) => {
+                assert!(message.contains("Another slipstream process is using this dbpath"), "{message}");
+            }
+            other => panic!("expected DataDirectoryLocked, got {other:?}"),
+        }
+        drop(first);
+        LockFile::acquire(dir.path()).unwrap();
+    }
+}

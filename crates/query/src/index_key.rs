@@ -732,7 +732,7 @@ impl Reader<'_> {
 /// the narrowest integer type that holds an integral value.
 fn number_from_parts(f: f64, diff: u16) -> Bson {
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-    if diff != 0 || (f.fract() == 0.0 && f >= -TWO_POW_63 && f < TWO_POW_63) {
+    if diff != 0 || (f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f)) {
         let whole = f as i128 + i128::from(diff);
         if let Ok(small) = i32::try_from(whole) {
             return Bson::Int32(small);

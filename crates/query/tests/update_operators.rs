@@ -363,3 +363,10 @@ fn pipeline_updates_run_the_allowed_stages() {
     let err = Update::parse(&change_id, None).unwrap().apply(&doc! {"_id": 1}, &ctx()).unwrap_err();
     assert_eq!(err.code, 66);
 }
+
+#[test]
+fn parsed_updates_can_be_shared_between_threads() {
+    fn shareable<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    shareable::<Update>();
+    shareable::<UpdateContext>();
+}

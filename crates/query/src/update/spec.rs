@@ -365,8 +365,8 @@ fn parse_pop(value: &Bson) -> Result<bool, QueryError> {
     match as_number(value) {
         Some(Number::Int(1)) => Ok(false),
         Some(Number::Int(-1)) => Ok(true),
-        Some(Number::Float(f)) if f == 1.0 => Ok(false),
-        Some(Number::Float(f)) if f == -1.0 => Ok(true),
+        Some(Number::Float(1.0)) => Ok(false),
+        Some(Number::Float(-1.0)) => Ok(true),
         Some(_) => Err(QueryError::failed_to_parse(format!("$pop expects 1 or -1, found: {value}"))),
         None => Err(QueryError::failed_to_parse(format!("Expected a number in: {value}"))),
     }

@@ -559,9 +559,8 @@ mod tests {
             doc! {"z": 1},
         ];
         let a = distinct_values(&documents, "a").unwrap();
-        assert_eq!(a.len(), 4);
-        assert_eq!(&a[..2], &[Bson::Int32(1), Bson::Int32(2)]);
-        assert_eq!(a[3], Bson::Array(vec![Bson::Int32(3)]));
+        // 1 and 1.0 are one value; a nested array stays whole.
+        assert_eq!(a, vec![Bson::Int32(1), Bson::Int32(2), Bson::Array(vec![Bson::Int32(3)])]);
         assert_eq!(distinct_values(&documents, "b.c").unwrap(), vec![Bson::from("x"), Bson::from("y")]);
     }
 

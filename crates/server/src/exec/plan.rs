@@ -9,7 +9,9 @@ use slipstream_query::filter::Filter;
 use slipstream_query::sort::SortSpec;
 use slipstream_storage::{CollectionInfo, IndexSpec};
 
-use super::scan::{Access, Scan};
+use slipstream_query::planner::{self, IndexCandidate};
+
+use super::scan::{Access, KeyInterval, Scan, ID_INDEX_NAME};
 use crate::error::CommandError;
 
 /// What a query asks for, as the planner needs it.
@@ -128,17 +130,41 @@ pub fn plan_query(info: Option<&CollectionInfo>, shape: &QueryShape<'_>) -> Resu
     index_plan(info, shape, hinted)
 }
 
-/// Asks the query planner for an index plan.
+/// Asks the query planner for a plan over the collection's indexes.
 fn index_plan(info: &CollectionInfo, shape: &QueryShape<'_>, hinted: Option<&IndexSpec>) -> Result<PlannedQuery, CommandError> {
-    // The query planner is not in slipstream-query yet: every query runs as
-    // a collection scan (correct, not fast), and a hinted index is refused
-    // rather than silently ignored.
-    let _ = info;
-    if let Some(index) = hinted {
-        return Err(CommandError::new(
-            115,
-            format!("hint {} cannot be honoured: index plans are not available yet", index.name),
-        ));
-    }
-    Ok(collection_scan(shape, false))
+    let candidates: Vec<IndexCandidate> = info
+        .indexes
+        .iter()
+        .map(|index| IndexCandidate {
+            name: index.name.clone(),
+            key: index.key.clone(),
+            multikey: info.multikey_indexes.contains(&index.name),
+            unique: index.unique || index.name == ID_INDEX_NAME,
+            sparse: index.sparse,
+        })
+        .collect();
+    // A hint was resolved to an index above (a key pattern may have named
+    // it); the planner takes it by name.
+    let hint = hinted.map(|index| Bson::String(index.name.clone()));
+    let plan = planner::plan(shape.filter, shape.sort, &candidates, hint.as_ref())?;
+    let access = match &plan.index {
+        None => Access::Collection { reverse: plan.reverse },
+        Some(name) => {
+            let intervals = if plan.intervals.is_empty() {
+                vec![KeyInterval::all()]
+            } else {
+                plan.intervals.iter().map(|(start, end)| KeyInterval { start: start.clone(), end: end.clone() }).collect()
+            };
+            // A reverse walk visits the intervals from the last one.
+            let intervals = if plan.reverse { intervals.into_iter().rev().collect() } else { intervals };
+            Access::Index {
+                name: name.clone(),
+                intervals,
+                reverse: plan.reverse,
+                multikey: info.multikey_indexes.contains(name),
+            }
+        }
+    };
+    let no_sort = shape.sort.is_none_or(|sort| sort.is_empty());
+    Ok(PlannedQuery { access, provides_sort: no_sort || plan.provides_sort, winning_plan: plan.explain, eof: false })
 }

@@ -20,14 +20,19 @@ struct Args {
     safety_ms: Option<u64>,
     liveness_ms: Option<u64>,
     verbose: bool,
+    trace: bool,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut args = Args { seeds: 100, members: None, seed: 0, safety_ms: None, liveness_ms: None, verbose: false };
+    let mut args = Args { seeds: 100, members: None, seed: 0, safety_ms: None, liveness_ms: None, verbose: false, trace: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--verbose" {
             args.verbose = true;
+            continue;
+        }
+        if flag == "--trace" {
+            args.trace = true;
             continue;
         }
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
             if let Some(ms) = args.liveness_ms {
                 options.liveness_ms = ms;
             }
+            options.trace = args.trace;
             let report = run_seed(options);
             runs += 1;
             steps += report.steps;
@@ -83,6 +89,9 @@ fn main() -> ExitCode {
                 failed += 1;
                 violations += report.violations.len() as u64;
                 println!("FAILED seed {seed} members {members} ({})", report.profile);
+                for line in &report.trace_tail {
+                    println!("    {line}");
+                }
                 for v in &report.violations {
                     println!("  {v}");
                 }

@@ -79,13 +79,20 @@ pub enum Event {
         /// The member that did not answer.
         source: MemberId,
     },
+    /// `Action::FindCommonPoint` found the last entry both logs share.
+    CommonPointFound {
+        /// The source searched.
+        source: MemberId,
+        /// The last entry both logs share (`OpTime::NULL` if none).
+        common_point: OpTime,
+    },
     /// A rollback asked for by `Action::Rollback` finished: the oplog was
-    /// truncated after `common_point`.
+    /// truncated after `common_point` and its effects undone.
     RollbackComplete {
         /// The last entry both logs share.
         common_point: OpTime,
     },
-    /// A rollback could not run (source gone); choose another source.
+    /// The common point could not be found (source gone); choose another source.
     RollbackFailed {
         /// The source that was to be used.
         source: MemberId,
@@ -129,11 +136,19 @@ pub enum Action {
         /// The source of the batch.
         source: MemberId,
     },
-    /// The last pull's batch does not overlap: find the common point with
-    /// `source`, truncate after it, undo, then report `Event::RollbackComplete`.
-    Rollback {
-        /// The source whose log wins.
+    /// The last pull's batch does not overlap: read `source`'s oplog
+    /// backwards to the last entry both logs share and report it with
+    /// `Event::CommonPointFound` (or `Event::RollbackFailed`). Nothing is
+    /// truncated yet.
+    FindCommonPoint {
+        /// The source whose log would win.
         source: MemberId,
+    },
+    /// Truncate the oplog after `common_point`, undo the removed entries'
+    /// effects (rollback files), then report `Event::RollbackComplete`.
+    Rollback {
+        /// The last entry kept.
+        common_point: OpTime,
     },
     /// The commit point moved forward (`lastCommitted`); majority reads and
     /// `w:"majority"` waiters may proceed, the stable timestamp may follow.
@@ -165,7 +180,8 @@ impl fmt::Display for Action {
             Action::SetSyncSource(Some(s)) => write!(f, "sync from {s}"),
             Action::SetSyncSource(None) => write!(f, "stop syncing"),
             Action::AppendBatch { source } => write!(f, "append batch from {source}"),
-            Action::Rollback { source } => write!(f, "roll back against {source}"),
+            Action::FindCommonPoint { source } => write!(f, "find common point with {source}"),
+            Action::Rollback { common_point } => write!(f, "roll back to {common_point}"),
             Action::AdvanceCommitPoint(o) => write!(f, "commit point {o}"),
             Action::StateChanged { state, term } => write!(f, "becomes {state} term={term}"),
             Action::WriteNoop(o) => write!(f, "write no-op {o}"),

@@ -45,11 +45,43 @@ impl Node {
         } else if last <= self.last_applied {
             self.deny(batch.source);
             self.clear_sync_source();
+        } else if self.role == Role::Primary {
+            // A primary never rolls back: catch-up gives up on this source.
+            self.deny(batch.source);
+            self.clear_sync_source();
         } else {
             self.rolling_back = true;
-            self.out.push(Action::Rollback { source: batch.source });
+            self.rollback_source_commit_point = batch.source_commit_point;
+            self.out.push(Action::FindCommonPoint { source: batch.source });
             self.report_state();
         }
+    }
+
+    /// Rolls back only against a source whose branch provably holds every
+    /// entry committed in a term this member knows of:
+    /// - the source's commit point lies past the common point: committed
+    ///   entries continue on the source's branch, so none of ours after the
+    ///   common point is committed at all; or
+    /// - the source is the primary of our current term: by Leader
+    ///   Completeness it holds everything committed in earlier terms, and
+    ///   everything committed in this term it wrote itself.
+    /// A secondary whose log is merely newer (the rule in seed 000 3.2.1)
+    /// may sit on a dead branch it has not rolled back yet; following it
+    /// removed committed entries in the simulator (README, bugs found).
+    pub(crate) fn on_common_point_found(&mut self, source: MemberId, common_point: OpTime) {
+        assert!(self.rolling_back);
+        assert!(common_point < self.last_applied);
+        let source_is_primary = self
+            .known_primary_index()
+            .is_some_and(|p| self.config.members[p].id == source);
+        if common_point < self.rollback_source_commit_point || source_is_primary {
+            self.out.push(Action::Rollback { common_point });
+            return;
+        }
+        self.rolling_back = false;
+        self.deny(source);
+        self.clear_sync_source();
+        self.report_state();
     }
 
     pub(crate) fn on_pull_failed(&mut self, source: MemberId) {

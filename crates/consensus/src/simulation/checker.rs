@@ -9,7 +9,12 @@
 //!   of its own log and every member's committed prefix is one sequence.
 //! - CommitPointMonotonic: no member's commit point moves backwards (per
 //!   incarnation: a restart forgets the volatile commit point).
-//! - NeverRollbackCommitted: a rollback never removes a committed entry.
+//! - NeverRollbackCommitted: a rollback never removes an entry committed
+//!   in a term the rolling-back member knows of (a term at or below its
+//!   current term), nor one at or below its own commit point. (An entry
+//!   committed in a later term that the member has not heard of may be
+//!   dropped from its copy and pulled again: no local rule can see that
+//!   commit, and CommittedOnMajority shows the entry stays on a majority.)
 //! - CommittedOnMajority: the last committed entry is in the durable logs
 //!   of a majority of voters.
 //! - LeaderCompleteness: a new primary holds every committed entry.
@@ -41,12 +46,17 @@ pub struct Checker {
     predecessor: HashMap<OpTime, OpTime>,
     /// The committed prefix, as one sequence.
     committed: Vec<OpTime>,
+    /// For each entry of `committed`, the term in which it became committed.
+    committed_in_term: Vec<u64>,
     /// Acknowledged w:"majority" writes.
     acked: Vec<OpTime>,
     /// Since when some sync source cycle has existed without a break.
     cycle_since: Option<u64>,
     /// Cycles seen (each counted once when it forms).
     pub cycles_formed: u64,
+    /// Entries rolled back on a member that had not heard of the term in
+    /// which they were committed (allowed; counted for the report).
+    pub late_commit_rollbacks: u64,
     /// What went wrong, first first.
     pub violations: Vec<String>,
 }
@@ -139,12 +149,26 @@ impl Checker {
             }
         };
         self.committed.extend_from_slice(&log[start..=index]);
+        self.committed_in_term.resize(self.committed.len(), commit_point.term);
     }
 
-    /// `member` rolled back `removed`.
-    pub fn on_rollback(&mut self, member: MemberId, removed: &[OpTime]) {
-        if let Some(&lost) = removed.iter().find(|&&e| contains(&self.committed, e)) {
-            self.violation(format!("NeverRollbackCommitted: member {member} rolled back committed {lost}"));
+    /// `member`, in `term` with commit point `commit_point`, rolled back `removed`.
+    pub fn on_rollback(&mut self, member: MemberId, term: u64, commit_point: OpTime, removed: &[OpTime]) {
+        for &entry in removed {
+            if entry <= commit_point {
+                self.violation(format!("NeverRollbackCommitted: member {member} rolled back {entry} below its commit point {commit_point}"));
+                return;
+            }
+            if let Ok(i) = self.committed.binary_search(&entry) {
+                let committed_in = self.committed_in_term[i];
+                if committed_in <= term {
+                    self.violation(format!(
+                        "NeverRollbackCommitted: member {member} (term {term}) rolled back {entry}, committed in term {committed_in}"
+                    ));
+                    return;
+                }
+                self.late_commit_rollbacks += 1;
+            }
         }
     }
 

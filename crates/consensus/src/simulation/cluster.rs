@@ -157,8 +157,10 @@ pub struct Cluster {
     envelopes: Vec<Option<Envelope>>,
     free_slots: Vec<usize>,
     sequence: u64,
-    /// Human-readable log of events (manual mode).
+    /// Human-readable log of events (manual mode, or when `tracing`).
     pub trace: Vec<String>,
+    /// Record `trace` in randomized runs too (for replaying a failing seed).
+    pub tracing: bool,
     /// Invariant checks.
     pub checker: Checker,
     /// Node steps taken.
@@ -209,6 +211,7 @@ impl Cluster {
             free_slots: Vec::new(),
             sequence: 0,
             trace: Vec::new(),
+            tracing: manual,
             checker: Checker::default(),
             steps: 0,
             pending_writes: Vec::new(),
@@ -279,7 +282,8 @@ impl Cluster {
     }
 
     fn note(&mut self, line: String) {
-        if self.manual {
+        if self.tracing {
+            let line = if self.manual { line } else { format!("{:>7} {line}", self.now) };
             self.trace.push(line);
         }
     }
@@ -301,8 +305,8 @@ impl Cluster {
 
     fn apply(&mut self, i: usize, action: Action, queue: &mut VecDeque<(usize, Event)>) {
         let id = self.members[i].id;
-        if self.manual && !matches!(action, Action::Send { .. }) {
-            self.trace.push(format!("  {id}: {action}"));
+        if self.tracing && !matches!(action, Action::Send { .. }) {
+            self.note(format!("  {id}: {action}"));
         }
         match action {
             Action::Send { to, message } => {
@@ -319,7 +323,8 @@ impl Cluster {
                 m.next_pull_at = m.clock;
             }
             Action::AppendBatch { .. } => self.append_batch(i, queue),
-            Action::Rollback { source } => self.rollback(i, self.index(source), queue),
+            Action::FindCommonPoint { source } => self.find_common_point(i, self.index(source), queue),
+            Action::Rollback { common_point } => self.rollback(i, common_point, queue),
             Action::AdvanceCommitPoint(commit_point) => {
                 let m = &mut self.members[i];
                 let previous = m.last_commit_point;
@@ -387,24 +392,36 @@ impl Cluster {
     }
 
     /// Finds the common point with the source (RollbackImpl reads the
-    /// source's oplog backwards), truncates after it.
-    fn rollback(&mut self, i: usize, source: usize, queue: &mut VecDeque<(usize, Event)>) {
+    /// source's oplog backwards).
+    fn find_common_point(&mut self, i: usize, source: usize, queue: &mut VecDeque<(usize, Event)>) {
+        let id = self.members[source].id;
         let reachable = self.is_alive(source) && self.link[i][source] && self.link[source][i];
         if !reachable {
-            let id = self.members[source].id;
             queue.push_back((i, Event::RollbackFailed { source: id }));
             return;
         }
         let source_log = &self.members[source].log;
         let log = &self.members[i].log;
-        let keep = log.iter().rposition(|e| source_log.binary_search(e).is_ok()).map_or(0, |p| p + 1);
+        let common_point = log
+            .iter()
+            .rev()
+            .find(|e| source_log.binary_search(e).is_ok())
+            .copied()
+            .unwrap_or(OpTime::NULL);
+        queue.push_back((i, Event::CommonPointFound { source: id, common_point }));
+    }
+
+    /// Truncates after `common_point`.
+    fn rollback(&mut self, i: usize, common_point: OpTime, queue: &mut VecDeque<(usize, Event)>) {
+        let log = &self.members[i].log;
+        let keep = if common_point.is_null() { 0 } else { log.binary_search(&common_point).expect("common point in log") + 1 };
         let removed: Vec<OpTime> = log[keep..].to_vec();
         let id = self.members[i].id;
-        self.checker.on_rollback(id, &removed);
+        let node = self.members[i].node.as_ref().expect("alive");
+        self.checker.on_rollback(id, node.term(), node.commit_point(), &removed);
         let m = &mut self.members[i];
         m.log.truncate(keep);
         m.durable_len = m.durable_len.min(keep);
-        let common_point = m.last();
         self.note(format!("  {id}: rolled back {} entries to {common_point}", removed.len()));
         queue.push_back((i, Event::RollbackComplete { common_point }));
     }
@@ -524,9 +541,9 @@ impl Cluster {
 
     fn send(&mut self, from: usize, to: usize, payload: Payload) {
         if !self.link[from][to] {
-            if self.manual {
+            if self.tracing {
                 let (a, b) = (self.members[from].id, self.members[to].id);
-                self.trace.push(format!("dropped {a}->{b}: {payload}"));
+                self.note(format!("dropped {a}->{b}: {payload}"));
             }
             return;
         }
@@ -565,9 +582,9 @@ impl Cluster {
             return;
         }
         let from_id = self.members[from].id;
-        if self.manual {
+        if self.tracing {
             let to_id = self.members[to].id;
-            self.trace.push(format!("{from_id}->{to_id} {payload}"));
+            self.note(format!("{from_id}->{to_id} {payload}"));
         }
         match payload {
             Payload::Consensus(message) => self.step(to, Event::Receive { from: from_id, message }),

@@ -26,12 +26,14 @@ pub struct RunOptions {
     pub safety_ms: u64,
     /// Bound on the liveness phase.
     pub liveness_ms: u64,
+    /// Keep a trace of every message and action (slow; for replays).
+    pub trace: bool,
 }
 
 impl RunOptions {
     /// Defaults used by `cargo test` and the simulator.
     pub fn new(members: usize, seed: u64) -> RunOptions {
-        RunOptions { members, seed, safety_ms: 20_000, liveness_ms: 20_000 }
+        RunOptions { members, seed, safety_ms: 20_000, liveness_ms: 20_000, trace: false }
     }
 }
 
@@ -52,6 +54,8 @@ pub struct RunReport {
     pub simulated_ms: u64,
     /// A short description of the configuration and faults drawn.
     pub profile: String,
+    /// The trace's last lines, when asked for.
+    pub trace_tail: Vec<String>,
 }
 
 /// Runs one seed; a panic inside a node (a failed assertion) is reported
@@ -227,6 +231,7 @@ fn run(options: RunOptions) -> RunReport {
     );
     let n = options.members;
     let mut cluster = Cluster::new(config, options.seed, faults, false);
+    cluster.tracing = options.trace;
     let mut restart_at: Vec<Option<u64>> = vec![None; n];
     let mut next_partition_at = rng.range(500, 3_000);
 
@@ -324,5 +329,9 @@ fn run(options: RunOptions) -> RunReport {
         acked_writes: cluster.checker.acked_count(),
         simulated_ms: cluster.now,
         profile,
+        trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
     }
 }
+
+/// Lines of trace kept for a report.
+pub const TRACE_TAIL_LINES: usize = 20_000;

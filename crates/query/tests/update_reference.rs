@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use slipstream_query::compare::{compare_values, values_equal};
 use slipstream_query::update::{Update, UpdateContext};
 
-const OPS: [&str; 9] = ["$set", "$unset", "$inc", "$min", "$max", "$push", "$addToSet", "$pop", "$pullAll"];
+const OPS: [&str; 11] =
+    ["$set", "$unset", "$inc", "$mul", "$min", "$max", "$push", "$addToSet", "$pop", "$pullAll", "$rename"];
 const PATHS: [&str; 7] = ["a", "b", "c", "a.x", "a.y", "b.x", "c.z"];
 
 fn scalar() -> impl Strategy<Value = Bson> {
@@ -44,18 +45,25 @@ fn document() -> impl Strategy<Value = Document> {
 }
 
 fn update() -> impl Strategy<Value = Document> {
-    let item = (prop::sample::select(OPS.to_vec()), prop::sample::select(PATHS.to_vec()), value(), prop::bool::ANY);
+    let item = (
+        prop::sample::select(OPS.to_vec()),
+        prop::sample::select(PATHS.to_vec()),
+        value(),
+        prop::bool::ANY,
+        prop::sample::select(PATHS.to_vec()),
+    );
     prop::collection::vec(item, 1..4).prop_map(|items| {
         let mut u = Document::new();
-        for (op, path, arg, flag) in items {
+        for (op, path, arg, flag, other_path) in items {
             let arg = match op {
+                "$rename" => Bson::String(other_path.to_string()),
                 "$unset" => Bson::String(String::new()),
                 "$pop" => Bson::Int32(if flag { 1 } else { -1 }),
                 "$pullAll" => match arg {
                     Bson::Array(a) => Bson::Array(a),
                     other => Bson::Array(vec![other]),
                 },
-                "$inc" => match arg {
+                "$inc" | "$mul" => match arg {
                     n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)) => n,
                     _ => Bson::Int32(1),
                 },
@@ -97,6 +105,78 @@ fn add(a: &Bson, b: &Bson) -> Option<Bson> {
     }
 }
 
+/// Naive numeric multiplication with MongoDB's promotion rules.
+fn multiply(a: &Bson, b: &Bson) -> Option<Bson> {
+    let float = |v: &Bson| match v {
+        Bson::Int32(x) => Some(f64::from(*x)),
+        Bson::Int64(x) => Some(*x as f64),
+        Bson::Double(x) => Some(*x),
+        _ => None,
+    };
+    let int = |v: &Bson| match v {
+        Bson::Int32(x) => Some(i128::from(*x)),
+        Bson::Int64(x) => Some(i128::from(*x)),
+        _ => None,
+    };
+    match (a, b) {
+        (Bson::Double(_), _) | (_, Bson::Double(_)) => Some(Bson::Double(float(a)? * float(b)?)),
+        (Bson::Int32(x), Bson::Int32(y)) => {
+            let product = i64::from(*x) * i64::from(*y);
+            Some(i32::try_from(product).map(Bson::Int32).unwrap_or(Bson::Int64(product)))
+        }
+        _ => i64::try_from(int(a)? * int(b)?).ok().map(Bson::Int64),
+    }
+}
+
+/// `$rename` done the plain way on documents of at most two levels.
+fn rename(doc: &mut Document, from: &str, to: &str) -> Result<(), i32> {
+    let from_parts: Vec<&str> = from.split('.').collect();
+    let value = match from_parts.as_slice() {
+        [top] => doc.get(*top).cloned(),
+        [top, leaf] => match doc.get(*top) {
+            Some(Bson::Document(inner)) => inner.get(*leaf).cloned(),
+            Some(Bson::Array(_)) => return Err(2),
+            _ => None,
+        },
+        _ => unreachable!(),
+    };
+    let Some(value) = value else { return Ok(()) };
+    let to_parts: Vec<&str> = to.split('.').collect();
+    if let [top, _] = to_parts.as_slice() {
+        match doc.get(*top) {
+            None | Some(Bson::Document(_)) => {}
+            Some(Bson::Array(_)) => return Err(2),
+            Some(_) => return Err(28),
+        }
+    }
+    match from_parts.as_slice() {
+        [top] => {
+            doc.remove(*top);
+        }
+        [top, leaf] => {
+            if let Some(Bson::Document(inner)) = doc.get_mut(*top) {
+                inner.remove(*leaf);
+            }
+        }
+        _ => unreachable!(),
+    }
+    match to_parts.as_slice() {
+        [top] => {
+            doc.insert(*top, value);
+        }
+        [top, leaf] => {
+            if doc.get(*top).is_none() {
+                doc.insert(*top, Document::new());
+            }
+            if let Some(Bson::Document(inner)) = doc.get_mut(*top) {
+                inner.insert(*leaf, value);
+            }
+        }
+        _ => unreachable!(),
+    }
+    Ok(())
+}
+
 fn is_prefix(short: &str, long: &str) -> bool {
     short == long || (long.starts_with(short) && long.as_bytes()[short.len()] == b'.')
 }
@@ -110,17 +190,38 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
             mods.push((op.clone(), path.clone(), arg.clone()));
         }
     }
-    for i in 0..mods.len() {
+    // Argument errors of $rename come first, then conflicts between all
+    // paths named (a rename names its source and its destination).
+    let mut targets: Vec<String> = Vec::new();
+    for (op, path, arg) in &mods {
+        targets.push(path.clone());
+        if op == "$rename" {
+            let to = arg.as_str().unwrap();
+            if is_prefix(path, to) || is_prefix(to, path) {
+                return Err(2);
+            }
+            targets.push(to.to_string());
+        }
+    }
+    for i in 0..targets.len() {
         for j in 0..i {
-            if is_prefix(&mods[j].1, &mods[i].1) || is_prefix(&mods[i].1, &mods[j].1) {
+            if is_prefix(&targets[j], &targets[i]) || is_prefix(&targets[i], &targets[j]) {
                 return Err(40);
             }
         }
     }
-    // Paths apply in name order (every name here is non-numeric).
-    mods.sort_by(|x, y| x.1.split('.').cmp(y.1.split('.')));
+    // Paths apply in name order (every name here is non-numeric); a
+    // rename is placed at its destination.
+    let order_key = |m: &(String, String, Bson)| {
+        if m.0 == "$rename" { m.2.as_str().unwrap().to_string() } else { m.1.clone() }
+    };
+    mods.sort_by(|x, y| order_key(x).split('.').cmp(order_key(y).split('.')));
     let mut doc = original.clone();
     for (op, path, arg) in mods {
+        if op == "$rename" {
+            rename(&mut doc, &path, arg.as_str().unwrap())?;
+            continue;
+        }
         let creates = !matches!(op.as_str(), "$unset" | "$pop" | "$pullAll");
         let parts: Vec<&str> = path.split('.').collect();
         let parent: &mut Document = if parts.len() == 1 {
@@ -159,6 +260,20 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
                     parent.insert(name, sum);
                 }
             },
+            "$mul" => {
+                let product = match &current {
+                    None => Some(match arg {
+                        Bson::Int32(_) => Bson::Int32(0),
+                        Bson::Int64(_) => Bson::Int64(0),
+                        _ => Bson::Double(0.0),
+                    }),
+                    Some(c) => {
+                        let numeric = matches!(c, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_));
+                        Some(multiply(c, &arg).ok_or(if numeric { 2 } else { 14 })?)
+                    }
+                };
+                parent.insert(name, product.unwrap());
+            }
             "$min" | "$max" => {
                 let wanted = if op == "$min" { Ordering::Less } else { Ordering::Greater };
                 if current.is_none() || compare_values(&arg, current.as_ref().unwrap()) == wanted {

@@ -32,6 +32,15 @@ fn unknown_operator_and_bad_arity_are_parse_errors() {
 }
 
 #[test]
+fn known_but_unsupported_operators_name_themselves() {
+    for op in ["$dateAdd", "$zip", "$function", "$toDecimal", "$sin"] {
+        let err = Expr::parse(&bson!({op: [1]})).unwrap_err();
+        assert_eq!(err.code, 115, "{op}");
+        assert!(err.message.contains(op), "{}", err.message);
+    }
+}
+
+#[test]
 fn nested_unknown_operator_is_found_at_parse_time() {
     let err = Expr::parse(&bson!({"$cond": [true, {"$nope": 1}, 0]})).unwrap_err();
     assert_eq!(err.code, 168);

@@ -24,6 +24,7 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$exp", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_unary_float },
     OpSpec { name: "$ln", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_unary_float },
     OpSpec { name: "$log10", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_unary_float },
+    OpSpec { name: "$log", style: ArgStyle::Positional { min: 2, max: 2 }, eval: eval_log },
     OpSpec { name: "$round", style: ArgStyle::Positional { min: 1, max: 2 }, eval: eval_round },
     OpSpec { name: "$trunc", style: ArgStyle::Positional { min: 1, max: 2 }, eval: eval_round },
     OpSpec { name: "$pow", style: ArgStyle::Positional { min: 2, max: 2 }, eval: eval_pow },
@@ -348,6 +349,19 @@ fn round_float(x: f64, place: i32, truncate: bool) -> f64 {
     rounded / scale
 }
 
+/// `$log: [number, base]`, always a double.
+fn eval_log(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let Some((number, base)) = two_numbers(name, args, cx, 28756)? else { return Ok(Some(Bson::Null)) };
+    let (x, b) = (number.as_f64(), base.as_f64());
+    if x <= 0.0 {
+        return Err(QueryError::new(28758, format!("$log's argument must be a positive number, but is {x}")));
+    }
+    if b <= 0.0 || b == 1.0 {
+        return Err(QueryError::new(28759, format!("$log's base must be a positive number not equal to 1, but is {b}")));
+    }
+    Ok(Some(Bson::Double(x.ln() / b.ln())))
+}
+
 fn eval_pow(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let Some((base, exponent)) = two_numbers(name, args, cx, 28762)? else { return Ok(Some(Bson::Null)) };
     if base.as_f64() == 0.0 && exponent.as_f64() < 0.0 {
@@ -420,6 +434,8 @@ mod tests {
         assert_eq!(eval(bson!({"$ln": 1})).unwrap(), Bson::Double(0.0));
         assert_eq!(eval(bson!({"$log10": 100})).unwrap(), Bson::Double(2.0));
         assert_eq!(eval(bson!({"$ln": 0})).unwrap_err().code, 28766);
+        assert_eq!(eval(bson!({"$log": [100, 10]})).unwrap(), Bson::Double(2.0));
+        assert_eq!(eval(bson!({"$log": [8, 1]})).unwrap_err().code, 28759);
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$millisecond", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
     OpSpec { name: "$dayOfWeek", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
     OpSpec { name: "$dayOfYear", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
+    OpSpec { name: "$week", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
+    OpSpec { name: "$isoWeek", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
+    OpSpec { name: "$isoWeekYear", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
+    OpSpec { name: "$isoDayOfWeek", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
     OpSpec {
         name: "$dateToString",
         style: ArgStyle::Named { required: &["date"], optional: &["format", "timezone", "onNull"] },
@@ -78,6 +82,43 @@ fn civil(millis: i64) -> Civil {
         millisecond: (in_day % 1000) as u32,
         day_of_week,
         day_of_year,
+    }
+}
+
+impl Civil {
+    /// ISO day of week: Monday = 1 ... Sunday = 7.
+    fn iso_day_of_week(&self) -> u32 {
+        if self.day_of_week == 1 { 7 } else { self.day_of_week - 1 }
+    }
+
+    /// `$week` / `%U`: weeks start on Sunday; days before the year's first
+    /// Sunday are in week 0.
+    fn week(&self) -> u32 {
+        (self.day_of_year + 6 - (self.day_of_week - 1)) / 7
+    }
+
+    /// ISO 8601 week-numbering year and week (`$isoWeekYear`, `$isoWeek`).
+    fn iso_week(&self) -> (i64, u32) {
+        let week = (self.day_of_year as i64 - self.iso_day_of_week() as i64 + 10) / 7;
+        if week < 1 {
+            return (self.year - 1, iso_weeks_in_year(self.year - 1));
+        }
+        if week as u32 > iso_weeks_in_year(self.year) {
+            return (self.year + 1, 1);
+        }
+        (self.year, week as u32)
+    }
+}
+
+/// 53 when the year starts on a Thursday, or on a Wednesday in a leap
+/// year; otherwise 52.
+fn iso_weeks_in_year(year: i64) -> u32 {
+    let jan1 = civil(days_from_civil(year, 1, 1) * MILLIS_PER_DAY);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    match jan1.iso_day_of_week() {
+        4 => 53,
+        3 if leap => 53,
+        _ => 52,
     }
 }
 
@@ -215,7 +256,11 @@ fn eval_date_part(name: &'static str, args: &Args, cx: &Context) -> Result<Value
         "$second" => c.second,
         "$millisecond" => c.millisecond,
         "$dayOfWeek" => c.day_of_week,
-        _ => c.day_of_year,
+        "$dayOfYear" => c.day_of_year,
+        "$week" => c.week(),
+        "$isoWeek" => c.iso_week().1,
+        "$isoWeekYear" => return Ok(Some(Bson::Int32(i32::try_from(c.iso_week().0).unwrap_or(i32::MAX)))),
+        _ => c.iso_day_of_week(),
     };
     Ok(Some(Bson::Int32(part as i32)))
 }
@@ -265,7 +310,10 @@ fn format_date(format: &str, c: &Civil) -> Result<String, QueryError> {
             'j' => format!("{:03}", c.day_of_year),
             'w' => c.day_of_week.to_string(),
             // ISO day of week: Monday = 1 ... Sunday = 7.
-            'u' => (if c.day_of_week == 1 { 7 } else { c.day_of_week - 1 }).to_string(),
+            'u' => c.iso_day_of_week().to_string(),
+            'U' => format!("{:02}", c.week()),
+            'V' => format!("{:02}", c.iso_week().1),
+            'G' => format!("{:04}", c.iso_week().0),
             'z' => "+0000".to_string(),
             'Z' => "0".to_string(),
             '%' => "%".to_string(),
@@ -302,6 +350,28 @@ mod tests {
         assert_eq!(eval(bson!({"$year": {"date": "$date", "timezone": "UTC"}})).unwrap(), Bson::Int32(2014));
         assert_eq!(eval(bson!({"$year": {"date": "$date", "timezone": "America/Chicago"}})).unwrap_err().code, 115);
         assert_eq!(eval(bson!({"$year": "$absent"})).unwrap(), Bson::Null);
+    }
+
+    #[test]
+    fn weeks() {
+        // 2014-01-01 was a Wednesday; 2016-01-01 a Friday (ISO week 53 of 2015).
+        let at = |text: &str| Bson::DateTime(bson::DateTime::from_millis(parse_iso(text).unwrap()));
+        let part = |op: &str, text: &str| {
+            Expr::parse(&bson!({op: at(text)})).unwrap().evaluate(&doc! {}, &Variables::empty()).unwrap()
+        };
+        assert_eq!(part("$week", "2014-01-01"), Bson::Int32(0));
+        assert_eq!(part("$week", "2014-01-05"), Bson::Int32(1));
+        assert_eq!(part("$isoWeek", "2014-01-01"), Bson::Int32(1));
+        assert_eq!(part("$isoDayOfWeek", "2014-01-05"), Bson::Int32(7));
+        assert_eq!(part("$isoWeek", "2016-01-01"), Bson::Int32(53));
+        assert_eq!(part("$isoWeekYear", "2016-01-01"), Bson::Int32(2015));
+        assert_eq!(part("$isoWeek", "2018-12-31"), Bson::Int32(1));
+        assert_eq!(part("$isoWeekYear", "2018-12-31"), Bson::Int32(2019));
+        let formatted = Expr::parse(&bson!({"$dateToString": {"format": "%G-W%V-%u %U", "date": at("2016-01-01")}}))
+            .unwrap()
+            .evaluate(&doc! {}, &Variables::empty())
+            .unwrap();
+        assert_eq!(formatted, Bson::from("2015-W53-5 00"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod arrays;
 mod conditional;
 mod dates;
 mod objects;
+mod sets;
 mod strings;
 mod types;
 
@@ -181,8 +182,9 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 8] {
+fn operator_tables() -> [&'static [OpSpec]; 9] {
     [
+        sets::OPERATORS,
         accumulators::OPERATORS,
         conditional::OPERATORS,
         arithmetic::OPERATORS,
@@ -309,6 +311,12 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
     if name == "$literal" {
         return Ok(Expr::literal(operand.clone()));
     }
+    if UNSUPPORTED_OPERATORS.contains(&name) {
+        return Err(QueryError::new(
+            codes::COMMAND_NOT_SUPPORTED,
+            format!("the expression operator {name} is not supported by Slipstream"),
+        ));
+    }
     let Some(spec) = find_operator(name) else {
         return Err(QueryError::new(
             codes::INVALID_PIPELINE_OPERATOR,
@@ -324,6 +332,19 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
     };
     Ok(Expr { node: Node::Operator { spec, args } })
 }
+
+/// Expression operators MongoDB 7.0 has that Slipstream does not: they
+/// answer CommandNotSupported naming the operator, so that users can tell
+/// a gap from a typo (which answers 168, "Unrecognized expression").
+const UNSUPPORTED_OPERATORS: &[&str] = &[
+    "$dateFromString", "$dateAdd", "$dateSubtract", "$dateDiff", "$dateTrunc", "$dateFromParts",
+    "$dateToParts", "$zip", "$sortArray", "$firstN",
+    "$lastN", "$maxN", "$minN", "$top", "$topN", "$bottom", "$bottomN", "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$binarySize",
+    "$bsonSize", "$toDecimal", "$degreesToRadians", "$radiansToDegrees", "$sin", "$cos", "$tan",
+    "$asin", "$acos", "$atan", "$atan2", "$sinh", "$cosh", "$tanh", "$asinh", "$acosh", "$atanh",
+    "$setField", "$unsetField", "$tsSecond", "$tsIncrement", "$toHashedIndexKey", "$median",
+    "$percentile", "$bitAnd", "$bitOr", "$bitXor", "$bitNot", "$toUUID",
+];
 
 fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {
     let exprs = match operand {

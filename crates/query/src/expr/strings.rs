@@ -23,6 +23,18 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$indexOfBytes", style: ArgStyle::Positional { min: 2, max: 4 }, eval: eval_index_of },
     OpSpec { name: "$indexOfCP", style: ArgStyle::Positional { min: 2, max: 4 }, eval: eval_index_of },
     OpSpec { name: "$strcasecmp", style: ArgStyle::Positional { min: 2, max: 2 }, eval: eval_strcasecmp },
+    OpSpec { name: "$replaceOne", style: ArgStyle::Named { required: &["input", "find", "replacement"], optional: &[] }, eval: eval_replace },
+    OpSpec { name: "$replaceAll", style: ArgStyle::Named { required: &["input", "find", "replacement"], optional: &[] }, eval: eval_replace },
+    OpSpec {
+        name: "$regexFind",
+        style: ArgStyle::Named { required: &["input", "regex"], optional: &["options"] },
+        eval: eval_regex_find,
+    },
+    OpSpec {
+        name: "$regexFindAll",
+        style: ArgStyle::Named { required: &["input", "regex"], optional: &["options"] },
+        eval: eval_regex_find,
+    },
     OpSpec {
         name: "$regexMatch",
         style: ArgStyle::Named { required: &["input", "regex"], optional: &["options"] },
@@ -252,12 +264,31 @@ pub(crate) fn build_regex(op: &str, pattern: &str, options: &str) -> Result<rege
         .map_err(|e| QueryError::new(51111, format!("{op}: Invalid regular expression: {e}")))
 }
 
-fn eval_regex_match(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+fn eval_replace(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let values = args.eval_all(cx)?;
+    if values.iter().any(is_nullish) {
+        return Ok(Some(Bson::Null));
+    }
+    let mut strings = Vec::with_capacity(3);
+    for (value, what) in values.iter().zip(["'input'", "'find'", "'replacement'"]) {
+        strings.push(string_arg(name, value, 51746, what)?);
+    }
+    let replaced = if name == "$replaceOne" {
+        strings[0].replacen(strings[1].as_str(), &strings[2], 1)
+    } else {
+        strings[0].replace(strings[1].as_str(), &strings[2])
+    };
+    Ok(Some(Bson::String(replaced)))
+}
+
+/// The compiled regex and input text of `$regexMatch`/`$regexFind`;
+/// `None` when the input or the regex is nullish (no match).
+fn regex_and_input(name: &str, args: &Args, cx: &Context) -> Result<Option<(regex::Regex, String)>, QueryError> {
     let input = args.eval(0, cx)?;
     let (pattern, mut options) = match args.eval(1, cx)? {
         Some(Bson::String(p)) => (p, String::new()),
         Some(Bson::RegularExpression(r)) => (r.pattern.to_string(), r.options.to_string()),
-        None | Some(Bson::Null) => return Ok(Some(Bson::Boolean(false))),
+        None | Some(Bson::Null) => return Ok(None),
         other => {
             return Err(QueryError::new(51105, format!("{name} needs 'regex' to be of type string or regex, found {}", type_name(&other))))
         }
@@ -273,12 +304,46 @@ fn eval_regex_match(name: &'static str, args: &Args, cx: &Context) -> Result<Val
         other => return Err(QueryError::new(51106, format!("{name} needs 'options' to be of type string, found {}", type_name(&other)))),
     }
     let text = match input {
-        None | Some(Bson::Null | Bson::Undefined) => return Ok(Some(Bson::Boolean(false))),
+        None | Some(Bson::Null | Bson::Undefined) => return Ok(None),
         Some(Bson::String(s)) => s,
         other => return Err(QueryError::new(51104, format!("{name} needs 'input' to be of type string, found {}", type_name(&other)))),
     };
-    let regex = build_regex(name, &pattern, &options)?;
-    Ok(Some(Bson::Boolean(regex.is_match(&text))))
+    Ok(Some((build_regex(name, &pattern, &options)?, text)))
+}
+
+fn eval_regex_match(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let matched = regex_and_input(name, args, cx)?.is_some_and(|(regex, text)| regex.is_match(&text));
+    Ok(Some(Bson::Boolean(matched)))
+}
+
+/// `$regexFind` answers `{match, idx, captures}` for the first match (or
+/// null); `$regexFindAll` an array of them. `idx` counts code points.
+fn eval_regex_find(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let all = name == "$regexFindAll";
+    let Some((regex, text)) = regex_and_input(name, args, cx)? else {
+        return Ok(Some(if all { Bson::Array(Vec::new()) } else { Bson::Null }));
+    };
+    let mut found = Vec::new();
+    for captures in regex.captures_iter(&text) {
+        let whole = captures.get(0).expect("group 0 always matches");
+        let groups: Vec<Bson> = captures
+            .iter()
+            .skip(1)
+            .map(|group| group.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+            .collect();
+        let mut entry = bson::Document::new();
+        entry.insert("match", whole.as_str());
+        entry.insert("idx", i32::try_from(text[..whole.start()].chars().count()).unwrap_or(i32::MAX));
+        entry.insert("captures", groups);
+        found.push(Bson::Document(entry));
+        if !all {
+            break;
+        }
+    }
+    if all {
+        return Ok(Some(Bson::Array(found)));
+    }
+    Ok(Some(found.pop().unwrap_or(Bson::Null)))
 }
 
 #[cfg(test)]
@@ -334,5 +399,23 @@ mod tests {
         assert_eq!(eval(bson!({"$regexMatch": {"input": "$desc", "regex": "^PRO"}})).unwrap(), Bson::Boolean(false));
         assert_eq!(eval(bson!({"$regexMatch": {"input": "$absent", "regex": "x"}})).unwrap(), Bson::Boolean(false));
         assert_eq!(eval(bson!({"$regexMatch": {"input": 5, "regex": "x"}})).unwrap_err().code, 51104);
+    }
+
+    #[test]
+    fn regex_find_and_replace() {
+        assert_eq!(
+            eval(bson!({"$regexFind": {"input": "Single LINE description.", "regex": "(l)ine", "options": "i"}})).unwrap(),
+            bson!({"match": "LINE", "idx": 7, "captures": ["L"]})
+        );
+        assert_eq!(eval(bson!({"$regexFind": {"input": "abc", "regex": "z"}})).unwrap(), Bson::Null);
+        assert_eq!(
+            eval(bson!({"$regexFindAll": {"input": "café cat", "regex": "c(a)?"}})).unwrap(),
+            bson!([{"match": "ca", "idx": 0, "captures": ["a"]}, {"match": "ca", "idx": 5, "captures": ["a"]}])
+        );
+        assert_eq!(eval(bson!({"$regexFindAll": {"input": "$n", "regex": "x"}})).unwrap(), bson!([]));
+        assert_eq!(eval(bson!({"$replaceOne": {"input": "blue paint blue", "find": "blue", "replacement": "red"}})).unwrap(), Bson::from("red paint blue"));
+        assert_eq!(eval(bson!({"$replaceAll": {"input": "blue paint blue", "find": "blue", "replacement": "red"}})).unwrap(), Bson::from("red paint red"));
+        assert_eq!(eval(bson!({"$replaceAll": {"input": "$n", "find": "a", "replacement": "b"}})).unwrap(), Bson::Null);
+        assert_eq!(eval(bson!({"$replaceAll": {"input": 1, "find": "a", "replacement": "b"}})).unwrap_err().code, 51746);
     }
 }

@@ -55,6 +55,9 @@ fn numeric_field_names_apply_in_numeric_order() {
 fn set_into_arrays_pads_with_null() {
     assert_doc(apply(doc! {"a": [1]}, doc! {"$set": {"a.2": 3}}), doc! {"a": [1, Bson::Null, 3]});
     assert_doc(apply(doc! {"a": [{"b": 1}]}, doc! {"$set": {"a.0.b": 2}}), doc! {"a": [{"b": 2}]});
+    // Padding is bounded; numeric names in documents are plain names.
+    assert_eq!(error(doc! {"a": []}, doc! {"$set": {"a.2000000": 1}}), 2);
+    assert_doc(apply(doc! {"a": {}}, doc! {"$set": {"a.2000000": 1}}), doc! {"a": {"2000000": 1}});
 }
 
 #[test]

@@ -122,7 +122,10 @@ fn resolve(
 ) -> Result<Vec<Key>, QueryError> {
     match (node, component) {
         (Bson::Document(_), Component::Field(name)) => Ok(vec![Key::Name(name.clone())]),
-        (Bson::Array(_), Component::Field(name)) => match array_index(name) {
+        (Bson::Array(items), Component::Field(name)) => match array_index(name) {
+            Some(i) if creating && i >= items.len() && i > MAX_PADDED_INDEX => Err(QueryError::bad_value(format!(
+                "can't backfill array to larger than {MAX_PADDED_INDEX} elements"
+            ))),
             Some(i) => Ok(vec![Key::Index(i)]),
             None if creating => Err(cannot_create(name, node_name, node)),
             None => Ok(Vec::new()),
@@ -254,15 +257,6 @@ fn remove(node: &mut Bson, key: &Key) {
 const MAX_PADDED_INDEX: usize = 1_500_000;
 
 fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>) -> Result<Outcome, QueryError> {
-    if current.is_none() && creates(&modifier.action) {
-        if let Ok(index) = field.parse::<usize>() {
-            if index > MAX_PADDED_INDEX {
-                return Err(QueryError::bad_value(format!(
-                    "can't backfill array to larger than 1500000 elements (index {index})"
-                )));
-            }
-        }
-    }
     Ok(match &modifier.action {
         Action::Set(value) | Action::SetOnInsert(value) => Outcome::Set(value.clone()),
         Action::Unset => match current {

@@ -119,6 +119,18 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The byte range `[start, end)` that holds the encoding of every value
+/// of `value`'s canonical type (all numbers, all strings, ...) in one key
+/// field, for type-bracketed range bounds (`{$gt: 5}` covers numbers
+/// only). Append the result after the encoded prefix fields of a
+/// compound key.
+pub fn type_range(value: &Bson, descending: bool) -> (Vec<u8>, Vec<u8>) {
+    let tag = type_byte(value);
+    let first = if descending { !tag } else { tag };
+    // Type bytes are 9..=137, so neither byte here can overflow.
+    (vec![first], vec![first + 1])
+}
+
 fn encode_ascending(out: &mut Vec<u8>, value: &Bson) {
     out.push(type_byte(value));
     match value {
@@ -768,6 +780,24 @@ mod tests {
         assert!(enc(&Bson::Int64(i64::MAX)) < enc(&Bson::Double(9.3e18)));
         assert!(enc(&Bson::Int64(i64::MIN)) > enc(&Bson::Double(f64::NEG_INFINITY)));
         assert!(enc(&Bson::Double(f64::NAN)) < enc(&Bson::Double(f64::NEG_INFINITY)));
+    }
+
+    #[test]
+    fn type_range_holds_exactly_one_type() {
+        for descending in [false, true] {
+            let (start, end) = type_range(&Bson::Int32(0), descending);
+            let mut inside = Vec::new();
+            for v in [Bson::Double(f64::NAN), Bson::Double(f64::INFINITY), Bson::Int64(i64::MIN)] {
+                encode_value(&mut inside, &v, descending);
+                assert!(start <= inside && inside < end);
+                inside.clear();
+            }
+            for v in [Bson::Null, Bson::String(String::new()), Bson::MinKey, Bson::MaxKey] {
+                encode_value(&mut inside, &v, descending);
+                assert!(inside < start || inside >= end, "{v:?}");
+                inside.clear();
+            }
+        }
     }
 
     #[test]

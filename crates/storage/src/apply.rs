@@ -97,8 +97,9 @@ pub struct Applier<'a> {
     store: &'a VersionedStore,
     /// The newest state: every committed version, over the current base.
     view: ReadView,
-    /// The catalog being changed (starts as the newest one).
-    pub catalog: Catalog,
+    /// The catalog being changed (starts as the newest one; copied on the
+    /// first change).
+    pub catalog: Arc<Catalog>,
     pub catalog_changed: bool,
     /// Key changes to commit at the entry's timestamp.
     pub changes: Vec<(Vec<u8>, Option<Value>)>,
@@ -106,9 +107,15 @@ pub struct Applier<'a> {
 }
 
 impl<'a> Applier<'a> {
-    pub fn new(store: &'a VersionedStore, catalog: &Catalog, strictness: Strictness) -> Applier<'a> {
+    pub fn new(store: &'a VersionedStore, catalog: &Arc<Catalog>, strictness: Strictness) -> Applier<'a> {
         let view = store.view(Timestamp::MAX).expect("the newest state is always readable");
         Applier { store, view, catalog: catalog.clone(), catalog_changed: false, changes: Vec::new(), strictness }
+    }
+
+    /// The catalog for changing: marks it changed.
+    fn catalog_mut(&mut self) -> &mut Catalog {
+        self.catalog_changed = true;
+        Arc::make_mut(&mut self.catalog)
     }
 
     fn read_document(&self, table: u32, record_key: &[u8]) -> Result<Option<Document>> {
@@ -248,8 +255,7 @@ impl<'a> Applier<'a> {
             for position in multikey_now {
                 changed.indexes[position].multikey = true;
             }
-            self.catalog.collections.insert(changed.ns.clone(), Arc::new(changed));
-            self.catalog_changed = true;
+            self.catalog_mut().collections.insert(changed.ns.clone(), Arc::new(changed));
         }
         Ok(())
     }
@@ -278,26 +284,27 @@ impl<'a> Applier<'a> {
                 Strictness::Replay => Ok(false),
             };
         }
-        let record_table = self.catalog.allocate_table();
+        let catalog = self.catalog_mut();
+        let record_table = catalog.allocate_table();
         let meta = CollectionMeta { ns: ns.to_string(), uuid, options, record_table, indexes: Vec::new() };
-        self.catalog.collections.insert(ns.to_string(), Arc::new(meta));
-        self.catalog_changed = true;
+        catalog.collections.insert(ns.to_string(), Arc::new(meta));
         Ok(true)
     }
 
     /// Drops a collection: its tables are deleted by the checkpoint that
     /// covers `ts`.
     pub fn drop_collection(&mut self, ns: &str, ts: Timestamp) -> Result<bool> {
-        let Some(meta) = self.catalog.collections.remove(ns) else {
+        let Some(meta) = self.catalog.get(ns).cloned() else {
             return match self.strictness {
                 Strictness::Write => Err(StorageError::NamespaceNotFound(ns.to_string())),
                 Strictness::Replay => Ok(false),
             };
         };
+        let catalog = self.catalog_mut();
+        catalog.collections.remove(ns);
         for table in meta.tables() {
-            self.catalog.dropped_tables.insert(table, ts);
+            catalog.dropped_tables.insert(table, ts);
         }
-        self.catalog_changed = true;
         Ok(true)
     }
 
@@ -323,11 +330,11 @@ impl<'a> Applier<'a> {
             }
             self.drop_collection(to, ts)?;
         }
-        self.catalog.collections.remove(from);
         let mut renamed = (*meta).clone();
         renamed.ns = to.to_string();
-        self.catalog.collections.insert(to.to_string(), Arc::new(renamed));
-        self.catalog_changed = true;
+        let catalog = self.catalog_mut();
+        catalog.collections.remove(from);
+        catalog.collections.insert(to.to_string(), Arc::new(renamed));
         Ok(true)
     }
 
@@ -342,7 +349,7 @@ impl<'a> Applier<'a> {
             return Ok(false);
         }
         let pattern = KeyPattern::parse(&spec.key)?;
-        let table = self.catalog.allocate_table();
+        let table = self.catalog_mut().allocate_table();
         let mut index = IndexMeta { spec, pattern, table, multikey: false };
         let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
         let (start, end) = table_range(collection.record_table);
@@ -370,8 +377,7 @@ impl<'a> Applier<'a> {
         }
         let mut changed = (*collection).clone();
         changed.indexes.push(index);
-        self.catalog.collections.insert(ns.to_string(), Arc::new(changed));
-        self.catalog_changed = true;
+        self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
         Ok(true)
     }
 
@@ -388,9 +394,9 @@ impl<'a> Applier<'a> {
         };
         let mut changed = (*collection).clone();
         let removed = changed.indexes.remove(position);
-        self.catalog.dropped_tables.insert(removed.table, ts);
-        self.catalog.collections.insert(ns.to_string(), Arc::new(changed));
-        self.catalog_changed = true;
+        let catalog = self.catalog_mut();
+        catalog.dropped_tables.insert(removed.table, ts);
+        catalog.collections.insert(ns.to_string(), Arc::new(changed));
         Ok(true)
     }
 

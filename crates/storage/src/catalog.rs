@@ -246,14 +246,14 @@ impl CatalogHistory {
         }
     }
 
-    pub fn push(&mut self, ts: Timestamp, catalog: Catalog) {
+    pub fn push(&mut self, ts: Timestamp, catalog: Arc<Catalog>) {
         if let Some((last, _)) = self.versions.last_mut() {
             assert!(*last <= ts, "catalog version at {ts} below {last}");
             if *last == ts {
                 self.versions.pop();
             }
         }
-        self.versions.push((ts, Arc::new(catalog)));
+        self.versions.push((ts, catalog));
     }
 
     pub fn rollback_to(&mut self, ts: Timestamp) {
@@ -328,12 +328,12 @@ mod tests {
     #[test]
     fn history_answers_as_of_and_rolls_back() {
         let mut history = CatalogHistory::new(Catalog::default());
-        history.push(Timestamp::new(2, 1), sample());
+        history.push(Timestamp::new(2, 1), Arc::new(sample()));
         assert!(history.at(Timestamp::new(1, 9)).collections.is_empty());
         assert_eq!(history.at(Timestamp::new(2, 1)).collections.len(), 1);
         history.rollback_to(Timestamp::new(1, 9));
         assert!(history.latest().collections.is_empty());
-        history.push(Timestamp::new(6, 1), sample());
+        history.push(Timestamp::new(6, 1), Arc::new(sample()));
         history.fold_to(Timestamp::new(6, 1));
         assert_eq!(history.version_count(), 0);
         assert!(history.latest().dropped_tables.is_empty(), "drop at 5 is covered by the checkpoint at 6");

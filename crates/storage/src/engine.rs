@@ -159,6 +159,9 @@ const JOURNAL_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// dbHash, validate, stats).
 const FULL_SCAN_BATCH_MAX: usize = 1024;
 
+/// Attempts to take a Latest view while checkpoints move past it.
+const READER_ATTEMPTS_MAX: usize = 16;
+
 /// The write lock's state. Guarded by `Inner::write`.
 pub(crate) struct WriteState {
     pub clock: OplogClock,
@@ -295,17 +298,32 @@ impl Inner {
     }
 
     fn reader_at(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
-        let visible = self.visible();
-        let ts = match at {
-            ReadAt::Latest => visible,
-            // A timestamp beyond the newest entry reads the newest state.
-            ReadAt::At(ts) => ts.min(visible),
-        };
-        let view = self.store.view(ts).ok_or_else(|| {
-            StorageError::SnapshotTooOld(format!("{ts} is older than the checkpoint at {}", self.store.checkpoint_ts()))
-        })?;
-        let catalog = self.catalog.read().at(ts);
-        Ok(Reader { inner: self.clone(), view, catalog })
+        // The catalog lock is held across taking the view so that the
+        // checkpoint cannot fold the catalog history past a view whose
+        // base it has just replaced.
+        let history = self.catalog.read();
+        let mut attempts = 0;
+        loop {
+            let visible = self.visible();
+            let ts = match at {
+                ReadAt::Latest => visible,
+                // A timestamp beyond the newest entry reads the newest state.
+                ReadAt::At(ts) => ts.min(visible),
+            };
+            if let Some(view) = self.store.view(ts) {
+                let catalog = history.at(ts);
+                return Ok(Reader { inner: self.clone(), view, catalog });
+            }
+            // A checkpoint may pass a Latest timestamp read a moment ago;
+            // the newer visible timestamp is then above it.
+            attempts += 1;
+            if at != ReadAt::Latest || attempts >= READER_ATTEMPTS_MAX {
+                return Err(StorageError::SnapshotTooOld(format!(
+                    "{ts} is older than the checkpoint at {}",
+                    self.store.checkpoint_ts()
+                )));
+            }
+        }
     }
 
     /// The stable timestamp a checkpoint may cover now.

@@ -8,7 +8,7 @@ use bson::Bson;
 use super::{is_nullish, type_name, ArgStyle, Args, Context, Expr, OpSpec, Value};
 use crate::error::{codes, QueryError};
 
-const MILLIS_PER_DAY: i64 = 86_400_000;
+pub(super) const MILLIS_PER_DAY: i64 = 86_400_000;
 
 pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$year", style: ArgStyle::Custom(parse_date_part), eval: eval_date_part },
@@ -33,10 +33,10 @@ pub(super) static OPERATORS: &[OpSpec] = &[
 
 /// A broken-down UTC time.
 #[derive(Debug, PartialEq)]
-struct Civil {
-    year: i64,
-    month: u32,
-    day: u32,
+pub(super) struct Civil {
+    pub(super) year: i64,
+    pub(super) month: u32,
+    pub(super) day: u32,
     hour: u32,
     minute: u32,
     second: u32,
@@ -47,7 +47,7 @@ struct Civil {
     day_of_year: u32,
 }
 
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+pub(super) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -57,7 +57,7 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil(millis: i64) -> Civil {
+pub(super) fn civil(millis: i64) -> Civil {
     let days = millis.div_euclid(MILLIS_PER_DAY);
     let in_day = millis.rem_euclid(MILLIS_PER_DAY);
     let z = days + 719_468;
@@ -214,7 +214,7 @@ fn parse_date_part(spec: &'static OpSpec, operand: &Bson) -> Result<Args, QueryE
 }
 
 /// Checks that a timezone argument, if any, is UTC.
-fn require_utc(name: &str, args: &Args, index: usize, cx: &Context) -> Result<bool, QueryError> {
+pub(super) fn require_utc(name: &str, args: &Args, index: usize, cx: &Context) -> Result<bool, QueryError> {
     if args.get(index).is_none() {
         return Ok(true);
     }
@@ -229,7 +229,7 @@ fn require_utc(name: &str, args: &Args, index: usize, cx: &Context) -> Result<bo
 }
 
 /// The milliseconds of a date-like value (date, timestamp, ObjectId).
-fn date_millis(name: &str, value: &Bson) -> Result<i64, QueryError> {
+pub(super) fn date_millis(name: &str, value: &Bson) -> Result<i64, QueryError> {
     match value {
         Bson::DateTime(d) => Ok(d.timestamp_millis()),
         Bson::Timestamp(ts) => Ok(i64::from(ts.time) * 1000),

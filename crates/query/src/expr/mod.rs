@@ -16,6 +16,7 @@ mod accumulators;
 mod arithmetic;
 mod arrays;
 mod conditional;
+mod date_math;
 mod dates;
 mod objects;
 mod sets;
@@ -182,8 +183,9 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 9] {
+fn operator_tables() -> [&'static [OpSpec]; 10] {
     [
+        date_math::OPERATORS,
         sets::OPERATORS,
         accumulators::OPERATORS,
         conditional::OPERATORS,
@@ -337,7 +339,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// answer CommandNotSupported naming the operator, so that users can tell
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
-    "$dateFromString", "$dateAdd", "$dateSubtract", "$dateDiff", "$dateTrunc", "$dateFromParts",
+    "$dateFromString", "$dateFromParts",
     "$dateToParts", "$zip", "$sortArray", "$firstN",
     "$lastN", "$maxN", "$minN", "$top", "$topN", "$bottom", "$bottomN", "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$binarySize",
     "$bsonSize", "$toDecimal", "$degreesToRadians", "$radiansToDegrees", "$sin", "$cos", "$tan",

@@ -66,7 +66,8 @@ impl Node {
             if self.role == Role::Candidate {
                 self.become_secondary();
             }
-            self.election = None;
+            // A dry run continues: priority and catch-up takeovers stand
+            // against a live primary on purpose.
             self.reset_election_timer();
         }
         self.learn_commit_point(heartbeat.commit_point, false);

@@ -1,0 +1,98 @@
+//! Randomized simulation (tigerbeetle VOPR style) of 3, 5 and 7 member
+//! sets, plus every seed that ever failed as a named regression test.
+//!
+//! `SIM_SEEDS=N cargo test -p slipstream-consensus --test simulation`
+//! changes the per-size seed count (default `DEFAULT_SEEDS`); longer soaks
+//! use the `simulate` example in release mode.
+
+use slipstream_consensus::simulation::{run_seed, RunOptions};
+
+/// Seeds per replica set size in a default `cargo test` (debug build,
+/// kept well under two minutes on a 2-core machine).
+const DEFAULT_SEEDS: u64 = 50;
+
+fn seeds() -> u64 {
+    std::env::var("SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SEEDS)
+}
+
+fn run_many(members: usize) {
+    let mut failures = Vec::new();
+    let mut steps = 0;
+    for seed in 0..seeds() {
+        let report = run_seed(RunOptions::new(members, seed));
+        steps += report.steps;
+        if !report.violations.is_empty() {
+            failures.push(format!(
+                "seed {seed} members {members} ({}): {:?}\n  replay: cargo run --release -p slipstream-consensus --example simulate -- --seeds 1 --members {members} --seed {seed} --trace",
+                report.profile, report.violations
+            ));
+        }
+    }
+    assert!(steps > 0);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn random_three_members() {
+    run_many(3);
+}
+
+#[test]
+fn random_five_members() {
+    run_many(5);
+}
+
+#[test]
+fn random_seven_members() {
+    run_many(7);
+}
+
+/// Replays one seed that once failed; it must pass now.
+fn regression(members: usize, seed: u64) {
+    let report = run_seed(RunOptions::new(members, seed));
+    assert!(report.violations.is_empty(), "seed {seed} members {members}: {:?}", report.violations);
+    assert!(report.acked_writes > 0, "the run acknowledged no majority write");
+}
+
+// Bug 1: members chose each other as sync sources from stale heartbeats
+// (a source that crashed and lost its unsynced tail still looked ahead);
+// a strict "never a cycle" check failed. Fixed by dropping a source that
+// syncs from us and a source idle while another member is ahead; the
+// invariant now bounds how long a cycle may last.
+#[test]
+fn regression_sync_source_cycle_seed_141_members_7() {
+    regression(7, 141);
+}
+
+#[test]
+fn regression_sync_source_cycle_seed_156_members_7() {
+    regression(7, 156);
+}
+
+// Bug 2 (dropping a source whose stale heartbeat showed it behind left
+// caught-up secondaries without a source, so the commit point stalled)
+// was found in seeds 0..300 before seeds were logged; its fix is covered
+// by the liveness phase of every run.
+
+// Bug 3: NeverRollbackCommitted. A member that had committed entries (but
+// had not learned they were committed) rolled back against a secondary
+// still on a dead branch whose last OpTime was newer (the seed's rule).
+#[test]
+fn regression_rollback_committed_seed_2679_members_7() {
+    regression(7, 2679);
+}
+
+// Bug 4: the first fix for bug 3 (roll back only when the source's commit
+// point lies past the common point) deadlocked a P-S-A set: the primary
+// could not commit without the diverged secondary, which would not roll
+// back until the primary committed. Fixed by also trusting the primary of
+// our own term (Leader Completeness).
+#[test]
+fn regression_psa_rollback_deadlock_seed_2976_members_3() {
+    regression(3, 2976);
+}
+
+#[test]
+fn regression_psa_rollback_deadlock_seed_2974_members_3() {
+    regression(3, 2974);
+}

@@ -65,19 +65,16 @@ impl Batch {
         if self.is_full() {
             return Err(document);
         }
-        let size = document_size(&document);
+        // The document's bytes plus its array element header in the reply
+        // (type byte, decimal index, NUL), so that the encoded batch, not
+        // just its documents, stays under the cap.
+        let size = document_size(&document) + 2 + decimal_digits(self.documents.len());
         if !self.documents.is_empty() && self.bytes + size > self.limits.bytes_max {
             return Err(document);
         }
         self.bytes += size;
         self.documents.push(document);
         Ok(())
-    }
-
-    /// No more room: full by count, or by bytes for anything but an empty
-    /// document (used to stop reading ahead).
-    pub fn is_closed(&self) -> bool {
-        self.is_full() || (!self.documents.is_empty() && self.bytes + 5 > self.limits.bytes_max)
     }
 
     pub fn len(&self) -> usize {
@@ -91,6 +88,15 @@ impl Batch {
     pub fn into_documents(self) -> Vec<Document> {
         self.documents
     }
+}
+
+fn decimal_digits(mut n: usize) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
 #[cfg(test)]
@@ -130,7 +136,8 @@ mod tests {
     #[test]
     fn byte_cap_cuts_the_batch_but_always_admits_one_document() {
         let big = doc! {"s": "x".repeat(100)};
-        let size = document_size(&big);
+        // Each element also costs its array header: type byte, index, NUL.
+        let size = document_size(&big) + 3;
         let mut batch = Batch::new(BatchLimits { documents_max: None, bytes_max: size * 2 + size / 2 });
         assert!(batch.push(big.clone()).is_ok());
         assert!(batch.push(big.clone()).is_ok());
@@ -140,5 +147,15 @@ mod tests {
         let mut tiny = Batch::new(BatchLimits { documents_max: None, bytes_max: 1 });
         assert!(tiny.push(big.clone()).is_ok());
         assert!(tiny.push(big).is_err());
+    }
+
+    #[test]
+    fn encoded_batch_stays_under_the_cap() {
+        let document = doc! {"pad": "x".repeat(1000)};
+        let cap = 200_000;
+        let mut batch = Batch::new(BatchLimits { documents_max: None, bytes_max: cap });
+        while batch.push(document.clone()).is_ok() {}
+        let encoded = doc! {"batch": batch.into_documents()}.to_vec().unwrap().len();
+        assert!(encoded <= cap + 32, "encoded batch of {encoded} bytes passes the cap of {cap}");
     }
 }

@@ -1,0 +1,185 @@
+//! The handshake and admin commands over a real socket against the real
+//! binary: OP_MSG `hello`, legacy OP_QUERY `isMaster` answered with
+//! OP_REPLY, the awaitable `hello` of monitors, moreToCome, and the
+//! commands drivers and pymongo's test suite send before any test.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use common::{Client, Node};
+use slipstream_wire::{encode_op_msg, encode_op_query, msg_flags, reply_flags, Message};
+
+fn check_hello_fields(reply: &Document) {
+    assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
+    assert_eq!(reply.get_i32("minWireVersion").ok(), Some(0));
+    assert_eq!(reply.get_i32("maxWireVersion").ok(), Some(21));
+    assert_eq!(reply.get_i32("maxBsonObjectSize").ok(), Some(16 * 1024 * 1024));
+    assert_eq!(reply.get_i32("maxMessageSizeBytes").ok(), Some(48_000_000));
+    assert_eq!(reply.get_i32("maxWriteBatchSize").ok(), Some(100_000));
+    assert_eq!(reply.get_i32("logicalSessionTimeoutMinutes").ok(), Some(30));
+    assert_eq!(reply.get_bool("readOnly").ok(), Some(false));
+    assert!(reply.get_datetime("localTime").is_ok());
+    assert!(matches!(reply.get("connectionId"), Some(Bson::Int64(_) | Bson::Int32(_))));
+    let topology = reply.get_document("topologyVersion").unwrap();
+    assert!(topology.get_object_id("processId").is_ok());
+    // The Java driver rejects an Int32 counter.
+    assert!(matches!(topology.get("counter"), Some(Bson::Int64(_))), "{topology}");
+    let last_write = reply.get_document("lastWrite").unwrap();
+    for key in ["opTime", "majorityOpTime"] {
+        assert!(last_write.get_document(key).unwrap().get_timestamp("ts").is_ok());
+    }
+    for key in ["lastWriteDate", "majorityWriteDate"] {
+        assert!(last_write.get_datetime(key).is_ok());
+    }
+}
+
+#[test]
+fn handshake_and_admin_commands() {
+    let node = Node::start(&["--enable-test-commands"]);
+    let mut client = node.client();
+
+    // pymongo's first message: isMaster with helloOk.
+    let reply = client
+        .command(&doc! {"ismaster": 1, "helloOk": true, "client": {"driver": {"name": "test"}}, "compression": [], "$db": "admin"})
+        .unwrap();
+    check_hello_fields(&reply);
+    assert_eq!(reply.get_bool("ismaster").ok(), Some(true));
+    assert_eq!(reply.get_bool("helloOk").ok(), Some(true));
+
+    let reply = client.command(&doc! {"hello": 1, "$db": "admin"}).unwrap();
+    check_hello_fields(&reply);
+    assert_eq!(reply.get_bool("isWritablePrimary").ok(), Some(true));
+    assert!(!reply.contains_key("helloOk"));
+
+    // A second connection gets another connectionId.
+    let other = node.client().command(&doc! {"hello": 1, "$db": "admin"}).unwrap();
+    assert_ne!(other.get("connectionId"), reply.get("connectionId"));
+
+    let build = client.command(&doc! {"buildInfo": 1, "$db": "admin"}).unwrap();
+    assert_eq!(build.get_str("version").ok(), Some("7.0.0"));
+    assert_eq!(build.get_array("versionArray").unwrap().len(), 4);
+
+    let params = client.command(&doc! {"getParameter": "*", "$db": "admin"}).unwrap();
+    assert_eq!(params.get_bool("enableTestCommands").ok(), Some(true), "{params}");
+    let fcv = client.command(&doc! {"getParameter": 1, "featureCompatibilityVersion": 1, "$db": "admin"}).unwrap();
+    assert_eq!(fcv.get_document("featureCompatibilityVersion").unwrap().get_str("version").ok(), Some("7.0"));
+    let unknown = client.command(&doc! {"getParameter": 1, "noSuchParameter": 1, "$db": "admin"}).unwrap();
+    assert_eq!(unknown.get_f64("ok").ok(), Some(0.0));
+
+    let opts = client.command(&doc! {"getCmdLineOpts": 1, "$db": "admin"}).unwrap();
+    assert_eq!(opts.get_document("parsed").unwrap().get_document("net").unwrap().get_i32("port").ok(), Some(i32::from(node.port)));
+
+    let status = client.command(&doc! {"serverStatus": 1, "$db": "admin"}).unwrap();
+    assert_eq!(status.get_f64("ok").ok(), Some(1.0), "{status}");
+    assert_eq!(status.get_document("storageEngine").unwrap().get_str("name").ok(), Some("slipstream"));
+    assert!(status.get_document("connections").unwrap().get_i32("current").unwrap() >= 1);
+    assert!(status.get_document("opcounters").unwrap().get_i64("command").unwrap() >= 5);
+    assert!(status.get_document("mem").unwrap().get_i32("resident").unwrap() > 0);
+    assert!(status.get_document("slipstream").unwrap().contains_key("journal"));
+
+    let me = client.command(&doc! {"whatsmyuri": 1, "$db": "admin"}).unwrap();
+    assert!(me.get_str("you").unwrap().starts_with("127.0.0.1:"));
+    let conn = client.command(&doc! {"connectionStatus": 1, "$db": "admin"}).unwrap();
+    assert!(conn.get_document("authInfo").is_ok());
+    let host = client.command(&doc! {"hostInfo": 1, "$db": "admin"}).unwrap();
+    assert!(host.get_document("system").unwrap().get_i32("numCores").unwrap() >= 1);
+
+    let log = client.command(&doc! {"getLog": "global", "$db": "admin"}).unwrap();
+    let lines = log.get_array("log").unwrap();
+    assert!(!lines.is_empty());
+    let line: serde_json::Value = serde_json::from_str(lines[0].as_str().unwrap()).unwrap();
+    assert!(line["t"]["$date"].is_string() && line["c"].is_string() && line["id"].is_number());
+    let names = client.command(&doc! {"getLog": "*", "$db": "admin"}).unwrap();
+    assert_eq!(names.get_array("names").unwrap().len(), 2);
+    let warnings = client.command(&doc! {"getLog": "startupWarnings", "$db": "admin"}).unwrap();
+    assert_eq!(warnings.get_array("log").unwrap().len(), 1, "test commands are enabled: one warning");
+
+    // Unknown commands, missing $db, generic arguments.
+    let unknown = client.command(&doc! {"foo": 1, "$db": "admin"}).unwrap();
+    assert_eq!(unknown.get_i32("code").ok(), Some(59));
+    assert_eq!(unknown.get_str("codeName").ok(), Some("CommandNotFound"));
+    assert_eq!(unknown.get_str("errmsg").ok(), Some("no such command: 'foo'"));
+    let no_db = client.command(&doc! {"ping": 1}).unwrap();
+    assert_eq!(no_db.get_i32("code").ok(), Some(40571));
+    let generic = client
+        .command(&doc! {"ping": 1, "$db": "admin", "lsid": {"id": Bson::Null}, "$clusterTime": {}, "comment": "x",
+                        "maxTimeMS": 1000, "apiVersion": "1", "$readPreference": {"mode": "primary"}})
+        .unwrap();
+    assert_eq!(generic.get_f64("ok").ok(), Some(1.0));
+}
+
+#[test]
+fn legacy_op_query_is_answered_with_op_reply() {
+    let node = Node::start(&[]);
+    let mut client = node.client();
+    let request_id = client.request_id();
+    client.send(&encode_op_query(request_id, 0, "admin.$cmd", 0, -1, &doc! {"isMaster": 1, "client": {}}).unwrap()).unwrap();
+    let Message::Reply(reply) = client.receive().unwrap() else { panic!("expected OP_REPLY") };
+    assert_eq!(reply.header.response_to, request_id);
+    assert_eq!(reply.response_flags & reply_flags::QUERY_FAILURE, 0);
+    assert_eq!(reply.cursor_id, 0);
+    assert_eq!(reply.documents.len(), 1);
+    check_hello_fields(&reply.documents[0]);
+    assert_eq!(reply.documents[0].get_bool("ismaster").ok(), Some(true));
+
+    // The same connection then speaks OP_MSG, as mongosh does.
+    assert_eq!(client.command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
+
+    // A legacy query on a collection fails with QueryFailure and $err.
+    let request_id = client.request_id();
+    client.send(&encode_op_query(request_id, 0, "test.coll", 0, 1, &doc! {"a": 1}).unwrap()).unwrap();
+    let Message::Reply(reply) = client.receive().unwrap() else { panic!("expected OP_REPLY") };
+    assert_ne!(reply.response_flags & reply_flags::QUERY_FAILURE, 0);
+    assert!(reply.documents[0].get_str("$err").is_ok());
+}
+
+#[test]
+fn monitoring_hello_waits_and_more_to_come_gets_no_reply() {
+    let node = Node::start(&[]);
+    let mut client = node.client();
+    let first = client.command(&doc! {"hello": 1, "$db": "admin"}).unwrap();
+    let topology = first.get_document("topologyVersion").unwrap().clone();
+
+    // Same topologyVersion: answered after maxAwaitTimeMS.
+    let started = Instant::now();
+    let body = doc! {"hello": 1, "topologyVersion": topology.clone(), "maxAwaitTimeMS": 400, "$db": "admin"};
+    let (request_id, response_to, reply) = client.command_with_flags(&body, msg_flags::EXHAUST_ALLOWED).unwrap();
+    assert_eq!(request_id, response_to);
+    assert!(started.elapsed() >= Duration::from_millis(380), "answered after {:?}", started.elapsed());
+    check_hello_fields(&reply);
+
+    // Another process's topologyVersion: answered at once.
+    let started = Instant::now();
+    let stale = doc! {"processId": bson::oid::ObjectId::new(), "counter": 0_i64};
+    let body = doc! {"hello": 1, "topologyVersion": stale, "maxAwaitTimeMS": 10_000, "$db": "admin"};
+    client.command_with_flags(&body, msg_flags::EXHAUST_ALLOWED).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // moreToCome: no reply; the next reply answers the next request.
+    let request_id = client.request_id();
+    let end_sessions = doc! {"endSessions": [], "$db": "admin", "writeConcern": {"w": 0}};
+    client.send(&encode_op_msg(request_id, 0, msg_flags::MORE_TO_COME, &end_sessions, &[]).unwrap()).unwrap();
+    let reply = client.command(&doc! {"ping": 1, "$db": "admin"}).unwrap();
+    assert_eq!(reply.get_f64("ok").ok(), Some(1.0));
+
+    // A checksummed request is verified and answered.
+    let (_, _, reply) = client.command_with_flags(&doc! {"ping": 1, "$db": "admin"}, msg_flags::CHECKSUM_PRESENT).unwrap();
+    assert_eq!(reply.get_f64("ok").ok(), Some(1.0));
+}
+
+#[test]
+fn sigterm_and_shutdown_command_exit_cleanly() {
+    let mut node = Node::start(&[]);
+    assert!(node.stop().success(), "SIGTERM exits 0");
+
+    let mut node = Node::start(&[]);
+    let mut client = node.client();
+    let refused = client.command(&doc! {"shutdown": 1, "$db": "test"}).unwrap();
+    assert_eq!(refused.get_i32("code").ok(), Some(13));
+    // The reply may or may not arrive before the connection closes.
+    let _ = client.command(&doc! {"shutdown": 1, "force": true, "$db": "admin"});
+    assert!(node.wait_exit().success(), "shutdown exits 0");
+    assert!(Client::connect(node.port).is_err(), "nothing listens after shutdown");
+}

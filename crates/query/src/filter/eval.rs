@@ -82,6 +82,10 @@ pub fn matches_value(node: &Node, value: &Bson) -> bool {
     }
 }
 
+pub fn predicate_matches_missing(predicate: &Predicate) -> bool {
+    satisfies(predicate, None).is_some()
+}
+
 fn leaf_mode(predicate: &Predicate) -> LeafArrays {
     match predicate {
         Predicate::Size(_) | Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => LeafArrays::Whole,

@@ -21,6 +21,8 @@ pub use predicate::{CompareOp, InList, RegexMatcher, TypeSet};
 #[derive(Clone, Debug)]
 pub struct Filter {
     root: Node,
+    /// The filter as the client sent it, for explain output.
+    source: Document,
 }
 
 /// What a match found, for the positional `$` of updates and projections.
@@ -76,12 +78,12 @@ impl Filter {
     /// Parses a filter document. Errors carry MongoDB's codes and messages
     /// (`unknown operator: $x`, `unknown top level operator: $x`, ...).
     pub fn parse(filter: &Document) -> Result<Filter, QueryError> {
-        Ok(Filter { root: parse::parse_document(filter, 0)? })
+        Ok(Filter { root: parse::parse_document(filter, 0)?, source: filter.clone() })
     }
 
     /// A filter that matches every document.
     pub fn match_all() -> Filter {
-        Filter { root: Node::True }
+        Filter { root: Node::True, source: Document::new() }
     }
 
     pub fn matches(&self, doc: &Document) -> bool {
@@ -111,6 +113,20 @@ impl Filter {
     /// The parsed tree, for the planner.
     pub fn root(&self) -> &Node {
         &self.root
+    }
+
+    /// The filter document this was parsed from.
+    pub fn source(&self) -> &Document {
+        &self.source
+    }
+}
+
+impl Predicate {
+    /// Whether a missing field satisfies this predicate (`null` equality,
+    /// `$gte: null`, `$lt: MaxKey`, ...). The planner may only use a sparse
+    /// index, or bounds that leave out null, when it does not.
+    pub fn matches_missing(&self) -> bool {
+        eval::predicate_matches_missing(self)
     }
 }
 

@@ -1,0 +1,405 @@
+//! Plan selection: a collection scan, or one index scan over byte ranges
+//! of index keys, possibly walked backwards to provide a sort.
+//!
+//! The executor applies the full filter to every document an index scan
+//! returns, so bounds only need to be a superset of the keys of matching
+//! documents. The planner therefore reasons only about the top-level
+//! conjunction of field predicates and ignores everything else (`$or`,
+//! `$nor`, `$expr`), which can only make bounds wider.
+//!
+//! Rules that keep bounds safe (each has a test in `tests/planner_*.rs`):
+//! 1. A field's bounds come from predicates on exactly that path; on a
+//!    multikey index two predicates on one field are not intersected
+//!    (different array elements may satisfy them), one of them is used.
+//! 2. Compound bounds: equality points on leading fields, then a range on
+//!    the next field; later fields are unbounded.
+//! 3. A sparse index is used only when some predicate on one of its fields
+//!    cannot match a missing field (or when hinted).
+//! 4. Indexes with a numeric path component (`a.0`) are only used when
+//!    hinted, and then as a full scan: the matcher reads `0` both as a
+//!    position and as a field name, the key generator only as a position.
+//! 5. On a multikey index, a predicate that matches missing fields
+//!    (`{"a.b": null}`) does not bound a dotted field, because documents
+//!    whose array elements lack the field may have no null key.
+//! 6. A multikey index never provides a sort.
+
+mod bounds;
+
+use std::ops::Bound;
+
+use bson::{doc, Bson, Document};
+
+use crate::error::QueryError;
+use crate::filter::{Filter, Node, Predicate};
+use crate::path::array_offset;
+use crate::sort::SortSpec;
+pub use bounds::{ByteRange, Edge, ValueInterval};
+
+/// An index the planner may use.
+#[derive(Clone, Debug)]
+pub struct IndexCandidate {
+    pub name: String,
+    pub key: Document,
+    pub multikey: bool,
+    pub unique: bool,
+    pub sparse: bool,
+}
+
+/// The chosen plan.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// `None` = collection scan. `"_id_"` scans the record table, whose keys
+    /// are `index_key::record_key(_id)`.
+    pub index: Option<String>,
+    /// Index-key byte ranges, ascending and disjoint; empty with
+    /// `Some(index)` means a full index scan.
+    pub intervals: Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
+    /// Walk the index backwards (for a descending sort).
+    pub reverse: bool,
+    /// The index order satisfies the requested sort.
+    pub provides_sort: bool,
+    /// MongoDB-style `winningPlan`.
+    pub explain: Document,
+}
+
+/// A compound index may expand `$in` lists on several fields into the
+/// cartesian product of their points; beyond this many ranges the planner
+/// stops adding fields to the prefix (the bounds just get wider).
+const INTERVALS_MAX: usize = 512;
+
+/// One index field as the planner sees it.
+struct KeyField {
+    path: String,
+    descending: bool,
+}
+
+fn key_fields(key: &Document) -> Result<Vec<KeyField>, QueryError> {
+    let pattern = crate::index_key::KeyPattern::parse(key)?;
+    Ok(pattern.fields.into_iter().map(|f| KeyField { path: f.path, descending: f.descending }).collect())
+}
+
+/// The predicates of the top-level conjunction, by path.
+fn conjuncts(node: &Node) -> Vec<(&str, &Predicate)> {
+    let mut out = Vec::new();
+    collect_conjuncts(node, &mut out);
+    out
+}
+
+fn collect_conjuncts<'a>(node: &'a Node, out: &mut Vec<(&'a str, &'a Predicate)>) {
+    match node {
+        Node::And(children) => children.iter().for_each(|child| collect_conjuncts(child, out)),
+        Node::Field { path, predicate } if !path.is_empty() => out.push((path.dotted(), predicate)),
+        _ => {}
+    }
+}
+
+/// Whether the filter can never match anything (`$in: []`).
+fn filter_is_unsatisfiable(node: &Node) -> bool {
+    match node {
+        Node::False => true,
+        Node::And(children) => children.iter().any(filter_is_unsatisfiable),
+        _ => false,
+    }
+}
+
+fn has_numeric_component(path: &str) -> bool {
+    path.split('.').any(|part| array_offset(part).is_some())
+}
+
+/// Byte ranges of one field from the predicates on it; `None` when they do
+/// not bound it. An empty vector means nothing can match.
+fn field_ranges(
+    field: &KeyField,
+    predicates: &[&Predicate],
+    index: &IndexCandidate,
+) -> Option<Vec<ByteRange>> {
+    let mut sets: Vec<Vec<ByteRange>> = Vec::new();
+    for predicate in predicates {
+        if index.multikey && field.path.contains('.') && predicate.matches_missing() {
+            continue;
+        }
+        let Some(intervals) = bounds::value_intervals(predicate) else { continue };
+        let ranges: Vec<ByteRange> =
+            intervals.iter().filter_map(|interval| bounds::field_range(interval, field.descending)).collect();
+        sets.push(bounds::normalize(ranges));
+    }
+    if sets.is_empty() {
+        return None;
+    }
+    if index.multikey {
+        // Rule 1: prefer an all-points set (equality), else the first.
+        let chosen = sets.iter().position(|set| set.iter().all(|r| r.point.is_some())).unwrap_or(0);
+        return Some(sets.swap_remove(chosen));
+    }
+    let mut current = sets.remove(0);
+    for set in sets {
+        let mut next = Vec::new();
+        for a in &current {
+            for b in &set {
+                next.extend(a.intersect(b));
+            }
+        }
+        current = bounds::normalize(next);
+    }
+    Some(current)
+}
+
+/// Bounds of one index for the filter: ranges over whole keys, how many
+/// leading fields are bounded, and how many of those are single points.
+struct IndexBounds {
+    ranges: Vec<ByteRange>,
+    bounded_fields: usize,
+    /// Fields bounded to exactly one point (a single equality).
+    single_point_fields: usize,
+    /// Per field, the explain text of its bounds.
+    explain: Document,
+}
+
+fn index_bounds(filter: &Filter, index: &IndexCandidate, fields: &[KeyField]) -> IndexBounds {
+    let predicates = conjuncts(filter.root());
+    let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut final_ranges: Option<Vec<ByteRange>> = None;
+    let mut bounded_fields = 0;
+    let mut single_point_fields = 0;
+    let mut explain = Document::new();
+    let mut open = true;
+    for field in fields {
+        let on_field: Vec<&Predicate> =
+            predicates.iter().filter(|(path, _)| *path == field.path).map(|(_, p)| *p).collect();
+        let ranges = if open { field_ranges(field, &on_field, index) } else { None };
+        let Some(ranges) = ranges else {
+            open = false;
+            explain.insert(field.path.clone(), vec![Bson::String("[MinKey, MaxKey]".into())]);
+            continue;
+        };
+        bounded_fields += 1;
+        explain.insert(field.path.clone(), describe(&on_field, index, field));
+        let all_points = ranges.iter().all(|r| r.point.is_some());
+        if all_points && !ranges.is_empty() && prefixes.len() * ranges.len() <= INTERVALS_MAX {
+            if ranges.len() == 1 && single_point_fields + 1 == bounded_fields {
+                single_point_fields += 1;
+            }
+            prefixes = prefixes
+                .iter()
+                .flat_map(|prefix| {
+                    ranges.iter().map(move |r| [prefix.as_slice(), r.point.as_deref().unwrap_or(&[])].concat())
+                })
+                .collect();
+            continue;
+        }
+        // Rule 2: a range (or an empty set) ends the prefix.
+        let mut combined = Vec::new();
+        for prefix in &prefixes {
+            for range in &ranges {
+                combined.extend(range.prefixed(prefix));
+            }
+        }
+        final_ranges = Some(bounds::normalize(combined));
+        open = false;
+    }
+    let ranges = match final_ranges {
+        Some(ranges) => ranges,
+        None => {
+            let whole = ByteRange::full();
+            bounds::normalize(prefixes.iter().filter_map(|prefix| whole.prefixed(prefix)).collect())
+        }
+    };
+    IndexBounds { ranges, bounded_fields, single_point_fields, explain }
+}
+
+fn describe(predicates: &[&Predicate], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
+    let mut texts = Vec::new();
+    for predicate in predicates {
+        if index.multikey && field.path.contains('.') && predicate.matches_missing() {
+            continue;
+        }
+        if let Some(intervals) = bounds::value_intervals(predicate) {
+            texts.extend(intervals.iter().map(|i| Bson::String(i.describe())));
+            if index.multikey {
+                break;
+            }
+        }
+    }
+    texts
+}
+
+/// Rule 3: some predicate on an index field rejects documents that lack it.
+fn sparse_usable(filter: &Filter, fields: &[KeyField]) -> bool {
+    conjuncts(filter.root())
+        .iter()
+        .any(|(path, predicate)| fields.iter().any(|f| f.path == *path) && !predicate.matches_missing())
+}
+
+/// Whether walking the index (forward or backward) yields documents in
+/// sort order: after the leading single-point fields, the sort's fields
+/// follow the index's, all in the same or all in the opposite direction.
+fn sort_direction(sort: &SortSpec, fields: &[KeyField], single_point_fields: usize) -> Option<bool> {
+    let mut index_fields = fields.iter().skip(single_point_fields);
+    let mut reverse: Option<bool> = None;
+    for wanted in &sort.fields {
+        // A sort field fixed by an equality does not affect the order.
+        if fields[..single_point_fields].iter().any(|f| f.path == wanted.path) {
+            continue;
+        }
+        let field = index_fields.next()?;
+        if field.path != wanted.path {
+            return None;
+        }
+        let flipped = field.descending != wanted.descending;
+        match reverse {
+            None => reverse = Some(flipped),
+            Some(r) if r != flipped => return None,
+            Some(_) => {}
+        }
+    }
+    Some(reverse.unwrap_or(false))
+}
+
+struct Candidate<'a> {
+    index: &'a IndexCandidate,
+    bounds: IndexBounds,
+    sort: Option<bool>,
+}
+
+impl Candidate<'_> {
+    /// Higher is better: a unique index fully pinned by equalities first,
+    /// then more equality fields, then a bounded range, then sort.
+    fn score(&self, fields: usize) -> (u8, usize, usize, bool, usize) {
+        let unique_hit = self.index.unique && self.bounds.single_point_fields == fields;
+        (
+            u8::from(unique_hit),
+            self.bounds.single_point_fields,
+            self.bounds.bounded_fields,
+            self.sort.is_some(),
+            usize::MAX - self.bounds.ranges.len(),
+        )
+    }
+}
+
+/// Chooses a plan. `hint` is an index name, a key pattern, or
+/// `{$natural: 1 | -1}` for a collection scan.
+pub fn plan(
+    filter: &Filter,
+    sort: Option<&SortSpec>,
+    indexes: &[IndexCandidate],
+    hint: Option<&Bson>,
+) -> Result<Plan, QueryError> {
+    let sort = sort.filter(|s| !s.is_empty());
+    if let Some(hint) = hint {
+        return plan_hinted(filter, sort, indexes, hint);
+    }
+    let mut best: Option<(Candidate, usize)> = None;
+    for index in indexes {
+        let fields = key_fields(&index.key)?;
+        if fields.iter().any(|f| has_numeric_component(&f.path)) {
+            continue;
+        }
+        if index.sparse && !sparse_usable(filter, &fields) {
+            continue;
+        }
+        let bounds = index_bounds(filter, index, &fields);
+        let sort_dir = match sort {
+            Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
+            _ => None,
+        };
+        if bounds.bounded_fields == 0 && sort_dir.is_none() {
+            continue;
+        }
+        let candidate = Candidate { index, bounds, sort: sort_dir };
+        let better = match &best {
+            None => true,
+            Some((current, current_fields)) => candidate.score(fields.len()) > current.score(*current_fields),
+        };
+        if better {
+            best = Some((candidate, fields.len()));
+        }
+    }
+    match best {
+        Some((candidate, _)) => Ok(index_plan(filter, candidate)),
+        None => Ok(collection_scan(filter, false)),
+    }
+}
+
+fn plan_hinted(
+    filter: &Filter,
+    sort: Option<&SortSpec>,
+    indexes: &[IndexCandidate],
+    hint: &Bson,
+) -> Result<Plan, QueryError> {
+    let index = match hint {
+        Bson::String(name) => indexes.iter().find(|i| &i.name == name),
+        Bson::Document(spec) if spec.contains_key("$natural") => {
+            let reverse = matches!(crate::compare::as_number(spec.get("$natural").unwrap_or(&Bson::Null)), Some(crate::compare::Number::Int(n)) if n < 0)
+                || matches!(spec.get("$natural"), Some(Bson::Double(f)) if *f < 0.0);
+            return Ok(collection_scan(filter, reverse));
+        }
+        Bson::Document(spec) => indexes.iter().find(|i| &i.key == spec),
+        _ => return Err(QueryError::failed_to_parse("hint must be a string or an object")),
+    };
+    let index = index.ok_or_else(|| {
+        QueryError::bad_value(format!("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index: {hint}"))
+    })?;
+    let fields = key_fields(&index.key)?;
+    let bounds = if fields.iter().any(|f| has_numeric_component(&f.path)) {
+        // Rule 4: a full scan of a non-sparse index still sees every document.
+        IndexBounds { ranges: vec![ByteRange::full()], bounded_fields: 0, single_point_fields: 0, explain: Document::new() }
+    } else {
+        index_bounds(filter, index, &fields)
+    };
+    let sort_dir = match sort {
+        Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
+        _ => None,
+    };
+    Ok(index_plan(filter, Candidate { index, bounds, sort: sort_dir }))
+}
+
+fn index_plan(filter: &Filter, candidate: Candidate) -> Plan {
+    let reverse = candidate.sort.unwrap_or(false);
+    let empty_result = candidate.bounds.ranges.is_empty() || filter_is_unsatisfiable(filter.root());
+    let mut intervals: Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)> =
+        candidate.bounds.ranges.into_iter().map(|r| (r.low, r.high)).collect();
+    if intervals.len() == 1 && intervals[0] == (Bound::Unbounded, Bound::Unbounded) {
+        intervals.clear();
+    }
+    let mut ixscan = doc! {
+        "stage": "IXSCAN",
+        "keyPattern": candidate.index.key.clone(),
+        "indexName": candidate.index.name.clone(),
+        "isMultiKey": candidate.index.multikey,
+        "isUnique": candidate.index.unique,
+        "isSparse": candidate.index.sparse,
+        "direction": if reverse { "backward" } else { "forward" },
+        "indexBounds": candidate.bounds.explain,
+    };
+    if empty_result {
+        // Bounds that hold nothing: scanning one impossible key range keeps
+        // the "empty vector = full scan" convention unambiguous.
+        intervals = vec![(Bound::Included(vec![0xFF]), Bound::Excluded(vec![0xFF]))];
+        ixscan.insert("emptyBounds", true);
+    }
+    let mut fetch = doc! {"stage": "FETCH", "inputStage": ixscan};
+    if !filter.is_empty() {
+        fetch.insert("filter", filter.source().clone());
+    }
+    Plan {
+        index: Some(candidate.index.name.clone()),
+        intervals,
+        reverse,
+        provides_sort: candidate.sort.is_some(),
+        explain: fetch,
+    }
+}
+
+fn collection_scan(filter: &Filter, reverse: bool) -> Plan {
+    Plan {
+        index: None,
+        intervals: Vec::new(),
+        reverse,
+        provides_sort: false,
+        explain: doc! {
+            "stage": "COLLSCAN",
+            "filter": filter.source().clone(),
+            "direction": if reverse { "backward" } else { "forward" },
+        },
+    }
+}

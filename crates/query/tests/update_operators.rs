@@ -121,7 +121,12 @@ fn rename_moves_values() {
     assert_doc(apply(doc! {"a": 1, "b": 2, "c": 3}, doc! {"$rename": {"a": "c"}}), doc! {"b": 2, "c": 1});
     assert_eq!(error(doc! {"a": 1}, doc! {"$rename": {"a": "a"}}), 2);
     assert_eq!(error(doc! {"a": 1}, doc! {"$rename": {"a": "a.b"}}), 2);
-    assert_eq!(error(doc! {"a": [{"b": 1}]}, doc! {"$rename": {"a.b": "c"}}), 2);
+    // Through an array element: refused; through a scalar or a named
+    // field of an array: not viable.
+    assert_eq!(error(doc! {"a": [{"b": 1}]}, doc! {"$rename": {"a.0.b": "c"}}), 2);
+    assert_eq!(error(doc! {"a": [{"b": 1}]}, doc! {"$rename": {"a.b": "c"}}), 28);
+    assert_eq!(error(doc! {"a": 5}, doc! {"$rename": {"a.b": "c"}}), 28);
+    assert_doc(apply(doc! {"a": [1]}, doc! {"$rename": {"a.3.b": "c"}}), doc! {"a": [1]});
     assert_eq!(error(doc! {"a": 1, "c": []}, doc! {"$rename": {"a": "c.d"}}), 2);
     assert_eq!(error(doc! {"_id": 1}, doc! {"$rename": {"_id": "x"}}), 66);
 }

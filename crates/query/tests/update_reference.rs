@@ -135,8 +135,10 @@ fn rename(doc: &mut Document, from: &str, to: &str) -> Result<(), i32> {
         [top] => doc.get(*top).cloned(),
         [top, leaf] => match doc.get(*top) {
             Some(Bson::Document(inner)) => inner.get(*leaf).cloned(),
-            Some(Bson::Array(_)) => return Err(2),
-            _ => None,
+            // Generated names are not numeric: a named field of an array
+            // or of a scalar is not a viable path.
+            Some(_) => return Err(28),
+            None => None,
         },
         _ => unreachable!(),
     };

@@ -51,7 +51,7 @@ pub fn apply_modifier(root: &mut Document, modifier: &Modifier, env: &Env<'_>) -
         }
     }
     if let Action::Rename(to) = &modifier.action {
-        return apply_rename(root, &modifier.path, to);
+        return apply_rename(root, &modifier.path, to, env);
     }
     // Work on the root as a Bson so that documents and arrays walk alike;
     // the take/put-back costs no copy.
@@ -475,25 +475,32 @@ fn pull_matches(condition: &PullCondition, item: &Bson) -> bool {
 
 /// `$rename`: moves the value at `from` to `to`. A missing source is a
 /// no-op; neither path may go through an array.
-fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath) -> Result<(), QueryError> {
+fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env: &Env<'_>) -> Result<(), QueryError> {
     let from_parts: Vec<&str> = from.dotted.split('.').collect();
     let to_parts: Vec<&str> = to.dotted.split('.').collect();
-    // Find the source value, refusing arrays on the way.
+    // Find the source value. As in MongoDB, a missing source is a no-op,
+    // a path through a scalar (or a named field of an array) is not
+    // viable, and a source inside an array element is refused.
     let mut node: &Document = root;
     for (i, part) in from_parts.iter().enumerate() {
         let Some(value) = node.get(*part) else { return Ok(()) };
-        let last = i + 1 == from_parts.len();
+        if i + 1 == from_parts.len() {
+            break;
+        }
+        let next = from_parts[i + 1];
         match value {
-            Bson::Document(child) if !last => node = child,
-            Bson::Array(_) if !last => {
-                return Err(QueryError::bad_value(format!(
-                    "The source field cannot be an array element, '{}' in doc with {} being an array",
-                    from.dotted,
-                    from_parts[..=i].join(".")
-                )))
+            Bson::Document(child) => node = child,
+            Bson::Array(items) => {
+                return match array_index(next) {
+                    Some(index) if index < items.len() => Err(QueryError::bad_value(format!(
+                        "The source field cannot be an array element, '{}' in doc with {} has an array field called '{}'",
+                        from.dotted, env.id_text, part
+                    ))),
+                    Some(_) => Ok(()),
+                    None => Err(not_traversable(next, &from.dotted, part, value)),
+                };
             }
-            _ if !last => return Ok(()),
-            _ => {}
+            other => return Err(not_traversable(next, &from.dotted, part, other)),
         }
     }
     // Check the destination can be created before changing anything.
@@ -531,6 +538,13 @@ fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath) -> Resu
     }
     parent.insert(to_parts[to_parts.len() - 1], value);
     Ok(())
+}
+
+fn not_traversable(next: &str, dotted: &str, name: &str, value: &Bson) -> QueryError {
+    QueryError::new(
+        codes::PATH_NOT_VIABLE,
+        format!("cannot use the part ({next} of {dotted}) to traverse the element ({})", render(name, value)),
+    )
 }
 
 fn take_path(root: &mut Document, parts: &[&str]) -> Option<Bson> {

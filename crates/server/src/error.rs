@@ -164,3 +164,42 @@ pub fn code_name(code: i32) -> &'static str {
         _ => "Location",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_map_to_mongodb_codes() {
+        let duplicate = CommandError::from(StorageError::DuplicateKey {
+            namespace: "db.c".into(),
+            index_name: "a_1".into(),
+            key_pattern: bson::doc! {"a": 1},
+            key_value: bson::doc! {"a": 5},
+        });
+        assert_eq!(duplicate.code, 11000);
+        assert_eq!(duplicate.code_name(), "DuplicateKey");
+        assert_eq!(duplicate.extra.get_document("keyPattern").unwrap(), &bson::doc! {"a": 1});
+        assert_eq!(duplicate.extra.get_document("keyValue").unwrap(), &bson::doc! {"a": 5});
+        let reply = duplicate.to_reply();
+        assert_eq!(reply.get_f64("ok").ok(), Some(0.0));
+        assert!(reply.get_str("errmsg").unwrap().starts_with("E11000"));
+        assert!(reply.contains_key("keyValue"));
+
+        let cases = [
+            (StorageError::NamespaceNotFound("db.c".into()), 26),
+            (StorageError::NamespaceExists("db.c".into()), 48),
+            (StorageError::SnapshotTooOld("x".into()), 239),
+            (StorageError::ShuttingDown, 91),
+            (StorageError::Poisoned("fsync".into()), 1),
+            (StorageError::Kv("x".into()), 1),
+            (StorageError::Corruption("x".into()), 1),
+            (StorageError::InvalidDocument("document too large".into()), 10334),
+            (StorageError::InvalidDocument("_id cannot be an array".into()), 2),
+            (StorageError::Query(QueryError::new(52, "bad")), 52),
+        ];
+        for (error, code) in cases {
+            assert_eq!(CommandError::from(error).code, code);
+        }
+    }
+}

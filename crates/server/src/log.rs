@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The most recent lines `getLog: "global"` can return (MongoDB keeps 1024).
 pub const LOG_RING_LINES_MAX: usize = 1024;
@@ -118,26 +118,33 @@ impl Log {
     }
 }
 
+/// Formats one line with MongoDB's field order (t, s, c, id, ctx, msg,
+/// attr), which a serde map would not keep.
 fn format_line(severity: Severity, component: &str, id: u32, ctx: &str, msg: &str, attr: Value) -> String {
     let now = bson::DateTime::now();
     let date = now.try_to_rfc3339_string().unwrap_or_else(|_| now.timestamp_millis().to_string());
-    let mut line = json!({
-        "t": {"$date": date},
-        "s": severity.letter(),
-        "c": component,
-        "id": id,
-        "ctx": ctx,
-        "msg": msg,
-    });
+    let quote = |text: &str| Value::String(text.to_owned()).to_string();
+    let mut line = format!(
+        "{{\"t\":{{\"$date\":{}}},\"s\":\"{}\",\"c\":{},\"id\":{},\"ctx\":{},\"msg\":{}",
+        quote(&date),
+        severity.letter(),
+        quote(component),
+        id,
+        quote(ctx),
+        quote(msg)
+    );
     if !attr.is_null() {
-        line["attr"] = attr;
+        line.push_str(",\"attr\":");
+        line.push_str(&attr.to_string());
     }
-    line.to_string()
+    line.push('}');
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn lines_are_json_in_mongodb_shape_and_the_ring_is_bounded() {
@@ -154,5 +161,6 @@ mod tests {
         assert_eq!(last["id"], 22943);
         assert_eq!(last["attr"]["n"], LOG_RING_LINES_MAX + 4);
         assert!(last["t"]["$date"].as_str().unwrap().contains('T'));
+        assert!(lines[0].starts_with("{\"t\":{\"$date\":"), "MongoDB's field order: {}", lines[0]);
     }
 }

@@ -350,13 +350,15 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
         Some(_) => return Err(CommandError::type_mismatch("collections must be an array")),
     };
     let mut hashes = ctx.state.engine.db_hash(&req.db, only.as_deref())?;
-    // The overall hash covers the per-collection hashes in name order, so
+    // The overall hash covers each name and hash in name order, so
     // two members with the same data give the same md5 whatever order the
     // engine lists collections in.
     hashes.sort();
     let mut overall = Md5::new();
     let mut collections = Document::new();
     for (name, hash) in &hashes {
+        overall.update(name.as_bytes());
+        overall.update([0u8]);
         overall.update(hash.as_bytes());
         collections.insert(name.clone(), hash.clone());
     }

@@ -125,6 +125,8 @@ pub(crate) struct State {
     /// Frames appended and not yet taken by the group-commit thread.
     pub pending: Vec<PendingChunk>,
     pub pending_bytes: usize,
+    /// Entries in `pending`.
+    pub pending_entries: usize,
     /// When the oldest pending frame was appended.
     pub pending_since: Option<Instant>,
     /// Entries at or below this are in their files (maybe not fsynced).
@@ -136,6 +138,16 @@ pub(crate) struct State {
     pub in_flight_ts: Timestamp,
     /// A waiter wants the pending frames synced now.
     pub sync_requested: bool,
+    /// Threads blocked in `wait_durable` right now.
+    pub waiters: usize,
+    /// How many pending entries the group-commit thread hopes to gather
+    /// before its next fsync: the waiters it released last time, who are
+    /// about to append again. Zero when it is not gathering.
+    pub gather_target: usize,
+    /// Waiters present when the last batch became durable.
+    pub waiters_at_last_commit: usize,
+    /// How long the last batch's write and fsync took.
+    pub last_commit_micros: u64,
     /// The retain point moved or the journal grew: check the size cap.
     pub cap_check_requested: bool,
     /// Set by the first failed write or fsync; never cleared.
@@ -259,11 +271,16 @@ impl Journal {
             cache: RecentCache::new(RECENT_CACHE_BYTES_MAX),
             pending: Vec::new(),
             pending_bytes: 0,
+            pending_entries: 0,
             pending_since: None,
             written_ts: durable_ts,
             durable_ts,
             in_flight_ts: durable_ts,
             sync_requested: false,
+            waiters: 0,
+            gather_target: 0,
+            waiters_at_last_commit: 0,
+            last_commit_micros: 0,
             cap_check_requested: true,
             poisoned: None,
             closing: false,
@@ -331,6 +348,10 @@ impl Journal {
         assert_eq!(chunk.offset + chunk.bytes.len() as u64, location.offset);
         encode_frame(&mut chunk.bytes, ts, entry);
         state.pending_bytes += frame_bytes as usize;
+        state.pending_entries += 1;
+        if state.gather_target > 0 && state.pending_entries >= state.gather_target {
+            shared.work.notify_one();
+        }
         state.pending_since.get_or_insert_with(Instant::now);
         state.index.push(ts, location);
         state.cache.push(ts, Arc::from(entry));
@@ -389,7 +410,9 @@ impl Journal {
                 state.sync_requested = true;
                 shared.work.notify_one();
             }
+            state.waiters += 1;
             shared.progress.wait(&mut state);
+            state.waiters -= 1;
         }
     }
 

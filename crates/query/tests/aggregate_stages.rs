@@ -593,3 +593,26 @@ fn project_computed_sub_fields_replace_scalars_and_fill_arrays() {
     let out = run(vec![doc! {"$project": {"_id": 0, "a.b": 1}}], input).unwrap();
     assert_eq!(out, vec![doc! {"a": [{"b": 2}, [{"b": 4}]]}]);
 }
+
+#[test]
+fn lookup_compares_regexes_by_equality_and_empty_arrays_as_null() {
+    let mut source = Collections::default();
+    let pattern = Bson::RegularExpression(bson::Regex { pattern: "^a".try_into().unwrap(), options: "".try_into().unwrap() });
+    source.0.insert("f".into(), vec![
+        doc! {"_id": 1, "v": "abc"},
+        doc! {"_id": 2, "v": pattern.clone()},
+        doc! {"_id": 3, "v": null},
+        doc! {"_id": 4},
+    ]);
+    let input = vec![doc! {"_id": "r", "l": pattern}, doc! {"_id": "e", "l": []}];
+    let out = run_with(
+        &source,
+        vec![
+            doc! {"$lookup": {"from": "f", "localField": "l", "foreignField": "v", "as": "m"}},
+            doc! {"$project": {"ids": "$m._id"}},
+        ],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"_id": "r", "ids": [2]}, doc! {"_id": "e", "ids": [3, 4]}]);
+}

@@ -125,15 +125,11 @@ impl LookupStage {
         let matched: Vec<Document> = match &self.equality {
             Some((local, foreign_field)) => {
                 let values = match lookup_path_in_document(&doc, local) {
-                    Some(Bson::Array(items)) if !items.is_empty() => items,
-                    Some(Bson::Array(_)) => Vec::new(),
+                    Some(Bson::Array(items)) => items,
                     Some(value) => vec![value],
-                    None => vec![Bson::Null],
+                    None => Vec::new(),
                 };
-                // Regexes in the local value compare by equality in
-                // $lookup, never as patterns.
-                let values = values.into_iter().filter(|v| !matches!(v, Bson::RegularExpression(_))).collect::<Vec<_>>();
-                let filter = Filter::parse(&doc! {foreign_field.as_str(): {"$in": values}})?;
+                let filter = Filter::parse(&equality_filter(foreign_field, values))?;
                 foreign.iter().filter(|f| filter.matches(f)).cloned().collect()
             }
             None => foreign.to_vec(),
@@ -153,6 +149,24 @@ impl LookupStage {
         set_path(&mut doc, &self.as_path, Bson::Array(joined.into_iter().map(Bson::Document).collect()));
         Ok(doc)
     }
+}
+
+/// The query MongoDB builds for one input document: `$in` of the local
+/// values (null when there are none), except that regexes compare by
+/// equality (`$eq`), never as patterns.
+fn equality_filter(foreign_field: &str, values: Vec<Bson>) -> Document {
+    let values = if values.is_empty() { vec![Bson::Null] } else { values };
+    let (regexes, plain): (Vec<Bson>, Vec<Bson>) =
+        values.into_iter().partition(|v| matches!(v, Bson::RegularExpression(_)));
+    if regexes.is_empty() {
+        return doc! {foreign_field: {"$in": plain}};
+    }
+    let mut branches: Vec<Bson> = regexes
+        .into_iter()
+        .map(|regex| Bson::Document(doc! {foreign_field: {"$eq": regex}}))
+        .collect();
+    branches.push(Bson::Document(doc! {foreign_field: {"$in": plain}}));
+    doc! {"$or": branches}
 }
 
 impl Stage for LookupStage {

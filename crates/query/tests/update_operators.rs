@@ -289,8 +289,18 @@ fn path_not_viable() {
     assert_eq!(err.code, 28);
     assert_eq!(err.message, "Cannot create field 'b' in element {a: 5}");
     assert_eq!(error(doc! {"a": [1]}, doc! {"$set": {"a.b": 1}}), 28);
-    // $unset through a scalar is a no-op rather than an error.
+    // $unset through a scalar is a no-op rather than an error; the other
+    // operators that never create fail on a path they could not create.
     assert_doc(apply(doc! {"a": 5}, doc! {"$unset": {"a.b": 1}}), doc! {"a": 5});
+    let err = Update::parse(&Bson::Document(doc! {"$pop": {"a.b": 1}}), None).unwrap().apply(&doc! {"a": 5}, &ctx()).unwrap_err();
+    assert_eq!(err.code, 28);
+    assert_eq!(err.message, "Cannot use the part (b) of (a.b) to traverse the element ({a: 5})");
+    assert_eq!(error(doc! {"a": [1]}, doc! {"$pull": {"a.b": 1}}), 28);
+    assert_doc(apply(doc! {"a": [1]}, doc! {"$pop": {"a.5": 1}}), doc! {"a": [1]});
+    assert_doc(apply(doc! {"a": {}}, doc! {"$pullAll": {"a.b.c": [1]}}), doc! {"a": {}});
+    // Array updates need an existing array, whatever the operator.
+    assert_eq!(error(doc! {}, doc! {"$unset": {"a.$[]": 1}}), 2);
+    assert_eq!(error(doc! {"a": 1}, doc! {"$unset": {"a.$[]": 1}}), 2);
 }
 
 #[test]

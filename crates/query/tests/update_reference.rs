@@ -235,8 +235,9 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
                 }
                 None => continue,
                 Some(Bson::Document(_)) => {}
-                Some(_) if creates => return Err(28),
-                Some(_) => continue,
+                // Only $unset ignores a path it could not even create.
+                Some(_) if op == "$unset" => continue,
+                Some(_) => return Err(28),
             }
             match doc.get_mut(parts[0]) {
                 Some(Bson::Document(inner)) => inner,

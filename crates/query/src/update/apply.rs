@@ -63,6 +63,27 @@ pub fn apply_modifier(root: &mut Document, modifier: &Modifier, env: &Env<'_>) -
     result
 }
 
+/// How an operator treats a path that does not exist.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Creates missing fields and parents (`$set`, `$inc`, `$push`, ...);
+    /// a path that cannot be created is PathNotViable.
+    Create,
+    /// Does nothing on a missing path, but a path that could not even be
+    /// created (through a scalar) is PathNotViable (`$pop`, `$pull`).
+    Viable,
+    /// Does nothing on any missing path (`$unset`).
+    Lenient,
+}
+
+fn mode(action: &Action) -> Mode {
+    match action {
+        Action::Unset => Mode::Lenient,
+        _ if creates(action) => Mode::Create,
+        _ => Mode::Viable,
+    }
+}
+
 fn walk(
     node: &mut Bson,
     path: &TargetPath,
@@ -71,9 +92,9 @@ fn walk(
     modifier: &Modifier,
     env: &Env<'_>,
 ) -> Result<(), QueryError> {
-    let creating = creates(&modifier.action);
+    let mode = mode(&modifier.action);
     let component = &path.components[depth];
-    let keys = resolve(node, component, node_name, creating, env)?;
+    let keys = resolve(node, component, node_name, mode, path, env)?;
     let last = depth + 1 == path.components.len();
     for key in keys {
         let name = key_text(&key);
@@ -87,15 +108,15 @@ fn walk(
             continue;
         }
         if get(node, &key).is_none() {
-            if !creating {
-                continue;
-            }
-            if !matches!(path.components[depth + 1], Component::Field(_)) {
+            if matches!(path.components[depth + 1], Component::AllElements | Component::Filtered(_)) {
                 let prefix: Vec<&str> = path.dotted.split('.').take(depth + 1).collect();
                 return Err(QueryError::bad_value(format!(
                     "The path '{}' must exist in the document in order to apply array updates.",
                     prefix.join(".")
                 )));
+            }
+            if mode != Mode::Create {
+                continue;
             }
             put(node, &key, Bson::Document(Document::new()));
         }
@@ -117,21 +138,21 @@ fn resolve(
     node: &Bson,
     component: &Component,
     node_name: &str,
-    creating: bool,
+    mode: Mode,
+    path: &TargetPath,
     env: &Env<'_>,
 ) -> Result<Vec<Key>, QueryError> {
     match (node, component) {
         (Bson::Document(_), Component::Field(name)) => Ok(vec![Key::Name(name.clone())]),
         (Bson::Array(items), Component::Field(name)) => match array_index(name) {
-            Some(i) if creating && i >= items.len() && i > MAX_PADDED_INDEX => Err(QueryError::bad_value(format!(
-                "can't backfill array to larger than {MAX_PADDED_INDEX} elements"
-            ))),
+            Some(i) if mode == Mode::Create && i >= items.len() && i > MAX_PADDED_INDEX => Err(
+                QueryError::bad_value(format!("can't backfill array to larger than {MAX_PADDED_INDEX} elements")),
+            ),
             Some(i) => Ok(vec![Key::Index(i)]),
-            None if creating => Err(cannot_create(name, node_name, node)),
-            None => Ok(Vec::new()),
+            None => not_viable(name, node_name, node, mode, path),
         },
         (Bson::Array(items), Component::Positional) => match env.positional {
-            Some(i) if i < items.len() || creating => Ok(vec![Key::Index(i)]),
+            Some(i) if i < items.len() || mode == Mode::Create => Ok(vec![Key::Index(i)]),
             Some(_) => Ok(Vec::new()),
             None => Err(no_positional_match()),
         },
@@ -153,35 +174,33 @@ fn resolve(
             }
             Ok(keys)
         }
-        (_, Component::Positional) => {
-            if env.positional.is_none() {
-                Err(no_positional_match())
-            } else if creating {
-                Err(QueryError::bad_value(format!(
-                    "Cannot apply array updates to non-array element {}",
-                    render(node_name, node)
-                )))
-            } else {
-                Ok(Vec::new())
-            }
-        }
-        (_, Component::AllElements | Component::Filtered(_)) => {
-            if creating {
-                Err(QueryError::bad_value(format!(
-                    "Cannot apply array updates to non-array element {}",
-                    render(node_name, node)
-                )))
-            } else {
-                Ok(Vec::new())
-            }
-        }
-        (_, Component::Field(name)) => {
-            if creating {
-                Err(cannot_create(name, node_name, node))
-            } else {
-                Ok(Vec::new())
-            }
-        }
+        // MongoDB substitutes the matched position for `$` before walking,
+        // so outside an array it is an ordinary numeric field name.
+        (_, Component::Positional) => match env.positional {
+            Some(i) => resolve(node, &Component::Field(i.to_string()), node_name, mode, path, env),
+            None => Err(no_positional_match()),
+        },
+        (_, Component::AllElements | Component::Filtered(_)) => Err(QueryError::bad_value(format!(
+            "Cannot apply array updates to non-array element {}",
+            render(node_name, node)
+        ))),
+        (_, Component::Field(name)) => not_viable(name, node_name, node, mode, path),
+    }
+}
+
+/// A field asked of a scalar, or a named field asked of an array.
+fn not_viable(field: &str, node_name: &str, node: &Bson, mode: Mode, path: &TargetPath) -> Result<Vec<Key>, QueryError> {
+    match mode {
+        Mode::Create => Err(cannot_create(field, node_name, node)),
+        Mode::Viable => Err(QueryError::new(
+            codes::PATH_NOT_VIABLE,
+            format!(
+                "Cannot use the part ({field}) of ({}) to traverse the element ({})",
+                path.dotted,
+                render(node_name, node)
+            ),
+        )),
+        Mode::Lenient => Ok(Vec::new()),
     }
 }
 
@@ -543,7 +562,7 @@ fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env: &E
 fn not_traversable(next: &str, dotted: &str, name: &str, value: &Bson) -> QueryError {
     QueryError::new(
         codes::PATH_NOT_VIABLE,
-        format!("cannot use the part ({next} of {dotted}) to traverse the element ({})", render(name, value)),
+        format!("Cannot use the part ({next}) of ({dotted}) to traverse the element ({})", render(name, value)),
     )
 }
 

@@ -267,3 +267,14 @@ fn equality_fields_for_upsert_seeds() {
     assert!(Filter::parse(&doc! {"$comment": "x"}).unwrap().is_empty());
     assert!(!Filter::parse(&doc! {"a": 1}).unwrap().is_empty());
 }
+
+#[test]
+fn expr_errors_fail_the_query_and_expr_is_top_level_only() {
+    // MongoDB fails a find whose $expr cannot be evaluated (e.g. $divide by zero).
+    let f = Filter::parse(&doc! {"$expr": {"$divide": [1, "$zero"]}}).unwrap();
+    assert!(f.try_matches_with_details(&doc! {"zero": 0}).is_err());
+    assert!(!f.matches(&doc! {"zero": 0}));
+    assert!(f.try_matches_with_details(&doc! {"zero": 2}).unwrap().matched);
+    // $expr inside $elemMatch: QueryFeatureNotAllowed (224).
+    assert_eq!(error_code(doc! {"a": {"$elemMatch": {"$expr": {"$eq": [1, 1]}}}}).0, 224);
+}

@@ -8,6 +8,7 @@ use bson::{Bson, Document};
 
 use super::predicate::{compare_matches, eq_matches, mod_matches};
 use super::{Node, Predicate};
+use crate::error::QueryError;
 use crate::expr::{is_truthy, Expr, Variables};
 use crate::path::{any_candidate, LeafArrays};
 
@@ -20,32 +21,40 @@ pub struct ExprNode {
 }
 
 impl ExprNode {
-    /// An expression that fails at run time (for instance `$divide` by zero)
-    /// makes the document not match rather than aborting the whole query.
-    /// MongoDB fails the query instead; callers that need that must check
-    /// expressions themselves. Kept simple: a failed evaluation does not match.
-    fn holds(&self, doc: &Document) -> bool {
+    /// An expression that fails at run time (`$divide` by zero) does not
+    /// match; the first such error is kept in `error` so that callers that
+    /// follow MongoDB (which fails the query) can report it.
+    fn holds(&self, doc: &Document, error: &mut Option<QueryError>) -> bool {
         match self.expr.evaluate(doc, &Variables::empty()) {
             Ok(value) => is_truthy(&value),
-            Err(_) => false,
+            Err(e) => {
+                error.get_or_insert(e);
+                false
+            }
         }
     }
 }
 
+/// `$expr` only appears at the top level of a filter (never inside
+/// `$elemMatch`), so only this walk can meet evaluation errors.
 pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
+    matches_document_checked(node, doc, &mut None)
+}
+
+pub fn matches_document_checked(node: &Node, doc: &Document, error: &mut Option<QueryError>) -> Outcome {
     match node {
         Node::True => Some(None),
         Node::False => None,
         Node::And(children) => {
             let mut position = None;
             for child in children {
-                let found = matches_document(child, doc)?;
+                let found = matches_document_checked(child, doc, error)?;
                 position = position.or(found);
             }
             Some(position)
         }
-        Node::Or(children) => children.iter().find_map(|child| matches_document(child, doc)),
-        Node::Nor(children) => match children.iter().any(|child| matches_document(child, doc).is_some()) {
+        Node::Or(children) => children.iter().find_map(|child| matches_document_checked(child, doc, error)),
+        Node::Nor(children) => match children.iter().any(|child| matches_document_checked(child, doc, error).is_some()) {
             true => None,
             false => Some(None),
         },
@@ -61,7 +70,7 @@ pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
             });
             found
         }
-        Node::Expr(expr) => expr.holds(doc).then_some(None),
+        Node::Expr(expr) => expr.holds(doc, error).then_some(None),
     }
 }
 

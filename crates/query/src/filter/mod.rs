@@ -97,6 +97,21 @@ impl Filter {
         }
     }
 
+    /// Like `matches_with_details`, but an `$expr` that fails to evaluate
+    /// (`$divide` by zero, ...) is an error, as MongoDB fails the query;
+    /// `matches` treats such a document as not matching.
+    pub fn try_matches_with_details(&self, doc: &Document) -> Result<MatchDetails, QueryError> {
+        let mut error = None;
+        let outcome = eval::matches_document_checked(&self.root, doc, &mut error);
+        if let Some(error) = error {
+            return Err(error);
+        }
+        Ok(match outcome {
+            Some(array_position) => MatchDetails { matched: true, array_position },
+            None => MatchDetails { matched: false, array_position: None },
+        })
+    }
+
     /// Top-level equality conditions, in filter order: `{a: 5}`,
     /// `{a: {$eq: 5}}`, and those inside a top-level `$and`.
     pub fn equality_fields(&self) -> Vec<(String, Bson)> {

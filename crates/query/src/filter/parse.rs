@@ -16,13 +16,25 @@ use crate::path::FieldPath;
 const FILTER_DEPTH_MAX: usize = 100;
 
 pub fn parse_document(filter: &Document, depth: usize) -> Result<Node, QueryError> {
+    parse_document_in(filter, depth, true)
+}
+
+/// `allow_expr` is false inside `$elemMatch`: MongoDB only evaluates
+/// `$expr` against the whole document.
+fn parse_document_in(filter: &Document, depth: usize, allow_expr: bool) -> Result<Node, QueryError> {
     if depth > FILTER_DEPTH_MAX {
         return Err(QueryError::bad_value(format!("exceeded maximum query tree depth of {FILTER_DEPTH_MAX}")));
     }
     let mut children = Vec::new();
     for (key, value) in filter {
         if let Some(operator) = key.strip_prefix('$') {
-            if let Some(node) = parse_top_level_operator(operator, value, depth)? {
+            if operator == "expr" && !allow_expr {
+                return Err(QueryError::new(
+                    codes::QUERY_FEATURE_NOT_ALLOWED,
+                    "$expr can only be applied to the top-level document",
+                ));
+            }
+            if let Some(node) = parse_top_level_operator(operator, value, depth, allow_expr)? {
                 children.push(node);
             }
         } else {
@@ -41,11 +53,16 @@ fn and_of(mut children: Vec<Node>) -> Node {
 }
 
 /// Returns `None` for operators that do not filter (`$comment`).
-fn parse_top_level_operator(operator: &str, value: &Bson, depth: usize) -> Result<Option<Node>, QueryError> {
+fn parse_top_level_operator(
+    operator: &str,
+    value: &Bson,
+    depth: usize,
+    allow_expr: bool,
+) -> Result<Option<Node>, QueryError> {
     let node = match operator {
-        "and" => and_of(parse_clauses(operator, value, depth)?),
-        "or" => Node::Or(parse_clauses(operator, value, depth)?),
-        "nor" => Node::Nor(parse_clauses(operator, value, depth)?),
+        "and" => and_of(parse_clauses(operator, value, depth, allow_expr)?),
+        "or" => Node::Or(parse_clauses(operator, value, depth, allow_expr)?),
+        "nor" => Node::Nor(parse_clauses(operator, value, depth, allow_expr)?),
         "comment" => return Ok(None),
         "expr" => Node::Expr(ExprNode { expr: Expr::parse(value)? }),
         "alwaysTrue" | "alwaysFalse" => {
@@ -65,7 +82,7 @@ fn parse_top_level_operator(operator: &str, value: &Bson, depth: usize) -> Resul
     Ok(Some(node))
 }
 
-fn parse_clauses(operator: &str, value: &Bson, depth: usize) -> Result<Vec<Node>, QueryError> {
+fn parse_clauses(operator: &str, value: &Bson, depth: usize, allow_expr: bool) -> Result<Vec<Node>, QueryError> {
     let items = match value {
         Bson::Array(items) if !items.is_empty() => items,
         _ => return Err(QueryError::bad_value(format!("${operator} must be a nonempty array"))),
@@ -73,7 +90,7 @@ fn parse_clauses(operator: &str, value: &Bson, depth: usize) -> Result<Vec<Node>
     items
         .iter()
         .map(|item| match item {
-            Bson::Document(clause) => parse_document(clause, depth + 1),
+            Bson::Document(clause) => parse_document_in(clause, depth + 1, allow_expr),
             _ => Err(QueryError::bad_value("$or/$and/$nor entries need to be full objects")),
         })
         .collect()
@@ -279,7 +296,7 @@ fn parse_elem_match(argument: &Bson, depth: usize) -> Result<Predicate, QueryErr
         let conditions = parse_operators(&FieldPath::new(""), spec, depth + 1)?;
         Ok(Predicate::ElemMatchValue(Box::new(conditions)))
     } else {
-        Ok(Predicate::ElemMatchDocument(Box::new(parse_document(spec, depth + 1)?)))
+        Ok(Predicate::ElemMatchDocument(Box::new(parse_document_in(spec, depth + 1, false)?)))
     }
 }
 

@@ -83,9 +83,18 @@ impl From<StorageError> for CommandError {
             StorageError::IndexConflict { code, .. } => CommandError::new(code, message),
             StorageError::SnapshotTooOld(_) => CommandError::new(239, message),
             StorageError::InvalidDocument(ref detail) => {
-                // A size violation is BSONObjectTooLarge; anything else about
-                // the document's shape is BadValue.
-                let code = if detail.contains("too large") || detail.contains("size") { 10334 } else { 2 };
+                // The storage layer folds several causes into this variant;
+                // its message tells them apart: a size violation is
+                // BSONObjectTooLarge, a bad namespace InvalidNamespace, the
+                // rest BadValue.
+                let lower = detail.to_ascii_lowercase();
+                let code = if lower.contains("too large") {
+                    10334
+                } else if lower.contains("namespace") {
+                    73
+                } else {
+                    2
+                };
                 CommandError::new(code, message)
             }
             StorageError::ShuttingDown => CommandError::new(91, message),
@@ -196,6 +205,7 @@ mod tests {
             (StorageError::Corruption("x".into()), 1),
             (StorageError::InvalidDocument("document too large".into()), 10334),
             (StorageError::InvalidDocument("_id cannot be an array".into()), 2),
+            (StorageError::InvalidDocument("Invalid target namespace: x".into()), 73),
             (StorageError::Query(QueryError::new(52, "bad")), 52),
         ];
         for (error, code) in cases {

@@ -45,6 +45,9 @@ pub struct IndexCandidate {
     pub sparse: bool,
 }
 
+/// A range of encoded index keys (lower, upper).
+pub type KeyInterval = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// The chosen plan.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -53,7 +56,7 @@ pub struct Plan {
     pub index: Option<String>,
     /// Index-key byte ranges, ascending and disjoint; empty with
     /// `Some(index)` means a full index scan.
-    pub intervals: Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
+    pub intervals: Vec<KeyInterval>,
     /// Walk the index backwards (for a descending sort).
     pub reverse: bool,
     /// The index order satisfies the requested sort.
@@ -356,7 +359,7 @@ fn plan_hinted(
 fn index_plan(filter: &Filter, candidate: Candidate) -> Plan {
     let reverse = candidate.sort.unwrap_or(false);
     let empty_result = candidate.bounds.ranges.is_empty() || filter_is_unsatisfiable(filter.root());
-    let mut intervals: Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)> =
+    let mut intervals: Vec<KeyInterval> =
         candidate.bounds.ranges.into_iter().map(|r| (r.low, r.high)).collect();
     if intervals.len() == 1 && intervals[0] == (Bound::Unbounded, Bound::Unbounded) {
         intervals.clear();

@@ -179,6 +179,34 @@ proptest! {
         prop_assert!(form.keys().next().is_some_and(|k| k.starts_with('$')), "form {} from {} to {}", form, old, new);
     }
 
+    /// Seed 000 4.2: after a crash, recovery may replay entries whose
+    /// effects the state already holds. Replaying the entries of a chain
+    /// d0 -> d1 -> d2 -> d3 from any later state must end in d3.
+    #[test]
+    fn replaying_a_chain_from_a_later_state_ends_in_the_last_state(
+        d0 in document(),
+        e1 in prop::collection::vec(edit(), 0..3),
+        e2 in prop::collection::vec(edit(), 0..3),
+        e3 in prop::collection::vec(edit(), 0..3),
+        start in 0usize..4,
+    ) {
+        let mut states = vec![d0];
+        for edits in [&e1, &e2, &e3] {
+            let mut next = states.last().unwrap().clone();
+            for e in edits.iter() {
+                apply_edit(&mut next, e);
+            }
+            states.push(next);
+        }
+        let forms: Vec<Document> = states.windows(2).map(|w| oplog_update(&w[0], &w[1])).collect();
+        // Replay every entry from the first over the state after `start` of them.
+        let mut replayed = states[start].clone();
+        for form in &forms {
+            replayed = apply_oplog_update(&replayed, form).unwrap();
+        }
+        prop_assert_eq!(bytes(&replayed), bytes(&states[3]), "from state {} with forms {:?}", start, forms);
+    }
+
     #[test]
     fn unrelated_documents_round_trip(old in document(), new in document()) {
         check_form(&old, &new)?;

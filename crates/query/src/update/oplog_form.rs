@@ -97,7 +97,9 @@ fn diff_level(old: &Document, new: &Document, prefix: &str, sets: &mut Document,
 }
 
 /// Applies an oplog update form: `{$set, $unset}` (unsets first, then sets
-/// in the order listed) or a whole replacement document.
+/// in the order listed) or a whole replacement document. A `$set` path
+/// that runs into a scalar is skipped, so that replaying a run of entries
+/// over a state some of them already produced ends in the same state.
 pub fn apply_oplog_update(doc: &Document, form: &Document) -> Result<Document, QueryError> {
     let is_operators = form.keys().next().is_some_and(|k| k.starts_with('$'));
     if !is_operators {
@@ -122,7 +124,15 @@ pub fn apply_oplog_update(doc: &Document, form: &Document) -> Result<Document, Q
             return Err(QueryError::failed_to_parse("$set in an oplog update must be a document"));
         };
         for (path, value) in sets {
-            set_path(&mut result, path, value.clone())?;
+            match set_path(&mut result, path, value.clone()) {
+                Ok(()) => {}
+                // Replaying an older entry over a newer state may meet a
+                // scalar where the entry set a subfield; a later entry
+                // rewrites that field, so the path is skipped, as MongoDB's
+                // oplog application skips it, and the other paths apply.
+                Err(e) if e.code == codes::PATH_NOT_VIABLE => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(result)

@@ -103,7 +103,7 @@ struct Progress {
     stop: AtomicBool,
 }
 
-async fn bench(args: BenchArgs) -> Result<serde_json::Value, String> {
+async fn bench(args: BenchArgs) -> Result<String, String> {
     if args.connections == 0 || args.connections > CONNECTIONS_MAX {
         return Err(format!("--connections must be between 1 and {CONNECTIONS_MAX}"));
     }
@@ -156,17 +156,25 @@ async fn bench(args: BenchArgs) -> Result<serde_json::Value, String> {
     let elapsed = started.elapsed().as_secs_f64();
     let ops = histogram.count();
     let errors = progress.errors.load(Ordering::Relaxed);
-    Ok(serde_json::json!({
-        "workload": args.workload.as_str(),
-        "connections": args.connections,
-        "seconds": args.seconds,
-        "ops": ops,
-        "errors": errors,
-        "ops_per_sec": (ops as f64 / elapsed * 10.0).round() / 10.0,
-        "p50_us": histogram.quantile(0.5),
-        "p99_us": histogram.quantile(0.99),
-        "p999_us": histogram.quantile(0.999),
-    }))
+    Ok(summary_line(args.workload.as_str(), args.connections, args.seconds, ops, errors, elapsed, &histogram))
+}
+
+/// The summary as one JSON object with its keys in the documented order
+/// (a serde map would sort them).
+fn summary_line(workload: &str, connections: usize, seconds: u64, ops: u64, errors: u64, elapsed_secs: f64, histogram: &Histogram) -> String {
+    let ops_per_sec = (ops as f64 / elapsed_secs.max(f64::MIN_POSITIVE) * 10.0).round() / 10.0;
+    format!(
+        "{{\"workload\":{},\"connections\":{},\"seconds\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{}}}",
+        serde_json::Value::String(workload.to_owned()),
+        connections,
+        seconds,
+        ops,
+        errors,
+        ops_per_sec,
+        histogram.quantile(0.5),
+        histogram.quantile(0.99),
+        histogram.quantile(0.999)
+    )
 }
 
 /// How many times one simulated client reconnects after network errors
@@ -219,5 +227,21 @@ mod tests {
         assert_eq!(address_of("mongodb://localhost/?directConnection=true").unwrap(), "localhost:27017");
         assert!(address_of("mongodb://a:1,b:2").is_err());
         assert!(address_of("http://a").is_err());
+    }
+
+    #[test]
+    fn summary_is_one_json_object_with_every_key() {
+        let mut histogram = Histogram::default();
+        for value in 1..=1000 {
+            histogram.record(value);
+        }
+        let line = summary_line("insert-j", 32, 10, 1000, 2, 10.0, &histogram);
+        assert!(line.starts_with("{\"workload\":\"insert-j\","));
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        for key in ["workload", "connections", "seconds", "ops", "errors", "ops_per_sec", "p50_us", "p99_us", "p999_us"] {
+            assert!(parsed.get(key).is_some(), "{key} missing from {line}");
+        }
+        assert_eq!(parsed["ops_per_sec"], 100.0);
+        assert!(parsed["p50_us"].as_u64().unwrap() >= 500);
     }
 }

@@ -163,6 +163,11 @@ fn push_with_modifiers() {
     assert_doc(apply(doc! {"s": [1, 2]}, doc! {"$push": {"s": {"$each": [9], "$position": -1}}}), doc! {"s": [1, 9, 2]});
     assert_doc(apply(doc! {"s": [3, 1]}, doc! {"$push": {"s": {"$each": [2], "$sort": 1, "$slice": -2}}}), doc! {"s": [2, 3]});
     assert_doc(apply(doc! {"s": [3, 1]}, doc! {"$push": {"s": {"$each": [], "$slice": 0}}}), doc! {"s": []});
+    // Sorting by a field: non-documents sort as null, arrays compare whole.
+    assert_doc(
+        apply(doc! {"s": [{"v": [3]}, {"v": 2}, 5]}, doc! {"$push": {"s": {"$each": [{"v": "x"}], "$sort": {"v": 1}}}}),
+        doc! {"s": [5, {"v": 2}, {"v": "x"}, {"v": [3]}]},
+    );
     assert_eq!(error(doc! {"s": 1}, doc! {"$push": {"s": 2}}), 2);
     assert_eq!(error(doc! {}, doc! {"$push": {"s": {"$each": 1}}}), 2);
     assert_eq!(error(doc! {}, doc! {"$push": {"s": {"$each": [1], "$bogus": 1}}}), 2);

@@ -429,7 +429,7 @@ fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
             }),
             PushSort::Fields(fields) => items.sort_by(|a, b| {
                 for (path, descending) in fields {
-                    let order = compare_values(&sort_key(a, path, *descending), &sort_key(b, path, *descending));
+                    let order = compare_values(&sort_key(a, path), &sort_key(b, path));
                     let order = if *descending { order.reverse() } else { order };
                     if order != Ordering::Equal {
                         return order;
@@ -451,30 +451,22 @@ fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
 }
 
 /// The value an element sorts by for one `$sort` field: the value at the
-/// dotted path (null when missing); an array sorts by its smallest
-/// element ascending and its largest descending, as MongoDB sorts.
-fn sort_key(element: &Bson, path: &str, descending: bool) -> Bson {
+/// dotted path, null when missing. As in MongoDB, a non-document element
+/// has no fields (it sorts as null) and an array value compares whole.
+fn sort_key(element: &Bson, path: &str) -> Bson {
     let mut current = element;
     for part in path.split('.') {
-        match current {
-            Bson::Document(doc) => match doc.get(part) {
-                Some(next) => current = next,
-                None => return Bson::Null,
-            },
-            _ => return Bson::Null,
+        let next = match current {
+            Bson::Document(doc) => doc.get(part),
+            Bson::Array(items) if !std::ptr::eq(current, element) => array_index(part).and_then(|i| items.get(i)),
+            _ => None,
+        };
+        match next {
+            Some(value) => current = value,
+            None => return Bson::Null,
         }
     }
-    match current {
-        Bson::Array(items) if items.is_empty() => Bson::Undefined,
-        Bson::Array(items) => {
-            let pick = items.iter().min_by(|a, b| {
-                let order = compare_values(a, b);
-                if descending { order.reverse() } else { order }
-            });
-            pick.cloned().unwrap_or(Bson::Null)
-        }
-        other => other.clone(),
-    }
+    current.clone()
 }
 
 fn pull_matches(condition: &PullCondition, item: &Bson) -> bool {

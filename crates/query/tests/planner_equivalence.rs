@@ -97,6 +97,8 @@ fn predicate() -> impl Strategy<Value = Bson> {
             .prop_map(|t| Bson::Document(doc! {"$type": t})),
         1 => any::<bool>().prop_map(|b| Bson::Document(doc! {"$exists": b})),
         1 => value().prop_map(|v| Bson::Document(doc! {"$elemMatch": {"$eq": v}})),
+        1 => (scalar(), scalar()).prop_map(|(lo, hi)| Bson::Document(doc! {"$elemMatch": {"$gte": lo, "$lte": hi}})),
+        1 => (operand(), operand()).prop_map(|(b, a)| Bson::Document(doc! {"$elemMatch": {"b": b, "a": {"$ne": a}}})),
         1 => (scalar(), scalar()).prop_map(|(lo, hi)| Bson::Document(doc! {"$gte": lo, "$lte": hi})),
     ]
 }
@@ -351,6 +353,19 @@ fn null_on_a_dotted_multikey_path_does_not_bound_the_index() {
 fn ranges_on_a_multikey_field_are_not_intersected() {
     // MongoDB docs "Multikey Index Bounds": {a: {$gte: 3, $lte: 5}} may be met by different elements.
     check_case(vec![doc! {"_id": 0, "a": [0, 10]}], doc! {"a": {"$gte": 3, "$lte": 5}}, doc! {"a": 1}, true);
+}
+
+#[test]
+fn elem_match_bounds_intersect_on_one_element() {
+    // MongoDB docs "Multikey Index Bounds": $elemMatch lets the bounds be intersected.
+    let filter = Filter::parse(&doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}}).unwrap();
+    let indexes = vec![IndexCandidate { name: "a_1".into(), key: doc! {"a": 1}, multikey: true, unique: false, sparse: false }];
+    let p = plan(&filter, None, &indexes, None).unwrap();
+    assert_eq!(p.index.as_deref(), Some("a_1"));
+    let bounds = p.explain.get_document("inputStage").unwrap().get_document("indexBounds").unwrap();
+    assert!(!bounds.get_array("a").unwrap().is_empty());
+    check_case(vec![doc! {"_id": 0, "a": [0, 4]}, doc! {"_id": 1, "a": [0, 10]}], doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}}, doc! {"a": 1}, true);
+    check_case(vec![doc! {"_id": 0, "a": [{"b": 1}, {"b": 2}]}], doc! {"a": {"$elemMatch": {"b": 2}}}, doc! {"a.b": 1}, true);
 }
 
 #[test]

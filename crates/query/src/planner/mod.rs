@@ -81,19 +81,115 @@ fn key_fields(key: &Document) -> Result<Vec<KeyField>, QueryError> {
     Ok(pattern.fields.into_iter().map(|f| KeyField { path: f.path, descending: f.descending }).collect())
 }
 
-/// The predicates of the top-level conjunction, by path.
-fn conjuncts(node: &Node) -> Vec<(&str, &Predicate)> {
+/// A necessary condition on the values of one path, as the planner reads
+/// it from the filter.
+#[derive(Clone, Copy)]
+enum Condition<'a> {
+    /// Some value (or array element) at the path satisfies the predicate.
+    One(&'a Predicate),
+    /// One array element at the path satisfies every predicate
+    /// (`$elemMatch` on values): their bounds may be intersected even on a
+    /// multikey index, because a single key must satisfy all of them.
+    SameElement(&'a Node),
+}
+
+impl Condition<'_> {
+    fn matches_missing(&self) -> bool {
+        match self {
+            Condition::One(predicate) => predicate.matches_missing(),
+            // `$elemMatch` needs an array.
+            Condition::SameElement(_) => false,
+        }
+    }
+}
+
+/// The conditions of the top-level conjunction, by path. `$elemMatch` with
+/// a query also contributes its own conjuncts under the array's path
+/// (`{a: {$elemMatch: {b: 5}}}` implies a key 5 in an index on `a.b`).
+fn conjuncts(node: &Node) -> Vec<(String, Condition<'_>)> {
     let mut out = Vec::new();
-    collect_conjuncts(node, &mut out);
+    collect_conjuncts(node, "", &mut out);
     out
 }
 
-fn collect_conjuncts<'a>(node: &'a Node, out: &mut Vec<(&'a str, &'a Predicate)>) {
+fn collect_conjuncts<'a>(node: &'a Node, prefix: &str, out: &mut Vec<(String, Condition<'a>)>) {
     match node {
-        Node::And(children) => children.iter().for_each(|child| collect_conjuncts(child, out)),
-        Node::Field { path, predicate } if !path.is_empty() => out.push((path.dotted(), predicate)),
+        Node::And(children) => children.iter().for_each(|child| collect_conjuncts(child, prefix, out)),
+        Node::Field { path, predicate } if !path.is_empty() => {
+            let full = if prefix.is_empty() { path.dotted().to_string() } else { format!("{prefix}.{}", path.dotted()) };
+            match predicate {
+                Predicate::ElemMatchValue(conditions) => out.push((full, Condition::SameElement(conditions))),
+                Predicate::ElemMatchDocument(query) => collect_conjuncts(query, &full, out),
+                other => out.push((full, Condition::One(other))),
+            }
+        }
         _ => {}
     }
+}
+
+/// The normalized byte ranges of one predicate on a field; `None` when it
+/// does not bound the field.
+fn predicate_ranges(predicate: &Predicate, field: &KeyField) -> Option<Vec<ByteRange>> {
+    let intervals = bounds::value_intervals(predicate)?;
+    let ranges = intervals.iter().filter_map(|interval| bounds::field_range(interval, field.descending)).collect();
+    Some(bounds::normalize(ranges))
+}
+
+fn intersect_sets(left: &[ByteRange], right: &[ByteRange]) -> Vec<ByteRange> {
+    let mut out = Vec::new();
+    for a in left {
+        for b in right {
+            out.extend(a.intersect(b));
+        }
+    }
+    bounds::normalize(out)
+}
+
+/// The ranges one condition allows on a field.
+fn condition_ranges(condition: &Condition, field: &KeyField) -> Option<Vec<ByteRange>> {
+    match condition {
+        Condition::One(predicate) => predicate_ranges(predicate, field),
+        Condition::SameElement(conditions) => {
+            let children: Vec<&Node> = match conditions {
+                Node::And(children) => children.iter().collect(),
+                single => vec![single],
+            };
+            let mut current: Option<Vec<ByteRange>> = None;
+            for child in children {
+                let Node::Field { path, predicate } = child else { continue };
+                if !path.is_empty() {
+                    continue;
+                }
+                let Some(ranges) = predicate_ranges(predicate, field) else { continue };
+                current = Some(match current {
+                    None => ranges,
+                    Some(existing) => intersect_sets(&existing, &ranges),
+                });
+            }
+            current
+        }
+    }
+}
+
+fn describe_condition(condition: &Condition) -> Vec<Bson> {
+    let predicates: Vec<&Predicate> = match condition {
+        Condition::One(predicate) => vec![predicate],
+        Condition::SameElement(Node::And(children)) => children
+            .iter()
+            .filter_map(|child| match child {
+                Node::Field { predicate, .. } => Some(predicate),
+                _ => None,
+            })
+            .collect(),
+        Condition::SameElement(Node::Field { predicate, .. }) => vec![predicate],
+        Condition::SameElement(_) => Vec::new(),
+    };
+    predicates
+        .into_iter()
+        .filter_map(bounds::value_intervals)
+        .flatten()
+        .map(|interval| Bson::String(interval.describe()))
+        .collect()
 }
 
 /// Whether the filter can never match anything (`$in: []`).
@@ -109,22 +205,18 @@ fn has_numeric_component(path: &str) -> bool {
     path.split('.').any(|part| array_offset(part).is_some())
 }
 
-/// Byte ranges of one field from the predicates on it; `None` when they do
+/// Byte ranges of one field from the conditions on it; `None` when they do
 /// not bound it. An empty vector means nothing can match.
-fn field_ranges(
-    field: &KeyField,
-    predicates: &[&Predicate],
-    index: &IndexCandidate,
-) -> Option<Vec<ByteRange>> {
+fn field_ranges(field: &KeyField, conditions: &[Condition], index: &IndexCandidate) -> Option<Vec<ByteRange>> {
     let mut sets: Vec<Vec<ByteRange>> = Vec::new();
-    for predicate in predicates {
-        if index.multikey && field.path.contains('.') && predicate.matches_missing() {
+    for condition in conditions {
+        // Rule 5.
+        if index.multikey && field.path.contains('.') && condition.matches_missing() {
             continue;
         }
-        let Some(intervals) = bounds::value_intervals(predicate) else { continue };
-        let ranges: Vec<ByteRange> =
-            intervals.iter().filter_map(|interval| bounds::field_range(interval, field.descending)).collect();
-        sets.push(bounds::normalize(ranges));
+        if let Some(ranges) = condition_ranges(condition, field) {
+            sets.push(ranges);
+        }
     }
     if sets.is_empty() {
         return None;
@@ -136,13 +228,7 @@ fn field_ranges(
     }
     let mut current = sets.remove(0);
     for set in sets {
-        let mut next = Vec::new();
-        for a in &current {
-            for b in &set {
-                next.extend(a.intersect(b));
-            }
-        }
-        current = bounds::normalize(next);
+        current = intersect_sets(&current, &set);
     }
     Some(current)
 }
@@ -167,8 +253,8 @@ fn index_bounds(filter: &Filter, index: &IndexCandidate, fields: &[KeyField]) ->
     let mut explain = Document::new();
     let mut open = true;
     for field in fields {
-        let on_field: Vec<&Predicate> =
-            predicates.iter().filter(|(path, _)| *path == field.path).map(|(_, p)| *p).collect();
+        let on_field: Vec<Condition> =
+            predicates.iter().filter(|(path, _)| *path == field.path).map(|(_, c)| *c).collect();
         let ranges = if open { field_ranges(field, &on_field, index) } else { None };
         let Some(ranges) = ranges else {
             open = false;
@@ -210,14 +296,14 @@ fn index_bounds(filter: &Filter, index: &IndexCandidate, fields: &[KeyField]) ->
     IndexBounds { ranges, bounded_fields, single_point_fields, explain }
 }
 
-fn describe(predicates: &[&Predicate], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
+fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
     let mut texts = Vec::new();
-    for predicate in predicates {
-        if index.multikey && field.path.contains('.') && predicate.matches_missing() {
+    for condition in conditions {
+        if index.multikey && field.path.contains('.') && condition.matches_missing() {
             continue;
         }
-        if let Some(intervals) = bounds::value_intervals(predicate) {
-            texts.extend(intervals.iter().map(|i| Bson::String(i.describe())));
+        if condition_ranges(condition, field).is_some() {
+            texts.extend(describe_condition(condition));
             if index.multikey {
                 break;
             }
@@ -230,7 +316,7 @@ fn describe(predicates: &[&Predicate], index: &IndexCandidate, field: &KeyField)
 fn sparse_usable(filter: &Filter, fields: &[KeyField]) -> bool {
     conjuncts(filter.root())
         .iter()
-        .any(|(path, predicate)| fields.iter().any(|f| f.path == *path) && !predicate.matches_missing())
+        .any(|(path, condition)| fields.iter().any(|f| &f.path == path) && !condition.matches_missing())
 }
 
 /// Whether walking the index (forward or backward) yields documents in

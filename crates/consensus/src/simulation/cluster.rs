@@ -94,6 +94,12 @@ pub struct Faults {
     pub delay_max_ms: u64,
     /// Largest clock offset of a member against the global clock.
     pub clock_jitter_ms: u64,
+    /// Chance, in millionths, that a member crashes right after it sends a
+    /// granted vote (a targeted fault: a vote not yet durable is lost).
+    pub crash_after_vote_per_million: u64,
+    /// Largest election timeout jitter (`None`: up to an election timeout).
+    /// Small values make concurrent candidates, and split votes, common.
+    pub election_jitter_max_ms: Option<u64>,
 }
 
 /// One simulated member process.
@@ -171,6 +177,10 @@ pub struct Cluster {
     pub lazy_durability: bool,
     /// Last stepdown outcome per member.
     pub step_down_results: Vec<Option<Result<(), StepDownError>>>,
+    /// When each crashed member restarts (randomized runs).
+    pub restart_at: Vec<Option<u64>>,
+    /// Members to crash once the current step finishes.
+    crash_pending: Vec<usize>,
 }
 
 impl Cluster {
@@ -217,6 +227,8 @@ impl Cluster {
             pending_writes: Vec::new(),
             lazy_durability: !manual,
             step_down_results: vec![None; n],
+            restart_at: vec![None; n],
+            crash_pending: Vec::new(),
         };
         for i in 0..n {
             cluster.start(i);
@@ -229,12 +241,13 @@ impl Cluster {
         self.config.index_of(id).expect("member in configuration")
     }
 
-    fn election_jitter(&mut self) -> u64 {
+    /// The random part of an election timeout (zero in manual mode).
+    pub fn election_jitter(&mut self) -> u64 {
         if self.manual {
-            0
-        } else {
-            self.rng.below(self.config.settings.election_timeout_ms)
+            return 0;
         }
+        let max = self.faults.election_jitter_max_ms.unwrap_or(self.config.settings.election_timeout_ms);
+        self.rng.below(max + 1)
     }
 
     fn start(&mut self, i: usize) {
@@ -301,6 +314,10 @@ impl Cluster {
             }
             self.after_step(at);
         }
+        for i in std::mem::take(&mut self.crash_pending) {
+            self.crash(i);
+            self.restart_at[i] = Some(self.now + self.rng.range(1, 30));
+        }
     }
 
     fn apply(&mut self, i: usize, action: Action, queue: &mut VecDeque<(usize, Event)>) {
@@ -311,6 +328,10 @@ impl Cluster {
         match action {
             Action::Send { to, message } => {
                 let to = self.index(to);
+                let granted_vote = matches!(&message, Message::VoteResponse(r) if r.granted && !r.dry_run);
+                if granted_vote && !self.manual && self.rng.chance(self.faults.crash_after_vote_per_million) {
+                    self.crash_pending.push(i);
+                }
                 self.send(i, to, Payload::Consensus(message));
             }
             Action::PersistTermAndVote { term, voted_for } => {

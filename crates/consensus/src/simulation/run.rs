@@ -129,11 +129,13 @@ fn random_faults(rng: &mut Rng) -> Faults {
         delay_min_ms,
         delay_max_ms: rng.range(delay_min_ms + 2, 120),
         clock_jitter_ms: rng.range(0, 50),
+        crash_after_vote_per_million: if rng.chance(300_000) { rng.range(0, 300_000) } else { 0 },
+        election_jitter_max_ms: if rng.chance(300_000) { Some(rng.range(0, 30)) } else { None },
     }
 }
 
 /// Shared by both phases: advance one slot, tick, flush, deliver.
-fn advance(cluster: &mut Cluster, restart_at: &mut [Option<u64>]) {
+fn advance(cluster: &mut Cluster) {
     cluster.now += SLOT_MS;
     let jitter = cluster.faults.clock_jitter_ms;
     for i in 0..cluster.members.len() {
@@ -147,19 +149,18 @@ fn advance(cluster: &mut Cluster, restart_at: &mut [Option<u64>]) {
         }
         let m = &mut cluster.members[i];
         m.clock = m.clock.max(cluster.now + m.clock_offset);
-        if let Some(at) = restart_at[i] {
+        if let Some(at) = cluster.restart_at[i] {
             if cluster.now >= at {
-                restart_at[i] = None;
+                cluster.restart_at[i] = None;
                 cluster.restart(i);
             }
         }
     }
     cluster.deliver_due();
     if cluster.now % TICK_MS == 0 {
-        let timeout = cluster.config.settings.election_timeout_ms;
         for i in 0..cluster.members.len() {
             if cluster.is_alive(i) {
-                let election_jitter_ms = cluster.rng.below(timeout);
+                let election_jitter_ms = cluster.election_jitter();
                 cluster.step(i, Event::Tick { election_jitter_ms });
             }
         }
@@ -216,7 +217,7 @@ fn run(options: RunOptions) -> RunReport {
     let faults = random_faults(&mut rng);
     let crash_per_million = rng.range(0, 2_000);
     let profile = format!(
-        "members={} arbiter={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={}",
+        "members={} arbiter={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} election_jitter_max={:?}",
         options.members,
         config.members.iter().any(|m| m.arbiter_only),
         config.members.iter().any(|m| m.votes == 0),
@@ -228,16 +229,17 @@ fn run(options: RunOptions) -> RunReport {
         faults.delay_max_ms,
         faults.clock_jitter_ms,
         crash_per_million,
+        faults.crash_after_vote_per_million,
+        faults.election_jitter_max_ms,
     );
     let n = options.members;
     let mut cluster = Cluster::new(config, options.seed, faults, false);
     cluster.tracing = options.trace;
-    let mut restart_at: Vec<Option<u64>> = vec![None; n];
     let mut next_partition_at = rng.range(500, 3_000);
 
     // Safety phase.
     while cluster.now < options.safety_ms && cluster.checker.violations.is_empty() {
-        advance(&mut cluster, &mut restart_at);
+        advance(&mut cluster);
         if cluster.now >= next_partition_at {
             new_partition(&mut cluster);
             next_partition_at = cluster.now + rng.range(300, 4_000);
@@ -245,7 +247,7 @@ fn run(options: RunOptions) -> RunReport {
         for i in 0..n {
             if cluster.is_alive(i) && rng.chance(crash_per_million) {
                 cluster.crash(i);
-                restart_at[i] = Some(cluster.now + rng.range(100, 3_000));
+                cluster.restart_at[i] = Some(cluster.now + rng.range(100, 3_000));
             }
         }
         if rng.chance(150_000) {
@@ -284,14 +286,15 @@ fn run(options: RunOptions) -> RunReport {
     cluster.faults = Faults { delay_min_ms: 1, delay_max_ms: 10, ..cluster.faults.clone() };
     cluster.faults.drop_per_million = 0;
     cluster.faults.duplicate_per_million = 0;
+    cluster.faults.crash_after_vote_per_million = 0;
     for i in 0..n {
-        restart_at[i] = None;
+        cluster.restart_at[i] = None;
         cluster.restart(i);
     }
     let mut target: Option<(usize, crate::optime::OpTime)> = None;
     let mut done = false;
     while cluster.checker.violations.is_empty() && cluster.now < safety_end + options.liveness_ms {
-        advance(&mut cluster, &mut restart_at);
+        advance(&mut cluster);
         cluster.check_global_invariants();
         if cluster.now % 100 != 0 {
             continue;

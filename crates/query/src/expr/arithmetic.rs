@@ -28,6 +28,10 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$round", style: ArgStyle::Positional { min: 1, max: 2 }, eval: eval_round },
     OpSpec { name: "$trunc", style: ArgStyle::Positional { min: 1, max: 2 }, eval: eval_round },
     OpSpec { name: "$pow", style: ArgStyle::Positional { min: 2, max: 2 }, eval: eval_pow },
+    OpSpec { name: "$bitAnd", style: ArgStyle::Positional { min: 0, max: MAX }, eval: eval_bitwise },
+    OpSpec { name: "$bitOr", style: ArgStyle::Positional { min: 0, max: MAX }, eval: eval_bitwise },
+    OpSpec { name: "$bitXor", style: ArgStyle::Positional { min: 0, max: MAX }, eval: eval_bitwise },
+    OpSpec { name: "$bitNot", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_bitwise },
 ];
 
 /// A number during arithmetic, tagged with its BSON width.
@@ -381,6 +385,40 @@ fn eval_pow(name: &'static str, args: &Args, cx: &Context) -> Result<Value, Quer
     Ok(Some(result.to_bson()))
 }
 
+/// Bitwise operators over ints and longs (a long input makes the
+/// result a long); doubles are refused as in MongoDB.
+fn eval_bitwise(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let values = args.eval_all(cx)?;
+    if values.iter().any(is_nullish) {
+        return Ok(Some(Bson::Null));
+    }
+    let mut long = false;
+    let mut operands = Vec::with_capacity(values.len());
+    for value in values.iter().flatten() {
+        match value {
+            Bson::Int32(v) => operands.push(i64::from(*v)),
+            Bson::Int64(v) => {
+                long = true;
+                operands.push(*v);
+            }
+            other => {
+                return Err(QueryError::new(
+                    28765,
+                    format!("{name} only supports int and long operands, not {}", type_name(&Some(other.clone()))),
+                ))
+            }
+        }
+    }
+    let result = match name {
+        "$bitNot" => !operands[0],
+        "$bitAnd" => operands.iter().fold(-1, |acc, v| acc & v),
+        "$bitOr" => operands.iter().fold(0, |acc, v| acc | v),
+        _ => operands.iter().fold(0, |acc, v| acc ^ v),
+    };
+    // Bitwise results of ints always fit an int.
+    Ok(Some(if long { Bson::Int64(result) } else { Bson::Int32(result as i32) }))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::expr::{Expr, Variables};
@@ -451,6 +489,15 @@ mod tests {
         assert_eq!(eval(bson!({"$trunc": [19.25, 1]})).unwrap(), Bson::Double(19.2));
         assert_eq!(eval(bson!({"$trunc": [-45.39, 1]})).unwrap(), Bson::Double(-45.3));
         assert_eq!(eval(bson!({"$trunc": [1299, -2]})).unwrap(), Bson::Int32(1200));
+    }
+
+    #[test]
+    fn bitwise() {
+        assert_eq!(eval(bson!({"$bitAnd": [12, 10]})).unwrap(), Bson::Int32(8));
+        assert_eq!(eval(bson!({"$bitOr": [12, {"$literal": 3i64}]})).unwrap(), Bson::Int64(15));
+        assert_eq!(eval(bson!({"$bitXor": [12, 10]})).unwrap(), Bson::Int32(6));
+        assert_eq!(eval(bson!({"$bitNot": 0})).unwrap(), Bson::Int32(-1));
+        assert_eq!(eval(bson!({"$bitAnd": [1.5, 1]})).unwrap_err().code, 28765);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 mod accumulators;
 mod arithmetic;
+mod array_ordering;
 mod arrays;
 mod conditional;
 mod date_math;
@@ -21,6 +22,7 @@ mod dates;
 mod objects;
 mod sets;
 mod strings;
+mod trigonometry;
 mod types;
 
 use std::cmp::Ordering;
@@ -183,8 +185,10 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 10] {
+fn operator_tables() -> [&'static [OpSpec]; 12] {
     [
+        array_ordering::OPERATORS,
+        trigonometry::OPERATORS,
         date_math::OPERATORS,
         sets::OPERATORS,
         accumulators::OPERATORS,
@@ -339,13 +343,9 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// answer CommandNotSupported naming the operator, so that users can tell
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
-    "$dateFromString", "$dateFromParts",
-    "$dateToParts", "$zip", "$sortArray", "$firstN",
-    "$lastN", "$maxN", "$minN", "$top", "$topN", "$bottom", "$bottomN", "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$binarySize",
-    "$bsonSize", "$toDecimal", "$degreesToRadians", "$radiansToDegrees", "$sin", "$cos", "$tan",
-    "$asin", "$acos", "$atan", "$atan2", "$sinh", "$cosh", "$tanh", "$asinh", "$acosh", "$atanh",
-    "$setField", "$unsetField", "$tsSecond", "$tsIncrement", "$toHashedIndexKey", "$median",
-    "$percentile", "$bitAnd", "$bitOr", "$bitXor", "$bitNot", "$toUUID",
+    "$dateFromString", "$dateFromParts", "$dateToParts", "$top", "$topN", "$bottom", "$bottomN",
+    "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$toDecimal",
+    "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
 ];
 
 fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {

@@ -11,6 +11,10 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$objectToArray", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_object_to_array },
     OpSpec { name: "$arrayToObject", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_array_to_object },
     OpSpec { name: "$getField", style: ArgStyle::Custom(parse_get_field), eval: eval_get_field },
+    OpSpec { name: "$setField", style: ArgStyle::Named { required: &["field", "input", "value"], optional: &[] }, eval: eval_set_field },
+    OpSpec { name: "$unsetField", style: ArgStyle::Named { required: &["field", "input"], optional: &[] }, eval: eval_set_field },
+    OpSpec { name: "$bsonSize", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_bson_size },
+    OpSpec { name: "$binarySize", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_binary_size },
 ];
 
 /// Merges `source` into `target`: later fields overwrite earlier ones.
@@ -121,6 +125,56 @@ fn eval_get_field(name: &'static str, args: &Args, cx: &Context) -> Result<Value
     }
 }
 
+/// `$setField: {field, input, value}` and `$unsetField: {field, input}`
+/// (a `value` of `$$REMOVE` also removes). The field name is taken
+/// literally, dots and dollars included.
+fn eval_set_field(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let Some(Bson::String(field)) = args.eval(0, cx)? else {
+        return Err(QueryError::new(4161106, format!("{name} requires 'field' to evaluate to type String")));
+    };
+    let input = args.eval(1, cx)?;
+    let mut doc = match input {
+        None | Some(Bson::Null | Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => d,
+        other => {
+            return Err(QueryError::new(4161105, format!("{name} requires 'input' to evaluate to type Object, found {}", type_name(&other))))
+        }
+    };
+    let value = if name == "$unsetField" { None } else { args.eval(2, cx)? };
+    match value {
+        Some(v) => {
+            doc.insert(field, v);
+        }
+        None => {
+            doc.remove(&field);
+        }
+    }
+    Ok(Some(Bson::Document(doc)))
+}
+
+fn eval_bson_size(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    match args.eval(0, cx)? {
+        None | Some(Bson::Null | Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => {
+            let bytes = d.to_vec().map_err(|e| QueryError::new(31393, format!("{name}: {e}")))?;
+            Ok(Some(Bson::Int32(i32::try_from(bytes.len()).unwrap_or(i32::MAX))))
+        }
+        other => Err(QueryError::new(31393, format!("{name} requires a document input, found: {}", type_name(&other)))),
+    }
+}
+
+fn eval_binary_size(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let size = match args.eval(0, cx)? {
+        None | Some(Bson::Null | Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::String(s)) => s.len(),
+        Some(Bson::Binary(b)) => b.bytes.len(),
+        other => {
+            return Err(QueryError::new(51276, format!("{name} requires a string or BinData argument, found: {}", type_name(&other))))
+        }
+    };
+    Ok(Some(Bson::Int32(i32::try_from(size).unwrap_or(i32::MAX))))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::expr::{Expr, Variables};
@@ -146,5 +200,16 @@ mod tests {
         assert_eq!(eval(bson!({"$getField": "price.usd"})).unwrap(), Bson::Int32(45));
         assert_eq!(eval(bson!({"$getField": {"field": "x", "input": "$a"}})).unwrap(), Bson::Int32(1));
         assert_eq!(eval(bson!({"$getField": {"field": "q", "input": "$a"}})).unwrap(), Bson::Null);
+    }
+
+    #[test]
+    fn set_unset_and_sizes() {
+        assert_eq!(eval(bson!({"$setField": {"field": "a.b", "input": "$a", "value": 5}})).unwrap(), bson!({"x": 1, "y": 2, "a.b": 5}));
+        assert_eq!(eval(bson!({"$setField": {"field": "x", "input": "$a", "value": "$$REMOVE"}})).unwrap(), bson!({"y": 2}));
+        assert_eq!(eval(bson!({"$unsetField": {"field": "y", "input": "$a"}})).unwrap(), bson!({"x": 1}));
+        assert_eq!(eval(bson!({"$unsetField": {"field": "y", "input": "$n"}})).unwrap(), Bson::Null);
+        // {x: 1, y: 2}: 4 (length) + 2 * (1 type + 2 name + 4 int) + 1 (end).
+        assert_eq!(eval(bson!({"$bsonSize": "$a"})).unwrap(), Bson::Int32(19));
+        assert_eq!(eval(bson!({"$binarySize": "café"})).unwrap(), Bson::Int32(5));
     }
 }

@@ -20,7 +20,21 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$toObjectId", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_shorthand },
     OpSpec { name: "$toDate", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_shorthand },
     OpSpec { name: "$convert", style: ArgStyle::Custom(parse_convert), eval: eval_convert },
+    OpSpec { name: "$tsSecond", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_timestamp_part },
+    OpSpec { name: "$tsIncrement", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_timestamp_part },
 ];
+
+/// `$tsSecond` / `$tsIncrement`: the parts of a BSON Timestamp, as longs.
+fn eval_timestamp_part(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    match args.eval(0, cx)? {
+        None | Some(Bson::Null | Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Timestamp(ts)) => {
+            let part = if name == "$tsSecond" { ts.time } else { ts.increment };
+            Ok(Some(Bson::Int64(i64::from(part))))
+        }
+        other => Err(QueryError::new(5687301, format!("Argument to {name} must be a timestamp, but is {}", type_name(&other)))),
+    }
+}
 
 fn eval_type(_: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     Ok(Some(Bson::from(type_name(&args.eval(0, cx)?))))
@@ -267,6 +281,9 @@ mod tests {
         assert_eq!(eval(bson!({"$type": {"$literal": 1i64}})).unwrap(), Bson::from("long"));
         assert_eq!(eval(bson!({"$isNumber": "$s"})).unwrap(), Bson::Boolean(false));
         assert_eq!(eval(bson!({"$isNumber": 2.5})).unwrap(), Bson::Boolean(true));
+        let ts = Bson::Timestamp(bson::Timestamp { time: 1_700_000_000, increment: 7 });
+        assert_eq!(eval(bson!({"$tsSecond": ts.clone()})).unwrap(), Bson::Int64(1_700_000_000));
+        assert_eq!(eval(bson!({"$tsIncrement": ts})).unwrap(), Bson::Int64(7));
     }
 
     #[test]

@@ -19,6 +19,8 @@
 
 pub mod config;
 mod election;
+#[cfg(test)]
+mod node_tests;
 mod heartbeat;
 pub mod io;
 pub mod message;

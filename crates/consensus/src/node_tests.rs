@@ -1,0 +1,194 @@
+//! Unit tests of single rules, driving one `Node` by hand. Whole-protocol
+//! behaviour is tested by the scenario scripts and the simulator.
+
+use crate::config::{MemberConfig, ReplSetConfig};
+use crate::io::{Action, Event};
+use crate::message::{Heartbeat, MemberPosition, Message, UpdatePosition, VoteRequest, VoteResponse};
+use crate::node::{Node, Persisted};
+use crate::optime::{Millis, OpTime};
+use crate::state::MemberState;
+use crate::write_concern::{WriteConcern, WriteConcernStatus, W};
+
+fn config(n: u32) -> ReplSetConfig {
+    let mut c = ReplSetConfig::new("rs", (1..=n).map(|i| MemberConfig::new(i, format!("h{i}"))).collect());
+    c.settings.election_timeout_ms = 1_000;
+    c.settings.heartbeat_interval_ms = 100;
+    c.settings.catch_up_timeout_ms = Some(0);
+    c
+}
+
+fn node(n: u32, me: u32, last: OpTime) -> Node {
+    Node::new(config(n), me, Persisted::default(), last, last, 0, Millis(0)).unwrap()
+}
+
+fn receive(node: &mut Node, from: u32, message: Message, now: u64) -> Vec<Action> {
+    node.step(Event::Receive { from, message }, Millis(now))
+}
+
+fn heartbeat(term: u64, state: MemberState, applied: OpTime, commit_point: OpTime) -> Heartbeat {
+    Heartbeat {
+        term,
+        config_version: 1,
+        state,
+        last_applied: applied,
+        last_durable: applied,
+        commit_point,
+        sync_source: None,
+    }
+}
+
+/// Member 1 of `n`, elected in term 1 with `last` as its last entry; the
+/// no-op of term 1 written and reported.
+fn primary(n: u32, last: OpTime) -> (Node, OpTime) {
+    let mut p = node(n, 1, last);
+    p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_000));
+    for voter in 2..=n {
+        let r = VoteResponse { term: 0, request_term: 1, dry_run: true, granted: true, reason: "" };
+        receive(&mut p, voter, Message::VoteResponse(r), 1_001);
+    }
+    let mut actions = Vec::new();
+    for voter in 2..=n {
+        let r = VoteResponse { term: 1, request_term: 1, dry_run: false, granted: true, reason: "" };
+        actions.extend(receive(&mut p, voter, Message::VoteResponse(r), 1_002));
+    }
+    assert_eq!(p.state(), MemberState::Primary);
+    let noop = actions
+        .iter()
+        .find_map(|a| if let Action::WriteNoop(o) = a { Some(*o) } else { None })
+        .expect("catch-up with a zero timeout ends at once");
+    p.step(Event::Appended { last_applied: noop }, Millis(1_003));
+    p.step(Event::Durable { last_durable: noop }, Millis(1_003));
+    (p, noop)
+}
+
+fn position(member: u32, at: OpTime) -> MemberPosition {
+    MemberPosition { member, applied: at, durable: at }
+}
+
+#[test]
+fn vote_is_persisted_before_the_reply_that_grants_it() {
+    let mut voter = node(3, 2, OpTime::new(1, 5));
+    let request = VoteRequest { term: 2, candidate: 1, last_applied: OpTime::new(1, 5), config_version: 1, dry_run: false };
+    let actions = receive(&mut voter, 1, Message::RequestVote(request), 10);
+    let persist = actions.iter().position(|a| matches!(a, Action::PersistTermAndVote { term: 2, voted_for: Some(1) }));
+    let reply = actions
+        .iter()
+        .position(|a| matches!(a, Action::Send { message: Message::VoteResponse(r), .. } if r.granted));
+    assert!(persist.expect("persisted") < reply.expect("granted"));
+    assert_eq!(voter.voted_for(), Some(1));
+}
+
+#[test]
+fn one_vote_per_term_and_never_for_a_candidate_behind() {
+    let mut voter = node(3, 2, OpTime::new(1, 5));
+    let behind = VoteRequest { term: 2, candidate: 1, last_applied: OpTime::new(1, 4), config_version: 1, dry_run: false };
+    let actions = receive(&mut voter, 1, Message::RequestVote(behind), 10);
+    assert!(actions.iter().any(|a| matches!(a, Action::Send { message: Message::VoteResponse(r), .. } if !r.granted && r.reason == "candidate oplog behind")));
+    let fresh = VoteRequest { term: 2, candidate: 3, last_applied: OpTime::new(1, 5), config_version: 1, dry_run: false };
+    receive(&mut voter, 3, Message::RequestVote(fresh), 11);
+    assert_eq!(voter.voted_for(), Some(3));
+    let again = VoteRequest { term: 2, candidate: 1, last_applied: OpTime::new(2, 9), config_version: 1, dry_run: false };
+    let actions = receive(&mut voter, 1, Message::RequestVote(again), 12);
+    assert!(actions.iter().any(|a| matches!(a, Action::Send { message: Message::VoteResponse(r), .. } if !r.granted && r.reason == "already voted")));
+}
+
+#[test]
+fn dry_run_changes_neither_term_nor_vote() {
+    let mut voter = node(3, 2, OpTime::new(1, 5));
+    let request = VoteRequest { term: 2, candidate: 1, last_applied: OpTime::new(1, 5), config_version: 1, dry_run: true };
+    let actions = receive(&mut voter, 1, Message::RequestVote(request), 10);
+    assert!(actions.iter().all(|a| !matches!(a, Action::PersistTermAndVote { .. })));
+    assert_eq!(voter.term(), 0);
+    assert_eq!(voter.voted_for(), None);
+}
+
+#[test]
+fn figure_2_higher_term_update_position_steps_down_without_commit() {
+    // Seed 000 section 3.3: positions at our entry, sent under a newer term.
+    let (mut p, noop) = primary(5, OpTime::new(0, 1));
+    let update = UpdatePosition { term: 3, positions: vec![position(3, noop), position(4, noop)] };
+    let actions = receive(&mut p, 3, Message::UpdatePosition(update), 1_010);
+    assert!(actions.iter().all(|a| !matches!(a, Action::AdvanceCommitPoint(_))));
+    assert_eq!(p.state(), MemberState::Secondary);
+    assert_eq!(p.term(), 3);
+    assert!(p.commit_point() < noop);
+}
+
+#[test]
+fn commit_needs_a_majority_of_durable_positions_in_the_current_term() {
+    let (mut p, noop) = primary(5, OpTime::new(0, 1));
+    let applied_only = MemberPosition { member: 2, applied: noop, durable: OpTime::new(0, 1) };
+    receive(&mut p, 2, Message::UpdatePosition(UpdatePosition { term: 1, positions: vec![applied_only] }), 1_010);
+    assert!(p.commit_point() < noop, "applied is not durable");
+    receive(&mut p, 2, Message::UpdatePosition(UpdatePosition { term: 1, positions: vec![position(2, noop)] }), 1_011);
+    assert!(p.commit_point() < noop, "two of five");
+    // Member 3's position reaches us forwarded by member 2 (a chain).
+    let forwarded = UpdatePosition { term: 1, positions: vec![position(2, noop), position(3, noop)] };
+    let actions = receive(&mut p, 2, Message::UpdatePosition(forwarded), 1_012);
+    assert!(actions.contains(&Action::AdvanceCommitPoint(noop)));
+    assert_eq!(p.commit_point(), noop);
+}
+
+#[test]
+fn an_older_term_entry_on_a_majority_is_not_committed_by_counting() {
+    // The primary of term 1 holds an entry of term 0 that a majority has;
+    // it only commits once an entry of term 1 reaches a majority.
+    let old = OpTime::new(0, 7);
+    let mut p = node(3, 1, old);
+    p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_000));
+    receive(&mut p, 2, Message::VoteResponse(VoteResponse { term: 0, request_term: 1, dry_run: true, granted: true, reason: "" }), 1_001);
+    receive(&mut p, 2, Message::VoteResponse(VoteResponse { term: 1, request_term: 1, dry_run: false, granted: true, reason: "" }), 1_002);
+    assert_eq!(p.state(), MemberState::Primary);
+    receive(&mut p, 2, Message::UpdatePosition(UpdatePosition { term: 1, positions: vec![position(2, old)] }), 1_003);
+    assert_eq!(p.commit_point(), OpTime::NULL);
+}
+
+#[test]
+fn commit_point_from_a_heartbeat_needs_our_last_entry_in_its_term() {
+    let mut s = node(3, 2, OpTime::new(1, 5));
+    let hb = heartbeat(2, MemberState::Secondary, OpTime::new(2, 9), OpTime::new(2, 8));
+    receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    assert_eq!(s.commit_point(), OpTime::NULL, "our 1.5 may be on a dead branch");
+    let hb = heartbeat(2, MemberState::Secondary, OpTime::new(1, 9), OpTime::new(1, 8));
+    receive(&mut s, 3, Message::HeartbeatRequest(hb), 11);
+    assert_eq!(s.commit_point(), OpTime::new(1, 5), "never past our last applied");
+}
+
+#[test]
+fn write_concern_w1_wn_majority_wtimeout() {
+    let (mut p, noop) = primary(3, OpTime::new(0, 1));
+    let write = p.prepare_write(Millis(1_100)).unwrap();
+    assert!(write > noop);
+    p.step(Event::Appended { last_applied: write }, Millis(1_100));
+    let wc = |w, wtimeout_ms| WriteConcern { w, journal: false, wtimeout_ms };
+    let eval = |p: &Node, c: WriteConcern, now| p.evaluate_write_concern(write, &c, Millis(1_100), Millis(now));
+    assert_eq!(eval(&p, wc(W::Nodes(1), None), 1_100), WriteConcernStatus::Satisfied);
+    assert_eq!(eval(&p, wc(W::Nodes(2), None), 1_100), WriteConcernStatus::Waiting);
+    assert_eq!(eval(&p, wc(W::Nodes(4), None), 1_100), WriteConcernStatus::Unsatisfiable);
+    assert_eq!(eval(&p, wc(W::Majority, Some(50)), 1_149), WriteConcernStatus::Waiting);
+    assert_eq!(eval(&p, wc(W::Majority, Some(50)), 1_150), WriteConcernStatus::TimedOut);
+    let applied_only = MemberPosition { member: 2, applied: write, durable: noop };
+    receive(&mut p, 2, Message::UpdatePosition(UpdatePosition { term: 1, positions: vec![applied_only] }), 1_101);
+    assert_eq!(eval(&p, wc(W::Nodes(2), None), 1_101), WriteConcernStatus::Satisfied);
+    assert_eq!(eval(&p, WriteConcern { w: W::Nodes(2), journal: true, wtimeout_ms: None }, 1_101), WriteConcernStatus::Waiting);
+    assert_eq!(eval(&p, wc(W::Majority, None), 1_101), WriteConcernStatus::Waiting, "durable needed for majority");
+    p.step(Event::Durable { last_durable: write }, Millis(1_102));
+    receive(&mut p, 2, Message::UpdatePosition(UpdatePosition { term: 1, positions: vec![position(2, write)] }), 1_102);
+    assert_eq!(eval(&p, wc(W::Majority, None), 1_102), WriteConcernStatus::Satisfied);
+    // A newer term: the waiter is interrupted.
+    receive(&mut p, 3, Message::HeartbeatRequest(heartbeat(2, MemberState::Secondary, write, OpTime::NULL)), 1_103);
+    assert_eq!(eval(&p, wc(W::Nodes(1), None), 1_103), WriteConcernStatus::SteppedDown);
+}
+
+#[test]
+fn primary_that_cannot_see_a_majority_steps_down() {
+    let (mut p, _) = primary(3, OpTime::new(0, 1));
+    let actions = p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_002 + 1_000));
+    assert!(actions.contains(&Action::StateChanged { state: MemberState::Secondary, term: 1 }));
+}
+
+#[test]
+fn writes_refused_unless_writable_primary() {
+    let mut s = node(3, 2, OpTime::NULL);
+    assert!(s.prepare_write(Millis(1)).is_err());
+}

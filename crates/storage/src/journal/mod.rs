@@ -352,13 +352,16 @@ impl Journal {
         if state.gather_target > 0 && state.pending_entries >= state.gather_target {
             shared.work.notify_one();
         }
-        state.pending_since.get_or_insert_with(Instant::now);
+        if state.pending_since.is_none() {
+            // The first pending entry starts the commit interval: wake the
+            // thread, which sleeps without a deadline while nothing is
+            // pending.
+            state.pending_since = Some(Instant::now());
+            shared.work.notify_one();
+        }
         state.index.push(ts, location);
         state.cache.push(ts, Arc::from(entry));
         state.stats.entries_appended += 1;
-        if shared.options.commit_interval_ms == 0 {
-            shared.work.notify_one();
-        }
         shared.appended_tx.send_replace(ts);
         Ok(())
     }

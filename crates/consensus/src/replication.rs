@@ -65,6 +65,7 @@ impl Node {
     /// - the source is the primary of our current term: by Leader
     ///   Completeness it holds everything committed in earlier terms, and
     ///   everything committed in this term it wrote itself.
+    ///
     /// A secondary whose log is merely newer (the rule in seed 000 3.2.1)
     /// may sit on a dead branch it has not rolled back yet; following it
     /// removed committed entries in the simulator (README, bugs found).

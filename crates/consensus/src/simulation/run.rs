@@ -157,7 +157,7 @@ fn advance(cluster: &mut Cluster) {
         }
     }
     cluster.deliver_due();
-    if cluster.now % TICK_MS == 0 {
+    if cluster.now.is_multiple_of(TICK_MS) {
         for i in 0..cluster.members.len() {
             if cluster.is_alive(i) {
                 let election_jitter_ms = cluster.election_jitter();
@@ -296,7 +296,7 @@ fn run(options: RunOptions) -> RunReport {
     while cluster.checker.violations.is_empty() && cluster.now < safety_end + options.liveness_ms {
         advance(&mut cluster);
         cluster.check_global_invariants();
-        if cluster.now % 100 != 0 {
+        if !cluster.now.is_multiple_of(100) {
             continue;
         }
         if let Some((writer, optime)) = target {

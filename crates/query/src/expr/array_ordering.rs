@@ -32,8 +32,8 @@ fn eval_sort_array(name: &'static str, args: &Args, cx: &Context) -> Result<Valu
             let descending = match direction {
                 Bson::Int32(1) | Bson::Int64(1) => false,
                 Bson::Int32(-1) | Bson::Int64(-1) => true,
-                Bson::Double(d) if d == 1.0 => false,
-                Bson::Double(d) if d == -1.0 => true,
+                Bson::Double(1.0) => false,
+                Bson::Double(-1.0) => true,
                 _ => return Err(QueryError::new(2942505, format!("{name}: sortBy must be 1, -1 or a sort pattern"))),
             };
             items.sort_by(|a, b| {

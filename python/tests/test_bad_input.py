@@ -55,7 +55,7 @@ def test_command_with_wrong_types_gets_error(client, coll):
     with pytest.raises(OperationFailure):
         coll.database.command({"find": coll.name, "filter": "not a document"})
     with pytest.raises(OperationFailure):
-        coll.database.command({"insert": coll.name, "documents": "nope"})
+        coll.database.command({"delete": coll.name, "deletes": [{"q": 5, "limit": 0}]})
     with pytest.raises(OperationFailure):
         coll.database.command({"find": coll.name, "limit": "ten"})
     assert client.admin.command("ping")["ok"] == 1.0

@@ -616,3 +616,60 @@ fn lookup_compares_regexes_by_equality_and_empty_arrays_as_null() {
     .unwrap();
     assert_eq!(out, vec![doc! {"_id": "r", "ids": [2]}, doc! {"_id": "e", "ids": [3, 4]}]);
 }
+
+fn game_scores() -> Vec<Document> {
+    vec![
+        doc! {"playerId": "PlayerA", "gameId": "G1", "score": 31},
+        doc! {"playerId": "PlayerB", "gameId": "G1", "score": 33},
+        doc! {"playerId": "PlayerC", "gameId": "G1", "score": 99},
+        doc! {"playerId": "PlayerD", "gameId": "G1", "score": 1},
+        doc! {"playerId": "PlayerA", "gameId": "G2", "score": 10},
+        doc! {"playerId": "PlayerB", "gameId": "G2", "score": 14},
+        doc! {"playerId": "PlayerC", "gameId": "G2", "score": 66},
+        doc! {"playerId": "PlayerD", "gameId": "G2", "score": 80},
+    ]
+}
+
+#[test]
+fn top_and_bottom_accumulators() {
+    let out = run(
+        vec![doc! {"$group": {
+            "_id": "$gameId",
+            "top3": {"$topN": {"output": ["$playerId", "$score"], "sortBy": {"score": -1}, "n": 3}},
+            "bottom3": {"$bottomN": {"output": ["$playerId", "$score"], "sortBy": {"score": -1}, "n": 3}},
+            "top": {"$top": {"output": "$playerId", "sortBy": {"score": -1}}},
+            "bottom": {"$bottom": {"output": "$playerId", "sortBy": {"score": -1}}},
+        }}],
+        game_scores(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": "G1", "top3": [["PlayerC", 99], ["PlayerB", 33], ["PlayerA", 31]],
+              "bottom3": [["PlayerB", 33], ["PlayerA", 31], ["PlayerD", 1]], "top": "PlayerC", "bottom": "PlayerD"},
+        doc! {"_id": "G2", "top3": [["PlayerD", 80], ["PlayerC", 66], ["PlayerB", 14]],
+              "bottom3": [["PlayerC", 66], ["PlayerB", 14], ["PlayerA", 10]], "top": "PlayerD", "bottom": "PlayerA"},
+    ]);
+}
+
+#[test]
+fn first_last_max_min_n_accumulators() {
+    let out = run(
+        vec![doc! {"$group": {
+            "_id": "$gameId",
+            "first": {"$firstN": {"input": "$score", "n": 2}},
+            "last": {"$lastN": {"input": "$score", "n": 2}},
+            "max": {"$maxN": {"input": "$score", "n": 2}},
+            "min": {"$minN": {"input": "$score", "n": {"$cond": [{"$eq": ["$gameId", "G2"]}, 1, 2]}}},
+        }}],
+        game_scores(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": "G1", "first": [31, 33], "last": [99, 1], "max": [99, 33], "min": [1, 31]},
+        doc! {"_id": "G2", "first": [10, 14], "last": [66, 80], "max": [80, 66], "min": [10]},
+    ]);
+    let err = run(vec![doc! {"$group": {"_id": null, "x": {"$firstN": {"input": "$a", "n": 0}}}}], vec![doc! {}]).unwrap_err();
+    assert_eq!(err.code, 5787908);
+    let err = run(vec![doc! {"$group": {"_id": null, "x": {"$topN": {"output": "$a", "n": 2}}}}], vec![]).unwrap_err();
+    assert_eq!(err.code, 5788604);
+}

@@ -7,7 +7,8 @@ use bson::{Bson, Document};
 use super::approximate_size;
 use crate::compare::{compare_values, values_equal};
 use crate::error::{codes, QueryError};
-use crate::expr::Expr;
+use super::select_accumulators::{SelectKind, SelectSpec, SelectState};
+use crate::expr::{Expr, Variables};
 
 /// Which accumulator a `$group` field uses.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -23,14 +24,13 @@ pub(crate) enum AccumulatorKind {
     MergeObjects,
     StdDevPop,
     StdDevSamp,
+    /// `$firstN`, `$top`, ... (see `select_accumulators`).
+    Select,
 }
 
 /// Accumulators MongoDB has that Slipstream answers with
 /// CommandNotSupported rather than "unknown".
-const UNSUPPORTED: &[&str] = &[
-    "$top", "$topN", "$bottom", "$bottomN", "$firstN", "$lastN", "$maxN", "$minN", "$median",
-    "$percentile", "$accumulator",
-];
+const UNSUPPORTED: &[&str] = &["$median", "$percentile", "$accumulator"];
 
 /// One `$group` output field: `{field: {$op: <expr>}}`.
 #[derive(Clone, Debug)]
@@ -38,6 +38,8 @@ pub(crate) struct AccumulatorSpec {
     pub field: String,
     pub kind: AccumulatorKind,
     pub expr: Expr,
+    /// The options of a `Select` accumulator.
+    pub select: Option<SelectSpec>,
 }
 
 impl AccumulatorSpec {
@@ -65,7 +67,16 @@ impl AccumulatorSpec {
                 if !matches!(argument, Bson::Document(a) if a.is_empty()) {
                     return Err(QueryError::new(codes::TYPE_MISMATCH, "$count takes no arguments, i.e. $count:{}"));
                 }
-                return Ok(AccumulatorSpec { field: field.to_string(), kind: AccumulatorKind::Sum, expr: Expr::literal(Bson::Int32(1)) });
+                return Ok(AccumulatorSpec { field: field.to_string(), kind: AccumulatorKind::Sum, expr: Expr::literal(Bson::Int32(1)), select: None });
+            }
+            select if SelectKind::from_name(select).is_some() => {
+                let kind = SelectKind::from_name(select).expect("checked by the guard");
+                return Ok(AccumulatorSpec {
+                    field: field.to_string(),
+                    kind: AccumulatorKind::Select,
+                    expr: Expr::literal(Bson::Null),
+                    select: Some(SelectSpec::parse(select, kind, argument)?),
+                });
             }
             unsupported if UNSUPPORTED.contains(&unsupported) => {
                 return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, format!("the {unsupported} accumulator is not supported by Slipstream")))
@@ -81,7 +92,7 @@ impl AccumulatorSpec {
             Bson::Array(items) => &items[0],
             other => other,
         };
-        Ok(AccumulatorSpec { field: field.to_string(), kind, expr: Expr::parse(argument)? })
+        Ok(AccumulatorSpec { field: field.to_string(), kind, expr: Expr::parse(argument)?, select: None })
     }
 }
 
@@ -97,6 +108,7 @@ pub(crate) enum AccumulatorState {
     Merged(Document),
     /// Welford's running mean and sum of squared deviations.
     StdDev { sample: bool, count: u64, mean: f64, m2: f64 },
+    Select(SelectState),
 }
 
 /// A running numeric sum with MongoDB's widening: int, then long, then
@@ -168,13 +180,25 @@ impl AccumulatorState {
                 mean: 0.0,
                 m2: 0.0,
             },
+            AccumulatorKind::Select => AccumulatorState::Select(SelectState::default()),
         }
+    }
+
+    /// Folds in one input document: evaluates what the accumulator needs
+    /// and returns how many bytes the state grew by.
+    pub(crate) fn add_document(&mut self, spec: &AccumulatorSpec, doc: &Document, vars: &Variables) -> Result<usize, QueryError> {
+        if let (AccumulatorState::Select(state), Some(select)) = (&mut *self, &spec.select) {
+            return state.add(select, doc, vars);
+        }
+        let value = spec.expr.evaluate_optional(doc, vars)?;
+        self.add(spec.kind, value)
     }
 
     /// Folds in one value and returns how many bytes the state grew by
     /// (for the memory budget).
-    pub(crate) fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
+    fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
         match self {
+            AccumulatorState::Select(_) => unreachable!("add_document hands select accumulators whole documents"),
             AccumulatorState::Sum(sum) => {
                 // $sum ignores non-numeric values, including arrays.
                 if let Some(v) = &value {
@@ -245,8 +269,9 @@ impl AccumulatorState {
         Ok(0)
     }
 
-    pub(crate) fn finish(self) -> Bson {
+    pub(crate) fn finish(self, spec: &AccumulatorSpec) -> Bson {
         match self {
+            AccumulatorState::Select(state) => state.finish(spec.select.as_ref().expect("select state has a select spec")),
             AccumulatorState::Sum(sum) => sum.to_bson(),
             AccumulatorState::Avg { count: 0, .. } => Bson::Null,
             AccumulatorState::Avg { sum, count } => Bson::Double(sum.as_f64() / count as f64),

@@ -89,8 +89,7 @@ impl GroupStage {
                 }
             };
             for (spec, state) in self.accumulators.iter().zip(states.iter_mut()) {
-                let value = spec.expr.evaluate_optional(&doc, &cx.vars)?;
-                budget.charge(state.add(spec.kind, value)?)?;
+                budget.charge(state.add_document(spec, &doc, &cx.vars)?)?;
             }
         }
         Ok(groups.into_iter().map(|(key, states)| self.output(key.0, states)).collect())
@@ -100,7 +99,7 @@ impl GroupStage {
         let mut out = Document::new();
         out.insert("_id", id);
         for (spec, state) in self.accumulators.iter().zip(states) {
-            out.insert(spec.field.clone(), state.finish());
+            out.insert(spec.field.clone(), state.finish(spec));
         }
         out
     }

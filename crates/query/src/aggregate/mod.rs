@@ -22,6 +22,7 @@ mod lookup;
 mod match_stage;
 mod project;
 mod replace_root;
+mod select_accumulators;
 mod sort_stage;
 mod union_with;
 mod unwind;

@@ -10,7 +10,8 @@
 //!   [chaining=false] [catch-up-timeout=MS] [takeover-delay=MS]`
 //! - `tick IDS|all MS` advance those members' clocks and tick them
 //! - `deliver [from=ID] [to=ID] [count=N]`, `drop [from=ID] [to=ID]`
-//! - `stabilize` deliver until nothing is pending
+//! - `stabilize` deliver until nothing is pending, dropping what a
+//!   `block [from=ID] [to=ID] [kind=PullRequest]` rule matches (`unblock` clears)
 //! - `partition 1,2 | 3,4,5`, `cut A B` (one link, both ways), `heal`,
 //!   `crash ID`, `restart ID`
 //! - `write ID [N]` client writes with w:"majority" tracked
@@ -74,8 +75,24 @@ fn optime(word: &str) -> OpTime {
     OpTime::new(t.parse().unwrap(), ts.parse().unwrap())
 }
 
+/// A standing rule that drops matching messages at delivery.
+struct DeliveryBlock {
+    from: Option<usize>,
+    to: Option<usize>,
+    kind: Option<String>,
+}
+
 struct Script {
     cluster: Option<Cluster>,
+    blocks: Vec<DeliveryBlock>,
+}
+
+impl DeliveryBlock {
+    fn matches(&self, envelope: &slipstream_consensus::simulation::Envelope) -> bool {
+        self.from.is_none_or(|f| f == envelope.from)
+            && self.to.is_none_or(|t| t == envelope.to)
+            && self.kind.as_ref().is_none_or(|k| envelope.payload.to_string().starts_with(k.as_str()))
+    }
 }
 
 impl Script {
@@ -154,12 +171,27 @@ impl Script {
                 }
             }
             "stabilize" => {
+                let blocks = std::mem::take(&mut self.blocks);
                 let c = self.cluster();
                 for _ in 0..slipstream_consensus::simulation::cluster::STABILIZE_ROUNDS_MAX {
                     let Some(envelope) = c.pending.pop_front() else { break };
+                    if blocks.iter().any(|b| b.matches(&envelope)) {
+                        let (a, b) = (c.members[envelope.from].id, c.members[envelope.to].id);
+                        c.trace.push(format!("blocked {a}->{b}: {}", envelope.payload));
+                        continue;
+                    }
                     c.deliver(envelope);
                 }
+                self.blocks = blocks;
             }
+            "block" => {
+                let c = self.cluster();
+                let from = opts.get("from").map(|v| c.index(v.parse().unwrap()));
+                let to = opts.get("to").map(|v| c.index(v.parse().unwrap()));
+                let kind = opts.get("kind").cloned();
+                self.blocks.push(DeliveryBlock { from, to, kind });
+            }
+            "unblock" => self.blocks.clear(),
             "partition" => {
                 let c = self.cluster();
                 let text = words[1..].join(" ");
@@ -240,7 +272,7 @@ impl Script {
 fn run_file(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap();
     let (blocks, trailing) = parse(&text);
-    let mut script = Script { cluster: None };
+    let mut script = Script { cluster: None, blocks: Vec::new() };
     let rewrite = std::env::var("REWRITE").is_ok_and(|v| v == "1");
     let mut rewritten = String::new();
     let mut failures = Vec::new();
@@ -288,3 +320,4 @@ scenario!(election_handoff);
 scenario!(catch_up_preserves_entries);
 scenario!(arbiter_psa);
 scenario!(non_voting_members);
+scenario!(catch_up_takeover);

@@ -7,7 +7,8 @@ use std::cmp::Ordering;
 use bson::{Bson, Document};
 
 use super::arith::{arithmetic, bitwise, debug_number, zero_like, ArithOp};
-use super::spec::{bson_type_name, Action, DateKind, Modifier, PullCondition, PushSort, PushSpec, WRAPPER_FIELD};
+use super::spec::{bson_type_name, Action, DateKind, Modifier};
+use super::{array_ops, rename};
 use super::target::{array_index, Component, TargetPath};
 use crate::compare::{as_number, compare_values, values_equal};
 use crate::error::{codes, QueryError};
@@ -51,7 +52,7 @@ pub fn apply_modifier(root: &mut Document, modifier: &Modifier, env: &Env<'_>) -
         }
     }
     if let Action::Rename(to) = &modifier.action {
-        return apply_rename(root, &modifier.path, to, env);
+        return rename::apply_rename(root, &modifier.path, to, env);
     }
     // Work on the root as a Bson so that documents and arrays walk alike;
     // the take/put-back costs no copy.
@@ -208,7 +209,7 @@ fn no_positional_match() -> QueryError {
     QueryError::bad_value("The positional operator did not find the match needed from the query.")
 }
 
-fn render(name: &str, value: &Bson) -> String {
+pub(super) fn render(name: &str, value: &Bson) -> String {
     format!("{{{name}: {value}}}")
 }
 
@@ -327,7 +328,7 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
         }),
         Action::Push(spec) => {
             let items = array_for_append(current, field, "$push", env)?;
-            Outcome::Set(Bson::Array(push(items, spec)))
+            Outcome::Set(Bson::Array(array_ops::push(items, spec)))
         }
         Action::AddToSet(values) => {
             let mut items = array_for_append(current, field, "$addToSet", env)?;
@@ -361,7 +362,7 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
         Action::Pull(condition) => match current {
             None => Outcome::Keep,
             Some(Bson::Array(items)) => {
-                let kept: Vec<Bson> = items.iter().filter(|item| !pull_matches(condition, item)).cloned().collect();
+                let kept: Vec<Bson> = items.iter().filter(|item| !array_ops::pull_matches(condition, item)).cloned().collect();
                 Outcome::Set(Bson::Array(kept))
             }
             Some(_) => return Err(QueryError::bad_value("Cannot apply $pull to a non-array value")),
@@ -409,163 +410,4 @@ fn array_for_append(current: Option<&Bson>, field: &str, op: &str, env: &Env<'_>
             )))
         }
     }
-}
-
-/// `$push` with `$each`, `$position`, `$sort` and `$slice`, in MongoDB's
-/// order: insert, then sort, then slice.
-fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
-    let len = items.len() as i64;
-    let at = match spec.position {
-        None => len,
-        Some(p) if p >= 0 => p.min(len),
-        Some(p) => (len + p).max(0),
-    } as usize;
-    items.splice(at..at, spec.each.iter().cloned());
-    if let Some(sort) = &spec.sort {
-        match sort {
-            PushSort::Value { descending } => items.sort_by(|a, b| {
-                let order = compare_values(a, b);
-                if *descending { order.reverse() } else { order }
-            }),
-            PushSort::Fields(fields) => items.sort_by(|a, b| {
-                for (path, descending) in fields {
-                    let order = compare_values(&sort_key(a, path), &sort_key(b, path));
-                    let order = if *descending { order.reverse() } else { order };
-                    if order != Ordering::Equal {
-                        return order;
-                    }
-                }
-                Ordering::Equal
-            }),
-        }
-    }
-    if let Some(n) = spec.slice {
-        if n >= 0 {
-            items.truncate(n as usize);
-        } else {
-            let keep = n.unsigned_abs().min(items.len() as u64) as usize;
-            items.drain(..items.len() - keep);
-        }
-    }
-    items
-}
-
-/// The value an element sorts by for one `$sort` field: the value at the
-/// dotted path, null when missing. As in MongoDB, a non-document element
-/// has no fields (it sorts as null) and an array value compares whole.
-fn sort_key(element: &Bson, path: &str) -> Bson {
-    let mut current = element;
-    for part in path.split('.') {
-        let next = match current {
-            Bson::Document(doc) => doc.get(part),
-            Bson::Array(items) if !std::ptr::eq(current, element) => array_index(part).and_then(|i| items.get(i)),
-            _ => None,
-        };
-        match next {
-            Some(value) => current = value,
-            None => return Bson::Null,
-        }
-    }
-    current.clone()
-}
-
-fn pull_matches(condition: &PullCondition, item: &Bson) -> bool {
-    match condition {
-        PullCondition::Equals(value) => values_equal(item, value),
-        PullCondition::Query(filter) => match item {
-            Bson::Document(doc) => filter.matches(doc),
-            _ => false,
-        },
-        PullCondition::Operators(filter) => {
-            let mut wrapper = Document::new();
-            wrapper.insert(WRAPPER_FIELD, item.clone());
-            filter.matches(&wrapper)
-        }
-    }
-}
-
-/// `$rename`: moves the value at `from` to `to`. A missing source is a
-/// no-op; neither path may go through an array.
-fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env: &Env<'_>) -> Result<(), QueryError> {
-    let from_parts: Vec<&str> = from.dotted.split('.').collect();
-    let to_parts: Vec<&str> = to.dotted.split('.').collect();
-    // Find the source value. As in MongoDB, a missing source is a no-op,
-    // a path through a scalar (or a named field of an array) is not
-    // viable, and a source inside an array element is refused.
-    let mut node: &Document = root;
-    for (i, part) in from_parts.iter().enumerate() {
-        let Some(value) = node.get(*part) else { return Ok(()) };
-        if i + 1 == from_parts.len() {
-            break;
-        }
-        let next = from_parts[i + 1];
-        match value {
-            Bson::Document(child) => node = child,
-            Bson::Array(items) => {
-                return match array_index(next) {
-                    Some(index) if index < items.len() => Err(QueryError::bad_value(format!(
-                        "The source field cannot be an array element, '{}' in doc with {} has an array field called '{}'",
-                        from.dotted, env.id_text, part
-                    ))),
-                    Some(_) => Ok(()),
-                    None => Err(not_traversable(next, &from.dotted, part, value)),
-                };
-            }
-            other => return Err(not_traversable(next, &from.dotted, part, other)),
-        }
-    }
-    // Check the destination can be created before changing anything.
-    let mut probe: Option<&Document> = Some(root);
-    for (i, part) in to_parts[..to_parts.len() - 1].iter().enumerate() {
-        let Some(doc) = probe else { break };
-        match doc.get(*part) {
-            None => probe = None,
-            Some(Bson::Document(child)) => probe = Some(child),
-            Some(Bson::Array(_)) => {
-                return Err(QueryError::bad_value(format!(
-                    "The destination field cannot be an array element, '{}' in doc with {} being an array",
-                    to.dotted,
-                    to_parts[..=i].join(".")
-                )))
-            }
-            Some(other) => {
-                return Err(QueryError::new(
-                    codes::PATH_NOT_VIABLE,
-                    format!("Cannot create field '{}' in element {}", to_parts[i + 1], render(part, other)),
-                ))
-            }
-        }
-    }
-    let value = take_path(root, &from_parts).expect("source found above");
-    let mut parent = root;
-    for part in &to_parts[..to_parts.len() - 1] {
-        if !parent.contains_key(*part) {
-            parent.insert(*part, Document::new());
-        }
-        parent = match parent.get_mut(*part) {
-            Some(Bson::Document(child)) => child,
-            _ => unreachable!("destination parents checked above"),
-        };
-    }
-    parent.insert(to_parts[to_parts.len() - 1], value);
-    Ok(())
-}
-
-fn not_traversable(next: &str, dotted: &str, name: &str, value: &Bson) -> QueryError {
-    QueryError::new(
-        codes::PATH_NOT_VIABLE,
-        format!("Cannot use the part ({next}) of ({dotted}) to traverse the element ({})", render(name, value)),
-    )
-}
-
-fn take_path(root: &mut Document, parts: &[&str]) -> Option<Bson> {
-    let (last, parents) = parts.split_last()?;
-    let mut node = root;
-    for part in parents {
-        node = match node.get_mut(*part) {
-            Some(Bson::Document(child)) => child,
-            _ => return None,
-        };
-    }
-    node.remove(*last)
 }

@@ -11,8 +11,10 @@
 
 mod apply;
 mod arith;
+mod array_ops;
 mod oplog_form;
 mod pipeline;
+mod rename;
 mod seed;
 mod spec;
 mod target;

@@ -37,14 +37,14 @@ pub(super) struct Civil {
     pub(super) year: i64,
     pub(super) month: u32,
     pub(super) day: u32,
-    hour: u32,
-    minute: u32,
-    second: u32,
-    millisecond: u32,
+    pub(super) hour: u32,
+    pub(super) minute: u32,
+    pub(super) second: u32,
+    pub(super) millisecond: u32,
     /// 1 = Sunday ... 7 = Saturday, as `$dayOfWeek` answers.
-    day_of_week: u32,
+    pub(super) day_of_week: u32,
     /// 1 ..= 366.
-    day_of_year: u32,
+    pub(super) day_of_year: u32,
 }
 
 pub(super) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
@@ -87,7 +87,7 @@ pub(super) fn civil(millis: i64) -> Civil {
 
 impl Civil {
     /// ISO day of week: Monday = 1 ... Sunday = 7.
-    fn iso_day_of_week(&self) -> u32 {
+    pub(super) fn iso_day_of_week(&self) -> u32 {
         if self.day_of_week == 1 { 7 } else { self.day_of_week - 1 }
     }
 
@@ -98,7 +98,7 @@ impl Civil {
     }
 
     /// ISO 8601 week-numbering year and week (`$isoWeekYear`, `$isoWeek`).
-    fn iso_week(&self) -> (i64, u32) {
+    pub(super) fn iso_week(&self) -> (i64, u32) {
         let week = (self.day_of_year as i64 - self.iso_day_of_week() as i64 + 10) / 7;
         if week < 1 {
             return (self.year - 1, iso_weeks_in_year(self.year - 1));

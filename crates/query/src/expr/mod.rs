@@ -18,6 +18,7 @@ mod array_ordering;
 mod arrays;
 mod conditional;
 mod date_math;
+mod date_parts;
 mod dates;
 mod objects;
 mod sets;
@@ -185,8 +186,9 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 12] {
+fn operator_tables() -> [&'static [OpSpec]; 13] {
     [
+        date_parts::OPERATORS,
         array_ordering::OPERATORS,
         trigonometry::OPERATORS,
         date_math::OPERATORS,
@@ -343,7 +345,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// answer CommandNotSupported naming the operator, so that users can tell
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
-    "$dateFromString", "$dateFromParts", "$dateToParts", "$top", "$topN", "$bottom", "$bottomN",
+    "$top", "$topN", "$bottom", "$bottomN",
     "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$toDecimal",
     "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
 ];

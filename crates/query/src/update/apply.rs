@@ -8,8 +8,8 @@ use bson::{Bson, Document};
 
 use super::arith::{arithmetic, bitwise, debug_number, zero_like, ArithOp};
 use super::spec::{bson_type_name, Action, DateKind, Modifier};
-use super::{array_ops, rename};
 use super::target::{array_index, Component, TargetPath};
+use super::{array_ops, rename};
 use crate::compare::{as_number, compare_values, values_equal};
 use crate::error::{codes, QueryError};
 use crate::filter::Filter;
@@ -85,6 +85,8 @@ fn mode(action: &Action) -> Mode {
     }
 }
 
+/// Applies `modifier` below `node`, the container of path component
+/// `depth`; `node_name` is the field `node` sits in, for error messages.
 fn walk(
     node: &mut Bson,
     path: &TargetPath,

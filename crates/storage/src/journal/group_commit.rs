@@ -1,34 +1,56 @@
-//! The group-commit thread: one fsync for every append waiting on it.
+//! The group-commit thread and its sync workers: one fsync for every append
+//! waiting on it, with up to `SYNC_WORKERS` fsyncs in flight at once.
 //!
-//! Loop, one batch per turn:
+//! The group-commit thread, one batch per turn:
 //! 1. Sleep until there is pending data and someone asked for a sync
 //!    (`wait_durable`), or the oldest pending append is `commit_interval_ms`
-//!    old, or the journal is closing, or the size cap needs a look. When a
-//!    sync is asked for right after a commit, first gather for a moment
-//!    (at most `COMMIT_GATHER_MAX_MICROS`, at most half the last commit's
-//!    duration) until as many entries are pending as there were waiters at
-//!    the last commit: those writers are about to append again, and one
-//!    fsync for all of them beats one for the first and another for the
-//!    rest (MySQL's and PostgreSQL's commit delay, made adaptive).
+//!    old, or the journal is closing, or the size cap needs a look; and
+//!    until fewer than `SYNC_WORKERS` batches are in flight. When a sync is
+//!    asked for, first gather for a moment (at most
+//!    `COMMIT_GATHER_MAX_MICROS`, at most half the last commit's duration)
+//!    until as many entries are pending as the last commit released
+//!    waiters: those writers are about to append again, and one fsync for all
+//!    of them beats one for the first and another for the rest (MySQL's and
+//!    PostgreSQL's commit delay, made adaptive).
 //! 2. Take `io_lock`, then swap the pending chunks out under the state lock
 //!    (appends go on into a fresh buffer meanwhile).
 //! 3. Outside the state lock: write each chunk at its offset. Before a new
 //!    segment is created, the previous one is fsynced, so a later segment
 //!    never exists on disk next to an unsynced earlier one; a new segment's
-//!    header is fsynced, then the directory. Then fsync the last file.
-//! 4. Under the state lock: move `durable_ts` to the batch's last entry,
-//!    wake the waiters, publish on the durable watch.
-//! 5. If the journal is over its size cap, delete the oldest whole segments
-//!    below the retain point (oldest first, so a crash midway leaves no
-//!    gap), then fsync the directory.
+//!    header is fsynced, then the directory.
+//! 4. Under the state lock: record the batch as in flight and hand the
+//!    fsync of its last file to sync worker `batch_no % SYNC_WORKERS`; go
+//!    back to step 1 without waiting for it.
+//! 5. If the journal is over its size cap, delete the oldest whole durable
+//!    segments below the retain point (oldest first, so a crash midway
+//!    leaves no gap), then fsync the directory.
 //!
-//! A failed write or fsync in step 3 or 5 poisons the journal and ends the
-//! thread: nothing is retried.
+//! A sync worker fsyncs its batch's file, then, under the state lock, marks
+//! the batch done; batches leave the in-flight queue strictly in order, and
+//! each one leaving moves `durable_ts` to its last entry, wakes the
+//! waiters and publishes on the durable watch. So `durable_ts` only covers
+//! a batch when it and every batch before it are fsynced.
+//!
+//! Why fsyncs overlap: the disk's flush latency, not the CPU, bounds a
+//! journal whose writers each wait for their own entry. While one fsync is
+//! in flight the writers it released append again, and their batch can be
+//! written and its fsync started at once; Linux lets concurrent fsyncs of
+//! one file share the device flush.
+//!
+//! Why each worker has its own open file per segment: Linux reports a
+//! writeback error once per open file description. Two fsyncs racing on one
+//! descriptor could see the error reported to the later batch while the
+//! earlier one returns success for pages that were lost. Each worker's
+//! handle is opened before any frame is written to the segment, so every
+//! handle sees every later error.
+//!
+//! A failed write or fsync poisons the journal: the threads stop, nothing
+//! is retried, and `durable_ts` never moves again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::io::IoFile;
+use crate::io::{IoBackend, IoFile};
 use crate::journal::segment::{encode_header, segment_path, SegmentState};
 use crate::journal::{PendingChunk, Shared, State};
 use crate::Timestamp;
@@ -36,6 +58,33 @@ use crate::Timestamp;
 /// The longest the thread waits for more writers before an fsync that
 /// someone asked for.
 pub const COMMIT_GATHER_MAX_MICROS: u64 = 1000;
+/// Sync workers, and so the most batches whose fsync is in flight at once.
+pub const SYNC_WORKERS: usize = 3;
+
+/// A batch written and waiting for its fsync.
+pub(crate) struct InFlightBatch {
+    pub batch_no: u64,
+    pub last_ts: Timestamp,
+    /// (segment, end of the chunk written to it) for each chunk.
+    pub chunk_ends: Vec<(u64, u64)>,
+    pub bytes: u64,
+    /// Waiters whose entries are in this batch.
+    pub waiters: usize,
+    /// Fsyncs done while writing (segment rollover), counted at the end.
+    pub fsyncs: u64,
+    pub done: bool,
+}
+
+/// An fsync for a sync worker to run.
+pub(crate) struct SyncJob {
+    pub batch_no: u64,
+    pub file: Arc<dyn IoFile>,
+}
+
+/// Opens the sync workers' handles on a segment.
+pub(crate) fn open_sync_files(io: &Arc<dyn IoBackend>, path: &std::path::Path) -> std::io::Result<Vec<Arc<dyn IoFile>>> {
+    (0..SYNC_WORKERS).map(|_| io.open(path)).collect()
+}
 
 pub(crate) fn run(shared: Arc<Shared>) {
     while wait_for_work(&shared) {
@@ -48,12 +97,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
             take_batch(&shared, &mut state)
         };
         if !batch.chunks.is_empty() {
-            let started = Instant::now();
             let result = write_batch(&shared, &batch);
             let mut state = shared.state.lock();
-            state.last_commit_micros = started.elapsed().as_micros() as u64;
             match result {
-                Ok(written) => finish_batch(&shared, &mut state, &batch, written),
+                Ok(written) => dispatch_batch(&shared, &mut state, &batch, written),
                 Err(err) => {
                     shared.poison(&mut state, format!("writing the journal: {err}"));
                     break;
@@ -67,9 +114,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
         }
         drop(io_guard);
     }
+    // Let the fsyncs in flight finish (or fail) before saying goodbye, so
+    // that `close` returns with everything durable.
     let mut state = shared.state.lock();
+    while !state.in_flight.is_empty() && state.poisoned.is_none() {
+        shared.work.wait(&mut state);
+    }
     state.thread_exited = true;
     shared.progress.notify_all();
+    shared.sync_work.notify_all();
 }
 
 /// Blocks until there is work; false when the thread should exit.
@@ -79,6 +132,10 @@ fn wait_for_work(shared: &Shared) -> bool {
     loop {
         if state.poisoned.is_some() {
             return false;
+        }
+        if state.in_flight.len() >= SYNC_WORKERS {
+            shared.work.wait(&mut state);
+            continue;
         }
         if let Some(since) = state.pending_since {
             let deadline = since + interval;
@@ -105,7 +162,7 @@ fn wait_for_work(shared: &Shared) -> bool {
 /// Waits briefly for the writers released by the last commit to append
 /// again, so that one fsync serves them all (see step 1 above).
 fn gather(shared: &Shared, state: &mut parking_lot::MutexGuard<'_, State>) {
-    let target = state.waiters_at_last_commit;
+    let target = state.released_at_last_commit;
     if state.pending_entries >= target {
         return;
     }
@@ -121,8 +178,11 @@ fn gather(shared: &Shared, state: &mut parking_lot::MutexGuard<'_, State>) {
 }
 
 struct Batch {
-    /// Each chunk with its segment's file, None for a segment to create.
-    chunks: Vec<(PendingChunk, Option<Arc<dyn IoFile>>)>,
+    batch_no: u64,
+    waiters: usize,
+    /// Each chunk with its segment's file and sync handles, None for a
+    /// segment to create.
+    chunks: Vec<(PendingChunk, Option<(Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)>)>,
     last_ts: Timestamp,
 }
 
@@ -134,98 +194,202 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     state.sync_requested = false;
     let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
     state.in_flight_ts = last_ts;
+    let batch_no = state.next_batch_no;
+    let waiters = std::mem::take(&mut state.pending_waiters);
+    if !chunks.is_empty() {
+        state.next_batch_no += 1;
+    }
     let chunks = chunks
         .into_iter()
         .map(|chunk| {
-            let file = state.segment(chunk.seq).expect("pending chunk's segment").file.clone();
-            (chunk, file)
+            let segment = state.segment(chunk.seq).expect("pending chunk's segment");
+            let handles = segment.file.clone().map(|file| (file, segment.sync_files.clone()));
+            (chunk, handles)
         })
         .collect();
     // Appenders held back by the pending-bytes maximum may go on.
     shared.progress.notify_all();
-    Batch { chunks, last_ts }
+    Batch { batch_no, waiters, chunks, last_ts }
 }
 
-/// What a batch did, to be recorded under the lock.
+/// What writing a batch did, to be recorded under the lock.
 struct Written {
-    created: Vec<(u64, Arc<dyn IoFile>)>,
+    created: Vec<(u64, Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)>,
+    /// The sync handle of the last file written, for this batch's worker.
+    last_sync_file: Arc<dyn IoFile>,
     bytes: u64,
     fsyncs: u64,
 }
 
 fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
-    let mut written = Written { created: Vec::new(), bytes: 0, fsyncs: 0 };
+    let slot = (batch.batch_no % SYNC_WORKERS as u64) as usize;
+    let mut created = Vec::new();
+    let mut bytes = 0;
+    let mut fsyncs = 0;
     let mut unsynced: Option<Arc<dyn IoFile>> = None;
-    for (chunk, file) in &batch.chunks {
-        let file = match file {
-            Some(file) => file.clone(),
+    let mut last_sync_file = None;
+    for (chunk, handles) in &batch.chunks {
+        let (file, sync_files) = match handles {
+            Some((file, sync_files)) => (file.clone(), sync_files.clone()),
             None => {
+                // A later segment must never exist next to an unsynced
+                // earlier one (recovery would call its torn tail corruption).
                 if let Some(previous) = unsynced.take() {
                     previous.sync_data()?;
-                    written.fsyncs += 1;
+                    fsyncs += 1;
                 }
-                let file = create_segment(shared, chunk.seq, &mut written)?;
-                written.created.push((chunk.seq, file.clone()));
-                file
+                let (file, sync_files) = create_segment(shared, chunk.seq, &mut bytes, &mut fsyncs)?;
+                created.push((chunk.seq, file.clone(), sync_files.clone()));
+                (file, sync_files)
             }
         };
         if let Some(previous) = &unsynced {
             if !Arc::ptr_eq(previous, &file) {
                 previous.sync_data()?;
-                written.fsyncs += 1;
+                fsyncs += 1;
             }
         }
         file.write_all_at(&chunk.bytes, chunk.offset)?;
-        written.bytes += chunk.bytes.len() as u64;
+        bytes += chunk.bytes.len() as u64;
         unsynced = Some(file);
+        last_sync_file = Some(sync_files[slot].clone());
     }
-    if let Some(file) = unsynced {
-        file.sync_data()?;
-        written.fsyncs += 1;
-    }
-    Ok(written)
+    Ok(Written { created, last_sync_file: last_sync_file.expect("a batch has a chunk"), bytes, fsyncs })
 }
 
-/// Creates segment `seq` with its header, both durable.
-fn create_segment(shared: &Shared, seq: u64, written: &mut Written) -> std::io::Result<Arc<dyn IoFile>> {
+/// Creates segment `seq` with its header, both durable, and opens the sync
+/// workers' handles on it before any frame is written.
+fn create_segment(
+    shared: &Shared,
+    seq: u64,
+    bytes: &mut u64,
+    fsyncs: &mut u64,
+) -> std::io::Result<(Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)> {
     let path = segment_path(&shared.dir, seq);
     let file = shared.io.create(&path)?;
     let header = encode_header(seq);
     file.write_all_at(&header, 0)?;
     file.sync_data()?;
     shared.io.sync_dir(&shared.dir)?;
-    written.bytes += header.len() as u64;
-    written.fsyncs += 2;
+    let sync_files = open_sync_files(&shared.io, &path)?;
+    *bytes += header.len() as u64;
+    *fsyncs += 2;
     tracing::debug!(target: "journal", file = %path.display(), "journal segment created");
-    Ok(file)
+    Ok((file, sync_files))
 }
 
-fn finish_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
-    for (seq, file) in written.created {
+/// Records a written batch and hands its fsync to a sync worker.
+fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
+    for (seq, file, sync_files) in written.created {
         let segment = segment_mut(state, seq);
         assert!(segment.file.is_none());
         segment.file = Some(file);
+        segment.sync_files = sync_files;
     }
-    for (chunk, _) in &batch.chunks {
-        let segment = segment_mut(state, chunk.seq);
-        let chunk_end = chunk.offset + chunk.bytes.len() as u64;
-        assert!(chunk_end <= segment.end);
-        segment.durable_end = segment.durable_end.max(chunk_end);
-    }
-    assert!(batch.last_ts >= state.durable_ts);
+    let chunk_ends = batch
+        .chunks
+        .iter()
+        .map(|(chunk, _)| {
+            let chunk_end = chunk.offset + chunk.bytes.len() as u64;
+            assert!(chunk_end <= segment_mut(state, chunk.seq).end);
+            (chunk.seq, chunk_end)
+        })
+        .collect();
+    assert!(batch.last_ts >= state.written_ts);
     state.written_ts = batch.last_ts;
-    state.durable_ts = batch.last_ts;
-    state.stats.bytes_written += written.bytes;
-    state.stats.fsyncs += written.fsyncs;
-    state.stats.commits += 1;
-    state.waiters_at_last_commit = state.waiters;
     let written_ts = state.written_ts;
     state.cache.evict(written_ts);
-    if state.size_bytes() > shared.options.size_cap_bytes {
-        state.cap_check_requested = true;
+    if let Some(previous) = state.in_flight.back() {
+        assert_eq!(previous.batch_no + 1, batch.batch_no);
     }
-    shared.durable_tx.send_replace(batch.last_ts);
-    shared.progress.notify_all();
+    state.in_flight.push_back(InFlightBatch {
+        batch_no: batch.batch_no,
+        last_ts: batch.last_ts,
+        chunk_ends,
+        bytes: written.bytes,
+        waiters: batch.waiters,
+        fsyncs: written.fsyncs,
+        done: false,
+    });
+    let slot = (batch.batch_no % SYNC_WORKERS as u64) as usize;
+    assert!(state.sync_jobs[slot].is_none(), "sync worker {slot} still busy");
+    state.sync_jobs[slot] = Some(SyncJob { batch_no: batch.batch_no, file: written.last_sync_file });
+    shared.sync_work.notify_all();
+}
+
+/// Sync worker `slot`: runs the fsyncs of batches `slot`, `slot +
+/// SYNC_WORKERS`, ... and completes them in order.
+pub(crate) fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
+    loop {
+        let job = {
+            let mut state = shared.state.lock();
+            loop {
+                if state.poisoned.is_some() {
+                    return;
+                }
+                if let Some(job) = state.sync_jobs[slot].take() {
+                    break job;
+                }
+                if state.thread_exited {
+                    return;
+                }
+                shared.sync_work.wait(&mut state);
+            }
+        };
+        let started = Instant::now();
+        let result = job.file.sync_data();
+        let mut state = shared.state.lock();
+        match result {
+            Ok(()) => {
+                state.last_commit_micros = started.elapsed().as_micros() as u64;
+                complete_batch(&shared, &mut state, job.batch_no);
+            }
+            Err(err) => {
+                shared.poison(&mut state, format!("fsyncing the journal: {err}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Marks a batch fsynced, then retires every finished batch at the front
+/// of the queue in order, moving `durable_ts`.
+fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
+    if state.poisoned.is_some() {
+        return;
+    }
+    let front = state.in_flight.front().expect("a completed batch is in flight").batch_no;
+    let position = (batch_no - front) as usize;
+    let batch = &mut state.in_flight[position];
+    assert_eq!(batch.batch_no, batch_no);
+    assert!(!batch.done);
+    batch.done = true;
+    let mut released = 0;
+    let mut moved = false;
+    while state.in_flight.front().is_some_and(|batch| batch.done) {
+        let batch = state.in_flight.pop_front().unwrap();
+        for (seq, chunk_end) in batch.chunk_ends {
+            let segment = segment_mut(state, seq);
+            segment.durable_end = segment.durable_end.max(chunk_end);
+        }
+        assert!(batch.last_ts >= state.durable_ts);
+        state.durable_ts = batch.last_ts;
+        state.stats.bytes_written += batch.bytes;
+        state.stats.fsyncs += batch.fsyncs + 1;
+        state.stats.commits += 1;
+        released += batch.waiters;
+        moved = true;
+    }
+    if moved {
+        state.released_at_last_commit = released;
+        if state.size_bytes() > shared.options.size_cap_bytes {
+            state.cap_check_requested = true;
+        }
+        shared.durable_tx.send_replace(state.durable_ts);
+        shared.progress.notify_all();
+    }
+    // A slot is free again, and the cap may need a look.
+    shared.work.notify_one();
 }
 
 fn segment_mut(state: &mut State, seq: u64) -> &mut SegmentState {
@@ -252,8 +416,8 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
                 None => true,
                 Some(last) => last < state.retain_from,
             };
-            let fully_written = front.durable_end == front.end && front.file.is_some();
-            if !below_retain_point || !fully_written {
+            let fully_durable = front.durable_end == front.end && front.file.is_some();
+            if !below_retain_point || !fully_durable {
                 break;
             }
             let front = state.segments.pop_front().unwrap();

@@ -138,15 +138,23 @@ pub(crate) struct State {
     pub in_flight_ts: Timestamp,
     /// A waiter wants the pending frames synced now.
     pub sync_requested: bool,
-    /// Threads blocked in `wait_durable` right now.
-    pub waiters: usize,
+    /// Batches written and handed to a sync worker, oldest first; the
+    /// front ones leave (and `durable_ts` moves) only in order.
+    pub in_flight: VecDeque<group_commit::InFlightBatch>,
+    /// The number the next batch gets.
+    pub next_batch_no: u64,
+    /// One job slot per sync worker (`batch_no % SYNC_WORKERS`).
+    pub sync_jobs: Vec<Option<group_commit::SyncJob>>,
+    /// Threads in `wait_durable` whose entry is still in `pending` (each
+    /// counted once); a batch takes the count with it.
+    pub pending_waiters: usize,
     /// How many pending entries the group-commit thread hopes to gather
     /// before its next fsync: the waiters it released last time, who are
     /// about to append again. Zero when it is not gathering.
     pub gather_target: usize,
-    /// Waiters present when the last batch became durable.
-    pub waiters_at_last_commit: usize,
-    /// How long the last batch's write and fsync took.
+    /// Waiters released when `durable_ts` last moved.
+    pub released_at_last_commit: usize,
+    /// How long the last fsync took.
     pub last_commit_micros: u64,
     /// The retain point moved or the journal grew: check the size cap.
     pub cap_check_requested: bool,
@@ -198,6 +206,8 @@ pub(crate) struct Shared {
     pub state: Mutex<State>,
     /// Wakes the group-commit thread (guarded by `state`).
     pub work: Condvar,
+    /// Wakes the sync workers (guarded by `state`).
+    pub sync_work: Condvar,
     /// Wakes waiters when `durable_ts` moves, the pending buffer drains, or
     /// the journal is poisoned (guarded by `state`).
     pub progress: Condvar,
@@ -222,10 +232,11 @@ impl Shared {
     }
 }
 
-/// The oplog journal. `Send + Sync`; owns the group-commit thread.
+/// The oplog journal. `Send + Sync`; owns the group-commit thread and its
+/// sync workers.
 pub struct Journal {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Journal {
@@ -237,19 +248,19 @@ impl Journal {
         assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
-        let mut last_path_synced = false;
         for found in recovered.segments {
             // The previous process may have died before its last writes
             // reached the disk; fsync what recovery accepted before calling
             // it durable.
-            if found.last_ts.is_some() || !last_path_synced {
-                found.file.sync_all().map_err(StorageError::Io)?;
-                last_path_synced = true;
-            }
+            found.file.sync_all().map_err(StorageError::Io)?;
+            // Any segment may take appends again after a truncation, so each
+            // gets its sync workers' handles now, before anything is written.
+            let sync_files = group_commit::open_sync_files(&io, &found.path).map_err(StorageError::Io)?;
             segments.push_back(SegmentState {
                 seq: found.seq,
                 path: found.path,
                 file: Some(found.file),
+                sync_files,
                 end: found.len,
                 durable_end: found.len,
                 first_ts: found.first_ts,
@@ -277,9 +288,12 @@ impl Journal {
             durable_ts,
             in_flight_ts: durable_ts,
             sync_requested: false,
-            waiters: 0,
+            in_flight: VecDeque::new(),
+            next_batch_no: 0,
+            sync_jobs: (0..group_commit::SYNC_WORKERS).map(|_| None).collect(),
+            pending_waiters: 0,
             gather_target: 0,
-            waiters_at_last_commit: 0,
+            released_at_last_commit: 0,
             last_commit_micros: 0,
             cap_check_requested: true,
             poisoned: None,
@@ -297,17 +311,30 @@ impl Journal {
             options,
             state: Mutex::new(state),
             work: Condvar::new(),
+            sync_work: Condvar::new(),
             progress: Condvar::new(),
             io_lock: Mutex::new(()),
             durable_tx,
             appended_tx,
         });
+        let mut threads = Vec::new();
         let thread_shared = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("journal-group-commit".to_string())
-            .spawn(move || group_commit::run(thread_shared))
-            .map_err(StorageError::Io)?;
-        Ok(Journal { shared, thread: Mutex::new(Some(thread)) })
+        threads.push(
+            std::thread::Builder::new()
+                .name("journal-group-commit".to_string())
+                .spawn(move || group_commit::run(thread_shared))
+                .map_err(StorageError::Io)?,
+        );
+        for slot in 0..group_commit::SYNC_WORKERS {
+            let worker_shared = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("journal-sync-{slot}"))
+                    .spawn(move || group_commit::run_sync_worker(worker_shared, slot))
+                    .map_err(StorageError::Io)?,
+            );
+        }
+        Ok(Journal { shared, threads: Mutex::new(threads) })
     }
 
     /// Appends one entry (the BSON bytes of the oplog entry) with a
@@ -396,6 +423,7 @@ impl Journal {
     pub fn wait_durable(&self, ts: Timestamp) -> Result<(), StorageError> {
         let shared = &self.shared;
         let mut state = shared.state.lock();
+        let mut counted = false;
         loop {
             if let Some(reason) = &state.poisoned {
                 return Err(StorageError::Poisoned(reason.clone()));
@@ -409,13 +437,17 @@ impl Journal {
             }
             // A batch already being written covers the target: wait for it
             // instead of asking for another fsync right behind it.
-            if target > state.in_flight_ts && !state.sync_requested {
-                state.sync_requested = true;
-                shared.work.notify_one();
+            if target > state.in_flight_ts {
+                if !counted {
+                    state.pending_waiters += 1;
+                    counted = true;
+                }
+                if !state.sync_requested {
+                    state.sync_requested = true;
+                    shared.work.notify_one();
+                }
             }
-            state.waiters += 1;
             shared.progress.wait(&mut state);
-            state.waiters -= 1;
         }
     }
 
@@ -495,7 +527,9 @@ impl Journal {
             let io_guard = shared.io_lock.lock();
             let state = shared.state.lock();
             state.check_usable()?;
-            if state.pending.is_empty() {
+            // A racing append may have been taken into a batch whose fsync
+            // is still in flight; flush again until nothing is.
+            if state.pending.is_empty() && state.in_flight.is_empty() {
                 break (io_guard, state);
             }
         };
@@ -581,8 +615,9 @@ impl Journal {
             state.closing = true;
             self.shared.work.notify_all();
         }
-        if let Some(thread) = self.thread.lock().take() {
-            thread.join().expect("the journal's group-commit thread panicked");
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for thread in threads {
+            thread.join().expect("a journal thread panicked");
         }
         match synced {
             Some(Err(err)) => Err(err),

@@ -92,6 +92,10 @@ pub struct SegmentState {
     /// None until the group-commit thread creates the file (a segment that
     /// so far exists only as pending appends).
     pub file: Option<Arc<dyn IoFile>>,
+    /// One more handle per sync worker, opened before any frame is written
+    /// to the segment (see `group_commit.rs` on why fsyncs that may run at
+    /// the same time each use their own open file).
+    pub sync_files: Vec<Arc<dyn IoFile>>,
     /// The end of the segment including appends not yet written.
     pub end: u64,
     /// The end of what has been written and fsynced.
@@ -107,6 +111,7 @@ impl SegmentState {
             seq,
             path: segment_path(dir, seq),
             file: None,
+            sync_files: Vec::new(),
             end: SEGMENT_HEADER_BYTES,
             durable_end: 0,
             first_ts: None,

@@ -130,8 +130,9 @@ impl std::fmt::Debug for OpSpec {
 #[derive(Clone, Debug, Default)]
 pub struct Variables {
     /// `$$ROOT` when it differs from the document being evaluated;
-    /// `None` means `$$ROOT` is the evaluated document itself.
-    root: Option<Document>,
+    /// `None` means `$$ROOT` is the evaluated document itself. Shared, so
+    /// that binding a variable (which clones `Variables`) stays cheap.
+    root: Option<std::sync::Arc<Document>>,
     now: Option<bson::DateTime>,
     /// Innermost binding last, so lookups scan from the end.
     /// A binding may hold a missing value (`$let` of an absent field).
@@ -142,7 +143,7 @@ impl Variables {
     /// Variables for evaluating expressions over `root` (which becomes
     /// `$$ROOT`). `$$NOW` is unset until `with_now`.
     pub fn new(root: &Document) -> Variables {
-        Variables { root: Some(root.clone()), now: None, bindings: Vec::new() }
+        Variables { root: Some(std::sync::Arc::new(root.clone())), now: None, bindings: Vec::new() }
     }
 
     /// Variables whose `$$ROOT` is whichever document is evaluated.
@@ -455,7 +456,7 @@ pub(crate) fn validate_variable_name(name: &str, allow_system: bool) -> Result<(
 fn eval_variable(name: &str, path: &[String], cx: &Context) -> Result<Value, QueryError> {
     let base: Bson = match name {
         "CURRENT" => Bson::Document(cx.current.clone()),
-        "ROOT" => Bson::Document(cx.vars.root.clone().unwrap_or_else(|| cx.current.clone())),
+        "ROOT" => Bson::Document(cx.vars.root.as_deref().unwrap_or(cx.current).clone()),
         "REMOVE" => return Ok(None),
         "NOW" => match cx.vars.now {
             Some(now) => Bson::DateTime(now),

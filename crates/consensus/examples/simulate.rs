@@ -67,6 +67,7 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut runs, mut steps, mut violations, mut failed, mut simulated_ms, mut acked) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut elections, mut rollbacks, mut cycles, mut late) = (0u64, 0u64, 0u64, 0u64);
     for &members in &sizes {
         for seed in args.seed..args.seed + args.seeds {
             let mut options = RunOptions::new(members, seed);
@@ -82,6 +83,10 @@ fn main() -> ExitCode {
             steps += report.steps;
             simulated_ms += report.simulated_ms;
             acked += report.acked_writes as u64;
+            elections += report.elections;
+            rollbacks += report.rollbacks;
+            cycles += report.cycles_formed;
+            late += report.late_commit_rollbacks;
             if args.verbose {
                 eprintln!("seed {seed} members {members}: {} steps, {} acked, {}", report.steps, report.acked_writes, report.profile);
             }
@@ -103,7 +108,7 @@ fn main() -> ExitCode {
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{{\"seeds_run\":{runs},\"members\":{:?},\"first_seed\":{},\"steps\":{steps},\"violations\":{violations},\"failed_seeds\":{failed},\"acked_majority_writes\":{acked},\"simulated_seconds\":{},\"wall_seconds\":{:.3},\"simulated_steps_per_second\":{:.0}}}",
+        "{{\"seeds_run\":{runs},\"members\":{:?},\"first_seed\":{},\"steps\":{steps},\"violations\":{violations},\"failed_seeds\":{failed},\"acked_majority_writes\":{acked},\"elections\":{elections},\"rollbacks\":{rollbacks},\"transient_sync_source_cycles\":{cycles},\"late_commit_rollbacks\":{late},\"simulated_seconds\":{},\"wall_seconds\":{:.3},\"simulated_steps_per_second\":{:.0}}}",
         sizes,
         args.seed,
         simulated_ms / 1000,

@@ -54,6 +54,8 @@ pub struct Checker {
     cycle_since: Option<u64>,
     /// Cycles seen (each counted once when it forms).
     pub cycles_formed: u64,
+    /// Rollbacks carried out (each truncation counted once).
+    pub rollbacks: u64,
     /// Entries rolled back on a member that had not heard of the term in
     /// which they were committed (allowed; counted for the report).
     pub late_commit_rollbacks: u64,
@@ -76,6 +78,11 @@ impl Checker {
     /// The last committed entry known anywhere.
     pub fn last_committed(&self) -> OpTime {
         self.committed.last().copied().unwrap_or(OpTime::NULL)
+    }
+
+    /// Number of terms in which a primary was elected.
+    pub fn elections(&self) -> usize {
+        self.primaries.len()
     }
 
     /// Number of acknowledged majority writes.
@@ -154,6 +161,7 @@ impl Checker {
 
     /// `member`, in `term` with commit point `commit_point`, rolled back `removed`.
     pub fn on_rollback(&mut self, member: MemberId, term: u64, commit_point: OpTime, removed: &[OpTime]) {
+        self.rollbacks += 1;
         for &entry in removed {
             if entry <= commit_point {
                 self.violation(format!("NeverRollbackCommitted: member {member} rolled back {entry} below its commit point {commit_point}"));

@@ -56,6 +56,15 @@ pub struct RunReport {
     pub profile: String,
     /// The trace's last lines, when asked for.
     pub trace_tail: Vec<String>,
+    /// Terms in which a primary was elected.
+    pub elections: u64,
+    /// Rollbacks carried out.
+    pub rollbacks: u64,
+    /// Sync source cycles that formed (and were broken in time).
+    pub cycles_formed: u64,
+    /// Committed entries dropped from a member that had not heard of the
+    /// term they were committed in (allowed; see the checker).
+    pub late_commit_rollbacks: u64,
 }
 
 /// Runs one seed; a panic inside a node (a failed assertion) is reported
@@ -110,7 +119,7 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
         chaining_allowed: rng.chance(700_000),
         heartbeat_interval_ms: 100,
         election_timeout_ms: 500,
-        catch_up_timeout_ms: Some(rng.range(0, 1_000)),
+        catch_up_timeout_ms: if rng.chance(200_000) { None } else { Some(rng.range(0, 1_000)) },
         catch_up_takeover_delay_ms: Some(1_000),
         max_sync_source_lag_ms: 5_000,
         change_sync_source_threshold_ms: 20,
@@ -332,6 +341,10 @@ fn run(options: RunOptions) -> RunReport {
         acked_writes: cluster.checker.acked_count(),
         simulated_ms: cluster.now,
         profile,
+        elections: cluster.checker.elections() as u64,
+        rollbacks: cluster.checker.rollbacks,
+        cycles_formed: cluster.checker.cycles_formed,
+        late_commit_rollbacks: cluster.checker.late_commit_rollbacks,
         trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
     }
 }

@@ -134,6 +134,8 @@ pub enum ConfigError {
     ArbiterWithoutVote(MemberId),
     /// A timing setting of zero.
     BadSetting(&'static str),
+    /// The member starting is not in the configuration.
+    NotAMember(MemberId),
 }
 
 impl fmt::Display for ConfigError {
@@ -151,6 +153,7 @@ impl fmt::Display for ConfigError {
             ConfigError::BadPriority(id, why) => write!(f, "member {id}: priority {why}"),
             ConfigError::ArbiterWithoutVote(id) => write!(f, "member {id}: arbiters must vote"),
             ConfigError::BadSetting(name) => write!(f, "settings.{name} must be positive"),
+            ConfigError::NotAMember(id) => write!(f, "member {id} is not in the configuration"),
         }
     }
 }

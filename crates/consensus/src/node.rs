@@ -154,7 +154,7 @@ impl Node {
         now: Millis,
     ) -> Result<Node, ConfigError> {
         config.validate()?;
-        let my_index = config.index_of(me).ok_or(ConfigError::NoMembers)?;
+        let my_index = config.index_of(me).ok_or(ConfigError::NotAMember(me))?;
         assert!(last_durable <= last_applied);
         let arbiter = config.members[my_index].arbiter_only;
         let members = vec![MemberData::default(); config.members.len()];

@@ -22,9 +22,13 @@ impl Millis {
     }
 }
 
-/// The oplog timestamp: a logical clock that orders entries within a term.
-/// The `repl` layer maps MongoDB's `Timestamp(secs, inc)` onto it as
-/// `secs << 32 | inc`, which keeps the order.
+/// The oplog timestamp: a logical clock in milliseconds that orders
+/// entries. A primary assigns `max(previous + 1, now)`, so timestamps follow
+/// the primary's clock and stay unique when writes come faster than one per
+/// millisecond. Lag and freshness rules (`maxSyncSourceLag`, priority
+/// takeover) compare them as milliseconds. The `repl` layer shows one as
+/// MongoDB's `Timestamp(secs, inc)` with `secs = ts / 1000` and
+/// `inc = ts % 1000`, which keeps the order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub u64);
 

@@ -252,6 +252,7 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
         file.write_all_at(&chunk.bytes, chunk.offset)?;
         bytes += chunk.bytes.len() as u64;
         unsynced = Some(file);
+        assert_eq!(sync_files.len(), SYNC_WORKERS, "segment {} takes writes without sync handles", chunk.seq);
         last_sync_file = Some(sync_files[slot].clone());
     }
     Ok(Written { created, last_sync_file: last_sync_file.expect("a batch has a chunk"), bytes, fsyncs })
@@ -280,11 +281,21 @@ fn create_segment(
 
 /// Records a written batch and hands its fsync to a sync worker.
 fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
+    let mut first_created = None;
     for (seq, file, sync_files) in written.created {
+        first_created.get_or_insert(seq);
         let segment = segment_mut(state, seq);
         assert!(segment.file.is_none());
         segment.file = Some(file);
         segment.sync_files = sync_files;
+    }
+    // Segments before a new one take no more writes: close their sync
+    // handles (fsyncs in flight hold their own), so that open files stay
+    // at one per segment plus the workers' handles on the last one.
+    if let Some(first_created) = first_created {
+        for segment in state.segments.iter_mut().filter(|segment| segment.seq < first_created) {
+            segment.sync_files.clear();
+        }
     }
     let chunk_ends = batch
         .chunks

@@ -248,14 +248,19 @@ impl Journal {
         assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
-        for found in recovered.segments {
+        let segment_count = recovered.segments.len();
+        for (position, found) in recovered.segments.into_iter().enumerate() {
             // The previous process may have died before its last writes
             // reached the disk; fsync what recovery accepted before calling
             // it durable.
             found.file.sync_all().map_err(StorageError::Io)?;
-            // Any segment may take appends again after a truncation, so each
-            // gets its sync workers' handles now, before anything is written.
-            let sync_files = group_commit::open_sync_files(&io, &found.path).map_err(StorageError::Io)?;
+            // The last segment takes the next appends: its sync workers'
+            // handles are opened now, before anything is written to it.
+            let sync_files = if position + 1 == segment_count {
+                group_commit::open_sync_files(&io, &found.path).map_err(StorageError::Io)?
+            } else {
+                Vec::new()
+            };
             segments.push_back(SegmentState {
                 seq: found.seq,
                 path: found.path,
@@ -552,6 +557,8 @@ impl Journal {
             segment.first_ts = None;
         }
         let cut_file = segment.file.clone().expect("a flushed segment has a file");
+        let cut_path = segment.path.clone();
+        let needs_sync_files = segment.sync_files.is_empty();
         let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
         state.durable_ts = state.durable_ts.min(last_ts);
         state.written_ts = state.written_ts.min(last_ts);
@@ -560,9 +567,21 @@ impl Journal {
         drop(state);
 
         let result = truncate_files(shared, &removed, &cut_file, cut.offset);
+        // The cut segment takes the next appends; if it was not the last
+        // one before, its sync workers' handles are opened now, before
+        // anything new is written to it.
+        let sync_files = match (&result, needs_sync_files) {
+            (Ok(()), true) => group_commit::open_sync_files(&shared.io, &cut_path).map(Some),
+            _ => Ok(None),
+        };
         let mut state = shared.state.lock();
         if let Err(err) = result {
             return Err(shared.poison(&mut state, format!("truncating the journal after {ts}: {err}")));
+        }
+        match sync_files {
+            Ok(Some(files)) => state.segments.back_mut().unwrap().sync_files = files,
+            Ok(None) => {}
+            Err(err) => return Err(shared.poison(&mut state, format!("reopening the journal after {ts}: {err}"))),
         }
         state.stats.fsyncs += 2;
         shared.appended_tx.send_replace(last_ts);

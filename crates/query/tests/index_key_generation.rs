@@ -12,7 +12,11 @@ fn pattern(key: Document) -> KeyPattern {
 fn keys(d: Document, key: Document, sparse: bool) -> (Vec<Document>, bool) {
     let p = pattern(key);
     let generated = index_keys(&d, &p, sparse).unwrap();
-    let decoded = generated.keys.iter().map(|k| decode_key(k, &p).unwrap()).collect();
+    let decoded = generated
+        .keys
+        .iter()
+        .map(|k| decode_key(k, &p).unwrap())
+        .collect();
     (decoded, generated.multikey)
 }
 
@@ -25,11 +29,20 @@ fn missing_field_indexes_null() {
 
 #[test]
 fn sparse_index_skips_documents_without_any_field() {
-    assert_eq!(keys(doc! {"b": 1}, doc! {"a": 1}, true).0, Vec::<Document>::new());
+    assert_eq!(
+        keys(doc! {"b": 1}, doc! {"a": 1}, true).0,
+        Vec::<Document>::new()
+    );
     // A compound sparse index keeps a document with at least one field.
-    assert_eq!(keys(doc! {"b": 1}, doc! {"a": 1, "b": 1}, true).0, vec![doc! {"a": Bson::Null, "b": 1}]);
+    assert_eq!(
+        keys(doc! {"b": 1}, doc! {"a": 1, "b": 1}, true).0,
+        vec![doc! {"a": Bson::Null, "b": 1}]
+    );
     // An explicit null is not missing.
-    assert_eq!(keys(doc! {"a": Bson::Null}, doc! {"a": 1}, true).0, vec![doc! {"a": Bson::Null}]);
+    assert_eq!(
+        keys(doc! {"a": Bson::Null}, doc! {"a": 1}, true).0,
+        vec![doc! {"a": Bson::Null}]
+    );
 }
 
 #[test]
@@ -50,9 +63,16 @@ fn empty_array_indexes_undefined() {
 fn dotted_paths_go_through_arrays_of_documents() {
     // Elements without the field (documents or not) index null, as in
     // MongoDB's jstests/core/indexv.js.
-    let (k, multikey) = keys(doc! {"a": [{"b": 2}, {"b": 1}, 5, {"c": 1}]}, doc! {"a.b": 1}, false);
+    let (k, multikey) = keys(
+        doc! {"a": [{"b": 2}, {"b": 1}, 5, {"c": 1}]},
+        doc! {"a.b": 1},
+        false,
+    );
     assert!(multikey);
-    assert_eq!(k, vec![doc! {"a.b": Bson::Null}, doc! {"a.b": 1}, doc! {"a.b": 2}]);
+    assert_eq!(
+        k,
+        vec![doc! {"a.b": Bson::Null}, doc! {"a.b": 1}, doc! {"a.b": 2}]
+    );
     let (k, _) = keys(doc! {"a": [{}, {"b": 1}]}, doc! {"a.b": 1}, false);
     assert_eq!(k, vec![doc! {"a.b": Bson::Null}, doc! {"a.b": 1}]);
     // An empty array in the middle of a path is a missing field.
@@ -63,7 +83,11 @@ fn dotted_paths_go_through_arrays_of_documents() {
     let (k, _) = keys(doc! {"a": [[{"b": 1}]]}, doc! {"a.b": 1}, false);
     assert_eq!(k, vec![doc! {"a.b": Bson::Null}]);
     // Arrays below arrays of documents expand too.
-    let (k, _) = keys(doc! {"a": [{"b": [1, 2]}, {"b": 3}]}, doc! {"a.b": 1}, false);
+    let (k, _) = keys(
+        doc! {"a": [{"b": [1, 2]}, {"b": 3}]},
+        doc! {"a.b": 1},
+        false,
+    );
     assert_eq!(k, vec![doc! {"a.b": 1}, doc! {"a.b": 2}, doc! {"a.b": 3}]);
     // A numeric component addresses one element and is not multikey.
     let (k, multikey) = keys(doc! {"a": [{"b": 2}, {"b": 1}]}, doc! {"a.1.b": 1}, false);
@@ -83,10 +107,22 @@ fn parallel_arrays_are_rejected() {
     // One array is fine, and so are two paths below the same array.
     assert!(index_keys(&doc! {"a": [1, 2], "b": 3}, &p, false).is_ok());
     let shared = pattern(doc! {"a.b": 1, "a.c": 1});
-    let generated = index_keys(&doc! {"a": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]}, &shared, false).unwrap();
+    let generated = index_keys(
+        &doc! {"a": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]},
+        &shared,
+        false,
+    )
+    .unwrap();
     // The keys of one array element stay together.
-    let decoded: Vec<Document> = generated.keys.iter().map(|k| decode_key(k, &shared).unwrap()).collect();
-    assert_eq!(decoded, vec![doc! {"a.b": 1, "a.c": 2}, doc! {"a.b": 3, "a.c": 4}]);
+    let decoded: Vec<Document> = generated
+        .keys
+        .iter()
+        .map(|k| decode_key(k, &shared).unwrap())
+        .collect();
+    assert_eq!(
+        decoded,
+        vec![doc! {"a.b": 1, "a.c": 2}, doc! {"a.b": 3, "a.c": 4}]
+    );
     // Nested arrays under one array are not parallel.
     let generated = index_keys(&doc! {"a": [{"b": [1, 2]}]}, &shared, false).unwrap();
     assert_eq!(generated.keys.len(), 2);

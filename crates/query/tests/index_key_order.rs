@@ -41,12 +41,16 @@ fn scalar() -> impl Strategy<Value = Bson> {
         Just(Bson::MaxKey),
         any::<bool>().prop_map(Bson::Boolean),
         any::<i64>().prop_map(|m| Bson::DateTime(bson::DateTime::from_millis(m))),
-        (any::<u32>(), 0u32..3).prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp { time, increment })),
-        prop::array::uniform12(0u8..3).prop_map(|b| Bson::ObjectId(bson::oid::ObjectId::from_bytes(b))),
-        (prop::collection::vec(0u8..3, 0..3), 0u8..2).prop_map(|(bytes, sub)| Bson::Binary(bson::Binary {
-            subtype: sub.into(),
-            bytes
-        })),
+        (any::<u32>(), 0u32..3)
+            .prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp { time, increment })),
+        prop::array::uniform12(0u8..3)
+            .prop_map(|b| Bson::ObjectId(bson::oid::ObjectId::from_bytes(b))),
+        (prop::collection::vec(0u8..3, 0..3), 0u8..2).prop_map(|(bytes, sub)| Bson::Binary(
+            bson::Binary {
+                subtype: sub.into(),
+                bytes
+            }
+        )),
         ("[ab]{0,2}", "[im]{0,1}").prop_map(|(p, o)| Bson::RegularExpression(bson::Regex {
             pattern: p.try_into().unwrap(),
             options: o.try_into().unwrap()
@@ -80,8 +84,20 @@ fn enc(v: &Bson, descending: bool) -> Vec<u8> {
 /// says they are equal; everything else must agree exactly.
 fn check_pair(a: &Bson, b: &Bson) -> Result<(), TestCaseError> {
     let expected = compare_values(a, b);
-    prop_assert_eq!(enc(a, false).cmp(&enc(b, false)), expected, "asc {:?} vs {:?}", a, b);
-    prop_assert_eq!(enc(a, true).cmp(&enc(b, true)), expected.reverse(), "desc {:?} vs {:?}", a, b);
+    prop_assert_eq!(
+        enc(a, false).cmp(&enc(b, false)),
+        expected,
+        "asc {:?} vs {:?}",
+        a,
+        b
+    );
+    prop_assert_eq!(
+        enc(a, true).cmp(&enc(b, true)),
+        expected.reverse(),
+        "desc {:?} vs {:?}",
+        a,
+        b
+    );
     Ok(())
 }
 

@@ -98,7 +98,9 @@ fn reference(items: &[Bson], target: &Target, op: &str, arg: &Bson) -> Result<Ve
             other => panic!("{other} not generated"),
         };
         if field {
-            let Bson::Document(d) = item else { unreachable!() };
+            let Bson::Document(d) = item else {
+                unreachable!()
+            };
             match new {
                 Some(v) => {
                     d.insert("x", v);

@@ -131,12 +131,23 @@ fn bytes(d: &Document) -> Vec<u8> {
 fn check_form(old: &Document, new: &Document) -> Result<(), TestCaseError> {
     let form = oplog_update(old, new);
     let once = apply_oplog_update(old, &form).unwrap();
-    prop_assert_eq!(bytes(&once), bytes(new), "form {} from {} to {}", form, old, new);
+    prop_assert_eq!(
+        bytes(&once),
+        bytes(new),
+        "form {} from {} to {}",
+        form,
+        old,
+        new
+    );
     let twice = apply_oplog_update(&once, &form).unwrap();
     prop_assert_eq!(bytes(&twice), bytes(new), "form {} is not idempotent", form);
     // Only $set/$unset, or a whole document.
     if form.keys().next().is_some_and(|k| k.starts_with('$')) {
-        prop_assert!(form.keys().all(|k| k == "$set" || k == "$unset"), "form {}", form);
+        prop_assert!(
+            form.keys().all(|k| k == "$set" || k == "$unset"),
+            "form {}",
+            form
+        );
     }
     Ok(())
 }
@@ -226,7 +237,10 @@ proptest! {
 fn inc_becomes_the_set_of_the_computed_value() {
     let old = doc! {"_id": 1, "n": 5, "s": {"t": 1, "u": 2}};
     let new = doc! {"_id": 1, "n": 6, "s": {"t": 1}, "w": [1]};
-    assert_eq!(oplog_update(&old, &new), doc! {"$unset": {"s.u": true}, "$set": {"n": 6, "w": [1]}});
+    assert_eq!(
+        oplog_update(&old, &new),
+        doc! {"$unset": {"s.u": true}, "$set": {"n": 6, "w": [1]}}
+    );
 }
 
 #[test]
@@ -237,7 +251,10 @@ fn reordered_fields_log_the_whole_document() {
     // A nested reorder sets that subdocument whole.
     let old = doc! {"_id": 1, "s": {"a": 1, "b": 2}};
     let new = doc! {"_id": 1, "s": {"b": 2, "a": 1}};
-    assert_eq!(oplog_update(&old, &new), doc! {"$set": {"s": {"b": 2, "a": 1}}});
+    assert_eq!(
+        oplog_update(&old, &new),
+        doc! {"$set": {"s": {"b": 2, "a": 1}}}
+    );
 }
 
 #[test]

@@ -10,8 +10,19 @@ use proptest::prelude::*;
 use slipstream_query::compare::{compare_values, values_equal};
 use slipstream_query::update::{Update, UpdateContext};
 
-const OPS: [&str; 11] =
-    ["$set", "$unset", "$inc", "$mul", "$min", "$max", "$push", "$addToSet", "$pop", "$pullAll", "$rename"];
+const OPS: [&str; 11] = [
+    "$set",
+    "$unset",
+    "$inc",
+    "$mul",
+    "$min",
+    "$max",
+    "$push",
+    "$addToSet",
+    "$pop",
+    "$pullAll",
+    "$rename",
+];
 const PATHS: [&str; 7] = ["a", "b", "c", "a.x", "a.y", "b.x", "c.z"];
 
 fn scalar() -> impl Strategy<Value = Bson> {
@@ -35,7 +46,11 @@ fn value() -> impl Strategy<Value = Bson> {
 }
 
 fn document() -> impl Strategy<Value = Document> {
-    prop::collection::vec((prop::sample::select(vec!["a", "b", "c", "d"]), value()), 0..4).prop_map(|fields| {
+    prop::collection::vec(
+        (prop::sample::select(vec!["a", "b", "c", "d"]), value()),
+        0..4,
+    )
+    .prop_map(|fields| {
         let mut d = doc! {"_id": 1};
         for (k, v) in fields {
             d.insert(k, v);
@@ -69,7 +84,9 @@ fn update() -> impl Strategy<Value = Document> {
                 },
                 _ => arg,
             };
-            let entry = u.entry(op.to_string()).or_insert_with(|| Bson::Document(Document::new()));
+            let entry = u
+                .entry(op.to_string())
+                .or_insert_with(|| Bson::Document(Document::new()));
             if let Bson::Document(fields) = entry {
                 fields.insert(path, arg);
             }
@@ -95,7 +112,11 @@ fn add(a: &Bson, b: &Bson) -> Option<Bson> {
         (Bson::Double(_), _) | (_, Bson::Double(_)) => Some(Bson::Double(float(a)? + float(b)?)),
         (Bson::Int32(x), Bson::Int32(y)) => {
             let sum = i64::from(*x) + i64::from(*y);
-            Some(i32::try_from(sum).map(Bson::Int32).unwrap_or(Bson::Int64(sum)))
+            Some(
+                i32::try_from(sum)
+                    .map(Bson::Int32)
+                    .unwrap_or(Bson::Int64(sum)),
+            )
         }
         _ => {
             let sum = int(a)? + int(b)?;
@@ -122,7 +143,11 @@ fn multiply(a: &Bson, b: &Bson) -> Option<Bson> {
         (Bson::Double(_), _) | (_, Bson::Double(_)) => Some(Bson::Double(float(a)? * float(b)?)),
         (Bson::Int32(x), Bson::Int32(y)) => {
             let product = i64::from(*x) * i64::from(*y);
-            Some(i32::try_from(product).map(Bson::Int32).unwrap_or(Bson::Int64(product)))
+            Some(
+                i32::try_from(product)
+                    .map(Bson::Int32)
+                    .unwrap_or(Bson::Int64(product)),
+            )
         }
         _ => i64::try_from(int(a)? * int(b)?).ok().map(Bson::Int64),
     }
@@ -187,7 +212,9 @@ fn is_prefix(short: &str, long: &str) -> bool {
 fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
     let mut mods: Vec<(String, String, Bson)> = Vec::new();
     for (op, fields) in update {
-        let Bson::Document(fields) = fields else { panic!("generated updates are documents") };
+        let Bson::Document(fields) = fields else {
+            panic!("generated updates are documents")
+        };
         for (path, arg) in fields {
             mods.push((op.clone(), path.clone(), arg.clone()));
         }
@@ -215,7 +242,11 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
     // Paths apply in name order (every name here is non-numeric); a
     // rename is placed at its destination.
     let order_key = |m: &(String, String, Bson)| {
-        if m.0 == "$rename" { m.2.as_str().unwrap().to_string() } else { m.1.clone() }
+        if m.0 == "$rename" {
+            m.2.as_str().unwrap().to_string()
+        } else {
+            m.1.clone()
+        }
     };
     mods.sort_by(|x, y| order_key(x).split('.').cmp(order_key(y).split('.')));
     let mut doc = original.clone();
@@ -271,14 +302,19 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
                         _ => Bson::Double(0.0),
                     }),
                     Some(c) => {
-                        let numeric = matches!(c, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_));
+                        let numeric =
+                            matches!(c, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_));
                         Some(multiply(c, &arg).ok_or(if numeric { 2 } else { 14 })?)
                     }
                 };
                 parent.insert(name, product.unwrap());
             }
             "$min" | "$max" => {
-                let wanted = if op == "$min" { Ordering::Less } else { Ordering::Greater };
+                let wanted = if op == "$min" {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                };
                 if current.is_none() || compare_values(&arg, current.as_ref().unwrap()) == wanted {
                     parent.insert(name, arg);
                 }
@@ -309,11 +345,16 @@ fn reference(original: &Document, update: &Document) -> Result<Document, i32> {
                 Some(_) => return Err(14),
             },
             "$pullAll" => {
-                let Bson::Array(remove) = arg else { panic!("generated as array") };
+                let Bson::Array(remove) = arg else {
+                    panic!("generated as array")
+                };
                 match current {
                     None => {}
                     Some(Bson::Array(items)) => {
-                        let kept: Vec<Bson> = items.into_iter().filter(|x| !remove.iter().any(|r| values_equal(x, r))).collect();
+                        let kept: Vec<Bson> = items
+                            .into_iter()
+                            .filter(|x| !remove.iter().any(|r| values_equal(x, r)))
+                            .collect();
                         parent.insert(name, kept);
                     }
                     Some(_) => return Err(2),

@@ -10,7 +10,11 @@ use crate::error::QueryError;
 /// keyValue) and explain; numeric types may come back normalised.
 pub fn decode_key(key: &[u8], pattern: &KeyPattern) -> Result<Document, QueryError> {
     let mut out = Document::new();
-    let mut reader = Reader { bytes: key, pos: 0, invert: false };
+    let mut reader = Reader {
+        bytes: key,
+        pos: 0,
+        invert: false,
+    };
     for field in &pattern.fields {
         reader.invert = field.descending;
         let value = reader.value()?;
@@ -23,7 +27,10 @@ pub fn decode_key(key: &[u8], pattern: &KeyPattern) -> Result<Document, QueryErr
 }
 
 fn corrupt(what: &str) -> QueryError {
-    QueryError::new(crate::error::codes::BAD_VALUE, format!("malformed index key: {what}"))
+    QueryError::new(
+        crate::error::codes::BAD_VALUE,
+        format!("malformed index key: {what}"),
+    )
 }
 
 struct Reader<'a> {
@@ -34,13 +41,19 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn byte(&mut self) -> Result<u8, QueryError> {
-        let b = *self.bytes.get(self.pos).ok_or_else(|| corrupt("truncated"))?;
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| corrupt("truncated"))?;
         self.pos += 1;
         Ok(if self.invert { !b } else { b })
     }
 
     fn peek(&self) -> Result<u8, QueryError> {
-        let b = *self.bytes.get(self.pos).ok_or_else(|| corrupt("truncated"))?;
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| corrupt("truncated"))?;
         Ok(if self.invert { !b } else { b })
     }
 
@@ -119,7 +132,10 @@ impl Reader<'_> {
                 for _ in 0..len {
                     bytes.push(self.byte()?);
                 }
-                Bson::Binary(bson::Binary { subtype: subtype.into(), bytes })
+                Bson::Binary(bson::Binary {
+                    subtype: subtype.into(),
+                    bytes,
+                })
             }
             35 => Bson::ObjectId(bson::oid::ObjectId::from_bytes(self.take::<12>()?)),
             40 => Bson::Boolean(self.byte()? != 0),

@@ -219,12 +219,21 @@ mod tests {
         for descending in [false, true] {
             let (start, end) = type_range(&Bson::Int32(0), descending);
             let mut inside = Vec::new();
-            for v in [Bson::Double(f64::NAN), Bson::Double(f64::INFINITY), Bson::Int64(i64::MIN)] {
+            for v in [
+                Bson::Double(f64::NAN),
+                Bson::Double(f64::INFINITY),
+                Bson::Int64(i64::MIN),
+            ] {
                 encode_value(&mut inside, &v, descending);
                 assert!(start <= inside && inside < end);
                 inside.clear();
             }
-            for v in [Bson::Null, Bson::String(String::new()), Bson::MinKey, Bson::MaxKey] {
+            for v in [
+                Bson::Null,
+                Bson::String(String::new()),
+                Bson::MinKey,
+                Bson::MaxKey,
+            ] {
                 encode_value(&mut inside, &v, descending);
                 assert!(inside < start || inside >= end, "{v:?}");
                 inside.clear();
@@ -242,7 +251,12 @@ mod tests {
     #[test]
     fn decode_round_trips() {
         let pattern = KeyPattern::parse(&doc! {"a": 1, "b": -1}).unwrap();
-        let keys = index_keys(&doc! {"a": "x\u{0}y", "b": {"c": [1, 2.5]}}, &pattern, false).unwrap();
+        let keys = index_keys(
+            &doc! {"a": "x\u{0}y", "b": {"c": [1, 2.5]}},
+            &pattern,
+            false,
+        )
+        .unwrap();
         let decoded = decode_key(&keys.keys[0], &pattern).unwrap();
         assert_eq!(decoded, doc! {"a": "x\u{0}y", "b": {"c": [1, 2.5]}});
     }

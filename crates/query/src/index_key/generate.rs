@@ -32,7 +32,10 @@ fn field_of<'a>(container: Container<'a>, name: &str) -> Option<&'a Bson> {
 /// Follows `path` through documents and stops at the first array (or at
 /// the end): returns the element found, the path left after it, and the
 /// element's field name. A scalar in the middle of the path finds nothing.
-fn element_or_array<'a>(container: Container<'a>, path: &str) -> (Option<&'a Bson>, String, String) {
+fn element_or_array<'a>(
+    container: Container<'a>,
+    path: &str,
+) -> (Option<&'a Bson>, String, String) {
     let (first, rest) = path.split_once('.').unwrap_or((path, ""));
     let Some(found) = field_of(container, first) else {
         return (None, String::new(), first.to_string());
@@ -112,7 +115,11 @@ impl<'a> KeyGenerator<'a> {
                 if let Bson::Array(_) = indexed {
                     expand_unembedded = false;
                 }
-                (position.found, position.remaining.clone(), position.name.clone())
+                (
+                    position.found,
+                    position.remaining.clone(),
+                    position.name.clone(),
+                )
             } else {
                 (None, String::new(), first)
             };
@@ -131,7 +138,9 @@ impl<'a> KeyGenerator<'a> {
                             if !std::ptr::eq(*existing, value) {
                                 return Err(QueryError::new(
                                     crate::error::codes::CANNOT_INDEX_PARALLEL_ARRAYS,
-                                    format!("cannot index parallel arrays [{name}] [{existing_name}]"),
+                                    format!(
+                                        "cannot index parallel arrays [{name}] [{existing_name}]"
+                                    ),
                                 ));
                             }
                         }
@@ -149,7 +158,9 @@ impl<'a> KeyGenerator<'a> {
             }
             return Ok(());
         };
-        let Bson::Array(items) = array else { unreachable!("only arrays are recorded") };
+        let Bson::Array(items) = array else {
+            unreachable!("only arrays are recorded")
+        };
         let no_positional = vec![PositionalPath::default(); self.width];
         if items.is_empty() {
             // An empty array indexes as undefined where it ends a path and
@@ -157,7 +168,16 @@ impl<'a> KeyGenerator<'a> {
             if expand_unembedded {
                 self.multikey = true;
             }
-            return self.element(&paths, &fixed, &UNDEFINED_VALUE, not_found, array, &array_fields, true, &no_positional);
+            return self.element(
+                &paths,
+                &fixed,
+                &UNDEFINED_VALUE,
+                not_found,
+                array,
+                &array_fields,
+                true,
+                &no_positional,
+            );
         }
         let mut below = no_positional.clone();
         for i in 0..self.width {
@@ -180,7 +200,16 @@ impl<'a> KeyGenerator<'a> {
             below[i].name = name;
         }
         for item in items {
-            self.element(&paths, &fixed, item, not_found, array, &array_fields, expand_unembedded, &below)?;
+            self.element(
+                &paths,
+                &fixed,
+                item,
+                not_found,
+                array,
+                &array_fields,
+                expand_unembedded,
+                &below,
+            )?;
         }
         Ok(())
     }
@@ -217,9 +246,18 @@ impl<'a> KeyGenerator<'a> {
 /// arrays: one key per element (multikey), empty array -> undefined;
 /// arrays at two indexed paths of one document -> error 171 "cannot index
 /// parallel arrays [a] [b]"; dotted paths through arrays.
-pub fn index_keys(doc: &Document, pattern: &KeyPattern, sparse: bool) -> Result<IndexKeys, QueryError> {
+pub fn index_keys(
+    doc: &Document,
+    pattern: &KeyPattern,
+    sparse: bool,
+) -> Result<IndexKeys, QueryError> {
     let width = pattern.fields.len();
-    let mut generator = KeyGenerator { sparse, width, keys: Vec::new(), multikey: false };
+    let mut generator = KeyGenerator {
+        sparse,
+        width,
+        keys: Vec::new(),
+        multikey: false,
+    };
     let paths: Vec<String> = pattern.fields.iter().map(|f| f.path.clone()).collect();
     let fixed = vec![&NULL_VALUE; width];
     let positional = vec![PositionalPath::default(); width];

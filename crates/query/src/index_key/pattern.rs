@@ -27,7 +27,10 @@ impl KeyPattern {
     /// naming the type, never a silently wrong index.
     pub fn parse(key: &Document) -> Result<KeyPattern, QueryError> {
         if key.is_empty() {
-            return Err(QueryError::new(CANNOT_CREATE_INDEX, "Index keys cannot be empty."));
+            return Err(QueryError::new(
+                CANNOT_CREATE_INDEX,
+                "Index keys cannot be empty.",
+            ));
         }
         let mut fields = Vec::with_capacity(key.len());
         for (path, value) in key {
@@ -51,7 +54,14 @@ impl KeyPattern {
             }
             let descending = match value {
                 Bson::String(kind) => {
-                    let known = ["text", "2dsphere", "2d", "hashed", "geoHaystack", "columnstore"];
+                    let known = [
+                        "text",
+                        "2dsphere",
+                        "2d",
+                        "hashed",
+                        "geoHaystack",
+                        "columnstore",
+                    ];
                     let message = if known.contains(&kind.as_str()) {
                         format!("'{kind}' indexes are not supported (key '{path}')")
                     } else {
@@ -78,14 +88,17 @@ impl KeyPattern {
                         return Err(QueryError::new(
                             CANNOT_CREATE_INDEX,
                             format!(
-                                "Values in v:2 index key pattern cannot be of type {} (key '{path}')",
-                                type_name(other)
-                            ),
+                            "Values in v:2 index key pattern cannot be of type {} (key '{path}')",
+                            type_name(other)
+                        ),
                         ))
                     }
                 },
             };
-            fields.push(KeyField { path: path.clone(), descending });
+            fields.push(KeyField {
+                path: path.clone(),
+                descending,
+            });
         }
         Ok(KeyPattern { fields })
     }

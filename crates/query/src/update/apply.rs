@@ -41,11 +41,22 @@ enum Outcome {
 
 /// True for operators that create missing fields and parents.
 fn creates(action: &Action) -> bool {
-    !matches!(action, Action::Unset | Action::Pop { .. } | Action::Pull(_) | Action::PullAll(_) | Action::Rename(_))
+    !matches!(
+        action,
+        Action::Unset
+            | Action::Pop { .. }
+            | Action::Pull(_)
+            | Action::PullAll(_)
+            | Action::Rename(_)
+    )
 }
 
 /// Applies one modifier to `root`.
-pub fn apply_modifier(root: &mut Document, modifier: &Modifier, env: &Env<'_>) -> Result<(), QueryError> {
+pub fn apply_modifier(
+    root: &mut Document,
+    modifier: &Modifier,
+    env: &Env<'_>,
+) -> Result<(), QueryError> {
     if let Action::SetOnInsert(_) = modifier.action {
         if !env.is_upsert_insert {
             return Ok(());
@@ -111,7 +122,10 @@ fn walk(
             continue;
         }
         if get(node, &key).is_none() {
-            if matches!(path.components[depth + 1], Component::AllElements | Component::Filtered(_)) {
+            if matches!(
+                path.components[depth + 1],
+                Component::AllElements | Component::Filtered(_)
+            ) {
                 let prefix: Vec<&str> = path.dotted.split('.').take(depth + 1).collect();
                 return Err(QueryError::bad_value(format!(
                     "The path '{}' must exist in the document in order to apply array updates.",
@@ -148,9 +162,11 @@ fn resolve(
     match (node, component) {
         (Bson::Document(_), Component::Field(name)) => Ok(vec![Key::Name(name.clone())]),
         (Bson::Array(items), Component::Field(name)) => match array_index(name) {
-            Some(i) if mode == Mode::Create && i >= items.len() && i > MAX_PADDED_INDEX => Err(
-                QueryError::bad_value(format!("can't backfill array to larger than {MAX_PADDED_INDEX} elements")),
-            ),
+            Some(i) if mode == Mode::Create && i >= items.len() && i > MAX_PADDED_INDEX => {
+                Err(QueryError::bad_value(format!(
+                    "can't backfill array to larger than {MAX_PADDED_INDEX} elements"
+                )))
+            }
             Some(i) => Ok(vec![Key::Index(i)]),
             None => not_viable(name, node_name, node, mode, path),
         },
@@ -159,14 +175,18 @@ fn resolve(
             Some(_) => Ok(Vec::new()),
             None => Err(no_positional_match()),
         },
-        (Bson::Array(items), Component::AllElements) => Ok((0..items.len()).map(Key::Index).collect()),
+        (Bson::Array(items), Component::AllElements) => {
+            Ok((0..items.len()).map(Key::Index).collect())
+        }
         (Bson::Array(items), Component::Filtered(id)) => {
             let filter = env
                 .array_filters
                 .iter()
                 .find(|(name, _)| name == id)
                 .map(|(_, f)| f)
-                .ok_or_else(|| QueryError::bad_value(format!("No array filter found for identifier '{id}'")))?;
+                .ok_or_else(|| {
+                    QueryError::bad_value(format!("No array filter found for identifier '{id}'"))
+                })?;
             let mut keys = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let mut wrapper = Document::new();
@@ -180,19 +200,34 @@ fn resolve(
         // MongoDB substitutes the matched position for `$` before walking,
         // so outside an array it is an ordinary numeric field name.
         (_, Component::Positional) => match env.positional {
-            Some(i) => resolve(node, &Component::Field(i.to_string()), node_name, mode, path, env),
+            Some(i) => resolve(
+                node,
+                &Component::Field(i.to_string()),
+                node_name,
+                mode,
+                path,
+                env,
+            ),
             None => Err(no_positional_match()),
         },
-        (_, Component::AllElements | Component::Filtered(_)) => Err(QueryError::bad_value(format!(
-            "Cannot apply array updates to non-array element {}",
-            render(node_name, node)
-        ))),
+        (_, Component::AllElements | Component::Filtered(_)) => {
+            Err(QueryError::bad_value(format!(
+                "Cannot apply array updates to non-array element {}",
+                render(node_name, node)
+            )))
+        }
         (_, Component::Field(name)) => not_viable(name, node_name, node, mode, path),
     }
 }
 
 /// A field asked of a scalar, or a named field asked of an array.
-fn not_viable(field: &str, node_name: &str, node: &Bson, mode: Mode, path: &TargetPath) -> Result<Vec<Key>, QueryError> {
+fn not_viable(
+    field: &str,
+    node_name: &str,
+    node: &Bson,
+    mode: Mode,
+    path: &TargetPath,
+) -> Result<Vec<Key>, QueryError> {
     match mode {
         Mode::Create => Err(cannot_create(field, node_name, node)),
         Mode::Viable => Err(QueryError::new(
@@ -218,7 +253,10 @@ pub(super) fn render(name: &str, value: &Bson) -> String {
 fn cannot_create(field: &str, node_name: &str, node: &Bson) -> QueryError {
     QueryError::new(
         codes::PATH_NOT_VIABLE,
-        format!("Cannot create field '{field}' in element {}", render(node_name, node)),
+        format!(
+            "Cannot create field '{field}' in element {}",
+            render(node_name, node)
+        ),
     )
 }
 
@@ -278,7 +316,12 @@ fn remove(node: &mut Bson, key: &Key) {
 /// the padding it creates at 1,500,000 elements.
 const MAX_PADDED_INDEX: usize = 1_500_000;
 
-fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>) -> Result<Outcome, QueryError> {
+fn leaf(
+    current: Option<&Bson>,
+    field: &str,
+    modifier: &Modifier,
+    env: &Env<'_>,
+) -> Result<Outcome, QueryError> {
     Ok(match &modifier.action {
         Action::Set(value) | Action::SetOnInsert(value) => Outcome::Set(value.clone()),
         Action::Unset => match current {
@@ -313,7 +356,11 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
             }
         }
         Action::Min(value) | Action::Max(value) => {
-            let wanted = if matches!(modifier.action, Action::Min(_)) { Ordering::Less } else { Ordering::Greater };
+            let wanted = if matches!(modifier.action, Action::Min(_)) {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
             match current {
                 Some(existing) if compare_values(value, existing) != wanted => Outcome::Keep,
                 _ => Outcome::Set(value.clone()),
@@ -325,7 +372,10 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
                 let seconds = env.now.timestamp_millis().div_euclid(1000);
                 // A timestamp's increment orders writes within a second;
                 // outside the oplog there is none to take, so 1 is used.
-                Bson::Timestamp(bson::Timestamp { time: u32::try_from(seconds).unwrap_or(0), increment: 1 })
+                Bson::Timestamp(bson::Timestamp {
+                    time: u32::try_from(seconds).unwrap_or(0),
+                    increment: 1,
+                })
             }
         }),
         Action::Push(spec) => {
@@ -364,19 +414,34 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
         Action::Pull(condition) => match current {
             None => Outcome::Keep,
             Some(Bson::Array(items)) => {
-                let kept: Vec<Bson> = items.iter().filter(|item| !array_ops::pull_matches(condition, item)).cloned().collect();
+                let kept: Vec<Bson> = items
+                    .iter()
+                    .filter(|item| !array_ops::pull_matches(condition, item))
+                    .cloned()
+                    .collect();
                 Outcome::Set(Bson::Array(kept))
             }
-            Some(_) => return Err(QueryError::bad_value("Cannot apply $pull to a non-array value")),
+            Some(_) => {
+                return Err(QueryError::bad_value(
+                    "Cannot apply $pull to a non-array value",
+                ))
+            }
         },
         Action::PullAll(values) => match current {
             None => Outcome::Keep,
             Some(Bson::Array(items)) => {
-                let kept: Vec<Bson> =
-                    items.iter().filter(|item| !values.iter().any(|v| values_equal(item, v))).cloned().collect();
+                let kept: Vec<Bson> = items
+                    .iter()
+                    .filter(|item| !values.iter().any(|v| values_equal(item, v)))
+                    .cloned()
+                    .collect();
                 Outcome::Set(Bson::Array(kept))
             }
-            Some(_) => return Err(QueryError::bad_value("Cannot apply $pullAll to a non-array value")),
+            Some(_) => {
+                return Err(QueryError::bad_value(
+                    "Cannot apply $pullAll to a non-array value",
+                ))
+            }
         },
         Action::Bit(ops) => {
             let mut value = match current {
@@ -399,7 +464,12 @@ fn leaf(current: Option<&Bson>, field: &str, modifier: &Modifier, env: &Env<'_>)
     })
 }
 
-fn array_for_append(current: Option<&Bson>, field: &str, op: &str, env: &Env<'_>) -> Result<Vec<Bson>, QueryError> {
+fn array_for_append(
+    current: Option<&Bson>,
+    field: &str,
+    op: &str,
+    env: &Env<'_>,
+) -> Result<Vec<Bson>, QueryError> {
     match current {
         None => Ok(Vec::new()),
         Some(Bson::Array(items)) => Ok(items.clone()),

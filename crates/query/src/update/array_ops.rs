@@ -23,7 +23,11 @@ pub fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
         match sort {
             PushSort::Value { descending } => items.sort_by(|a, b| {
                 let order = compare_values(a, b);
-                if *descending { order.reverse() } else { order }
+                if *descending {
+                    order.reverse()
+                } else {
+                    order
+                }
             }),
             PushSort::Fields(fields) => items.sort_by(|a, b| {
                 for (path, descending) in fields {
@@ -56,7 +60,9 @@ fn sort_key(element: &Bson, path: &str) -> Bson {
     for part in path.split('.') {
         let next = match current {
             Bson::Document(doc) => doc.get(part),
-            Bson::Array(items) if !std::ptr::eq(current, element) => array_index(part).and_then(|i| items.get(i)),
+            Bson::Array(items) if !std::ptr::eq(current, element) => {
+                array_index(part).and_then(|i| items.get(i))
+            }
             _ => None,
         };
         match next {

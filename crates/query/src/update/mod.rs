@@ -82,7 +82,10 @@ impl Update {
                     ));
                 }
                 let pipeline = pipeline::UpdatePipeline::parse(stages)?;
-                return Ok(Update { kind: Kind::Pipeline(pipeline), array_filters: Vec::new() });
+                return Ok(Update {
+                    kind: Kind::Pipeline(pipeline),
+                    array_filters: Vec::new(),
+                });
             }
             _ => {
                 return Err(QueryError::failed_to_parse(
@@ -91,7 +94,11 @@ impl Update {
             }
         };
         let filters = parse_array_filters(array_filters.unwrap_or(&[]))?;
-        let is_operators = doc.keys().next().map(|k| k.starts_with('$')).unwrap_or(false);
+        let is_operators = doc
+            .keys()
+            .next()
+            .map(|k| k.starts_with('$'))
+            .unwrap_or(false);
         if !is_operators {
             spec::check_replacement(doc)?;
             if !filters.is_empty() {
@@ -100,7 +107,10 @@ impl Update {
                     "The array filter for identifier '{id}' was not used in the update {doc}"
                 )));
             }
-            return Ok(Update { kind: Kind::Replacement(doc.clone()), array_filters: filters });
+            return Ok(Update {
+                kind: Kind::Replacement(doc.clone()),
+                array_filters: filters,
+            });
         }
         let mut modifiers = spec::parse_operators(doc)?;
         let mut paths: Vec<&TargetPath> = Vec::with_capacity(modifiers.len() + 1);
@@ -115,7 +125,10 @@ impl Update {
         // Renames are placed at their destination, as MongoDB's update
         // tree places them; sort_by is stable for equal paths.
         modifiers.sort_by(|a, b| target::compare_paths(order_path(a), order_path(b)));
-        Ok(Update { kind: Kind::Operators(modifiers), array_filters: filters })
+        Ok(Update {
+            kind: Kind::Operators(modifiers),
+            array_filters: filters,
+        })
     }
 
     pub fn is_replacement(&self) -> bool {
@@ -154,7 +167,10 @@ impl Update {
             }
         };
         let modified = !same_document(doc, &result);
-        Ok(UpdateOutcome { document: result, modified })
+        Ok(UpdateOutcome {
+            document: result,
+            modified,
+        })
     }
 }
 
@@ -252,7 +268,11 @@ fn collect_identifiers(filter: &Document, out: &mut Vec<String>) {
 }
 
 /// Every `$[id]` needs a filter and every filter must be used.
-fn check_identifiers(modifiers: &[Modifier], filters: &[(String, Filter)], update: &Document) -> Result<(), QueryError> {
+fn check_identifiers(
+    modifiers: &[Modifier],
+    filters: &[(String, Filter)],
+    update: &Document,
+) -> Result<(), QueryError> {
     let mut used: Vec<&str> = Vec::new();
     for modifier in modifiers {
         for id in modifier.path.identifiers() {

@@ -6,8 +6,8 @@
 
 use bson::{Bson, Document};
 
-use super::same_document;
 use super::same_bytes;
+use super::same_document;
 use super::target::array_index;
 use crate::error::{codes, QueryError};
 
@@ -48,7 +48,13 @@ fn join(prefix: &str, name: &str) -> String {
 
 /// Diffs one document level; false when `$set` (which keeps existing
 /// fields in place and appends new ones) cannot produce `new`'s order.
-fn diff_level(old: &Document, new: &Document, prefix: &str, sets: &mut Document, unsets: &mut Document) -> bool {
+fn diff_level(
+    old: &Document,
+    new: &Document,
+    prefix: &str,
+    sets: &mut Document,
+    unsets: &mut Document,
+) -> bool {
     let survivors = old.keys().filter(|k| new.contains_key(k.as_str()));
     let added = new.keys().filter(|k| !old.contains_key(k.as_str()));
     if !survivors.chain(added).eq(new.keys()) {
@@ -107,13 +113,17 @@ pub fn apply_oplog_update(doc: &Document, form: &Document) -> Result<Document, Q
     }
     for key in form.keys() {
         if key != "$set" && key != "$unset" {
-            return Err(QueryError::failed_to_parse(format!("Unknown oplog update operator: {key}")));
+            return Err(QueryError::failed_to_parse(format!(
+                "Unknown oplog update operator: {key}"
+            )));
         }
     }
     let mut result = doc.clone();
     if let Some(unsets) = form.get("$unset") {
         let Bson::Document(unsets) = unsets else {
-            return Err(QueryError::failed_to_parse("$unset in an oplog update must be a document"));
+            return Err(QueryError::failed_to_parse(
+                "$unset in an oplog update must be a document",
+            ));
         };
         for path in unsets.keys() {
             unset_path(&mut result, path);
@@ -121,7 +131,9 @@ pub fn apply_oplog_update(doc: &Document, form: &Document) -> Result<Document, Q
     }
     if let Some(sets) = form.get("$set") {
         let Bson::Document(sets) = sets else {
-            return Err(QueryError::failed_to_parse("$set in an oplog update must be a document"));
+            return Err(QueryError::failed_to_parse(
+                "$set in an oplog update must be a document",
+            ));
         };
         for (path, value) in sets {
             match set_path(&mut result, path, value.clone()) {
@@ -150,7 +162,12 @@ fn set_path(root: &mut Document, path: &str, value: Bson) -> Result<(), QueryErr
 
 fn set_in(node: &mut Bson, parts: &[&str], value: Bson, path: &str) -> Result<(), QueryError> {
     let (first, rest) = parts.split_first().expect("paths have at least one part");
-    let not_viable = || QueryError::new(codes::PATH_NOT_VIABLE, format!("Cannot apply oplog $set of '{path}'"));
+    let not_viable = || {
+        QueryError::new(
+            codes::PATH_NOT_VIABLE,
+            format!("Cannot apply oplog $set of '{path}'"),
+        )
+    };
     let slot: &mut Bson = match node {
         Bson::Document(doc) => {
             if rest.is_empty() {

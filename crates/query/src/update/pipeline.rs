@@ -10,7 +10,14 @@ use crate::aggregate::{CollectionSource, Pipeline};
 use crate::error::{codes, QueryError};
 
 /// The stages MongoDB accepts in an update pipeline.
-const UPDATE_STAGES: &[&str] = &["$addFields", "$set", "$project", "$unset", "$replaceRoot", "$replaceWith"];
+const UPDATE_STAGES: &[&str] = &[
+    "$addFields",
+    "$set",
+    "$project",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+];
 
 /// A parsed update pipeline; shared because stages are not `Clone`.
 #[derive(Clone, Debug)]
@@ -53,7 +60,9 @@ impl UpdatePipeline {
         // Update pipelines read no other collection, so no database is
         // needed to resolve one.
         let pipeline = Pipeline::parse(&documents, "")?;
-        Ok(UpdatePipeline { pipeline: Arc::new(pipeline) })
+        Ok(UpdatePipeline {
+            pipeline: Arc::new(pipeline),
+        })
     }
 
     /// Runs the document through the stages; the result must be exactly
@@ -64,7 +73,10 @@ impl UpdatePipeline {
         if output.len() != 1 {
             return Err(QueryError::new(
                 codes::INVALID_OPTIONS,
-                format!("an update pipeline must produce exactly one document, produced {}", output.len()),
+                format!(
+                    "an update pipeline must produce exactly one document, produced {}",
+                    output.len()
+                ),
             ));
         }
         Ok(output.remove(0))

@@ -9,7 +9,12 @@ use crate::error::{codes, QueryError};
 
 /// `$rename`: moves the value at `from` to `to`. A missing source is a
 /// no-op; neither path may go through an array.
-pub fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env: &Env<'_>) -> Result<(), QueryError> {
+pub fn apply_rename(
+    root: &mut Document,
+    from: &TargetPath,
+    to: &TargetPath,
+    env: &Env<'_>,
+) -> Result<(), QueryError> {
     let from_parts: Vec<&str> = from.dotted.split('.').collect();
     let to_parts: Vec<&str> = to.dotted.split('.').collect();
     // Find the source value. As in MongoDB, a missing source is a no-op,
@@ -17,7 +22,9 @@ pub fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env
     // viable, and a source inside an array element is refused.
     let mut node: &Document = root;
     for (i, part) in from_parts.iter().enumerate() {
-        let Some(value) = node.get(*part) else { return Ok(()) };
+        let Some(value) = node.get(*part) else {
+            return Ok(());
+        };
         if i + 1 == from_parts.len() {
             break;
         }
@@ -77,7 +84,10 @@ pub fn apply_rename(root: &mut Document, from: &TargetPath, to: &TargetPath, env
 fn not_traversable(next: &str, dotted: &str, name: &str, value: &Bson) -> QueryError {
     QueryError::new(
         codes::PATH_NOT_VIABLE,
-        format!("Cannot use the part ({next}) of ({dotted}) to traverse the element ({})", render(name, value)),
+        format!(
+            "Cannot use the part ({next}) of ({dotted}) to traverse the element ({})",
+            render(name, value)
+        ),
     )
 }
 

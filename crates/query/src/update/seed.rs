@@ -20,18 +20,26 @@ pub fn upsert_seed(equalities: &[(String, Bson)]) -> Result<Document, QueryError
                     format!("cannot infer query fields to set, path '{a}' is matched twice"),
                 ));
             }
-            let nested = |short: &str, long: &str| long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'.');
+            let nested = |short: &str, long: &str| {
+                long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'.')
+            };
             if nested(a, b) || nested(b, a) {
                 return Err(QueryError::new(
                     NOT_SINGLE_VALUE_FIELD,
-                    format!("cannot infer query fields to set, both paths '{b}' and '{a}' are matched"),
+                    format!(
+                        "cannot infer query fields to set, both paths '{b}' and '{a}' are matched"
+                    ),
                 ));
             }
         }
     }
     let mut seed = Document::new();
-    let ids = equalities.iter().filter(|(path, _)| path == "_id" || path.starts_with("_id."));
-    let others = equalities.iter().filter(|(path, _)| !(path == "_id" || path.starts_with("_id.")));
+    let ids = equalities
+        .iter()
+        .filter(|(path, _)| path == "_id" || path.starts_with("_id."));
+    let others = equalities
+        .iter()
+        .filter(|(path, _)| !(path == "_id" || path.starts_with("_id.")));
     for (path, value) in ids.chain(others) {
         insert_path(&mut seed, path, value.clone())?;
     }

@@ -30,7 +30,9 @@ pub enum Action {
     Push(PushSpec),
     AddToSet(Vec<Bson>),
     /// `$pop`: true removes the first element, false the last.
-    Pop { first: bool },
+    Pop {
+        first: bool,
+    },
     Pull(PullCondition),
     PullAll(Vec<Bson>),
     Bit(Vec<(BitOp, Bson)>),
@@ -148,8 +150,21 @@ pub fn parse_operators(update: &Document) -> Result<Vec<Modifier>, QueryError> {
 fn is_known(op: &str) -> bool {
     matches!(
         op,
-        "$set" | "$setOnInsert" | "$unset" | "$inc" | "$mul" | "$min" | "$max" | "$rename" | "$currentDate"
-            | "$push" | "$addToSet" | "$pop" | "$pull" | "$pullAll" | "$bit"
+        "$set"
+            | "$setOnInsert"
+            | "$unset"
+            | "$inc"
+            | "$mul"
+            | "$min"
+            | "$max"
+            | "$rename"
+            | "$currentDate"
+            | "$push"
+            | "$addToSet"
+            | "$pop"
+            | "$pull"
+            | "$pullAll"
+            | "$bit"
     )
 }
 
@@ -165,11 +180,21 @@ fn parse_action(op: &str, field: &str, value: &Bson) -> Result<Action, QueryErro
         "$setOnInsert" => Action::SetOnInsert(value.clone()),
         "$unset" => Action::Unset,
         "$inc" => {
-            require_number(value, || format!("Cannot increment with non-numeric argument: {}", render_field(field, value)))?;
+            require_number(value, || {
+                format!(
+                    "Cannot increment with non-numeric argument: {}",
+                    render_field(field, value)
+                )
+            })?;
             Action::Inc(value.clone())
         }
         "$mul" => {
-            require_number(value, || format!("Cannot multiply with non-numeric argument: {}", render_field(field, value)))?;
+            require_number(value, || {
+                format!(
+                    "Cannot multiply with non-numeric argument: {}",
+                    render_field(field, value)
+                )
+            })?;
             Action::Mul(value.clone())
         }
         "$min" => Action::Min(value.clone()),
@@ -178,7 +203,9 @@ fn parse_action(op: &str, field: &str, value: &Bson) -> Result<Action, QueryErro
         "$currentDate" => Action::CurrentDate(parse_current_date(value)?),
         "$push" => Action::Push(parse_push(value)?),
         "$addToSet" => Action::AddToSet(parse_add_to_set(value)?),
-        "$pop" => Action::Pop { first: parse_pop(value)? },
+        "$pop" => Action::Pop {
+            first: parse_pop(value)?,
+        },
         "$pull" => Action::Pull(parse_pull(value)?),
         "$pullAll" => match value {
             Bson::Array(items) => Action::PullAll(items.clone()),
@@ -215,17 +242,23 @@ fn parse_rename(from: &str, value: &Bson) -> Result<TargetPath, QueryError> {
     let source = TargetPath::parse(from)?;
     let target = TargetPath::parse(to)?;
     if source.is_dynamic() {
-        return Err(QueryError::bad_value(format!("The source field for $rename may not be dynamic: {from}")));
+        return Err(QueryError::bad_value(format!(
+            "The source field for $rename may not be dynamic: {from}"
+        )));
     }
     if target.is_dynamic() {
-        return Err(QueryError::bad_value(format!("The destination field for $rename may not be dynamic: {to}")));
+        return Err(QueryError::bad_value(format!(
+            "The destination field for $rename may not be dynamic: {to}"
+        )));
     }
     if from == to {
         return Err(QueryError::bad_value(format!(
             "The source and target field for $rename must differ: {from}: \"{to}\""
         )));
     }
-    let nested = |short: &str, long: &str| long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'.');
+    let nested = |short: &str, long: &str| {
+        long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'.')
+    };
     if nested(from, to) || nested(to, from) {
         return Err(QueryError::bad_value(format!(
             "The source and target field for $rename must not be on the same path: {from}: \"{to}\""
@@ -269,9 +302,21 @@ fn integral(value: &Bson) -> Option<i64> {
 fn parse_push(value: &Bson) -> Result<PushSpec, QueryError> {
     let spec = match value {
         Bson::Document(spec) if spec.contains_key("$each") => spec,
-        other => return Ok(PushSpec { each: vec![other.clone()], slice: None, sort: None, position: None }),
+        other => {
+            return Ok(PushSpec {
+                each: vec![other.clone()],
+                slice: None,
+                sort: None,
+                position: None,
+            })
+        }
     };
-    let mut push = PushSpec { each: Vec::new(), slice: None, sort: None, position: None };
+    let mut push = PushSpec {
+        each: Vec::new(),
+        slice: None,
+        sort: None,
+        position: None,
+    };
     for (key, arg) in spec {
         match key.as_str() {
             "$each" => match arg {
@@ -300,7 +345,11 @@ fn parse_push(value: &Bson) -> Result<PushSpec, QueryError> {
                 })?)
             }
             "$sort" => push.sort = Some(parse_push_sort(arg)?),
-            other => return Err(QueryError::bad_value(format!("Unrecognized clause in $push: {other}"))),
+            other => {
+                return Err(QueryError::bad_value(format!(
+                    "Unrecognized clause in $push: {other}"
+                )))
+            }
         }
     }
     Ok(push)
@@ -332,9 +381,14 @@ fn parse_push_sort(value: &Bson) -> Result<PushSort, QueryError> {
     let mut fields = Vec::with_capacity(spec.len());
     for (field, direction) in spec {
         if field.is_empty() || field.starts_with('$') || field.split('.').any(str::is_empty) {
-            return Err(QueryError::bad_value(format!("The $sort field is a dotted field but has an empty part: {field}")));
+            return Err(QueryError::bad_value(format!(
+                "The $sort field is a dotted field but has an empty part: {field}"
+            )));
         }
-        fields.push((field.clone(), sort_direction(direction).ok_or_else(invalid)?));
+        fields.push((
+            field.clone(),
+            sort_direction(direction).ok_or_else(invalid)?,
+        ));
     }
     Ok(PushSort::Fields(fields))
 }
@@ -343,7 +397,11 @@ fn parse_add_to_set(value: &Bson) -> Result<Vec<Bson>, QueryError> {
     match value {
         Bson::Document(spec) if spec.contains_key("$each") => {
             if spec.len() != 1 {
-                let other = spec.keys().find(|k| *k != "$each").cloned().unwrap_or_default();
+                let other = spec
+                    .keys()
+                    .find(|k| *k != "$each")
+                    .cloned()
+                    .unwrap_or_default();
                 return Err(QueryError::bad_value(format!(
                     "Found unexpected fields after $each in $addToSet: {other}"
                 )));
@@ -367,16 +425,31 @@ fn parse_pop(value: &Bson) -> Result<bool, QueryError> {
         Some(Number::Int(-1)) => Ok(true),
         Some(Number::Float(1.0)) => Ok(false),
         Some(Number::Float(-1.0)) => Ok(true),
-        Some(_) => Err(QueryError::failed_to_parse(format!("$pop expects 1 or -1, found: {value}"))),
-        None => Err(QueryError::failed_to_parse(format!("Expected a number in: {value}"))),
+        Some(_) => Err(QueryError::failed_to_parse(format!(
+            "$pop expects 1 or -1, found: {value}"
+        ))),
+        None => Err(QueryError::failed_to_parse(format!(
+            "Expected a number in: {value}"
+        ))),
     }
 }
 
 fn parse_pull(value: &Bson) -> Result<PullCondition, QueryError> {
     match value {
         Bson::Document(cond) => {
-            let operators = cond.keys().next().map(|k| k.starts_with('$')).unwrap_or(false);
-            if operators && !cond.keys().any(|k| matches!(k.as_str(), "$and" | "$or" | "$nor" | "$expr" | "$where" | "$text" | "$comment")) {
+            let operators = cond
+                .keys()
+                .next()
+                .map(|k| k.starts_with('$'))
+                .unwrap_or(false);
+            if operators
+                && !cond.keys().any(|k| {
+                    matches!(
+                        k.as_str(),
+                        "$and" | "$or" | "$nor" | "$expr" | "$where" | "$text" | "$comment"
+                    )
+                })
+            {
                 let wrapped = bson::doc! { WRAPPER_FIELD: cond.clone() };
                 Ok(PullCondition::Operators(Filter::parse(&wrapped)?))
             } else {

@@ -71,12 +71,17 @@ impl TargetPath {
                 "Too many positional (i.e. '$') elements found in path '{dotted}'"
             )));
         }
-        Ok(TargetPath { dotted: dotted.to_string(), components })
+        Ok(TargetPath {
+            dotted: dotted.to_string(),
+            components,
+        })
     }
 
     /// True when the path contains `$`, `$[]` or `$[id]`.
     pub fn is_dynamic(&self) -> bool {
-        self.components.iter().any(|c| !matches!(c, Component::Field(_)))
+        self.components
+            .iter()
+            .any(|c| !matches!(c, Component::Field(_)))
     }
 
     /// The array filter identifiers the path uses.
@@ -96,7 +101,8 @@ impl TargetPath {
 /// alphanumeric, as in MongoDB.
 pub fn validate_identifier(id: &str) -> Result<(), QueryError> {
     let mut chars = id.chars();
-    let ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_alphanumeric());
+    let ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_alphanumeric());
     if ok {
         Ok(())
     } else {
@@ -115,10 +121,17 @@ pub fn check_conflicts(paths: &[&TargetPath]) -> Result<(), QueryError> {
             let b = later.texts();
             let common = a.len().min(b.len());
             if a[..common] == b[..common] {
-                let at = if a.len() <= b.len() { &earlier.dotted } else { &later.dotted };
+                let at = if a.len() <= b.len() {
+                    &earlier.dotted
+                } else {
+                    &later.dotted
+                };
                 return Err(QueryError::new(
                     codes::CONFLICTING_UPDATE_OPERATORS,
-                    format!("Updating the path '{}' would create a conflict at '{}'", later.dotted, at),
+                    format!(
+                        "Updating the path '{}' would create a conflict at '{}'",
+                        later.dotted, at
+                    ),
                 ));
             }
         }

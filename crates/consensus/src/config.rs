@@ -218,6 +218,16 @@ impl ReplSetConfig {
         self.voter_count() / 2 + 1
     }
 
+    /// How many data-bearing voters must hold an entry for it to commit:
+    /// a majority of voters, or every data-bearing voter when arbiters make
+    /// a majority of data-bearing voters impossible (MongoDB's
+    /// `writeMajority`). Every electable member is a data-bearing voter, so
+    /// every future primary still holds a committed entry.
+    pub fn write_majority(&self) -> usize {
+        let data_bearing_voters = self.members.iter().filter(|m| m.is_voter() && m.is_data_bearing()).count();
+        self.majority().min(data_bearing_voters)
+    }
+
     /// Position of the member with `_id` `id` in `members[]`.
     pub fn index_of(&self, id: MemberId) -> Option<usize> {
         self.members.iter().position(|m| m.id == id)
@@ -296,6 +306,18 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::BadPriority(1, _))));
         c.members[1].priority = 0.0;
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn write_majority_counts_data_bearing_voters() {
+        let mut c = set(5);
+        assert_eq!(c.write_majority(), 3);
+        for m in c.members.iter_mut().skip(2) {
+            m.arbiter_only = true;
+            m.priority = 0.0;
+        }
+        assert_eq!(c.majority(), 3);
+        assert_eq!(c.write_majority(), 2);
     }
 
     #[test]

@@ -195,23 +195,19 @@ impl Node {
         self.out.push(Action::Send { to: source, message: Message::UpdatePosition(update) });
     }
 
-    /// The durable position that a majority of voters has reached: the
-    /// majority-th highest, arbiters counting as holding nothing.
+    /// The durable position that the write majority of data-bearing voters
+    /// has reached (`ReplSetConfig::write_majority`-th highest).
     pub(crate) fn majority_durable(&self) -> OpTime {
         let mut durable: Vec<OpTime> = self
             .config
             .members
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.is_voter())
-            .map(|(i, m)| match (i == self.my_index, m.is_data_bearing()) {
-                (true, _) => self.last_durable,
-                (false, true) => self.members[i].durable,
-                (false, false) => OpTime::NULL,
-            })
+            .filter(|(_, m)| m.is_voter() && m.is_data_bearing())
+            .map(|(i, _)| if i == self.my_index { self.last_durable } else { self.members[i].durable })
             .collect();
         durable.sort_unstable_by(|a, b| b.cmp(a));
-        durable[self.config.majority() - 1]
+        durable[self.config.write_majority() - 1]
     }
 
     pub(crate) fn update_commit_point_as_primary(&mut self) {

@@ -16,7 +16,8 @@
 //!   dropped from its copy and pulled again: no local rule can see that
 //!   commit, and CommittedOnMajority shows the entry stays on a majority.)
 //! - CommittedOnMajority: the last committed entry is in the durable logs
-//!   of a majority of voters.
+//!   of a write majority of data-bearing voters (a majority of voters, or
+//!   all data-bearing voters when arbiters leave fewer).
 //! - LeaderCompleteness: a new primary holds every committed entry.
 //! - AckBackedByMajority: an acknowledged w:"majority" write is durable on
 //!   a majority of voters when acknowledged and held by every later primary.

@@ -455,7 +455,7 @@ impl Cluster {
 
     /// Checks the invariants that span all members.
     pub fn check_global_invariants(&mut self) {
-        let majority = self.config.majority();
+        let majority = self.config.write_majority();
         let voters: Vec<&[OpTime]> = self
             .members
             .iter()
@@ -505,7 +505,7 @@ impl Cluster {
     }
 
     fn acknowledge(&mut self, optime: OpTime) {
-        let majority = self.config.majority();
+        let majority = self.config.write_majority();
         let voters: Vec<&[OpTime]> = self
             .members
             .iter()

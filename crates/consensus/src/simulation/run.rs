@@ -96,19 +96,28 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
             m.priority = rng.range(1, 3) as f64;
         }
     }
-    if members >= 3 && rng.chance(150_000) {
-        let last = list.last_mut().unwrap();
-        last.arbiter_only = true;
-        last.priority = 0.0;
-    }
-    if members >= 4 && rng.chance(150_000) {
-        let m = &mut list[1];
-        m.votes = 0;
-        m.priority = 0.0;
-    }
-    if members >= 3 && rng.chance(100_000) {
-        list[0].priority = 0.0;
-        list[0].hidden = rng.chance(500_000);
+    if members >= 4 && members <= 7 && rng.chance(50_000) {
+        // Arbiter-heavy: two data-bearing members, the rest arbiters, so
+        // the write majority is both data members (fewer than a majority).
+        for m in list.iter_mut().skip(2) {
+            m.arbiter_only = true;
+            m.priority = 0.0;
+        }
+    } else {
+        if members >= 3 && rng.chance(150_000) {
+            let last = list.last_mut().unwrap();
+            last.arbiter_only = true;
+            last.priority = 0.0;
+        }
+        if members >= 4 && rng.chance(150_000) {
+            let m = &mut list[1];
+            m.votes = 0;
+            m.priority = 0.0;
+        }
+        if members >= 3 && rng.chance(100_000) {
+            list[0].priority = 0.0;
+            list[0].hidden = rng.chance(500_000);
+        }
     }
     // More than seven members: the extra ones do not vote.
     for m in list.iter_mut().skip(7) {
@@ -226,9 +235,9 @@ fn run(options: RunOptions) -> RunReport {
     let faults = random_faults(&mut rng);
     let crash_per_million = rng.range(0, 2_000);
     let profile = format!(
-        "members={} arbiter={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} election_jitter_max={:?}",
+        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} election_jitter_max={:?}",
         options.members,
-        config.members.iter().any(|m| m.arbiter_only),
+        config.members.iter().filter(|m| m.arbiter_only).count(),
         config.members.iter().any(|m| m.votes == 0),
         config.settings.chaining_allowed,
         config.settings.catch_up_timeout_ms,

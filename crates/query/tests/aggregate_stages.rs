@@ -673,3 +673,35 @@ fn first_last_max_min_n_accumulators() {
     let err = run(vec![doc! {"$group": {"_id": null, "x": {"$topN": {"output": "$a", "n": 2}}}}], vec![]).unwrap_err();
     assert_eq!(err.code, 5788604);
 }
+
+/// MongoDB's documented `$redact` example: keep the levels whose `tags`
+/// intersect the user's access.
+#[test]
+fn redact_by_tags() {
+    let input = vec![doc! {
+        "_id": 1, "title": "123 Department Report", "tags": ["G", "STLW"], "year": 2014,
+        "subsections": [
+            {"subtitle": "Section 1: Overview", "tags": ["SI", "G"], "content": "Section 1: This is the content of section 1."},
+            {"subtitle": "Section 2: Analysis", "tags": ["STLW"], "content": "Section 2: This is the content of section 2."},
+            {"subtitle": "Section 3: Budgeting", "tags": ["TK"], "content": {"text": "Section 3: This is the content of section 3.", "tags": ["HCS"]}},
+        ],
+    }];
+    let out = run(
+        vec![doc! {"$redact": {"$cond": {
+            "if": {"$gt": [{"$size": {"$setIntersection": ["$tags", ["STLW", "G"]]}}, 0]},
+            "then": "$$DESCEND",
+            "else": "$$PRUNE",
+        }}}],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {
+        "_id": 1, "title": "123 Department Report", "tags": ["G", "STLW"], "year": 2014,
+        "subsections": [
+            {"subtitle": "Section 1: Overview", "tags": ["SI", "G"], "content": "Section 1: This is the content of section 1."},
+            {"subtitle": "Section 2: Analysis", "tags": ["STLW"], "content": "Section 2: This is the content of section 2."},
+        ],
+    }]);
+    let err = run(vec![doc! {"$redact": "nope"}], vec![doc! {}]).unwrap_err();
+    assert_eq!(err.code, 17053);
+}

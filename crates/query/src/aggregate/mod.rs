@@ -21,6 +21,7 @@ mod limit_skip;
 mod lookup;
 mod match_stage;
 mod project;
+mod redact;
 mod replace_root;
 mod select_accumulators;
 mod sort_stage;
@@ -84,7 +85,7 @@ pub struct Pipeline {
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
-    "$planCacheStats", "$sample", "$graphLookup", "$bucketAuto", "$redact",
+    "$planCacheStats", "$sample", "$graphLookup", "$bucketAuto",
     "$setWindowFields", "$densify", "$fill", "$documents", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
@@ -203,6 +204,7 @@ fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Bo
         "$count" => return count::parse_count(spec),
         "$sortByCount" => return count::parse_sort_by_count(spec),
         "$bucket" => return bucket::parse_bucket(spec),
+        "$redact" => Box::new(redact::RedactStage::parse(spec)?),
         "$unwind" => Box::new(unwind::UnwindStage::parse(spec)?),
         "$lookup" => Box::new(lookup::LookupStage::parse(spec, db, depth)?),
         "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),

@@ -151,6 +151,13 @@ impl Variables {
         Variables::default()
     }
 
+    /// Sets `$$ROOT` to `root` while other documents (sub-documents, for
+    /// `$redact`) are evaluated as `$$CURRENT`.
+    pub fn with_root(mut self, root: &Document) -> Variables {
+        self.root = Some(std::sync::Arc::new(root.clone()));
+        self
+    }
+
     /// Sets `$$NOW` (the pipeline passes the time of the command).
     pub fn with_now(mut self, now: bson::DateTime) -> Variables {
         self.now = Some(now);
@@ -439,7 +446,10 @@ pub(crate) fn validate_variable_name(name: &str, allow_system: bool) -> Result<(
     let Some(first) = name.chars().next() else {
         return Err(QueryError::failed_to_parse("empty variable names are not allowed"));
     };
-    let system = matches!(name, "ROOT" | "CURRENT" | "NOW" | "REMOVE" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META");
+    let system = matches!(
+        name,
+        "ROOT" | "CURRENT" | "NOW" | "REMOVE" | "DESCEND" | "PRUNE" | "KEEP" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META"
+    );
     if allow_system && system {
         return Ok(());
     }
@@ -458,6 +468,10 @@ fn eval_variable(name: &str, path: &[String], cx: &Context) -> Result<Value, Que
         "CURRENT" => Bson::Document(cx.current.clone()),
         "ROOT" => Bson::Document(cx.vars.root.as_deref().unwrap_or(cx.current).clone()),
         "REMOVE" => return Ok(None),
+        // `$redact`'s verdicts.
+        "DESCEND" => Bson::String("descend".into()),
+        "PRUNE" => Bson::String("prune".into()),
+        "KEEP" => Bson::String("keep".into()),
         "NOW" => match cx.vars.now {
             Some(now) => Bson::DateTime(now),
             None => {

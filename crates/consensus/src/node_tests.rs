@@ -192,3 +192,66 @@ fn writes_refused_unless_writable_primary() {
     let mut s = node(3, 2, OpTime::NULL);
     assert!(s.prepare_write(Millis(1)).is_err());
 }
+
+mod quorum_quick {
+    //! The commit rule's quorum computation against a deliberately naive
+    //! version (after etcd-io/raft `quorum/quick_test.go`).
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The highest OpTime that at least `write_majority` data-bearing
+    /// voters have durably reached, by trying every candidate.
+    fn naive(config: &ReplSetConfig, durable: &[OpTime]) -> OpTime {
+        let voters: Vec<OpTime> = config
+            .members
+            .iter()
+            .zip(durable)
+            .filter(|(m, _)| m.is_voter() && m.is_data_bearing())
+            .map(|(_, d)| *d)
+            .collect();
+        let mut best = OpTime::NULL;
+        for &candidate in &voters {
+            let holders = voters.iter().filter(|&&d| d >= candidate).count();
+            if holders >= config.write_majority() && candidate > best {
+                best = candidate;
+            }
+        }
+        best
+    }
+
+    proptest! {
+        #[test]
+        fn majority_durable_matches_naive(
+            kinds in proptest::collection::vec(0u8..4, 1..=9),
+            times in proptest::collection::vec((0u64..4, 0u64..6), 9),
+        ) {
+            // kind 0, 1: data-bearing voter; 2: arbiter; 3: non-voter.
+            let mut members: Vec<MemberConfig> = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, _)| MemberConfig::new(i as u32 + 1, format!("h{i}")))
+                .collect();
+            members[0].priority = 1.0;
+            for (m, &k) in members.iter_mut().zip(&kinds).skip(1) {
+                match k {
+                    2 => { m.arbiter_only = true; m.priority = 0.0; }
+                    3 => { m.votes = 0; m.priority = 0.0; }
+                    _ => {}
+                }
+            }
+            let mut config = ReplSetConfig::new("rs", members);
+            for m in config.members.iter_mut().skip(7) {
+                m.votes = 0;
+                m.priority = 0.0;
+                m.arbiter_only = false;
+            }
+            prop_assume!(config.validate().is_ok());
+            let durable: Vec<OpTime> = times.iter().take(config.members.len()).map(|&(t, ts)| OpTime::new(t, ts)).collect();
+            let mut node = Node::new(config.clone(), 1, Persisted::default(), durable[0], durable[0], 0, Millis(0)).unwrap();
+            for (i, d) in durable.iter().enumerate().skip(1) {
+                node.members[i].durable = *d;
+            }
+            prop_assert_eq!(node.majority_durable(), naive(&config, &durable));
+        }
+    }
+}

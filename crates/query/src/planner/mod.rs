@@ -22,6 +22,10 @@
 //!    (`{"a.b": null}`) does not bound a dotted field, because documents
 //!    whose array elements lack the field may have no null key.
 //! 6. A multikey index never provides a sort.
+//! 7. On a multikey index, a field whose path shares its first component
+//!    with an earlier field (`a.b` after `a.c`) ends the compound bounds:
+//!    the key generator correlates such fields per array element, while
+//!    the filter may be satisfied by two different elements.
 
 mod bounds;
 
@@ -201,6 +205,12 @@ fn filter_is_unsatisfiable(node: &Node) -> bool {
     }
 }
 
+/// Whether two paths start with the same field (and so may run through
+/// the same array).
+fn same_root(left: &str, right: &str) -> bool {
+    left.split('.').next() == right.split('.').next()
+}
+
 fn has_numeric_component(path: &str) -> bool {
     path.split('.').any(|part| array_offset(part).is_some())
 }
@@ -252,7 +262,11 @@ fn index_bounds(filter: &Filter, index: &IndexCandidate, fields: &[KeyField]) ->
     let mut single_point_fields = 0;
     let mut explain = Document::new();
     let mut open = true;
-    for field in fields {
+    for (position, field) in fields.iter().enumerate() {
+        if index.multikey && fields[..position].iter().any(|earlier| same_root(&earlier.path, &field.path)) {
+            // Rule 7.
+            open = false;
+        }
         let on_field: Vec<Condition> =
             predicates.iter().filter(|(path, _)| *path == field.path).map(|(_, c)| *c).collect();
         let ranges = if open { field_ranges(field, &on_field, index) } else { None };

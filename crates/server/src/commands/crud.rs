@@ -53,9 +53,24 @@ fn statements<'a>(body: &'a Document, command: &str, field: &str) -> Result<&'a 
     Ok(items)
 }
 
+/// `let` (command level) and `c` (statement level) bind variables for
+/// `$expr`; the query layer has no variables from outside yet, so they are
+/// refused rather than ignored.
+fn refuse_constants(spec: &Document) -> Result<(), CommandError> {
+    for field in ["let", "c"] {
+        if let Some(Bson::Document(variables)) = spec.get(field) {
+            if !variables.is_empty() {
+                return Err(CommandError::new(115, format!("'{field}' variables are not supported by Slipstream")));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The target of a write command, checked.
 fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String), CommandError> {
     let collection = args::collection_name(&req.body, command)?;
+    refuse_constants(&req.body)?;
     check_writable(&req.db, &collection)?;
     Ok((collection.clone(), namespace(&req.db, &collection)))
 }
@@ -153,6 +168,7 @@ impl UpdateStatement {
         let Bson::Document(spec) = value else {
             return Err(CommandError::new(14, "update statements must be objects"));
         };
+        refuse_constants(spec)?;
         let (filter_document, filter) = parse_filter(spec.get("q"), "update.updates", "q")?;
         let array_filters = array_filters(spec, "update.updates")?;
         let update_spec = spec
@@ -168,6 +184,28 @@ impl UpdateStatement {
         Ok(UpdateStatement { filter_document, filter, update, upsert, multi, hint: hint_of(spec) })
     }
 }
+
+/// Refuses fields a statement does not have, as MongoDB's IDL parser does
+/// (so that, e.g., `sort` on an update statement, which MongoDB 7.0 does
+/// not know, is an error rather than silently ignored).
+/// The check applies to every statement before any runs: like MongoDB's
+/// parse of the whole command, it fails the command, not one statement.
+fn check_known_fields(statements: &[Bson], command: &str, known: &[&str]) -> Result<(), CommandError> {
+    for statement in statements {
+        let Bson::Document(spec) = statement else {
+            return Err(CommandError::new(14, format!("BSON field '{command}' must hold objects")));
+        };
+        if let Some(unknown) = spec.keys().find(|key| !known.contains(&key.as_str())) {
+            return Err(CommandError::new(40415, format!("BSON field '{command}.{unknown}' is an unknown field.")));
+        }
+    }
+    Ok(())
+}
+
+const UPDATE_STATEMENT_FIELDS: &[&str] =
+    &["q", "u", "upsert", "multi", "arrayFilters", "hint", "collation", "c", "upsertSupplied", "sampleId"];
+
+const DELETE_STATEMENT_FIELDS: &[&str] = &["q", "limit", "hint", "collation", "sampleId"];
 
 fn hint_of(spec: &Document) -> Option<Bson> {
     match spec.get("hint") {
@@ -204,6 +242,7 @@ struct UpdateOutcomeCounts {
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "update")?;
     let updates = statements(&req.body, "update", "updates")?;
+    check_known_fields(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
@@ -308,6 +347,7 @@ impl DeleteStatement {
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "delete")?;
     let deletes = statements(&req.body, "delete", "deletes")?;
+    check_known_fields(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;

@@ -121,6 +121,12 @@ impl StreamingQuery {
             if stopped {
                 return Ok(self.limit_remaining == Some(0));
             }
+            if batch.is_full() && self.limit_remaining != Some(0) {
+                // Like MongoDB's executor, a full batch does not look ahead
+                // for the end: the next getMore finds it (drivers count on
+                // exactly that sequence of batches).
+                return Ok(false);
+            }
             if fetched.reached_end {
                 self.scan.finish();
                 return Ok(true);
@@ -184,7 +190,9 @@ impl BufferedResults {
         BufferedResults { documents: documents.into(), stats }
     }
 
-    /// Moves documents into `batch`; returns true when none are left.
+    /// Moves documents into `batch`; returns true when none are left and
+    /// the batch had room to see that (a full batch does not look ahead,
+    /// as in MongoDB).
     pub fn fill(&mut self, batch: &mut Batch) -> bool {
         while let Some(document) = self.documents.pop_front() {
             if let Err(document) = batch.push(document) {
@@ -192,7 +200,7 @@ impl BufferedResults {
                 return false;
             }
         }
-        true
+        !batch.is_full()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Checking a document before it is stored: `_id` first (generated when
-//! missing), no `$`-prefixed top-level fields, the 16 MiB limit.
+//! missing), no `$`-prefixed fields inside `_id`, the 16 MiB limit.
 
 use bson::{oid::ObjectId, Bson, Document};
 
@@ -36,9 +36,14 @@ pub fn prepare_insert(value: &Bson) -> Result<Document, CommandError> {
     let Bson::Document(document) = value else {
         return Err(CommandError::new(14, "documents to insert must be objects"));
     };
-    for key in document.keys() {
-        if key.starts_with('$') {
-            return Err(CommandError::new(2, format!("Document can't have $ prefixed field names: {key}")));
+    // MongoDB 5.0+ stores `$`-prefixed and dotted field names anywhere
+    // except inside `_id`.
+    if let Some(Bson::Document(id)) = document.get("_id") {
+        if let Some(key) = id.keys().find(|key| key.starts_with('$')) {
+            return Err(CommandError::new(
+                52,
+                format!("_id fields may not contain '$'-prefixed fields: {key} is not valid for storage."),
+            ));
         }
     }
     let prepared = with_id_first(document, || Bson::ObjectId(ObjectId::new()));
@@ -84,7 +89,8 @@ mod tests {
     #[test]
     fn bad_documents_are_refused() {
         assert_eq!(prepare_insert(&Bson::Document(doc! {"_id": [1]})).unwrap_err().code, 53);
-        assert_eq!(prepare_insert(&Bson::Document(doc! {"$set": 1})).unwrap_err().code, 2);
+        assert_eq!(prepare_insert(&Bson::Document(doc! {"_id": {"$a": 1}})).unwrap_err().code, 52);
+        assert!(prepare_insert(&Bson::Document(doc! {"_id": 1, "$a": 1, "b.c": 2})).is_ok());
         let big = doc! {"s": "x".repeat(DOCUMENT_BYTES_MAX)};
         assert_eq!(prepare_insert(&Bson::Document(big)).unwrap_err().code, 10334);
     }

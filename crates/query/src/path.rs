@@ -30,15 +30,16 @@ pub struct FieldPath {
 }
 
 impl FieldPath {
-    /// Splits `a.b.c` into its components. An empty path (no components) is
-    /// allowed and names the value itself; it is used by `$elemMatch` on values.
+    /// Splits `a.b.c` into its components (`""` is one empty field name,
+    /// which MongoDB allows in documents).
     pub fn new(dotted: &str) -> FieldPath {
-        let parts = if dotted.is_empty() {
-            Vec::new()
-        } else {
-            dotted.split('.').map(str::to_string).collect()
-        };
-        FieldPath { dotted: dotted.to_string(), parts }
+        FieldPath { dotted: dotted.to_string(), parts: dotted.split('.').map(str::to_string).collect() }
+    }
+
+    /// The path with no components: the value under test itself, as the
+    /// operators inside `$elemMatch` on values see it.
+    pub fn element() -> FieldPath {
+        FieldPath { dotted: String::new(), parts: Vec::new() }
     }
 
     pub fn dotted(&self) -> &str {
@@ -84,8 +85,8 @@ pub fn any_candidate<'a>(
     visit: &mut dyn FnMut(Candidate<'a>) -> bool,
 ) -> bool {
     if path.parts.is_empty() {
-        // The empty path names the document itself; only `$elemMatch` on
-        // values builds one, and it evaluates against values, not documents.
+        // `FieldPath::element()` names the value itself; only `$elemMatch`
+        // on values builds one, and it evaluates against values, not documents.
         return false;
     }
     let walker = Walker { parts: &path.parts, leaf, visit };

@@ -278,3 +278,9 @@ fn expr_errors_fail_the_query_and_expr_is_top_level_only() {
     // $expr inside $elemMatch: QueryFeatureNotAllowed (224).
     assert_eq!(error_code(doc! {"a": {"$elemMatch": {"$expr": {"$eq": [1, 1]}}}}).0, 224);
 }
+
+#[test]
+fn empty_field_names_are_ordinary_fields() {
+    // BSON allows "" as a field name and MongoDB matches it like any other.
+    check(doc! {"": 1}, &[doc! {"": 1}], &[doc! {"a": 1}]);
+}

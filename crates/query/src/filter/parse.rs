@@ -293,7 +293,7 @@ fn parse_elem_match(argument: &Bson, depth: usize) -> Result<Predicate, QueryErr
         None => false,
     };
     if value_form {
-        let conditions = parse_operators(&FieldPath::new(""), spec, depth + 1)?;
+        let conditions = parse_operators(&FieldPath::element(), spec, depth + 1)?;
         Ok(Predicate::ElemMatchValue(Box::new(conditions)))
     } else {
         Ok(Predicate::ElemMatchDocument(Box::new(parse_document_in(spec, depth + 1, false)?)))

@@ -705,3 +705,55 @@ fn redact_by_tags() {
     let err = run(vec![doc! {"$redact": "nope"}], vec![doc! {}]).unwrap_err();
     assert_eq!(err.code, 17053);
 }
+
+/// MongoDB's documented `$graphLookup` example: the reporting hierarchy.
+#[test]
+fn graph_lookup_reporting_hierarchy() {
+    let mut source = Collections::default();
+    source.0.insert("employees".into(), vec![
+        doc! {"_id": 1, "name": "Dev"},
+        doc! {"_id": 2, "name": "Eliot", "reportsTo": "Dev"},
+        doc! {"_id": 3, "name": "Ron", "reportsTo": "Eliot"},
+        doc! {"_id": 4, "name": "Andrew", "reportsTo": "Eliot"},
+        doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"},
+        doc! {"_id": 6, "name": "Dan", "reportsTo": "Andrew"},
+    ]);
+    let input = vec![doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"}];
+    let out = run_with(
+        &source,
+        vec![
+            doc! {"$graphLookup": {"from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                "connectToField": "name", "as": "reportingHierarchy", "depthField": "depth"}},
+            doc! {"$project": {"chain": "$reportingHierarchy.name", "depths": "$reportingHierarchy.depth"}},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    // MongoDB leaves the order unspecified; Slipstream answers in search order.
+    assert_eq!(out, vec![doc! {"_id": 5, "chain": ["Ron", "Eliot", "Dev"], "depths": [0i64, 1i64, 2i64]}]);
+    let limited = run_with(
+        &source,
+        vec![
+            doc! {"$graphLookup": {"from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                "connectToField": "name", "as": "h", "maxDepth": 0}},
+            doc! {"$project": {"chain": "$h.name"}},
+        ],
+        input,
+    )
+    .unwrap();
+    assert_eq!(limited, vec![doc! {"_id": 5, "chain": ["Ron"]}]);
+}
+
+#[test]
+fn graph_lookup_stops_on_cycles() {
+    let mut source = Collections::default();
+    source.0.insert("g".into(), vec![doc! {"_id": "a", "next": "b"}, doc! {"_id": "b", "next": ["a", "c"]}, doc! {"_id": "c"}]);
+    let out = run_with(
+        &source,
+        vec![doc! {"$graphLookup": {"from": "g", "startWith": "a", "connectFromField": "next", "connectToField": "_id", "as": "reach"}},
+             doc! {"$project": {"_id": 0, "ids": "$reach._id"}}],
+        vec![doc! {}],
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"ids": ["a", "b", "c"]}]);
+}

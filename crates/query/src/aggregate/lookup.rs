@@ -154,7 +154,7 @@ impl LookupStage {
 /// The query MongoDB builds for one input document: `$in` of the local
 /// values (null when there are none), except that regexes compare by
 /// equality (`$eq`), never as patterns.
-fn equality_filter(foreign_field: &str, values: Vec<Bson>) -> Document {
+pub(crate) fn equality_filter(foreign_field: &str, values: Vec<Bson>) -> Document {
     let values = if values.is_empty() { vec![Bson::Null] } else { values };
     let (regexes, plain): (Vec<Bson>, Vec<Bson>) =
         values.into_iter().partition(|v| matches!(v, Bson::RegularExpression(_)));

@@ -16,6 +16,7 @@ mod bucket;
 mod count;
 mod facet;
 mod fields;
+mod graph_lookup;
 mod group;
 mod limit_skip;
 mod lookup;
@@ -85,7 +86,7 @@ pub struct Pipeline {
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
-    "$planCacheStats", "$sample", "$graphLookup", "$bucketAuto",
+    "$planCacheStats", "$sample", "$bucketAuto",
     "$setWindowFields", "$densify", "$fill", "$documents", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
@@ -205,6 +206,7 @@ fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Bo
         "$sortByCount" => return count::parse_sort_by_count(spec),
         "$bucket" => return bucket::parse_bucket(spec),
         "$redact" => Box::new(redact::RedactStage::parse(spec)?),
+        "$graphLookup" => Box::new(graph_lookup::GraphLookupStage::parse(spec)?),
         "$unwind" => Box::new(unwind::UnwindStage::parse(spec)?),
         "$lookup" => Box::new(lookup::LookupStage::parse(spec, db, depth)?),
         "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),

@@ -35,7 +35,7 @@ pub trait IoFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// `fsync`: data and every metadata change (used after `set_len`).
     fn sync_all(&self) -> io::Result<()>;
-    fn len(&self) -> io::Result<u64>;
+    fn size_bytes(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
 
@@ -59,6 +59,9 @@ pub trait IoBackend: Send + Sync {
 pub struct StdIo;
 
 impl StdIo {
+    /// The real file system as a shared backend (what every caller wants;
+    /// `StdIo` itself holds nothing).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new() -> Arc<dyn IoBackend> {
         Arc::new(StdIo)
     }
@@ -85,7 +88,7 @@ impl IoFile for StdFile {
         self.file.sync_all()
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
 
@@ -338,8 +341,8 @@ impl IoFile for FaultyFile {
         self.record_synced()
     }
 
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+    fn size_bytes(&self) -> io::Result<u64> {
+        self.inner.size_bytes()
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
@@ -356,7 +359,7 @@ impl IoFile for FaultyFile {
 
 impl FaultyFile {
     fn record_synced(&self) -> io::Result<()> {
-        let len = self.inner.len()?;
+        let len = self.inner.size_bytes()?;
         let mut state = self.io.state.lock();
         state.files.entry(self.path.clone()).or_default().synced_len = len;
         Ok(())
@@ -377,7 +380,7 @@ impl IoBackend for FaultyIo {
         {
             // A file that existed before this backend saw it is taken as
             // fully durable (it was opened, not created, by this process).
-            let len = inner.len()?;
+            let len = inner.size_bytes()?;
             let mut state = self.state.lock();
             state.files.entry(path.to_path_buf()).or_insert(FileModel { synced_len: len, name_durable: true });
         }

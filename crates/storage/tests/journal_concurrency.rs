@@ -147,7 +147,7 @@ fn readers_racing_truncations_see_consistent_entries() {
                         let keep = next.saturating_sub(7);
                         let last_kept = if keep == 0 { Timestamp::new(1, 0) } else { ts(keep - 1) };
                         journal.truncate_after(last_kept).unwrap();
-                        assert!(journal.last_ts().map_or(true, |last| last <= last_kept));
+                        assert!(journal.last_ts().is_none_or(|last| last <= last_kept));
                         continue;
                     }
                     let t = ts(*next);

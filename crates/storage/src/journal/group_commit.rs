@@ -177,12 +177,15 @@ fn gather(shared: &Shared, state: &mut parking_lot::MutexGuard<'_, State>) {
     state.gather_target = 0;
 }
 
+/// A segment's main handle and its sync workers' handles.
+type SegmentHandles = (Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>);
+
 struct Batch {
     batch_no: u64,
     waiters: usize,
     /// Each chunk with its segment's file and sync handles, None for a
     /// segment to create.
-    chunks: Vec<(PendingChunk, Option<(Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)>)>,
+    chunks: Vec<(PendingChunk, Option<SegmentHandles>)>,
     last_ts: Timestamp,
 }
 
@@ -214,7 +217,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
 
 /// What writing a batch did, to be recorded under the lock.
 struct Written {
-    created: Vec<(u64, Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)>,
+    created: Vec<(u64, SegmentHandles)>,
     /// The sync handle of the last file written, for this batch's worker.
     last_sync_file: Arc<dyn IoFile>,
     bytes: u64,
@@ -239,7 +242,7 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
                     fsyncs += 1;
                 }
                 let (file, sync_files) = create_segment(shared, chunk.seq, &mut bytes, &mut fsyncs)?;
-                created.push((chunk.seq, file.clone(), sync_files.clone()));
+                created.push((chunk.seq, (file.clone(), sync_files.clone())));
                 (file, sync_files)
             }
         };
@@ -265,7 +268,7 @@ fn create_segment(
     seq: u64,
     bytes: &mut u64,
     fsyncs: &mut u64,
-) -> std::io::Result<(Arc<dyn IoFile>, Vec<Arc<dyn IoFile>>)> {
+) -> std::io::Result<SegmentHandles> {
     let path = segment_path(&shared.dir, seq);
     let file = shared.io.create(&path)?;
     let header = encode_header(seq);
@@ -282,7 +285,7 @@ fn create_segment(
 /// Records a written batch and hands its fsync to a sync worker.
 fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
     let mut first_created = None;
-    for (seq, file, sync_files) in written.created {
+    for (seq, (file, sync_files)) in written.created {
         first_created.get_or_insert(seq);
         let segment = segment_mut(state, seq);
         assert!(segment.file.is_none());

@@ -322,24 +322,22 @@ impl Journal {
             durable_tx,
             appended_tx,
         });
-        let mut threads = Vec::new();
+        let journal = Journal { shared: shared.clone(), threads: Mutex::new(Vec::new()) };
         let thread_shared = shared.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("journal-group-commit".to_string())
-                .spawn(move || group_commit::run(thread_shared))
-                .map_err(StorageError::Io)?,
-        );
+        let spawned = std::thread::Builder::new()
+            .name("journal-group-commit".to_string())
+            .spawn(move || group_commit::run(thread_shared));
+        // On a failed spawn, dropping `journal` closes it and joins the
+        // threads already started.
+        journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         for slot in 0..group_commit::SYNC_WORKERS {
             let worker_shared = shared.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("journal-sync-{slot}"))
-                    .spawn(move || group_commit::run_sync_worker(worker_shared, slot))
-                    .map_err(StorageError::Io)?,
-            );
+            let spawned = std::thread::Builder::new()
+                .name(format!("journal-sync-{slot}"))
+                .spawn(move || group_commit::run_sync_worker(worker_shared, slot));
+            journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         }
-        Ok(Journal { shared, threads: Mutex::new(threads) })
+        Ok(journal)
     }
 
     /// Appends one entry (the BSON bytes of the oplog entry) with a

@@ -83,7 +83,7 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         let is_last = position + 1 == seqs.len();
         let path = segment_path(dir, seq);
         let file = io.open(&path).map_err(|err| io_error(&path, "opening journal segment", err))?;
-        let len = file.len().map_err(|err| io_error(&path, "reading the length of", err))?;
+        let len = file.size_bytes().map_err(|err| io_error(&path, "reading the length of", err))?;
         let mut data = vec![0u8; len as usize];
         file.read_exact_at(&mut data, 0).map_err(|err| io_error(&path, "reading", err))?;
 

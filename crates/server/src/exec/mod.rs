@@ -33,3 +33,6 @@ pub mod source;
 pub mod sort;
 
 pub use cursor_body::CursorBody;
+
+#[cfg(test)]
+mod engine_tests;

@@ -736,3 +736,19 @@ fn parsed_updates_can_be_shared_between_threads() {
     shareable::<Update>();
     shareable::<UpdateContext>();
 }
+
+#[test]
+fn thousands_of_fields_in_one_update() {
+    let mut fields = Document::new();
+    for i in 0..5000 {
+        fields.insert(format!("f{i}.x"), i);
+    }
+    let update = Update::parse(&Bson::Document(doc! {"$set": fields.clone()}), None).unwrap();
+    let result = update.apply(&doc! {"_id": 1}, &ctx()).unwrap().document;
+    assert_eq!(result.len(), 5001);
+    assert_eq!(result.get_document("f4999").unwrap(), &doc! {"x": 4999});
+    // A conflict among them is still found and named.
+    fields.insert("f2500", 1);
+    let err = Update::parse(&Bson::Document(doc! {"$set": fields}), None).unwrap_err();
+    assert_eq!(err.message, "Updating the path 'f2500' would create a conflict at 'f2500'");
+}

@@ -3,6 +3,7 @@
 //! order in which MongoDB 5.0+ applies them.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 
 use crate::error::{codes, QueryError};
 
@@ -113,30 +114,48 @@ pub fn validate_identifier(id: &str) -> Result<(), QueryError> {
 }
 
 /// Fails with ConflictingUpdateOperators when one path is a prefix of (or
-/// equal to) another; `paths` is in the order the update names them.
+/// equal to) another; `paths` is in the order the update names them, and
+/// the first conflict in that order is the one named, as in MongoDB.
 pub fn check_conflicts(paths: &[&TargetPath]) -> Result<(), QueryError> {
+    // One pass with two sets keeps this linear in the number of paths
+    // (times their depth): updates may name thousands of fields.
+    let mut earlier_paths: HashSet<&str> = HashSet::new();
+    let mut earlier_prefixes: HashSet<&str> = HashSet::new();
     for (i, later) in paths.iter().enumerate() {
-        for earlier in &paths[..i] {
-            let a = earlier.texts();
-            let b = later.texts();
-            let common = a.len().min(b.len());
-            if a[..common] == b[..common] {
-                let at = if a.len() <= b.len() {
-                    &earlier.dotted
-                } else {
-                    &later.dotted
-                };
-                return Err(QueryError::new(
-                    codes::CONFLICTING_UPDATE_OPERATORS,
-                    format!(
-                        "Updating the path '{}' would create a conflict at '{}'",
-                        later.dotted, at
-                    ),
-                ));
-            }
+        let dotted = later.dotted.as_str();
+        let conflict = earlier_prefixes.contains(dotted)
+            || prefixes(dotted).any(|prefix| earlier_paths.contains(prefix));
+        if conflict {
+            // The sets say an earlier path conflicts; find it to name it.
+            let earlier = paths[..i].iter().find(|earlier| {
+                nested_or_equal(&earlier.dotted, dotted) || nested_or_equal(dotted, &earlier.dotted)
+            });
+            let at = match earlier {
+                Some(earlier) if earlier.dotted.len() <= dotted.len() => earlier.dotted.as_str(),
+                _ => dotted,
+            };
+            return Err(QueryError::new(
+                codes::CONFLICTING_UPDATE_OPERATORS,
+                format!("Updating the path '{dotted}' would create a conflict at '{at}'"),
+            ));
         }
+        earlier_paths.insert(dotted);
+        earlier_prefixes.extend(prefixes(dotted));
     }
     Ok(())
+}
+
+/// `a`, `a.b`, `a.b.c` for `a.b.c`: every component prefix, itself included.
+fn prefixes(dotted: &str) -> impl Iterator<Item = &str> {
+    dotted
+        .match_indices('.')
+        .map(move |(at, _)| &dotted[..at])
+        .chain(std::iter::once(dotted))
+}
+
+/// True when `short` equals `long` or is a component prefix of it.
+fn nested_or_equal(short: &str, long: &str) -> bool {
+    long == short || (long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'.'))
 }
 
 /// The order MongoDB 5.0+ applies update paths in: component by component,

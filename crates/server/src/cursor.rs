@@ -42,6 +42,16 @@ pub struct Cursor<B> {
     pub body: B,
 }
 
+/// The map of cursors and when it was last swept for expired ones.
+struct Slots<B> {
+    map: HashMap<i64, Slot<B>>,
+    last_reap: Option<Instant>,
+}
+
+/// How often cursor operations sweep the whole map for expired cursors;
+/// between sweeps, an expired cursor is still refused when it is used.
+const REAP_INTERVAL_MS: u64 = 1000;
+
 enum Slot<B> {
     Idle { cursor: Cursor<B>, last_used: Instant },
     /// Checked out by a running `getMore`. `ns` is kept for `killCursors`
@@ -62,7 +72,7 @@ pub struct KillReport {
 pub struct CursorManager<B = crate::exec::CursorBody> {
     /// Guarded by its own mutex, held only for map operations (never while
     /// a query runs).
-    slots: Mutex<HashMap<i64, Slot<B>>>,
+    slots: Mutex<Slots<B>>,
     /// Source of cursor ids: a per-process random key hashed with a counter,
     /// so ids are unpredictable, non-zero and never repeat within a process
     /// in practice.
@@ -89,7 +99,7 @@ impl<B> CursorManager<B> {
 
     pub fn with_idle_timeout(idle_timeout: Duration) -> Self {
         CursorManager {
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Slots { map: HashMap::new(), last_reap: None }),
             id_key: RandomState::new(),
             id_counter: AtomicU64::new(0),
             idle_timeout,
@@ -111,25 +121,31 @@ impl<B> CursorManager<B> {
     /// Stores a new cursor and returns its id. Expired cursors are reaped
     /// first; beyond `OPEN_CURSORS_MAX` open cursors the call fails.
     pub fn register(&self, cursor: Cursor<B>, now: Instant) -> Result<i64, CommandError> {
-        let mut slots = self.slots.lock();
-        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        let mut guard = self.slots.lock();
+        self.maybe_reap(&mut guard, now);
+        let slots = &mut guard.map;
         if slots.len() >= OPEN_CURSORS_MAX {
             return Err(CommandError::new(
                 96,
                 format!("too many open cursors (the limit is {OPEN_CURSORS_MAX}); close cursors or let them time out"),
             ));
         }
-        let id = self.next_id(&slots);
+        let id = self.next_id(slots);
         slots.insert(id, Slot::Idle { cursor, last_used: now });
         Ok(id)
     }
 
     /// Takes the cursor out for one `getMore` on namespace `ns`.
     pub fn check_out(&self, id: i64, ns: &str, now: Instant) -> Result<Cursor<B>, CommandError> {
-        let mut slots = self.slots.lock();
-        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        let mut guard = self.slots.lock();
+        self.maybe_reap(&mut guard, now);
+        let slots = &mut guard.map;
         match slots.get(&id) {
             None => return Err(cursor_not_found(id)),
+            Some(Slot::Idle { cursor, last_used }) if self.expired(cursor, *last_used, now) => {
+                slots.remove(&id);
+                return Err(cursor_not_found(id));
+            }
             Some(Slot::InUse { .. }) => {
                 return Err(CommandError::new(96, format!("cursor id {id} is already in use")));
             }
@@ -151,7 +167,7 @@ impl<B> CursorManager<B> {
     /// Returns a cursor after a `getMore` that left it open. Returns false
     /// (and drops it) when it was killed meanwhile.
     pub fn check_in(&self, id: i64, cursor: Cursor<B>, now: Instant) -> bool {
-        let mut slots = self.slots.lock();
+        let slots = &mut self.slots.lock().map;
         match slots.get(&id) {
             Some(Slot::InUse { kill_requested: false, .. }) => {
                 slots.insert(id, Slot::Idle { cursor, last_used: now });
@@ -166,7 +182,7 @@ impl<B> CursorManager<B> {
 
     /// Forgets a checked-out cursor that its `getMore` exhausted or failed.
     pub fn release(&self, id: i64) {
-        let mut slots = self.slots.lock();
+        let slots = &mut self.slots.lock().map;
         if matches!(slots.get(&id), Some(Slot::InUse { .. })) {
             slots.remove(&id);
         }
@@ -175,8 +191,9 @@ impl<B> CursorManager<B> {
     /// `killCursors` on namespace `ns`. Cursors of another namespace are
     /// reported as not found, as MongoDB does.
     pub fn kill(&self, ns: &str, ids: &[i64], now: Instant) -> KillReport {
-        let mut slots = self.slots.lock();
-        Self::reap_locked(&mut slots, self.idle_timeout, now);
+        let mut guard = self.slots.lock();
+        self.maybe_reap(&mut guard, now);
+        let slots = &mut guard.map;
         let mut report = KillReport::default();
         for &id in ids {
             match slots.get_mut(&id) {
@@ -197,30 +214,46 @@ impl<B> CursorManager<B> {
     /// Closes every idle cursor unused for longer than the idle timeout
     /// (except `noCursorTimeout` ones); returns how many were closed.
     pub fn reap(&self, now: Instant) -> usize {
-        let mut slots = self.slots.lock();
-        Self::reap_locked(&mut slots, self.idle_timeout, now)
-    }
-
-    fn reap_locked(slots: &mut HashMap<i64, Slot<B>>, idle_timeout: Duration, now: Instant) -> usize {
-        let before = slots.len();
-        slots.retain(|_, slot| match slot {
-            Slot::Idle { cursor, last_used } => {
-                cursor.no_cursor_timeout || now.saturating_duration_since(*last_used) <= idle_timeout
-            }
+        let mut guard = self.slots.lock();
+        guard.last_reap = Some(now);
+        let before = guard.map.len();
+        guard.map.retain(|_, slot| match slot {
+            Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
-        before - slots.len()
+        before - guard.map.len()
+    }
+
+    fn expired(&self, cursor: &Cursor<B>, last_used: Instant, now: Instant) -> bool {
+        !cursor.no_cursor_timeout && now.saturating_duration_since(last_used) > self.idle_timeout
+    }
+
+    /// Sweeps for expired cursors at most every `REAP_INTERVAL_MS`, so that
+    /// a node with many open cursors does not walk them all on every use.
+    fn maybe_reap(&self, slots: &mut Slots<B>, now: Instant) {
+        let due = slots
+            .last_reap
+            .is_none_or(|last| now.saturating_duration_since(last) >= Duration::from_millis(REAP_INTERVAL_MS));
+        if !due {
+            return;
+        }
+        slots.last_reap = Some(now);
+        slots.map.retain(|_, slot| match slot {
+            Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
+            Slot::InUse { .. } => true,
+        });
     }
 
     /// Open cursors (idle or in use), for `serverStatus`.
     pub fn open_count(&self) -> usize {
-        self.slots.lock().len()
+        self.slots.lock().map.len()
     }
 
     /// Open cursors exempt from the timeout, for `serverStatus`.
     pub fn open_no_timeout_count(&self) -> usize {
         self.slots
             .lock()
+            .map
             .values()
             .filter(|slot| matches!(slot, Slot::Idle { cursor, .. } if cursor.no_cursor_timeout))
             .count()
@@ -261,6 +294,22 @@ mod tests {
         assert_eq!(cursors.reap(start + Duration::from_secs(601)), 1);
         let err = cursors.check_out(id, "db.c", start + Duration::from_secs(602)).err().unwrap();
         assert_eq!(err.code, 43);
+    }
+
+    #[test]
+    fn expired_cursor_is_refused_between_sweeps() {
+        let cursors = manager();
+        let start = Instant::now();
+        let keep_sweeping = cursors.register(cursor("db.c", false), start).unwrap();
+        let id = cursors.register(cursor("db.c", false), start + Duration::from_millis(10)).unwrap();
+        // A sweep right after the timeout passes for the first cursor only.
+        assert_eq!(cursors.reap(start + Duration::from_millis(600_005)), 1);
+        assert_eq!(cursors.check_out(keep_sweeping, "db.c", start).err().unwrap().code, 43);
+        // Within the sweep interval the second cursor expires; using it is
+        // refused even though no sweep ran.
+        let err = cursors.check_out(id, "db.c", start + Duration::from_millis(600_020)).err().unwrap();
+        assert_eq!(err.code, 43);
+        assert_eq!(cursors.open_count(), 0);
     }
 
     #[test]

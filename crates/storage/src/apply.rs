@@ -494,3 +494,26 @@ pub fn encode_document(document: &Document) -> Result<Value> {
     }
     Ok(Arc::from(bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The worked example of docs/storage/checkpoint-format.md.
+    #[test]
+    fn key_layout_matches_the_format_document() {
+        let rk = record_key(&Bson::Int32(1));
+        let record = record_store_key(1, &rk);
+        assert_eq!(record, vec![0, 0, 0, 1, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let pattern = KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
+        let keys = index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
+        assert_eq!(keys, vec![vec![0x19, 0x61, 0x00, 0x00]]);
+        let entry = index_store_key(2, &keys[0], &rk);
+        assert_eq!(entry, vec![0, 0, 0, 2, 0x19, 0x61, 0, 0, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let value = (keys[0].len() as u32).to_be_bytes();
+        let (index_key, record) = split_index_entry(&entry, &value).unwrap();
+        assert_eq!(index_key, &keys[0][..]);
+        assert_eq!(record, &rk[..]);
+        assert!(split_index_entry(&entry, &[0, 0, 0]).is_err());
+    }
+}

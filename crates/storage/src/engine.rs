@@ -243,8 +243,8 @@ fn raw(document: &Document) -> Result<RawDocumentBuf> {
     RawDocumentBuf::try_from(document).map_err(|e| StorageError::InvalidDocument(e.to_string()))
 }
 
-fn raw_from_bytes(bytes: &[u8]) -> Result<RawDocumentBuf> {
-    RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))
+fn raw_from_bytes(bytes: Vec<u8>) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::from_bytes(bytes).map_err(|e| StorageError::Corruption(format!("oplog entry is not BSON: {e}")))
 }
 
 impl Inner {
@@ -642,14 +642,14 @@ impl Engine {
     pub fn oplog_read(&self, from: Bound<Timestamp>, max_entries: usize, max_bytes: usize) -> Result<Vec<RawDocumentBuf>> {
         let visible = self.inner.visible();
         let entries = self.inner.journal.read(from, max_entries, max_bytes)?;
-        entries.into_iter().take_while(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(&bytes)).collect()
+        entries.into_iter().take_while(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(bytes)).collect()
     }
 
     /// The newest `max_entries` oplog entries, newest first (`$natural: -1`).
     pub fn oplog_read_newest(&self, max_entries: usize) -> Result<Vec<RawDocumentBuf>> {
         let visible = self.inner.visible();
         let entries = self.inner.journal.read_newest(max_entries)?;
-        entries.into_iter().filter(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(&bytes)).collect()
+        entries.into_iter().filter(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(bytes)).collect()
     }
 
     /// Changes whenever a new oplog entry becomes visible (tailable cursors).

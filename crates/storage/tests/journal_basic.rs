@@ -141,6 +141,10 @@ fn the_size_cap_deletes_old_segments_but_never_past_the_retain_point() {
     let first = journal.first_ts().unwrap();
     assert!(first > ts(0), "old segments should have been deleted");
     assert!(first <= ts(100), "a segment holding the retain point was deleted: first is {first}");
+    // The cap stops before the retain point: the journal still starts at or
+    // below it, and at most one segment's worth below it is kept.
+    let kept_below = all_timestamps(&journal).iter().filter(|t| **t < ts(100)).count();
+    assert!(kept_below < 4096 / 500 + 1, "{kept_below} entries below the retain point kept");
     let stats = journal.stats();
     assert!(stats.segments_deleted > 0);
     // Deleted segments are whole: everything from `first` on is there.
@@ -221,4 +225,34 @@ fn an_entry_larger_than_a_segment_gets_a_segment_of_its_own() {
     drop(journal);
     let journal: Journal = open(dir.path(), small_options());
     assert_eq!(all_timestamps(&journal), vec![ts(0), ts(1), ts(2)]);
+}
+
+#[test]
+fn the_size_cap_keeps_the_journal_starting_at_or_before_a_retain_point_between_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions { commit_interval_ms: 1, segment_size_bytes: 4096, size_cap_bytes: 8 * 1024 };
+    let journal = open(dir.path(), options);
+    // Even counters only, so that an odd retain point falls between entries.
+    for i in 0..200 {
+        journal.append(ts(2 * i), &entry(ts(2 * i), 500)).unwrap();
+    }
+    journal.sync_now().unwrap();
+    for retain in [21, 101, 251, 399] {
+        journal.set_retain_from(ts(retain));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut previous = journal.stats().segments_deleted;
+        // Wait until the cap has had its look (deletions stop changing).
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let now = journal.stats().segments_deleted;
+            if now == previous || std::time::Instant::now() > deadline {
+                break;
+            }
+            previous = now;
+        }
+        let first = journal.first_ts().unwrap();
+        assert!(first <= ts(retain), "retain point {retain}: the journal starts after it, at {first}");
+        assert_eq!(journal.last_ts(), Some(ts(398)));
+    }
+    assert!(journal.stats().segments_deleted > 0);
 }

@@ -22,8 +22,10 @@
 //!    fsync of its last file to sync worker `batch_no % SYNC_WORKERS`; go
 //!    back to step 1 without waiting for it.
 //! 5. If the journal is over its size cap, delete the oldest whole durable
-//!    segments below the retain point (oldest first, so a crash midway
-//!    leaves no gap), then fsync the directory.
+//!    segments below the retain point, as long as the segment after each
+//!    starts at or below it (so the journal still begins at or before the
+//!    retain point), oldest first (a crash midway leaves no gap), then fsync
+//!    the directory.
 //!
 //! A sync worker fsyncs its batch's file, then, under the state lock, marks
 //! the batch done; batches leave the in-flight queue strictly in order, and
@@ -426,12 +428,14 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
         let mut doomed = Vec::new();
         while state.size_bytes() > shared.options.size_cap_bytes && state.segments.len() > 1 {
             let front = state.segments.front().unwrap();
-            let below_retain_point = match front.last_ts {
-                None => true,
-                Some(last) => last < state.retain_from,
-            };
+            // The next segment must start at or below the retain point: then
+            // every entry of the front one is below it, and the journal
+            // still begins at or before the retain point afterwards, so that
+            // recovery can check that nothing between the checkpoint and the
+            // journal's first entry is missing.
+            let next_starts_at_or_below = state.segments[1].first_ts.is_some_and(|first| first <= state.retain_from);
             let fully_durable = front.durable_end == front.end && front.file.is_some();
-            if !below_retain_point || !fully_durable {
+            if !next_starts_at_or_below || !fully_durable {
                 break;
             }
             let front = state.segments.pop_front().unwrap();

@@ -590,8 +590,10 @@ impl Journal {
 
     /// Entries below `ts` are no longer needed by a checkpoint: when the
     /// journal is over its size cap, whole old segments whose entries are
-    /// all below it may be deleted (never one holding an entry at or above
-    /// it).
+    /// all below it may be deleted, but only while the next segment starts
+    /// at or below `ts`. So afterwards `first_ts() <= ts` whenever the
+    /// journal held an entry at or below `ts`, and no entry above `ts` is
+    /// ever deleted.
     pub fn set_retain_from(&self, ts: Timestamp) {
         let mut state = self.shared.state.lock();
         if ts > state.retain_from {

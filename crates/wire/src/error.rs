@@ -35,7 +35,9 @@ impl WireError {
         match self {
             WireError::DocumentTooLarge(_) => 10334,
             WireError::InvalidBson(_) => 22,
-            WireError::UnsupportedOpCode(_) | WireError::CompressionNotSupported => 352,
+            // MongoDB answers an unusable opcode or compressor with a
+            // plain BadValue-class error; the message names the cause.
+            WireError::UnsupportedOpCode(_) | WireError::CompressionNotSupported => 2,
             _ => 40_413,
         }
     }
@@ -44,7 +46,7 @@ impl WireError {
         match self.code() {
             10334 => "BSONObjectTooLarge",
             22 => "InvalidBSON",
-            352 => "UnsupportedOpQueryCommand",
+            2 => "BadValue",
             _ => "Location40413",
         }
     }

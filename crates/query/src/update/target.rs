@@ -92,10 +92,6 @@ impl TargetPath {
             _ => None,
         })
     }
-
-    fn texts(&self) -> Vec<&str> {
-        self.dotted.split('.').collect()
-    }
 }
 
 /// Array filter identifiers start with a lowercase letter and are
@@ -161,15 +157,21 @@ fn nested_or_equal(short: &str, long: &str) -> bool {
 /// The order MongoDB 5.0+ applies update paths in: component by component,
 /// numeric names numerically, other names by bytes.
 pub fn compare_paths(a: &TargetPath, b: &TargetPath) -> Ordering {
-    let left = a.texts();
-    let right = b.texts();
-    for (x, y) in left.iter().zip(right.iter()) {
-        let order = compare_names(x, y);
-        if order != Ordering::Equal {
-            return order;
+    let mut left = a.dotted.split('.');
+    let mut right = b.dotted.split('.');
+    loop {
+        match (left.next(), right.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let order = compare_names(x, y);
+                if order != Ordering::Equal {
+                    return order;
+                }
+            }
         }
     }
-    left.len().cmp(&right.len())
 }
 
 fn compare_names(x: &str, y: &str) -> Ordering {

@@ -432,3 +432,13 @@ proptest! {
         check_plan(&chosen, &filter, None, &indexes, &docs)?;
     }
 }
+
+#[test]
+fn or_of_bounded_branches_unions_one_index() {
+    let p = chosen(doc! {"$or": [{"a": 1}, {"a": {"$gt": 5}}]}, None);
+    assert_eq!(p.index.as_deref(), Some("a_1"));
+    assert_eq!(p.intervals.len(), 2);
+    assert!(!p.provides_sort);
+    assert_eq!(chosen(doc! {"$or": [{"a": 1}, {"z": 1}]}, None).index, None);
+    assert_eq!(chosen(doc! {"$or": [{"s": 1}, {"s": null}]}, None).index, None);
+}

@@ -254,8 +254,8 @@ struct IndexBounds {
     explain: Document,
 }
 
-fn index_bounds(filter: &Filter, index: &IndexCandidate, fields: &[KeyField]) -> IndexBounds {
-    let predicates = conjuncts(filter.root());
+fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> IndexBounds {
+    let predicates = conjuncts(root);
     let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
     let mut final_ranges: Option<Vec<ByteRange>> = None;
     let mut bounded_fields = 0;
@@ -327,8 +327,8 @@ fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) 
 }
 
 /// Rule 3: some predicate on an index field rejects documents that lack it.
-fn sparse_usable(filter: &Filter, fields: &[KeyField]) -> bool {
-    conjuncts(filter.root())
+fn sparse_usable(root: &Node, fields: &[KeyField]) -> bool {
+    conjuncts(root)
         .iter()
         .any(|(path, condition)| fields.iter().any(|f| &f.path == path) && !condition.matches_missing())
 }
@@ -397,10 +397,10 @@ pub fn plan(
         if fields.iter().any(|f| has_numeric_component(&f.path)) {
             continue;
         }
-        if index.sparse && !sparse_usable(filter, &fields) {
+        if index.sparse && !sparse_usable(filter.root(), &fields) {
             continue;
         }
-        let bounds = index_bounds(filter, index, &fields);
+        let bounds = index_bounds(filter.root(), index, &fields);
         let sort_dir = match sort {
             Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
             _ => None,
@@ -417,10 +417,53 @@ pub fn plan(
             best = Some((candidate, fields.len()));
         }
     }
-    match best {
-        Some((candidate, _)) => Ok(index_plan(filter, candidate)),
-        None => Ok(collection_scan(filter, false)),
+    if let Some((candidate, _)) = best {
+        return Ok(index_plan(filter, candidate));
     }
+    if let Node::Or(branches) = filter.root() {
+        if let Some(candidate) = or_union(branches, indexes)? {
+            return Ok(index_plan(filter, candidate));
+        }
+    }
+    Ok(collection_scan(filter, false))
+}
+
+/// A top-level `$or` whose every branch bounds one index: the union of the
+/// branches' ranges over that index (MongoDB would also combine different
+/// indexes; that needs a plan with several scans). The union does not
+/// claim to provide a sort.
+fn or_union<'a>(branches: &[Node], indexes: &'a [IndexCandidate]) -> Result<Option<Candidate<'a>>, QueryError> {
+    let mut best: Option<(Candidate<'a>, usize)> = None;
+    'indexes: for index in indexes {
+        let fields = key_fields(&index.key)?;
+        if fields.iter().any(|f| has_numeric_component(&f.path)) {
+            continue;
+        }
+        let mut ranges = Vec::new();
+        let mut explain = Document::new();
+        let mut points = 0;
+        for branch in branches {
+            if index.sparse && !sparse_usable(branch, &fields) {
+                continue 'indexes;
+            }
+            let bounds = index_bounds(branch, index, &fields);
+            if bounds.bounded_fields == 0 {
+                continue 'indexes;
+            }
+            points += bounds.single_point_fields;
+            ranges.extend(bounds.ranges);
+            for (field, texts) in bounds.explain {
+                let mut merged = explain.get_array(&field).cloned().unwrap_or_default();
+                merged.extend(texts.as_array().cloned().unwrap_or_default());
+                explain.insert(field, merged);
+            }
+        }
+        let bounds = IndexBounds { ranges: bounds::normalize(ranges), bounded_fields: 1, single_point_fields: 0, explain };
+        if best.as_ref().is_none_or(|(_, best_points)| points > *best_points) {
+            best = Some((Candidate { index, bounds, sort: None }, points));
+        }
+    }
+    Ok(best.map(|(candidate, _)| candidate))
 }
 
 fn plan_hinted(
@@ -447,7 +490,7 @@ fn plan_hinted(
         // Rule 4: a full scan of a non-sparse index still sees every document.
         IndexBounds { ranges: vec![ByteRange::full()], bounded_fields: 0, single_point_fields: 0, explain: Document::new() }
     } else {
-        index_bounds(filter, index, &fields)
+        index_bounds(filter.root(), index, &fields)
     };
     let sort_dir = match sort {
         Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),

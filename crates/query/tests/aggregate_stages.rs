@@ -757,3 +757,15 @@ fn graph_lookup_stops_on_cycles() {
     .unwrap();
     assert_eq!(out, vec![doc! {"ids": ["a", "b", "c"]}]);
 }
+
+#[test]
+fn documents_is_a_first_stage_source() {
+    let out = run(
+        vec![doc! {"$documents": [{"x": 10}, {"x": 2}, {"x": 5}]}, doc! {"$sort": {"x": 1}}, doc! {"$limit": 2}],
+        vec![doc! {"ignored": true}],
+    )
+    .unwrap();
+    assert_eq!(out, vec![doc! {"x": 2}, doc! {"x": 5}]);
+    assert_eq!(run(vec![doc! {"$limit": 1}, doc! {"$documents": []}], vec![]).unwrap_err().code, 40602);
+    assert_eq!(run(vec![doc! {"$documents": [1]}], vec![]).unwrap_err().code, 5858203);
+}

@@ -14,6 +14,7 @@
 mod accumulators;
 mod bucket;
 mod count;
+mod documents;
 mod facet;
 mod fields;
 mod graph_lookup;
@@ -87,7 +88,7 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
     "$planCacheStats", "$sample", "$bucketAuto",
-    "$setWindowFields", "$densify", "$fill", "$documents", "$listSearchIndexes",
+    "$setWindowFields", "$densify", "$fill", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
 
@@ -159,6 +160,11 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
             parsed.push(Box::new(sort_stage::SortStage::parse(spec, Some(limit))?));
             parsed.push(Box::new(limit_skip::LimitStage::new(limit)));
             index += 2;
+            continue;
+        }
+        if name == "$documents" {
+            parsed.push(Box::new(documents::DocumentsStage::parse(spec, index)?));
+            index += 1;
             continue;
         }
         parsed.extend(parse_stage(name, spec, db, depth)?);

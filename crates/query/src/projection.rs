@@ -77,6 +77,14 @@ impl Tree {
         })
     }
 
+    fn has_elem_match(&self) -> bool {
+        self.fields.iter().any(|(_, action)| match action {
+            Action::ElemMatch(_) => true,
+            Action::Children(child) => child.has_elem_match(),
+            _ => false,
+        })
+    }
+
     fn has_computed(&self) -> bool {
         self.fields.iter().any(|(_, action)| match action {
             Action::Computed(_) => true,
@@ -119,6 +127,9 @@ impl Projection {
         let mut parser = Parser { tree: Tree::default(), kind: None, include_id: None, positional_count: 0 };
         for (key, value) in spec {
             parser.entry(key, value)?;
+        }
+        if parser.positional_count > 0 && parser.tree.has_elem_match() {
+            return Err(QueryError::bad_value("Cannot specify positional operator and $elemMatch."));
         }
         let inclusion = match &parser.kind {
             Some((Kind::Include, _)) => true,

@@ -113,6 +113,8 @@ fn mixing_inclusion_and_exclusion_is_an_error() {
     assert!(Projection::parse(&doc! {"a": 1, "_id": 0}).is_ok());
     assert!(Projection::parse(&doc! {"a": 0, "_id": 1}).is_ok());
     assert_eq!(Projection::parse(&doc! {"a": {}}).unwrap_err().code, 51270);
+    assert_eq!(Projection::parse(&doc! {"a.$": 1, "b": {"$elemMatch": {"x": 1}}}).unwrap_err().code, 2);
+    assert_eq!(Projection::parse(&doc! {"a.$": 1, "b.$": 1}).unwrap_err().code, 2);
     assert!(Projection::parse(&doc! {"a": {"$meta": "textScore"}}).unwrap_err().message.contains("$meta"));
 }
 

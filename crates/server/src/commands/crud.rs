@@ -185,27 +185,87 @@ impl UpdateStatement {
     }
 }
 
-/// Refuses fields a statement does not have, as MongoDB's IDL parser does
-/// (so that, e.g., `sort` on an update statement, which MongoDB 7.0 does
-/// not know, is an error rather than silently ignored).
-/// The check applies to every statement before any runs: like MongoDB's
-/// parse of the whole command, it fails the command, not one statement.
-fn check_known_fields(statements: &[Bson], command: &str, known: &[&str]) -> Result<(), CommandError> {
+/// The BSON types a statement field may have.
+#[derive(Clone, Copy)]
+enum Shape {
+    Object,
+    ObjectOrArray,
+    /// A boolean (numbers are accepted as booleans, as drivers may send them).
+    Flag,
+    Number,
+    Array,
+    StringOrObject,
+    Any,
+}
+
+impl Shape {
+    fn admits(self, value: &Bson) -> bool {
+        match self {
+            Shape::Object => matches!(value, Bson::Document(_)),
+            Shape::ObjectOrArray => matches!(value, Bson::Document(_) | Bson::Array(_)),
+            Shape::Flag => matches!(value, Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)),
+            Shape::Number => matches!(value, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)),
+            Shape::Array => matches!(value, Bson::Array(_)),
+            Shape::StringOrObject => matches!(value, Bson::String(_) | Bson::Document(_)),
+            Shape::Any => true,
+        }
+    }
+}
+
+/// One field of a statement: name, shape, required.
+type FieldRule = (&'static str, Shape, bool);
+
+const UPDATE_STATEMENT_FIELDS: &[FieldRule] = &[
+    ("q", Shape::Object, true),
+    ("u", Shape::ObjectOrArray, true),
+    ("upsert", Shape::Flag, false),
+    ("multi", Shape::Flag, false),
+    ("arrayFilters", Shape::Array, false),
+    ("hint", Shape::StringOrObject, false),
+    ("collation", Shape::Object, false),
+    ("c", Shape::Object, false),
+    ("upsertSupplied", Shape::Flag, false),
+    ("sampleId", Shape::Any, false),
+];
+
+const DELETE_STATEMENT_FIELDS: &[FieldRule] = &[
+    ("q", Shape::Object, true),
+    ("limit", Shape::Number, true),
+    ("hint", Shape::StringOrObject, false),
+    ("collation", Shape::Object, false),
+    ("sampleId", Shape::Any, false),
+];
+
+/// Checks the shape of every statement before any runs: like MongoDB's
+/// parse of the whole command, a missing, unknown or mistyped field fails
+/// the command rather than one statement (so that, e.g., `sort` on an
+/// update statement, which MongoDB 7.0 does not know, is an error rather
+/// than silently ignored).
+fn check_statement_shapes(statements: &[Bson], command: &str, rules: &[FieldRule]) -> Result<(), CommandError> {
     for statement in statements {
         let Bson::Document(spec) = statement else {
-            return Err(CommandError::new(14, format!("BSON field '{command}' must hold objects")));
+            return Err(CommandError::new(
+                14,
+                format!("BSON field '{command}' holds a '{}', expected type 'object'", args::type_name(statement)),
+            ));
         };
-        if let Some(unknown) = spec.keys().find(|key| !known.contains(&key.as_str())) {
-            return Err(CommandError::new(40415, format!("BSON field '{command}.{unknown}' is an unknown field.")));
+        for (field, value) in spec {
+            let Some((_, shape, _)) = rules.iter().find(|(name, _, _)| name == field) else {
+                return Err(CommandError::new(40415, format!("BSON field '{command}.{field}' is an unknown field.")));
+            };
+            if !shape.admits(value) && !matches!(value, Bson::Null) {
+                return Err(CommandError::new(
+                    14,
+                    format!("BSON field '{command}.{field}' is the wrong type '{}'", args::type_name(value)),
+                ));
+            }
+        }
+        if let Some((field, _, _)) = rules.iter().find(|(field, _, required)| *required && !spec.contains_key(field)) {
+            return Err(CommandError::new(40414, format!("BSON field '{command}.{field}' is missing but a required field")));
         }
     }
     Ok(())
 }
-
-const UPDATE_STATEMENT_FIELDS: &[&str] =
-    &["q", "u", "upsert", "multi", "arrayFilters", "hint", "collation", "c", "upsertSupplied", "sampleId"];
-
-const DELETE_STATEMENT_FIELDS: &[&str] = &["q", "limit", "hint", "collation", "sampleId"];
 
 fn hint_of(spec: &Document) -> Option<Bson> {
     match spec.get("hint") {
@@ -242,7 +302,7 @@ struct UpdateOutcomeCounts {
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "update")?;
     let updates = statements(&req.body, "update", "updates")?;
-    check_known_fields(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
+    check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
@@ -347,7 +407,7 @@ impl DeleteStatement {
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "delete")?;
     let deletes = statements(&req.body, "delete", "deletes")?;
-    check_known_fields(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
+    check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
@@ -504,5 +564,22 @@ fn run_find_and_modify(engine: &Engine, ns: &str, request: &FindAndModify) -> Re
             ))
         }
         None => Ok((doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null}, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_shapes_fail_the_command() {
+        let ok = vec![Bson::Document(doc! {"q": {}, "u": {"$set": {"a": 1}}, "upsert": true})];
+        assert!(check_statement_shapes(&ok, "update.updates", UPDATE_STATEMENT_FIELDS).is_ok());
+        let sort = vec![Bson::Document(doc! {"q": {}, "u": {}, "sort": {"a": 1}})];
+        assert_eq!(check_statement_shapes(&sort, "update.updates", UPDATE_STATEMENT_FIELDS).unwrap_err().code, 40415);
+        let mistyped = vec![Bson::Document(doc! {"q": 5, "limit": 0})];
+        assert_eq!(check_statement_shapes(&mistyped, "delete.deletes", DELETE_STATEMENT_FIELDS).unwrap_err().code, 14);
+        let missing = vec![Bson::Document(doc! {"q": {}})];
+        assert_eq!(check_statement_shapes(&missing, "delete.deletes", DELETE_STATEMENT_FIELDS).unwrap_err().code, 40414);
     }
 }

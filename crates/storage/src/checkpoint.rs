@@ -77,7 +77,7 @@ pub(crate) fn checkpoint(inner: &Inner) -> Result<Timestamp, StorageError> {
     let mut batch = KvBatch::default();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let (changes, next) = inner.store.checkpoint_batch(stable, after.as_deref());
+        let (changes, next) = inner.store.checkpoint_batch(stable, current, after.as_deref());
         for (key, value) in changes {
             let table = u32::from_be_bytes(key[..4].try_into().expect("store keys start with a table id"));
             if dropped_tables.contains(&table) {

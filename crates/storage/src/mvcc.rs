@@ -284,13 +284,15 @@ impl VersionedStore {
         memory.versions -= removed;
     }
 
-    /// Keys with a version `<= stable` and their newest such value, in key
-    /// order, starting after `after`; at most `CHECKPOINT_KEYS_PER_LOCK_MAX`
-    /// keys. Returns the batch and the key to continue after (None at
-    /// the end).
+    /// Keys whose newest version `<= stable` is above `previous` (the
+    /// current checkpoint, which already holds older ones), with that
+    /// value, in key order, starting after `after`; at most
+    /// `CHECKPOINT_KEYS_PER_LOCK_MAX` keys examined. Returns the batch and
+    /// the key to continue after (None at the end).
     pub fn checkpoint_batch(
         &self,
         stable: Timestamp,
+        previous: Timestamp,
         after: Option<&[u8]>,
     ) -> (Vec<(Vec<u8>, Option<Value>)>, Option<Vec<u8>>) {
         let memory = self.memory.read();
@@ -304,8 +306,10 @@ impl VersionedStore {
             if steps >= CHECKPOINT_KEYS_PER_LOCK_MAX {
                 return (out, last);
             }
-            if let Some(value) = visible(chain, stable) {
-                out.push((key.clone(), value.cloned()));
+            if let Some(version) = chain.iter().rev().find(|v| v.ts <= stable) {
+                if version.ts > previous {
+                    out.push((key.clone(), version.value.clone()));
+                }
             }
             last = Some(key.clone());
         }
@@ -450,7 +454,7 @@ mod tests {
         store.write(ts(3), vec![(b"a".to_vec(), val("a3"))]);
         let old_reader = store.view(ts(2)).unwrap();
         // Checkpoint at 3.
-        let (changes, more) = store.checkpoint_batch(ts(3), None);
+        let (changes, more) = store.checkpoint_batch(ts(3), ts(1), None);
         assert!(more.is_none());
         let mut batch = KvBatch::default();
         for (key, value) in changes {

@@ -18,7 +18,7 @@ use slipstream_query::filter::Filter;
 use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
-use slipstream_storage::{Engine, ReadAt};
+use slipstream_storage::{Engine, ReadAt, Reader};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::{Cursor, CursorManager};
@@ -169,6 +169,8 @@ pub(crate) struct OpenedFind {
     pub winning_plan: Document,
     /// The timestamp a `snapshot` read reads at, reported as `atClusterTime`.
     pub snapshot_ts: Option<slipstream_storage::Timestamp>,
+    /// The reader the plan was made with, for the first batch.
+    pub reader: Option<Reader>,
 }
 
 /// Wraps the access stage of a plan in the stages `explain` shows above
@@ -232,7 +234,12 @@ pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: O
     let plan = plan_query(info.as_ref(), &shape)?;
     if plan.eof {
         let winning_plan = describe_plan(request, plan.winning_plan, false);
-        return Ok(OpenedFind { body: CursorBody::Buffered(BufferedResults::default()), winning_plan, snapshot_ts: None });
+        return Ok(OpenedFind {
+            body: CursorBody::Buffered(BufferedResults::default()),
+            winning_plan,
+            snapshot_ts: None,
+            reader: None,
+        });
     }
     let reader = engine.reader(request.read_concern.read_at())?;
     let snapshot_ts = request.read_concern.pins_timestamp().then(|| reader.read_timestamp());
@@ -254,6 +261,7 @@ pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: O
                 body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
                 winning_plan: describe_plan(request, plan.winning_plan, true),
                 snapshot_ts,
+                reader: None,
             })
         }
         _ => {
@@ -268,6 +276,7 @@ pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: O
                 body: CursorBody::Streaming { query, read_at },
                 winning_plan: describe_plan(request, plan.winning_plan, false),
                 snapshot_ts,
+                reader: Some(reader),
             })
         }
     }
@@ -296,6 +305,7 @@ fn open_oplog_find(engine: &Engine, request: &FindRequest, deadline: Option<Inst
             body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
             winning_plan: describe_plan(request, collection_scan_stage(request, true), false),
             snapshot_ts: None,
+            reader: None,
         });
     }
     let query = OplogQuery::new(
@@ -311,6 +321,7 @@ fn open_oplog_find(engine: &Engine, request: &FindRequest, deadline: Option<Inst
         body: CursorBody::Oplog(query),
         winning_plan: describe_plan(request, collection_scan_stage(request, false), false),
         snapshot_ts: None,
+        reader: None,
     })
 }
 
@@ -329,7 +340,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     // The first batch of a tailable cursor never waits (MongoDB's find
     // returns at once; getMore waits).
     let timing = BatchTiming { deadline, await_data_wait: Duration::ZERO };
-    let (documents, finished) = opened.body.next_batch(engine, limits, timing).await?;
+    let (documents, finished) = opened.body.next_batch_on(engine, opened.reader.take(), limits, timing).await?;
     let keep_open = !finished && !request.single_batch;
     let id = if keep_open {
         let cursor = Cursor { ns: request.ns.clone(), no_cursor_timeout: request.no_cursor_timeout, body: opened.body };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::Document;
-use slipstream_storage::{Engine, ReadAt};
+use slipstream_storage::{Engine, ReadAt, Reader};
 
 use super::batch::{Batch, BatchLimits};
 use super::oplog::{tail_batch, OplogQuery};
@@ -56,9 +56,24 @@ impl CursorBody {
         limits: BatchLimits,
         timing: BatchTiming,
     ) -> Result<(Vec<Document>, bool), CommandError> {
+        self.next_batch_on(engine, None, limits, timing).await
+    }
+
+    /// `next_batch`, reading a streaming query through `reader` when given
+    /// (the first batch reuses the reader its plan was made with).
+    pub async fn next_batch_on(
+        &mut self,
+        engine: &Arc<Engine>,
+        reader: Option<Reader>,
+        limits: BatchLimits,
+        timing: BatchTiming,
+    ) -> Result<(Vec<Document>, bool), CommandError> {
         match self {
             CursorBody::Streaming { query, read_at } => {
-                let reader = engine.reader(*read_at)?;
+                let reader = match reader {
+                    Some(reader) => reader,
+                    None => engine.reader(*read_at)?,
+                };
                 let mut batch = Batch::new(limits);
                 let finished = query.fill(&reader, &mut batch, timing.deadline)?;
                 Ok((batch.into_documents(), finished))

@@ -442,7 +442,9 @@ impl<'a> Applier<'a> {
                 let ns = collection_ns(value)?;
                 let mut options = o.clone();
                 options.remove("create");
-                let uuid = entry.ui.unwrap_or_else(bson::Uuid::new);
+                // The UUID must come from the entry: every member must
+                // give the collection the same one.
+                let uuid = entry.ui.ok_or_else(|| StorageError::Corruption(format!("create entry without ui: {o}")))?;
                 self.create_collection(&ns, options, uuid).map(|_| ())
             }
             "drop" => self.drop_collection(&collection_ns(value)?, entry.ts).map(|_| ()),

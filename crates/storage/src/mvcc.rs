@@ -37,6 +37,11 @@ pub const SCAN_STEPS_PER_LOCK_MAX: usize = 1024;
 /// Most keys the checkpoint copies or prunes per lock acquisition.
 pub const CHECKPOINT_KEYS_PER_LOCK_MAX: usize = 4096;
 
+/// Pairs found by one scan batch, and the key to resume after.
+type ScanBatch = (Vec<(Vec<u8>, Bytes)>, Option<Vec<u8>>);
+/// Changes for a checkpoint batch (None = delete), and the key to resume after.
+pub type CheckpointChanges = (Vec<(Vec<u8>, Option<Value>)>, Option<Vec<u8>>);
+
 /// A value read back, from memory or from the checkpoint.
 #[derive(Clone, Debug)]
 pub enum Bytes {
@@ -207,7 +212,7 @@ impl VersionedStore {
         end: Bound<&[u8]>,
         reverse: bool,
         wanted: usize,
-    ) -> Result<(Vec<(Vec<u8>, Bytes)>, Option<Vec<u8>>)> {
+    ) -> Result<ScanBatch> {
         let memory = self.memory.read();
         let range = memory.map.range::<[u8], _>((start, end));
         let mut mem_iter: Box<dyn Iterator<Item = (&Vec<u8>, &Vec<Version>)>> =
@@ -294,7 +299,7 @@ impl VersionedStore {
         stable: Timestamp,
         previous: Timestamp,
         after: Option<&[u8]>,
-    ) -> (Vec<(Vec<u8>, Option<Value>)>, Option<Vec<u8>>) {
+    ) -> CheckpointChanges {
         let memory = self.memory.read();
         let start = match after {
             Some(key) => Bound::Excluded(key),

@@ -49,6 +49,12 @@ impl RedbEngine {
     }
 }
 
+/// One item of a redb range iterator over the `data` table.
+type RedbItem = std::result::Result<
+    (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>),
+    redb::StorageError,
+>;
+
 struct RedbSnapshot {
     data: ReadOnlyTable<&'static [u8], &'static [u8]>,
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
@@ -77,7 +83,7 @@ impl KvSnapshot for RedbSnapshot {
             return Ok(Box::new(std::iter::empty()));
         }
         let range = self.data.range::<&[u8]>((start, end)).map_err(|e| kv_error("range", e))?;
-        let convert = |item: std::result::Result<(redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>), redb::StorageError>| {
+        let convert = |item: RedbItem| {
             item.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).map_err(|e| kv_error("range next", e))
         };
         if reverse {

@@ -263,7 +263,7 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
                 if !model.get(ns).is_some_and(|c| c.indexes.iter().any(|i| i.name == spec.name)) {
                     continue;
                 }
-                let (_, optime) = engine.drop_indexes(ns, &[spec.name.clone()]).unwrap();
+                let (_, optime) = engine.drop_indexes(ns, std::slice::from_ref(&spec.name)).unwrap();
                 model.get_mut(ns).unwrap().indexes.retain(|i| i.name != spec.name);
                 history.push((optime.ts, model.clone()));
             }

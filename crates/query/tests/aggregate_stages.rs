@@ -769,3 +769,80 @@ fn documents_is_a_first_stage_source() {
     assert_eq!(run(vec![doc! {"$limit": 1}, doc! {"$documents": []}], vec![]).unwrap_err().code, 40602);
     assert_eq!(run(vec![doc! {"$documents": [1]}], vec![]).unwrap_err().code, 5858203);
 }
+
+fn cake_sales() -> Vec<Document> {
+    vec![
+        doc! {"_id": 0, "type": "chocolate", "orderDate": date("2020-05-18T14:10:30Z"), "state": "CA", "price": 13, "quantity": 120},
+        doc! {"_id": 1, "type": "chocolate", "orderDate": date("2021-03-20T11:30:05Z"), "state": "WA", "price": 14, "quantity": 140},
+        doc! {"_id": 2, "type": "vanilla", "orderDate": date("2021-01-11T06:31:15Z"), "state": "CA", "price": 12, "quantity": 145},
+        doc! {"_id": 3, "type": "vanilla", "orderDate": date("2020-02-08T13:13:23Z"), "state": "WA", "price": 13, "quantity": 104},
+        doc! {"_id": 4, "type": "strawberry", "orderDate": date("2019-05-18T16:09:01Z"), "state": "CA", "price": 41, "quantity": 162},
+        doc! {"_id": 5, "type": "strawberry", "orderDate": date("2019-01-08T06:12:03Z"), "state": "WA", "price": 43, "quantity": 134},
+    ]
+}
+
+/// MongoDB's documented `$setWindowFields` examples (cumulative sum and
+/// rank per state), plus a moving average and `$shift`.
+#[test]
+fn set_window_fields_documented_examples() {
+    let out = run(
+        vec![
+            doc! {"$setWindowFields": {
+                "partitionBy": "$state",
+                "sortBy": {"orderDate": 1},
+                "output": {
+                    "cumulative": {"$sum": "$quantity", "window": {"documents": ["unbounded", "current"]}},
+                    "moving": {"$avg": "$quantity", "window": {"documents": [-1, 0]}},
+                    "total": {"$sum": "$quantity"},
+                    "previous": {"$shift": {"output": "$_id", "by": -1, "default": "none"}},
+                    "n": {"$documentNumber": {}},
+                },
+            }},
+            doc! {"$project": {"state": 1, "cumulative": 1, "moving": 1, "total": 1, "previous": 1, "n": 1}},
+        ],
+        cake_sales(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"_id": 4, "state": "CA", "cumulative": 162, "moving": 162.0, "total": 427, "previous": "none", "n": 1},
+        doc! {"_id": 0, "state": "CA", "cumulative": 282, "moving": 141.0, "total": 427, "previous": 4, "n": 2},
+        doc! {"_id": 2, "state": "CA", "cumulative": 427, "moving": 132.5, "total": 427, "previous": 0, "n": 3},
+        doc! {"_id": 5, "state": "WA", "cumulative": 134, "moving": 134.0, "total": 378, "previous": "none", "n": 1},
+        doc! {"_id": 3, "state": "WA", "cumulative": 238, "moving": 119.0, "total": 378, "previous": 5, "n": 2},
+        doc! {"_id": 1, "state": "WA", "cumulative": 378, "moving": 122.0, "total": 378, "previous": 3, "n": 3},
+    ]);
+    let ranked = run(
+        vec![
+            doc! {"$setWindowFields": {"partitionBy": "$state", "sortBy": {"quantity": -1}, "output": {"rank": {"$rank": {}}}}},
+            doc! {"$project": {"rank": 1}},
+        ],
+        cake_sales(),
+    )
+    .unwrap();
+    assert_eq!(ranked, vec![
+        doc! {"_id": 4, "rank": 1}, doc! {"_id": 2, "rank": 2}, doc! {"_id": 0, "rank": 3},
+        doc! {"_id": 1, "rank": 1}, doc! {"_id": 5, "rank": 2}, doc! {"_id": 3, "rank": 3},
+    ]);
+}
+
+#[test]
+fn set_window_fields_ranks_ties_and_refuses_range_windows() {
+    let input: Vec<Document> = [5, 7, 7, 9].iter().enumerate().map(|(i, s)| doc! {"_id": i as i32, "s": s}).collect();
+    let out = run(
+        vec![
+            doc! {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"rank": {"$rank": {}}, "dense": {"$denseRank": {}}}}},
+            doc! {"$project": {"_id": 0, "rank": 1, "dense": 1}},
+        ],
+        input,
+    )
+    .unwrap();
+    assert_eq!(out, vec![
+        doc! {"rank": 1, "dense": 1}, doc! {"rank": 2, "dense": 2}, doc! {"rank": 2, "dense": 2}, doc! {"rank": 4, "dense": 3},
+    ]);
+    let range = doc! {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"x": {"$sum": "$s", "window": {"range": [-1, 1]}}}}};
+    assert_eq!(run(vec![range], vec![]).unwrap_err().code, 115);
+    let unsorted_rank = doc! {"$setWindowFields": {"output": {"r": {"$rank": {}}}}};
+    assert_eq!(run(vec![unsorted_rank], vec![]).unwrap_err().code, 5371602);
+    let derivative = doc! {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"d": {"$derivative": {"input": "$s"}}}}};
+    assert_eq!(run(vec![derivative], vec![]).unwrap_err().code, 115);
+}

@@ -196,7 +196,7 @@ impl AccumulatorState {
 
     /// Folds in one value and returns how many bytes the state grew by
     /// (for the memory budget).
-    fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
+    pub(crate) fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
         match self {
             AccumulatorState::Select(_) => unreachable!("add_document hands select accumulators whole documents"),
             AccumulatorState::Sum(sum) => {

@@ -22,7 +22,7 @@ pub(crate) struct GroupStage {
 
 /// A group key ordered by BSON comparison.
 #[derive(Clone, Debug)]
-struct GroupKey(Bson);
+pub(crate) struct GroupKey(pub(crate) Bson);
 
 impl PartialEq for GroupKey {
     fn eq(&self, other: &Self) -> bool {

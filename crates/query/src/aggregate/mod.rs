@@ -29,6 +29,7 @@ mod select_accumulators;
 mod sort_stage;
 mod union_with;
 mod unwind;
+mod window;
 
 use bson::{Bson, Document};
 
@@ -88,7 +89,7 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
     "$planCacheStats", "$sample", "$bucketAuto",
-    "$setWindowFields", "$densify", "$fill", "$listSearchIndexes",
+    "$densify", "$fill", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
 
@@ -213,6 +214,7 @@ fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Bo
         "$bucket" => return bucket::parse_bucket(spec),
         "$redact" => Box::new(redact::RedactStage::parse(spec)?),
         "$graphLookup" => Box::new(graph_lookup::GraphLookupStage::parse(spec)?),
+        "$setWindowFields" => Box::new(window::SetWindowFieldsStage::parse(spec)?),
         "$unwind" => Box::new(unwind::UnwindStage::parse(spec)?),
         "$lookup" => Box::new(lookup::LookupStage::parse(spec, db, depth)?),
         "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),

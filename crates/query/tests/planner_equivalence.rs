@@ -345,7 +345,7 @@ fn check_case(docs: Vec<Document>, filter: Document, key: Document, multikey: bo
 }
 
 #[test]
-fn null_on_a_dotted_multikey_path_does_not_bound_the_index() {
+fn null_on_a_dotted_multikey_path_finds_elements_missing_the_field() {
     // jstests/core/null2.js with an index on "a.b": {a: [{}, {b: 5}]} matches {"a.b": null}.
     check_case(vec![doc! {"_id": 0, "a": [{}, {"b": 1}]}], doc! {"a.b": null}, doc! {"a.b": 1}, true);
 }

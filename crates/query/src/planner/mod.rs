@@ -18,9 +18,10 @@
 //! 4. Indexes with a numeric path component (`a.0`) are only used when
 //!    hinted, and then as a full scan: the matcher reads `0` both as a
 //!    position and as a field name, the key generator only as a position.
-//! 5. On a multikey index, a predicate that matches missing fields
-//!    (`{"a.b": null}`) does not bound a dotted field, because documents
-//!    whose array elements lack the field may have no null key.
+//! 5. Null equality also covers `undefined` and missing fields, which the
+//!    key generator stores as null, including for array elements that
+//!    lack the field (`{a: [{}, {b: 1}]}` has keys null and 1 on `a.b`,
+//!    as in MongoDB, so `{"a.b": null}` may use the index).
 //! 6. A multikey index never provides a sort.
 //! 7. On a multikey index, a field whose path shares its first component
 //!    with an earlier field (`a.b` after `a.c`) ends the compound bounds:
@@ -220,10 +221,6 @@ fn has_numeric_component(path: &str) -> bool {
 fn field_ranges(field: &KeyField, conditions: &[Condition], index: &IndexCandidate) -> Option<Vec<ByteRange>> {
     let mut sets: Vec<Vec<ByteRange>> = Vec::new();
     for condition in conditions {
-        // Rule 5.
-        if index.multikey && field.path.contains('.') && condition.matches_missing() {
-            continue;
-        }
         if let Some(ranges) = condition_ranges(condition, field) {
             sets.push(ranges);
         }
@@ -313,9 +310,6 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
 fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
     let mut texts = Vec::new();
     for condition in conditions {
-        if index.multikey && field.path.contains('.') && condition.matches_missing() {
-            continue;
-        }
         if condition_ranges(condition, field).is_some() {
             texts.extend(describe_condition(condition));
             if index.multikey {

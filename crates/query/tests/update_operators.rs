@@ -506,6 +506,36 @@ fn all_positional_and_filtered_positional() {
         ),
         doc! {"a": [{"b": [1, 3]}, {"b": [4]}]},
     );
+    // Two positional paths reaching one element are refused, not applied
+    // one over the other; reaching different elements is fine.
+    let filters = [doc! {"x": {"$gt": 1}}];
+    let conflicting = Update::parse(
+        &Bson::Document(doc! {"$set": {"a.$[]": 0, "a.$[x]": 9}}),
+        Some(&filters),
+    )
+    .unwrap();
+    let err = conflicting.apply(&doc! {"a": [1, 2]}, &ctx()).unwrap_err();
+    assert_eq!(err.code, 40);
+    assert_eq!(err.message, "Update created a conflict at 'a.1'");
+    assert_doc(
+        conflicting
+            .apply(&doc! {"a": [1, 0]}, &ctx())
+            .unwrap()
+            .document,
+        doc! {"a": [0, 0]},
+    );
+    let filters = [doc! {"x": 2}];
+    assert_eq!(
+        Update::parse(
+            &Bson::Document(doc! {"$set": {"a.1": 5}, "$inc": {"a.$[x]": 1}}),
+            Some(&filters)
+        )
+        .unwrap()
+        .apply(&doc! {"a": [1, 2]}, &ctx())
+        .unwrap_err()
+        .code,
+        40
+    );
     // An unused or a missing filter is an error.
     assert_eq!(
         Update::parse(
@@ -750,5 +780,8 @@ fn thousands_of_fields_in_one_update() {
     // A conflict among them is still found and named.
     fields.insert("f2500", 1);
     let err = Update::parse(&Bson::Document(doc! {"$set": fields}), None).unwrap_err();
-    assert_eq!(err.message, "Updating the path 'f2500' would create a conflict at 'f2500'");
+    assert_eq!(
+        err.message,
+        "Updating the path 'f2500' would create a conflict at 'f2500'"
+    );
 }

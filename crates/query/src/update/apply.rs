@@ -23,6 +23,31 @@ pub struct Env<'a> {
     pub array_filters: &'a [(String, Filter)],
     /// `{_id: ...}` of the document, rendered for error messages.
     pub id_text: String,
+    /// The document before the update: array filters select elements by
+    /// their values before any modifier ran, as MongoDB evaluates them
+    /// once per array.
+    pub original: &'a Document,
+}
+
+/// The concrete paths an update's modifiers reached, recorded when the
+/// update has `$`, `$[]` or `$[id]` paths: those can reach one element
+/// twice, which only shows once the document is known.
+#[derive(Default)]
+pub struct Touched {
+    pub enabled: bool,
+    pub paths: Vec<String>,
+}
+
+impl Touched {
+    fn record(&mut self, prefix: &str, name: &str) {
+        if self.enabled {
+            self.paths.push(if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            });
+        }
+    }
 }
 
 /// Where a value lives inside its container.
@@ -56,6 +81,7 @@ pub fn apply_modifier(
     root: &mut Document,
     modifier: &Modifier,
     env: &Env<'_>,
+    touched: &mut Touched,
 ) -> Result<(), QueryError> {
     if let Action::SetOnInsert(_) = modifier.action {
         if !env.is_upsert_insert {
@@ -63,12 +89,24 @@ pub fn apply_modifier(
         }
     }
     if let Action::Rename(to) = &modifier.action {
+        touched.record("", &modifier.path.dotted);
+        touched.record("", &to.dotted);
         return rename::apply_rename(root, &modifier.path, to, env);
     }
     // Work on the root as a Bson so that documents and arrays walk alike;
     // the take/put-back costs no copy.
     let mut node = Bson::Document(std::mem::take(root));
-    let result = walk(&mut node, &modifier.path, 0, "", modifier, env);
+    let result = walk(
+        &mut node,
+        None,
+        &modifier.path,
+        0,
+        "",
+        "",
+        modifier,
+        env,
+        touched,
+    );
     if let Bson::Document(doc) = node {
         *root = doc;
     }
@@ -97,22 +135,29 @@ fn mode(action: &Action) -> Mode {
 }
 
 /// Applies `modifier` below `node`, the container of path component
-/// `depth`; `node_name` is the field `node` sits in, for error messages.
+/// `depth`; `node_name` is the field `node` sits in (for error messages)
+/// and `concrete` the path to it with positions resolved; `original` is
+/// the same place in the document before the update (None at the root).
+#[allow(clippy::too_many_arguments)]
 fn walk(
     node: &mut Bson,
+    original: Option<&Bson>,
     path: &TargetPath,
     depth: usize,
     node_name: &str,
+    concrete: &str,
     modifier: &Modifier,
     env: &Env<'_>,
+    touched: &mut Touched,
 ) -> Result<(), QueryError> {
     let mode = mode(&modifier.action);
     let component = &path.components[depth];
-    let keys = resolve(node, component, node_name, mode, path, env)?;
+    let keys = resolve(node, original, component, node_name, mode, path, env)?;
     let last = depth + 1 == path.components.len();
     for key in keys {
         let name = key_text(&key);
         if last {
+            touched.record(concrete, &name);
             let current = get(node, &key);
             match leaf(current, &name, modifier, env)? {
                 Outcome::Keep => {}
@@ -138,7 +183,27 @@ fn walk(
             put(node, &key, Bson::Document(Document::new()));
         }
         let child = get_mut(node, &key).expect("child present or just created");
-        walk(child, path, depth + 1, &name, modifier, env)?;
+        let child_path = if concrete.is_empty() {
+            name.clone()
+        } else {
+            format!("{concrete}.{name}")
+        };
+        let child_original = match (original, &key) {
+            (None, Key::Name(name)) => env.original.get(name),
+            (None, Key::Index(_)) => None,
+            (Some(parent), key) => get(parent, key),
+        };
+        walk(
+            child,
+            child_original,
+            path,
+            depth + 1,
+            &name,
+            &child_path,
+            modifier,
+            env,
+            touched,
+        )?;
     }
     Ok(())
 }
@@ -153,6 +218,7 @@ fn key_text(key: &Key) -> String {
 /// The keys a component selects in `node`.
 fn resolve(
     node: &Bson,
+    original: Option<&Bson>,
     component: &Component,
     node_name: &str,
     mode: Mode,
@@ -188,7 +254,11 @@ fn resolve(
                     QueryError::bad_value(format!("No array filter found for identifier '{id}'"))
                 })?;
             let mut keys = Vec::new();
-            for (i, item) in items.iter().enumerate() {
+            let candidates = match original {
+                Some(Bson::Array(before)) => before,
+                _ => items,
+            };
+            for (i, item) in candidates.iter().enumerate().take(items.len()) {
                 let mut wrapper = Document::new();
                 wrapper.insert(id.clone(), item.clone());
                 if filter.matches(&wrapper) {
@@ -202,6 +272,7 @@ fn resolve(
         (_, Component::Positional) => match env.positional {
             Some(i) => resolve(
                 node,
+                original,
                 &Component::Field(i.to_string()),
                 node_name,
                 mode,

@@ -146,14 +146,22 @@ impl Update {
                     now: ctx.now,
                     is_upsert_insert: ctx.is_upsert_insert,
                     array_filters: &self.array_filters,
+                    original: doc,
                     id_text: match doc.get("_id") {
                         Some(id) => format!("{{_id: {id}}}"),
                         None => "{}".to_string(),
                     },
                 };
                 let mut result = doc.clone();
+                let mut touched = apply::Touched {
+                    enabled: modifiers.iter().any(|m| m.path.is_dynamic()),
+                    paths: Vec::new(),
+                };
                 for modifier in modifiers {
-                    apply::apply_modifier(&mut result, modifier, &env)?;
+                    apply::apply_modifier(&mut result, modifier, &env, &mut touched)?;
+                }
+                if touched.enabled {
+                    target::check_reached_paths(&touched.paths)?;
                 }
                 if let Some(id) = doc.get("_id") {
                     if !result.get("_id").is_some_and(|new| same_bytes(id, new)) {

@@ -141,6 +141,31 @@ pub fn check_conflicts(paths: &[&TargetPath]) -> Result<(), QueryError> {
     Ok(())
 }
 
+/// Fails when positional paths made two modifiers reach the same place
+/// (`a.$[]` and `a.$[x]` both reaching `a.0`): MongoDB refuses such an
+/// update once it sees the document, rather than apply one over the other.
+pub fn check_reached_paths(paths: &[String]) -> Result<(), QueryError> {
+    let mut seen_paths: HashSet<&str> = HashSet::new();
+    let mut seen_prefixes: HashSet<&str> = HashSet::new();
+    for path in paths {
+        let path = path.as_str();
+        let clash = if seen_prefixes.contains(path) {
+            Some(path)
+        } else {
+            prefixes(path).find(|prefix| seen_paths.contains(prefix))
+        };
+        if let Some(at) = clash {
+            return Err(QueryError::new(
+                codes::CONFLICTING_UPDATE_OPERATORS,
+                format!("Update created a conflict at '{at}'"),
+            ));
+        }
+        seen_paths.insert(path);
+        seen_prefixes.extend(prefixes(path));
+    }
+    Ok(())
+}
+
 /// `a`, `a.b`, `a.b.c` for `a.b.c`: every component prefix, itself included.
 fn prefixes(dotted: &str) -> impl Iterator<Item = &str> {
     dotted

@@ -138,4 +138,38 @@ proptest! {
         prop_assert_eq!(out.len(), expected);
         prop_assert!(out.iter().all(|d| !matches!(d.get("s"), Some(Bson::Array(_)))));
     }
+
+    /// Running and sliding window sums equal naive folds over each
+    /// partition sorted by `_id`.
+    #[test]
+    fn window_sums_match_naive_folds(input in group_input(), width in 0i64..4) {
+        let out = run(&[doc! {"$setWindowFields": {
+            "partitionBy": "$k",
+            "sortBy": {"_id": 1},
+            "output": {
+                "running": {"$sum": "$v", "window": {"documents": ["unbounded", "current"]}},
+                "sliding": {"$sum": "$v", "window": {"documents": [-width, width]}},
+            },
+        }}], &input);
+        let mut partitions: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+        for d in &input {
+            let value = d.get_i32("v").map(i64::from).unwrap_or(0);
+            partitions.entry(d.get_i32("k").unwrap()).or_default().push((d.get_i32("_id").unwrap(), value));
+        }
+        let mut expected = Vec::new();
+        for rows in partitions.values() {
+            for (i, (id, _)) in rows.iter().enumerate() {
+                let running: i64 = rows[..=i].iter().map(|r| r.1).sum();
+                let lo = (i as i64 - width).max(0) as usize;
+                let hi = ((i as i64 + width) as usize).min(rows.len() - 1);
+                let sliding: i64 = rows[lo..=hi].iter().map(|r| r.1).sum();
+                expected.push((*id, running, sliding));
+            }
+        }
+        let actual: Vec<(i32, i64, i64)> = out
+            .iter()
+            .map(|d| (d.get_i32("_id").unwrap(), i64::from(d.get_i32("running").unwrap()), i64::from(d.get_i32("sliding").unwrap())))
+            .collect();
+        prop_assert_eq!(actual, expected);
+    }
 }

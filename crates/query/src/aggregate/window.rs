@@ -245,7 +245,12 @@ impl SetWindowFieldsStage {
                     .iter()
                     .map(|(_, doc)| spec.expr.evaluate_optional(doc, &cx.vars))
                     .collect::<Result<Vec<_>, _>>()?;
-                (0..count).map(|i| window_value(spec, &values, i, *lower, *upper)).collect::<Result<_, _>>()?
+                match lower {
+                    // A window that starts at the partition's first row
+                    // only grows, so one running state serves every row.
+                    Bound::Unbounded => running_values(spec, &values, *upper)?,
+                    Bound::Offset(_) => (0..count).map(|i| window_value(spec, &values, i, *lower, *upper)).collect::<Result<_, _>>()?,
+                }
             }
         })
     }
@@ -269,6 +274,27 @@ fn window_value(spec: &AccumulatorSpec, values: &[Option<Bson>], i: usize, lower
         }
     }
     Ok(state.finish(spec))
+}
+
+/// Values of windows `[unbounded, upper]`: the state is extended as the
+/// window's end moves forward and finished (from a copy) for each row.
+fn running_values(spec: &AccumulatorSpec, values: &[Option<Bson>], upper: Bound) -> Result<Vec<Bson>, QueryError> {
+    let last = values.len() as i64 - 1;
+    let mut state = AccumulatorState::new(spec.kind);
+    let mut added: i64 = -1;
+    let mut out = Vec::with_capacity(values.len());
+    for i in 0..values.len() {
+        let end = match upper {
+            Bound::Unbounded => last,
+            Bound::Offset(k) => (i as i64 + k).min(last),
+        };
+        while added < end {
+            added += 1;
+            state.add(spec.kind, values[added as usize].clone())?;
+        }
+        out.push(state.clone().finish(spec));
+    }
+    Ok(out)
 }
 
 impl Stage for SetWindowFieldsStage {

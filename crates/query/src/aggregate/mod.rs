@@ -7,9 +7,18 @@
 //! stages (`$group`, `$sort`, `$facet`) gather their input first, within
 //! `BLOCKING_STAGE_MEMORY_BYTES_MAX`, like MongoDB without `allowDiskUse`.
 //!
-//! Other collections (`$lookup`, `$unionWith`) are read through a
-//! `CollectionSource` the server implements over storage; the pipeline
-//! itself does no I/O and reads no clock (`$$NOW` is passed in).
+//! Other collections (`$lookup`, `$graphLookup`, `$unionWith`) are read
+//! through a `CollectionSource` the server implements over storage; the
+//! pipeline itself does no I/O and reads no clock (`$$NOW` is passed in).
+//!
+//! Stages: `$match`, `$project`, `$addFields`/`$set`, `$unset`, `$sort`
+//! (top-k when followed by `$limit`), `$limit`, `$skip`, `$group`,
+//! `$count`, `$sortByCount`, `$bucket`, `$unwind`, `$lookup` (equality
+//! and `let`/`pipeline` forms), `$graphLookup`, `$unionWith`,
+//! `$replaceRoot`/`$replaceWith`, `$facet`, `$redact`,
+//! `$setWindowFields` (`documents` windows), `$documents`. The stages in
+//! `UNSUPPORTED_STAGES` answer CommandNotSupported (115) naming
+//! themselves; any other name answers 40324.
 
 mod accumulators;
 mod bucket;
@@ -88,8 +97,7 @@ pub struct Pipeline {
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
-    "$planCacheStats", "$sample", "$bucketAuto",
-    "$densify", "$fill", "$listSearchIndexes",
+    "$planCacheStats", "$sample", "$bucketAuto", "$densify", "$fill", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
 

@@ -183,3 +183,30 @@ fn sigterm_and_shutdown_command_exit_cleanly() {
     assert!(node.wait_exit().success(), "shutdown exits 0");
     assert!(Client::connect(node.port).is_err(), "nothing listens after shutdown");
 }
+
+#[test]
+fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    let node = Node::start(&["--max-connections", "2"]);
+    // Node::start's readiness ping connection is closed by now; give the
+    // node a moment to release its slot.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut first = node.client();
+    let mut second = node.client();
+    assert_eq!(first.command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
+    let status = second.command(&doc! {"serverStatus": 1, "$db": "admin"}).unwrap();
+    assert_eq!(status.get_document("connections").unwrap().get_i32("available").ok(), Some(0));
+
+    // The third client is accepted by the kernel but not served yet.
+    let mut third = node.client();
+    third.stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let request_id = third.request_id();
+    third.send(&encode_op_msg(request_id, 0, 0, &doc! {"ping": 1, "$db": "admin"}, &[]).unwrap()).unwrap();
+    assert!(third.receive().is_err(), "served beyond the connection limit");
+
+    // Closing one connection frees a slot: the waiting ping is answered.
+    drop(first);
+    third.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let Message::Msg(reply) = third.receive().unwrap() else { panic!("expected OP_MSG") };
+    assert_eq!(reply.header.response_to, request_id);
+    assert_eq!(reply.body.get_f64("ok").ok(), Some(1.0));
+}

@@ -826,8 +826,19 @@ impl Writer<'_> {
     /// Inserts `document` (which must hold `_id`), creating the collection
     /// if needed (its create entry is logged first). Checks unique indexes.
     pub fn insert(&mut self, ns: &str, document: Document) -> Result<OpTime> {
-        if !document.contains_key("_id") {
-            return Err(StorageError::InvalidDocument("document to insert has no _id".to_string()));
+        match document.get("_id") {
+            None => return Err(StorageError::InvalidDocument("document to insert has no _id".to_string())),
+            // MongoDB refuses these as _id: an array would index as many
+            // keys, a regex or undefined cannot be matched back.
+            Some(Bson::Array(_)) | Some(Bson::RegularExpression(_)) | Some(Bson::Undefined) => {
+                let kind = match document.get("_id") {
+                    Some(Bson::Array(_)) => "array",
+                    Some(Bson::RegularExpression(_)) => "regex",
+                    _ => "undefined",
+                };
+                return Err(StorageError::InvalidDocument(format!("The '_id' value cannot be of type {kind}")));
+            }
+            Some(_) => {}
         }
         let bytes = encode_document(&document)?;
         let collection = self.ensure_collection(ns)?;

@@ -27,6 +27,10 @@
 //!   write path, recovery and, later, secondaries).
 //! - `checkpoint`, `recovery`: the two halves of durability for data.
 //! - `engine`: the facade (`Engine`) the server uses.
+//! - `lock_file`: `dbpath/mongod.lock`, one process per data directory.
+//!
+//! On-disk formats: `docs/storage/checkpoint-format.md` (checkpoint and
+//! key layout) and `docs/storage/journal-format.md` (the journal).
 
 pub mod error;
 pub mod io;

@@ -173,5 +173,6 @@ fn documents_over_16_megabytes_are_refused() {
     let big = "x".repeat(16 * 1024 * 1024);
     assert!(matches!(engine.writer().insert("db.big", doc! {"_id": 1, "s": big}), Err(StorageError::InvalidDocument(_))));
     assert!(matches!(engine.writer().insert("db.big", doc! {"x": 1}), Err(StorageError::InvalidDocument(_))));
+    assert!(matches!(engine.writer().insert("db.big", doc! {"_id": [1, 2]}), Err(StorageError::InvalidDocument(_))));
     engine.shutdown().unwrap();
 }

@@ -152,9 +152,11 @@ pub struct ValidateReport {
     pub keys_per_index: Vec<(String, u64)>,
 }
 
-/// Journal segment size: large enough that segment rotation is rare,
-/// small enough that the size cap can free space in useful steps.
-const JOURNAL_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// Journal segment size: an eighth of the oplog's size cap (the cap frees
+/// whole segments, so this is its granularity), within these bounds so that
+/// rotation stays rare and files stay manageable.
+const JOURNAL_SEGMENT_BYTES_MIN: u64 = 1024 * 1024;
+const JOURNAL_SEGMENT_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Documents per batch when a whole collection is read internally (count,
 /// dbHash, validate, stats).
 const FULL_SCAN_BATCH_MAX: usize = 1024;
@@ -351,7 +353,7 @@ impl Engine {
         let lock_file = LockFile::acquire(&options.dbpath)?;
         let journal_options = JournalOptions {
             commit_interval_ms: options.journal_commit_interval_ms,
-            segment_size_bytes: JOURNAL_SEGMENT_BYTES,
+            segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
             size_cap_bytes: options.oplog_size_bytes,
         };
         let recovered = crate::recovery::recover(&options, io, journal_options)?;

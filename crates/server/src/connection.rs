@@ -234,6 +234,9 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Document
     if !SELF_COUNTING_COMMANDS.contains(&request.name.as_str()) {
         ctx.state.metrics.count_command();
     }
+    if let Err(error) = commands::check_generic_arguments(request) {
+        return error.to_reply();
+    }
     let outcome = CatchUnwind { inner: Box::pin(commands::dispatch(ctx, request)) }.await;
     match outcome {
         Ok(Ok(mut reply)) => {

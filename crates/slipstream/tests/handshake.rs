@@ -210,3 +210,18 @@ fn connections_beyond_the_limit_wait_for_a_free_slot() {
     assert_eq!(reply.header.response_to, request_id);
     assert_eq!(reply.body.get_f64("ok").ok(), Some(1.0));
 }
+
+#[test]
+fn transactions_are_refused_on_a_standalone() {
+    let node = Node::start(&[]);
+    let mut client = node.client();
+    let body = doc! {"insert": "c", "documents": [{"_id": 1}], "lsid": {"id": bson::Uuid::new()}, "txnNumber": 1_i64, "$db": "test"};
+    let reply = client.command(&body).unwrap();
+    assert_eq!(reply.get_i32("code").ok(), Some(20), "{reply}");
+    let body = doc! {"find": "c", "startTransaction": true, "autocommit": false, "txnNumber": 2_i64, "$db": "test"};
+    assert_eq!(client.command(&body).unwrap().get_i32("code").ok(), Some(20));
+    // Nothing was written by the refused insert.
+    let found = client.command(&doc! {"find": "c", "$db": "test"}).unwrap();
+    assert_eq!(found.get_f64("ok").ok(), Some(1.0), "{found}");
+    assert!(found.get_document("cursor").unwrap().get_array("firstBatch").unwrap().is_empty());
+}

@@ -40,6 +40,20 @@ pub struct CommandContext {
 /// A successful reply body (without `ok`, which the dispatcher adds).
 pub type CommandResult = Result<Document, CommandError>;
 
+/// Checks the generic arguments a standalone cannot honour before any
+/// handler runs. Transactions and retryable-write transaction numbers
+/// need a replica set: MongoDB's standalone refuses them with this same
+/// error, and executing such a command without its transaction would give
+/// the client wrong semantics.
+pub fn check_generic_arguments(req: &CommandRequest) -> Result<(), CommandError> {
+    for key in ["txnNumber", "startTransaction", "autocommit"] {
+        if req.body.contains_key(key) {
+            return Err(CommandError::new(20, "Transaction numbers are only allowed on a replica set member or mongos"));
+        }
+    }
+    Ok(())
+}
+
 /// Routes one command to its handler. Command names are matched exactly,
 /// except the historical lower-case aliases MongoDB accepts.
 pub async fn dispatch(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

@@ -87,6 +87,15 @@ fn regression_rollback_committed_seed_2679_members_7() {
 // could not commit without the diverged secondary, which would not roll
 // back until the primary committed. Fixed by also trusting the primary of
 // our own term (Leader Completeness).
+// Bug 5: a divergent batch arrived from a source that had since rolled
+// back itself and pulled our entries; the common point search found our
+// whole log on the source, and an assertion that a rollback always removes
+// something failed. Fixed by ending such a rollback without truncating.
+#[test]
+fn regression_source_rolled_back_meanwhile_seed_107696_members_7() {
+    regression(7, 107696);
+}
+
 #[test]
 fn regression_psa_rollback_deadlock_seed_2976_members_3() {
     regression(3, 2976);

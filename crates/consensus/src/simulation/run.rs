@@ -253,13 +253,44 @@ fn run(options: RunOptions) -> RunReport {
     let n = options.members;
     let mut cluster = Cluster::new(config, options.seed, faults, false);
     cluster.tracing = options.trace;
+    let outcome = catch_unwind(AssertUnwindSafe(|| phases(&mut cluster, &mut rng, options, crash_per_million)));
+    if let Err(panic) = outcome {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        cluster.checker.violation(format!("panic: {text}"));
+    }
+    RunReport {
+        seed: options.seed,
+        members: n,
+        steps: cluster.steps,
+        violations: std::mem::take(&mut cluster.checker.violations),
+        acked_writes: cluster.checker.acked_count(),
+        simulated_ms: cluster.now,
+        profile,
+        elections: cluster.checker.elections() as u64,
+        rollbacks: cluster.checker.rollbacks,
+        cycles_formed: cluster.checker.cycles_formed,
+        late_commit_rollbacks: cluster.checker.late_commit_rollbacks,
+        trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
+    }
+}
+
+/// Lines of trace kept for a report.
+pub const TRACE_TAIL_LINES: usize = 20_000;
+
+/// The safety phase, then the liveness phase.
+fn phases(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_million: u64) {
+    let n = options.members;
     let mut next_partition_at = rng.range(500, 3_000);
 
     // Safety phase.
     while cluster.now < options.safety_ms && cluster.checker.violations.is_empty() {
-        advance(&mut cluster);
+        advance(cluster);
         if cluster.now >= next_partition_at {
-            new_partition(&mut cluster);
+            new_partition(cluster);
             next_partition_at = cluster.now + rng.range(300, 4_000);
         }
         for i in 0..n {
@@ -312,7 +343,7 @@ fn run(options: RunOptions) -> RunReport {
     let mut target: Option<(usize, crate::optime::OpTime)> = None;
     let mut done = false;
     while cluster.checker.violations.is_empty() && cluster.now < safety_end + options.liveness_ms {
-        advance(&mut cluster);
+        advance(cluster);
         cluster.check_global_invariants();
         if !cluster.now.is_multiple_of(100) {
             continue;
@@ -342,21 +373,4 @@ fn run(options: RunOptions) -> RunReport {
             .checker
             .violation(format!("Liveness: no commit point reached every member within {} ms: {status}", options.liveness_ms));
     }
-    RunReport {
-        seed: options.seed,
-        members: n,
-        steps: cluster.steps,
-        violations: std::mem::take(&mut cluster.checker.violations),
-        acked_writes: cluster.checker.acked_count(),
-        simulated_ms: cluster.now,
-        profile,
-        elections: cluster.checker.elections() as u64,
-        rollbacks: cluster.checker.rollbacks,
-        cycles_formed: cluster.checker.cycles_formed,
-        late_commit_rollbacks: cluster.checker.late_commit_rollbacks,
-        trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
-    }
 }
-
-/// Lines of trace kept for a report.
-pub const TRACE_TAIL_LINES: usize = 20_000;

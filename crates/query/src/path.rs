@@ -33,13 +33,19 @@ impl FieldPath {
     /// Splits `a.b.c` into its components (`""` is one empty field name,
     /// which MongoDB allows in documents).
     pub fn new(dotted: &str) -> FieldPath {
-        FieldPath { dotted: dotted.to_string(), parts: dotted.split('.').map(str::to_string).collect() }
+        FieldPath {
+            dotted: dotted.to_string(),
+            parts: dotted.split('.').map(str::to_string).collect(),
+        }
     }
 
     /// The path with no components: the value under test itself, as the
     /// operators inside `$elemMatch` on values see it.
     pub fn element() -> FieldPath {
-        FieldPath { dotted: String::new(), parts: Vec::new() }
+        FieldPath {
+            dotted: String::new(),
+            parts: Vec::new(),
+        }
     }
 
     pub fn dotted(&self) -> &str {
@@ -89,7 +95,11 @@ pub fn any_candidate<'a>(
         // on values builds one, and it evaluates against values, not documents.
         return false;
     }
-    let walker = Walker { parts: &path.parts, leaf, visit };
+    let walker = Walker {
+        parts: &path.parts,
+        leaf,
+        visit,
+    };
     let mut walker = walker;
     walker.in_document(doc, 0, None)
 }
@@ -112,7 +122,10 @@ struct Walker<'p, 'v, 'a> {
 
 impl<'p, 'v, 'a> Walker<'p, 'v, 'a> {
     fn emit(&mut self, value: Option<&'a Bson>, array_position: Option<usize>) -> bool {
-        (self.visit)(Candidate { value, array_position })
+        (self.visit)(Candidate {
+            value,
+            array_position,
+        })
     }
 
     /// `doc` is where component `index` is looked up.
@@ -209,20 +222,29 @@ mod tests {
     use bson::doc;
 
     fn values(doc: &Document, path: &str, leaf: LeafArrays) -> Vec<Option<Bson>> {
-        candidates(doc, &FieldPath::new(path), leaf).into_iter().map(|c| c.value.cloned()).collect()
+        candidates(doc, &FieldPath::new(path), leaf)
+            .into_iter()
+            .map(|c| c.value.cloned())
+            .collect()
     }
 
     #[test]
     fn missing_field_in_array_element_is_a_missing_candidate() {
         // jstests/core/null2.js: {a: [{}, {b: 5}]} matches {"a.b": null}.
         let d = doc! {"a": [{}, {"b": 5}]};
-        assert_eq!(values(&d, "a.b", LeafArrays::Whole), vec![None, Some(Bson::Int32(5))]);
+        assert_eq!(
+            values(&d, "a.b", LeafArrays::Whole),
+            vec![None, Some(Bson::Int32(5))]
+        );
     }
 
     #[test]
     fn scalars_and_empty_arrays_yield_nothing() {
         // jstests/core/null2.js: {a: [5, {b: 5}]} and {a: []} do not match {"a.b": null}.
-        assert_eq!(values(&doc! {"a": [5, {"b": 5}]}, "a.b", LeafArrays::Whole), vec![Some(Bson::Int32(5))]);
+        assert_eq!(
+            values(&doc! {"a": [5, {"b": 5}]}, "a.b", LeafArrays::Whole),
+            vec![Some(Bson::Int32(5))]
+        );
         assert!(values(&doc! {"a": []}, "a.b", LeafArrays::Whole).is_empty());
     }
 
@@ -230,7 +252,10 @@ mod tests {
     fn numeric_component_is_an_offset_and_a_field_name() {
         let d = doc! {"a": [{"0": 7}, {"0": 8}]};
         let got = values(&d, "a.0", LeafArrays::Whole);
-        assert_eq!(got, vec![Some(Bson::Document(doc! {"0": 7})), Some(Bson::Int32(8))]);
+        assert_eq!(
+            got,
+            vec![Some(Bson::Document(doc! {"0": 7})), Some(Bson::Int32(8))]
+        );
     }
 
     #[test]
@@ -238,7 +263,10 @@ mod tests {
         let d = doc! {"a": [[1], 2]};
         let got = values(&d, "a", LeafArrays::WholeAndElements);
         assert_eq!(got.len(), 3);
-        assert_eq!(values(&doc! {"a": []}, "a", LeafArrays::ElementsOnly), vec![Some(Bson::Undefined)]);
+        assert_eq!(
+            values(&doc! {"a": []}, "a", LeafArrays::ElementsOnly),
+            vec![Some(Bson::Undefined)]
+        );
     }
 
     #[test]
@@ -248,6 +276,9 @@ mod tests {
             .into_iter()
             .map(|c| c.array_position)
             .collect();
-        assert_eq!(got, vec![Some(0), Some(0), Some(0), Some(1), Some(1), Some(1)]);
+        assert_eq!(
+            got,
+            vec![Some(0), Some(0), Some(0), Some(1), Some(1), Some(1)]
+        );
     }
 }

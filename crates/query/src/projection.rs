@@ -32,7 +32,10 @@ struct Tree {
 enum Action {
     Include,
     Exclude,
-    Slice { skip: Option<i64>, limit: i64 },
+    Slice {
+        skip: Option<i64>,
+        limit: i64,
+    },
     /// `$elemMatch`: the filter is `{field: {$elemMatch: ...}}`, tested on
     /// `{field: [element]}` for each element in turn.
     ElemMatch(Filter),
@@ -49,7 +52,12 @@ impl Tree {
 
     /// Adds `action` at the dotted `path`, refusing paths that overlap one
     /// already present (`{a: 1, "a.b": 1}`).
-    fn insert(&mut self, parts: &[&str], action: Action, full_path: &str) -> Result<(), QueryError> {
+    fn insert(
+        &mut self,
+        parts: &[&str],
+        action: Action,
+        full_path: &str,
+    ) -> Result<(), QueryError> {
         let collision = || QueryError::new(31250, format!("Path collision at {full_path}"));
         let (first, rest) = match parts.split_first() {
             Some(split) => split,
@@ -61,7 +69,8 @@ impl Tree {
             (None, false) => {
                 let mut child = Tree::default();
                 child.insert(rest, action, full_path)?;
-                self.fields.push((first.to_string(), Action::Children(child)));
+                self.fields
+                    .push((first.to_string(), Action::Children(child)));
             }
             (Some((_, Action::Children(child))), false) => child.insert(rest, action, full_path)?,
             (Some(_), _) => return Err(collision()),
@@ -124,28 +133,49 @@ struct Parser {
 
 impl Projection {
     pub fn parse(spec: &Document) -> Result<Projection, QueryError> {
-        let mut parser = Parser { tree: Tree::default(), kind: None, include_id: None, positional_count: 0 };
+        let mut parser = Parser {
+            tree: Tree::default(),
+            kind: None,
+            include_id: None,
+            positional_count: 0,
+        };
         for (key, value) in spec {
             parser.entry(key, value)?;
         }
         if parser.positional_count > 0 && parser.tree.has_elem_match() {
-            return Err(QueryError::bad_value("Cannot specify positional operator and $elemMatch."));
+            return Err(QueryError::bad_value(
+                "Cannot specify positional operator and $elemMatch.",
+            ));
         }
         let inclusion = match &parser.kind {
             Some((Kind::Include, _)) => true,
             Some((Kind::Exclude, _)) => false,
             // Only `$slice` (or nothing but `_id`): `{_id: 1}` alone keeps
             // just `_id`, `{_id: 0}` or `$slice` alone keep everything else.
-            _ => parser.include_id == Some(true) && !parser.tree.fields.iter().any(|(n, _)| n != "_id"),
+            _ => {
+                parser.include_id == Some(true)
+                    && !parser.tree.fields.iter().any(|(n, _)| n != "_id")
+            }
         };
         let include_id = parser.include_id.unwrap_or(true);
-        Ok(Projection { tree: parser.tree, inclusion, include_id })
+        Ok(Projection {
+            tree: parser.tree,
+            inclusion,
+            include_id,
+        })
     }
 
     /// Projects `doc`. `details` is the match of the query, needed by a
     /// positional `field.$` projection.
-    pub fn apply(&self, doc: &Document, details: Option<&MatchDetails>) -> Result<Document, QueryError> {
-        let context = Context { root: doc, position: details.and_then(|d| d.array_position) };
+    pub fn apply(
+        &self,
+        doc: &Document,
+        details: Option<&MatchDetails>,
+    ) -> Result<Document, QueryError> {
+        let context = Context {
+            root: doc,
+            position: details.and_then(|d| d.array_position),
+        };
         if self.inclusion {
             let mut out = Document::new();
             if self.include_id && self.tree.get("_id").is_none() {
@@ -178,7 +208,9 @@ impl Parser {
             return self.positional(array_path, key, value);
         }
         if key.contains('$') {
-            return Err(QueryError::bad_value(format!("FieldPath field names may not start with '$': {key}")));
+            return Err(QueryError::bad_value(format!(
+                "FieldPath field names may not start with '$': {key}"
+            )));
         }
         let action = match value {
             Bson::Document(sub) => return self.document_entry(key, sub),
@@ -193,14 +225,20 @@ impl Parser {
 
     fn positional(&mut self, array_path: &str, key: &str, value: &Bson) -> Result<(), QueryError> {
         if inclusion_flag(value) != Some(true) {
-            return Err(QueryError::bad_value(format!("positional projection cannot be used with exclusion: {key}")));
+            return Err(QueryError::bad_value(format!(
+                "positional projection cannot be used with exclusion: {key}"
+            )));
         }
         if array_path.contains('$') {
-            return Err(QueryError::bad_value(format!("Positional projection '{key}' contains the positional operator more than once.")));
+            return Err(QueryError::bad_value(format!(
+                "Positional projection '{key}' contains the positional operator more than once."
+            )));
         }
         self.positional_count += 1;
         if self.positional_count > 1 {
-            return Err(QueryError::bad_value("Cannot specify more than one positional projection per query."));
+            return Err(QueryError::bad_value(
+                "Cannot specify more than one positional projection per query.",
+            ));
         }
         self.add(array_path, Action::Positional)
     }
@@ -216,16 +254,24 @@ impl Parser {
             "$slice" => parse_slice(sub.get("$slice").unwrap_or(&Bson::Null))?,
             "$elemMatch" => {
                 if key.contains('.') {
-                    return Err(QueryError::new(31275, "Cannot use $elemMatch projection on a nested field."));
+                    return Err(QueryError::new(
+                        31275,
+                        "Cannot use $elemMatch projection on a nested field.",
+                    ));
                 }
                 let mut filter = Document::new();
                 filter.insert(key, Bson::Document(sub.clone()));
                 Action::ElemMatch(Filter::parse(&filter)?)
             }
             "$meta" => {
-                return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, format!("$meta projection of {key} is not supported by Slipstream")))
+                return Err(QueryError::new(
+                    codes::COMMAND_NOT_SUPPORTED,
+                    format!("$meta projection of {key} is not supported by Slipstream"),
+                ))
             }
-            operator if operator.starts_with('$') => Action::Computed(Expr::parse(&Bson::Document(sub.clone()))?),
+            operator if operator.starts_with('$') => {
+                Action::Computed(Expr::parse(&Bson::Document(sub.clone()))?)
+            }
             _ => {
                 // A nested projection: `{a: {b: 1}}` is `{"a.b": 1}`.
                 for (name, value) in sub {
@@ -239,7 +285,9 @@ impl Parser {
 
     fn add(&mut self, key: &str, action: Action) -> Result<(), QueryError> {
         let kind = match action {
-            Action::Include | Action::Computed(_) | Action::ElemMatch(_) | Action::Positional => Kind::Include,
+            Action::Include | Action::Computed(_) | Action::ElemMatch(_) | Action::Positional => {
+                Kind::Include
+            }
             Action::Exclude => Kind::Exclude,
             Action::Slice { .. } | Action::Children(_) => Kind::Neutral,
         };
@@ -256,10 +304,16 @@ impl Parser {
             None => self.kind = Some((kind, key.to_string())),
             Some((existing, _)) if *existing == kind => {}
             Some((Kind::Include, _)) => {
-                return Err(QueryError::new(31254, format!("Cannot do exclusion on field {key} in inclusion projection")))
+                return Err(QueryError::new(
+                    31254,
+                    format!("Cannot do exclusion on field {key} in inclusion projection"),
+                ))
             }
             Some(_) => {
-                return Err(QueryError::new(31253, format!("Cannot do inclusion on field {key} in exclusion projection")))
+                return Err(QueryError::new(
+                    31253,
+                    format!("Cannot do inclusion on field {key} in exclusion projection"),
+                ))
             }
         }
         Ok(())
@@ -268,10 +322,14 @@ impl Parser {
 
 fn validate_path(key: &str) -> Result<(), QueryError> {
     if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(QueryError::bad_value(format!("projection path '{key}' has an empty field name")));
+        return Err(QueryError::bad_value(format!(
+            "projection path '{key}' has an empty field name"
+        )));
     }
     if key.starts_with('$') {
-        return Err(QueryError::bad_value(format!("FieldPath field names may not start with '$': {key}")));
+        return Err(QueryError::bad_value(format!(
+            "FieldPath field names may not start with '$': {key}"
+        )));
     }
     Ok(())
 }
@@ -291,16 +349,32 @@ fn parse_slice(argument: &Bson) -> Result<Action, QueryError> {
     }
     let items = match argument {
         Bson::Array(items) if items.len() == 2 => items,
-        _ => return Err(QueryError::new(28667, "$slice only supports numbers and [skip, limit] arrays")),
+        _ => {
+            return Err(QueryError::new(
+                28667,
+                "$slice only supports numbers and [skip, limit] arrays",
+            ))
+        }
     };
     let (skip, limit) = match (slice_number(&items[0]), slice_number(&items[1])) {
         (Some(skip), Some(limit)) => (skip, limit),
-        _ => return Err(QueryError::new(28667, "$slice only supports numbers and [skip, limit] arrays")),
+        _ => {
+            return Err(QueryError::new(
+                28667,
+                "$slice only supports numbers and [skip, limit] arrays",
+            ))
+        }
     };
     if limit <= 0 {
-        return Err(QueryError::new(28724, format!("$slice limit must be positive, not {limit}")));
+        return Err(QueryError::new(
+            28724,
+            format!("$slice limit must be positive, not {limit}"),
+        ));
     }
-    Ok(Action::Slice { skip: Some(skip), limit })
+    Ok(Action::Slice {
+        skip: Some(skip),
+        limit,
+    })
 }
 
 fn apply_slice(items: &[Bson], skip: Option<i64>, limit: i64) -> Vec<Bson> {
@@ -321,7 +395,12 @@ struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    fn include_document(&self, doc: &Document, tree: &Tree, out: &mut Document) -> Result<(), QueryError> {
+    fn include_document(
+        &self,
+        doc: &Document,
+        tree: &Tree,
+        out: &mut Document,
+    ) -> Result<(), QueryError> {
         for (name, value) in doc {
             let projected = match tree.get(name) {
                 Some(action) => self.include_value(name, value, action)?,
@@ -352,7 +431,12 @@ impl<'a> Context<'a> {
         Ok(())
     }
 
-    fn include_value(&self, name: &str, value: &Bson, action: &Action) -> Result<Option<Bson>, QueryError> {
+    fn include_value(
+        &self,
+        name: &str,
+        value: &Bson,
+        action: &Action,
+    ) -> Result<Option<Bson>, QueryError> {
         Ok(match action {
             Action::Include => Some(value.clone()),
             Action::Exclude => None,
@@ -361,7 +445,9 @@ impl<'a> Context<'a> {
                 other => other.clone(),
             }),
             Action::ElemMatch(filter) => match value {
-                Bson::Array(items) => first_elem_match(name, items, filter).map(|item| Bson::Array(vec![item])),
+                Bson::Array(items) => {
+                    first_elem_match(name, items, filter).map(|item| Bson::Array(vec![item]))
+                }
                 _ => None,
             },
             Action::Positional => Some(Bson::Array(vec![self.positional_element(name, value)?])),
@@ -374,7 +460,8 @@ impl<'a> Context<'a> {
                 }
                 Bson::Array(_) if child.has_positional() => {
                     let item = self.positional_element(name, value)?;
-                    self.include_value(name, &item, action)?.map(|v| Bson::Array(vec![v]))
+                    self.include_value(name, &item, action)?
+                        .map(|v| Bson::Array(vec![v]))
                 }
                 Bson::Array(items) => Some(Bson::Array(self.include_array(items, child)?)),
                 _ => None,
@@ -403,13 +490,21 @@ impl<'a> Context<'a> {
     fn positional_element(&self, name: &str, value: &Bson) -> Result<Bson, QueryError> {
         let items = match value {
             Bson::Array(items) => items,
-            _ => return Err(QueryError::new(51246, format!("positional operator '{name}.$' requires the field to be an array"))),
+            _ => {
+                return Err(QueryError::new(
+                    51246,
+                    format!("positional operator '{name}.$' requires the field to be an array"),
+                ))
+            }
         };
         self.position
             .and_then(|position| items.get(position))
             .cloned()
             .ok_or_else(|| {
-                QueryError::new(51246, "positional operator '.$' couldn't find a matching element in the array")
+                QueryError::new(
+                    51246,
+                    "positional operator '.$' couldn't find a matching element in the array",
+                )
             })
     }
 
@@ -430,8 +525,12 @@ impl<'a> Context<'a> {
     fn exclude_value(&self, value: &Bson, action: &Action) -> Result<Option<Bson>, QueryError> {
         Ok(match (action, value) {
             (Action::Exclude, _) => None,
-            (Action::Slice { skip, limit }, Bson::Array(items)) => Some(Bson::Array(apply_slice(items, *skip, *limit))),
-            (Action::Children(child), Bson::Document(sub)) => Some(Bson::Document(self.exclude_document(sub, child)?)),
+            (Action::Slice { skip, limit }, Bson::Array(items)) => {
+                Some(Bson::Array(apply_slice(items, *skip, *limit)))
+            }
+            (Action::Children(child), Bson::Document(sub)) => {
+                Some(Bson::Document(self.exclude_document(sub, child)?))
+            }
             (Action::Children(_), Bson::Array(items)) => {
                 // Documents inside the array lose the excluded fields;
                 // scalars stay.
@@ -465,8 +564,14 @@ mod tests {
     #[test]
     fn slice_forms_follow_mongodb() {
         let items: Vec<Bson> = (1..=5).map(Bson::Int32).collect();
-        assert_eq!(apply_slice(&items, None, 2), vec![Bson::Int32(1), Bson::Int32(2)]);
-        assert_eq!(apply_slice(&items, None, -2), vec![Bson::Int32(4), Bson::Int32(5)]);
+        assert_eq!(
+            apply_slice(&items, None, 2),
+            vec![Bson::Int32(1), Bson::Int32(2)]
+        );
+        assert_eq!(
+            apply_slice(&items, None, -2),
+            vec![Bson::Int32(4), Bson::Int32(5)]
+        );
         assert_eq!(apply_slice(&items, Some(-2), 1), vec![Bson::Int32(4)]);
         assert_eq!(apply_slice(&items, Some(10), 1), Vec::<Bson>::new());
         assert_eq!(apply_slice(&items, None, -10).len(), 5);
@@ -474,6 +579,11 @@ mod tests {
 
     #[test]
     fn collision_is_an_error() {
-        assert_eq!(Projection::parse(&doc! {"a": 1, "a.b": 1}).unwrap_err().code, 31250);
+        assert_eq!(
+            Projection::parse(&doc! {"a": 1, "a.b": 1})
+                .unwrap_err()
+                .code,
+            31250
+        );
     }
 }

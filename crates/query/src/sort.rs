@@ -34,7 +34,9 @@ const SORT_FIELDS_MAX: usize = 32;
 impl SortSpec {
     pub fn parse(spec: &Document) -> Result<SortSpec, QueryError> {
         if spec.len() > SORT_FIELDS_MAX {
-            return Err(QueryError::bad_value(format!("sort pattern has more than {SORT_FIELDS_MAX} fields")));
+            return Err(QueryError::bad_value(format!(
+                "sort pattern has more than {SORT_FIELDS_MAX} fields"
+            )));
         }
         let mut fields = Vec::with_capacity(spec.len());
         for (path, direction) in spec {
@@ -43,12 +45,18 @@ impl SortSpec {
                 Bson::Document(meta) if meta.contains_key("$meta") => {
                     return Err(QueryError::new(
                         crate::error::codes::COMMAND_NOT_SUPPORTED,
-                        format!("sort by {{$meta: {}}} is not supported by Slipstream", meta.get("$meta").map(|m| m.to_string()).unwrap_or_default()),
+                        format!(
+                            "sort by {{$meta: {}}} is not supported by Slipstream",
+                            meta.get("$meta").map(|m| m.to_string()).unwrap_or_default()
+                        ),
                     ))
                 }
                 other => parse_direction(other)?,
             };
-            fields.push(SortField { path: path.clone(), descending });
+            fields.push(SortField {
+                path: path.clone(),
+                descending,
+            });
         }
         Ok(SortSpec { fields })
     }
@@ -65,7 +73,11 @@ impl SortSpec {
             let left = sort_key(a, &path, field.descending);
             let right = sort_key(b, &path, field.descending);
             let order = compare_values(&left, &right);
-            let order = if field.descending { order.reverse() } else { order };
+            let order = if field.descending {
+                order.reverse()
+            } else {
+                order
+            };
             if order != Ordering::Equal {
                 return order;
             }
@@ -86,7 +98,11 @@ impl SortSpec {
     pub fn compare_keys(&self, a: &[Bson], b: &[Bson]) -> Ordering {
         for ((field, left), right) in self.fields.iter().zip(a).zip(b) {
             let order = compare_values(left, right);
-            let order = if field.descending { order.reverse() } else { order };
+            let order = if field.descending {
+                order.reverse()
+            } else {
+                order
+            };
             if order != Ordering::Equal {
                 return order;
             }
@@ -97,10 +113,14 @@ impl SortSpec {
 
 fn validate_path(path: &str) -> Result<(), QueryError> {
     if path.is_empty() || path.split('.').any(str::is_empty) {
-        return Err(QueryError::bad_value(format!("sort key '{path}' has an empty field name")));
+        return Err(QueryError::bad_value(format!(
+            "sort key '{path}' has an empty field name"
+        )));
     }
     if path.starts_with('$') {
-        return Err(QueryError::bad_value(format!("FieldPath field names may not start with '$': {path}")));
+        return Err(QueryError::bad_value(format!(
+            "FieldPath field names may not start with '$': {path}"
+        )));
     }
     Ok(())
 }
@@ -116,7 +136,10 @@ fn parse_direction(direction: &Bson) -> Result<bool, QueryError> {
     } else if value == -1.0 {
         Ok(true)
     } else {
-        Err(QueryError::new(15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)"))
+        Err(QueryError::new(
+            15975,
+            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+        ))
     }
 }
 
@@ -130,7 +153,11 @@ pub fn sort_key(doc: &Document, path: &FieldPath, descending: bool) -> Bson {
             None => true,
             Some(current) => {
                 let order = compare_values(value, current);
-                if descending { order == Ordering::Greater } else { order == Ordering::Less }
+                if descending {
+                    order == Ordering::Greater
+                } else {
+                    order == Ordering::Less
+                }
             }
         };
         if better {

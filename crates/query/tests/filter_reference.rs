@@ -213,13 +213,17 @@ fn ref_op(op: &Op, leaves: &[Option<Bson>]) -> bool {
         Op::Nin(ts) => !some(&|c| ts.iter().any(|t| ref_eq(c, t))),
         Op::Exists(want) => leaves.iter().any(Option::is_some) == *want,
         Op::Type(alias) => some(&|c| c.as_ref().is_some_and(|v| ref_type(alias, v))),
-        Op::Size(n) => leaves.iter().any(|l| matches!(l, Some(Bson::Array(items)) if items.len() == *n)),
+        Op::Size(n) => leaves
+            .iter()
+            .any(|l| matches!(l, Some(Bson::Array(items)) if items.len() == *n)),
         Op::All(ts) => !ts.is_empty() && ts.iter().all(|t| some(&|c| ref_eq(c, t))),
         Op::Mod(d, r) => some(&|c| c.as_ref().is_some_and(|v| ref_mod(v, *d, *r))),
         Op::Regex(p) => some(&|c| c.as_ref().is_some_and(|v| ref_regex(p, v))),
         Op::Not(ops) => !ops.iter().all(|inner| ref_op(inner, leaves)),
         Op::ElemMatchValue(ops) => leaves.iter().any(|l| match l {
-            Some(Bson::Array(items)) => items.iter().any(|item| ops.iter().all(|o| ref_value_op(o, item))),
+            Some(Bson::Array(items)) => items
+                .iter()
+                .any(|item| ops.iter().all(|o| ref_value_op(o, item))),
             _ => false,
         }),
         Op::ElemMatchDocument(f) => leaves.iter().any(|l| match l {
@@ -248,10 +252,14 @@ fn ref_value_op(op: &Op, value: &Bson) -> bool {
         Op::Regex(p) => ref_regex(p, value),
         Op::Not(ops) => !ops.iter().all(|o| ref_value_op(o, value)),
         Op::ElemMatchValue(ops) => match value {
-            Bson::Array(items) => items.iter().any(|item| ops.iter().all(|o| ref_value_op(o, item))),
+            Bson::Array(items) => items
+                .iter()
+                .any(|item| ops.iter().all(|o| ref_value_op(o, item))),
             _ => false,
         },
-        Op::Exists(_) | Op::All(_) | Op::ElemMatchDocument(_) => unreachable!("not generated inside $elemMatch on values"),
+        Op::Exists(_) | Op::All(_) | Op::ElemMatchDocument(_) => {
+            unreachable!("not generated inside $elemMatch on values")
+        }
     }
 }
 
@@ -318,7 +326,10 @@ fn to_bson(f: &F) -> Document {
                 F::Or(_) => "$or",
                 _ => "$nor",
             };
-            out.insert(name, Bson::Array(fs.iter().map(|g| Bson::Document(to_bson(g))).collect()));
+            out.insert(
+                name,
+                Bson::Array(fs.iter().map(|g| Bson::Document(to_bson(g))).collect()),
+            );
         }
         F::Implicit(path, value) => {
             out.insert(*path, value.clone());
@@ -350,19 +361,29 @@ fn value() -> impl Strategy<Value = Bson> {
     scalar().prop_recursive(3, 12, 3, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
-            prop::collection::vec((key(), inner), 0..3)
-                .prop_map(|fields| Bson::Document(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            prop::collection::vec((key(), inner), 0..3).prop_map(|fields| Bson::Document(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            )),
         ]
     })
 }
 
 fn document() -> impl Strategy<Value = Document> {
-    prop::collection::vec((key(), value()), 0..4)
-        .prop_map(|fields| fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    prop::collection::vec((key(), value()), 0..4).prop_map(|fields| {
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    })
 }
 
 fn path() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec!["a", "b", "a.b", "a.0", "a.1", "a.b.c", "b.0.a", "a.0.b", "c.a"])
+    prop::sample::select(vec![
+        "a", "b", "a.b", "a.0", "a.1", "a.b.c", "b.0.a", "a.0.b", "c.a",
+    ])
 }
 
 fn small_values() -> impl Strategy<Value = Vec<Bson>> {
@@ -374,10 +395,17 @@ fn value_op(depth: u32) -> BoxedStrategy<Op> {
     let leaf = prop_oneof![
         value().prop_map(Op::Eq),
         value().prop_map(Op::Ne),
-        (prop::sample::select(vec!["$gt", "$gte", "$lt", "$lte"]), value()).prop_map(|(n, v)| Op::Cmp(n, v)),
+        (
+            prop::sample::select(vec!["$gt", "$gte", "$lt", "$lte"]),
+            value()
+        )
+            .prop_map(|(n, v)| Op::Cmp(n, v)),
         small_values().prop_map(Op::In),
         small_values().prop_map(Op::Nin),
-        prop::sample::select(vec!["number", "double", "int", "string", "object", "array", "null", "bool"]).prop_map(Op::Type),
+        prop::sample::select(vec![
+            "number", "double", "int", "string", "object", "array", "null", "bool"
+        ])
+        .prop_map(Op::Type),
         (0usize..3).prop_map(Op::Size),
         ((1i64..4), (-1i64..2)).prop_map(|(d, r)| Op::Mod(d, r)),
         prop::sample::select(vec!["^x", "y", "^$"]).prop_map(Op::Regex),
@@ -431,7 +459,8 @@ fn dedupe(ops: Vec<Op>) -> Vec<Op> {
 fn filter(depth: u32) -> BoxedStrategy<F> {
     let leaf = prop_oneof![
         (path(), value()).prop_map(|(p, v)| F::Implicit(p, v)),
-        (path(), prop::collection::vec(path_op(depth.min(1)), 1..3)).prop_map(|(p, ops)| F::Ops(p, dedupe(ops))),
+        (path(), prop::collection::vec(path_op(depth.min(1)), 1..3))
+            .prop_map(|(p, ops)| F::Ops(p, dedupe(ops))),
     ];
     if depth == 0 {
         return leaf.boxed();

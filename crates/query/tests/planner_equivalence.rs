@@ -31,8 +31,9 @@ fn value() -> impl Strategy<Value = Bson> {
     scalar().prop_recursive(2, 8, 3, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
-            prop::collection::vec((prop::sample::select(vec!["a", "b"]), inner), 0..3)
-                .prop_map(|f| Bson::Document(f.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            prop::collection::vec((prop::sample::select(vec!["a", "b"]), inner), 0..3).prop_map(
+                |f| Bson::Document(f.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            ),
         ]
     })
 }
@@ -58,19 +59,18 @@ fn shaped() -> impl Strategy<Value = Bson> {
 
 fn documents() -> impl Strategy<Value = Vec<Document>> {
     let field = prop_oneof![3 => Just("a"), 2 => Just("b"), 1 => Just("c")];
-    prop::collection::vec(prop::collection::vec((field, shaped()), 0..3), 4..20)
-        .prop_map(|docs| {
-            docs.into_iter()
-                .enumerate()
-                .map(|(i, fields)| {
-                    let mut d = doc! {"_id": i as i32};
-                    for (k, v) in fields {
-                        d.insert(k, v);
-                    }
-                    d
-                })
-                .collect()
-        })
+    prop::collection::vec(prop::collection::vec((field, shaped()), 0..3), 4..20).prop_map(|docs| {
+        docs.into_iter()
+            .enumerate()
+            .map(|(i, fields)| {
+                let mut d = doc! {"_id": i as i32};
+                for (k, v) in fields {
+                    d.insert(k, v);
+                }
+                d
+            })
+            .collect()
+    })
 }
 
 fn path() -> impl Strategy<Value = &'static str> {
@@ -128,27 +128,33 @@ fn filter() -> impl Strategy<Value = Document> {
 }
 
 fn index_spec() -> impl Strategy<Value = (Document, bool)> {
-    (prop::collection::vec((path(), any::<bool>()), 1..4), prop::bool::weighted(0.25)).prop_map(|(fields, sparse)| {
-        let mut key = Document::new();
-        for (p, descending) in fields {
-            if !key.contains_key(p) {
-                key.insert(p, if descending { -1 } else { 1 });
+    (
+        prop::collection::vec((path(), any::<bool>()), 1..4),
+        prop::bool::weighted(0.25),
+    )
+        .prop_map(|(fields, sparse)| {
+            let mut key = Document::new();
+            for (p, descending) in fields {
+                if !key.contains_key(p) {
+                    key.insert(p, if descending { -1 } else { 1 });
+                }
             }
-        }
-        (key, sparse)
-    })
+            (key, sparse)
+        })
 }
 
 fn sort_spec() -> impl Strategy<Value = Option<Document>> {
-    prop::option::of(prop::collection::vec((path(), any::<bool>()), 1..3).prop_map(|fields| {
-        let mut spec = Document::new();
-        for (p, descending) in fields {
-            if !spec.contains_key(p) {
-                spec.insert(p, if descending { -1 } else { 1 });
+    prop::option::of(
+        prop::collection::vec((path(), any::<bool>()), 1..3).prop_map(|fields| {
+            let mut spec = Document::new();
+            for (p, descending) in fields {
+                if !spec.contains_key(p) {
+                    spec.insert(p, if descending { -1 } else { 1 });
+                }
             }
-        }
-        spec
-    }))
+            spec
+        }),
+    )
 }
 
 fn in_interval(key: &[u8], interval: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> bool {
@@ -191,19 +197,47 @@ fn scan(plan: &Plan, index: &IndexCandidate, docs: &[Document]) -> Vec<Document>
     out
 }
 
-fn check_plan(plan: &Plan, filter: &Filter, sort: Option<&SortSpec>, indexes: &[IndexCandidate], docs: &[Document]) -> Result<(), TestCaseError> {
-    let Some(name) = &plan.index else { return Ok(()) };
-    let index = indexes.iter().find(|i| &i.name == name).expect("plan names a candidate");
+fn check_plan(
+    plan: &Plan,
+    filter: &Filter,
+    sort: Option<&SortSpec>,
+    indexes: &[IndexCandidate],
+    docs: &[Document],
+) -> Result<(), TestCaseError> {
+    let Some(name) = &plan.index else {
+        return Ok(());
+    };
+    let index = indexes
+        .iter()
+        .find(|i| &i.name == name)
+        .expect("plan names a candidate");
     for pair in plan.intervals.windows(2) {
-        prop_assert!(matches!((&pair[0].1, &pair[1].0), (Bound::Excluded(a) | Bound::Included(a), Bound::Included(b) | Bound::Excluded(b)) if a <= b), "intervals not ascending: {:?}", plan.intervals);
+        prop_assert!(
+            matches!((&pair[0].1, &pair[1].0), (Bound::Excluded(a) | Bound::Included(a), Bound::Included(b) | Bound::Excluded(b)) if a <= b),
+            "intervals not ascending: {:?}",
+            plan.intervals
+        );
     }
-    let scanned: Vec<Document> = scan(plan, index, docs).into_iter().filter(|d| filter.matches(d)).collect();
+    let scanned: Vec<Document> = scan(plan, index, docs)
+        .into_iter()
+        .filter(|d| filter.matches(d))
+        .collect();
     let mut scanned_ids: Vec<i32> = scanned.iter().map(|d| d.get_i32("_id").unwrap()).collect();
-    let mut expected_ids: Vec<i32> = docs.iter().filter(|d| filter.matches(d)).map(|d| d.get_i32("_id").unwrap()).collect();
+    let mut expected_ids: Vec<i32> = docs
+        .iter()
+        .filter(|d| filter.matches(d))
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect();
     if plan.provides_sort {
         let sort = sort.expect("provides_sort without a sort");
         for pair in scanned.windows(2) {
-            prop_assert_ne!(sort.compare(&pair[0], &pair[1]), Ordering::Greater, "scan order breaks the sort: {} before {}", pair[0], pair[1]);
+            prop_assert_ne!(
+                sort.compare(&pair[0], &pair[1]),
+                Ordering::Greater,
+                "scan order breaks the sort: {} before {}",
+                pair[0],
+                pair[1]
+            );
         }
     }
     scanned_ids.sort();
@@ -213,7 +247,12 @@ fn check_plan(plan: &Plan, filter: &Filter, sort: Option<&SortSpec>, indexes: &[
         prop_assert!(scanned_ids.iter().all(|id| expected_ids.contains(id)));
         return Ok(());
     }
-    prop_assert_eq!(scanned_ids, expected_ids, "plan {} lost or invented documents", plan.explain);
+    prop_assert_eq!(
+        scanned_ids,
+        expected_ids,
+        "plan {} lost or invented documents",
+        plan.explain
+    );
     Ok(())
 }
 
@@ -262,16 +301,46 @@ proptest! {
 
 fn candidates() -> Vec<IndexCandidate> {
     vec![
-        IndexCandidate { name: "_id_".into(), key: doc! {"_id": 1}, multikey: false, unique: true, sparse: false },
-        IndexCandidate { name: "a_1".into(), key: doc! {"a": 1}, multikey: false, unique: false, sparse: false },
-        IndexCandidate { name: "b_1_c_-1".into(), key: doc! {"b": 1, "c": -1}, multikey: false, unique: false, sparse: false },
-        IndexCandidate { name: "s_1".into(), key: doc! {"s": 1}, multikey: false, unique: false, sparse: true },
+        IndexCandidate {
+            name: "_id_".into(),
+            key: doc! {"_id": 1},
+            multikey: false,
+            unique: true,
+            sparse: false,
+        },
+        IndexCandidate {
+            name: "a_1".into(),
+            key: doc! {"a": 1},
+            multikey: false,
+            unique: false,
+            sparse: false,
+        },
+        IndexCandidate {
+            name: "b_1_c_-1".into(),
+            key: doc! {"b": 1, "c": -1},
+            multikey: false,
+            unique: false,
+            sparse: false,
+        },
+        IndexCandidate {
+            name: "s_1".into(),
+            key: doc! {"s": 1},
+            multikey: false,
+            unique: false,
+            sparse: true,
+        },
     ]
 }
 
 fn chosen(filter: Document, sort: Option<Document>) -> Plan {
     let sort = sort.map(|s| SortSpec::parse(&s).unwrap());
-    plan(&Filter::parse(&filter).unwrap(), sort.as_ref(), &candidates(), None).unwrap()
+    plan(
+        &Filter::parse(&filter).unwrap(),
+        sort.as_ref(),
+        &candidates(),
+        None,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -281,9 +350,19 @@ fn equality_on_id_uses_the_record_table() {
     assert_eq!(p.intervals.len(), 1);
     let key = slipstream_query::index_key::record_key(&Bson::Int32(5));
     assert!(in_interval(&key, &p.intervals[0]));
-    assert!(!in_interval(&slipstream_query::index_key::record_key(&Bson::Int32(6)), &p.intervals[0]));
+    assert!(!in_interval(
+        &slipstream_query::index_key::record_key(&Bson::Int32(6)),
+        &p.intervals[0]
+    ));
     assert_eq!(p.explain.get_str("stage").unwrap(), "FETCH");
-    assert_eq!(p.explain.get_document("inputStage").unwrap().get_str("indexName").unwrap(), "_id_");
+    assert_eq!(
+        p.explain
+            .get_document("inputStage")
+            .unwrap()
+            .get_str("indexName")
+            .unwrap(),
+        "_id_"
+    );
 }
 
 #[test]
@@ -298,8 +377,16 @@ fn compound_prefix_equality_then_range() {
     let p = chosen(doc! {"b": 1, "c": {"$gt": 5}}, None);
     assert_eq!(p.index.as_deref(), Some("b_1_c_-1"));
     assert_eq!(p.intervals.len(), 1);
-    let bounds = p.explain.get_document("inputStage").unwrap().get_document("indexBounds").unwrap();
-    assert_eq!(bounds.get_array("b").unwrap(), &vec![Bson::String("[1, 1]".into())]);
+    let bounds = p
+        .explain
+        .get_document("inputStage")
+        .unwrap()
+        .get_document("indexBounds")
+        .unwrap();
+    assert_eq!(
+        bounds.get_array("b").unwrap(),
+        &vec![Bson::String("[1, 1]".into())]
+    );
 }
 
 #[test]
@@ -328,18 +415,41 @@ fn sparse_index_only_when_missing_fields_cannot_match() {
 #[test]
 fn hints_choose_the_index_or_the_collection() {
     let f = Filter::parse(&doc! {"a": 1}).unwrap();
-    let p = plan(&f, None, &candidates(), Some(&Bson::Document(doc! {"$natural": -1}))).unwrap();
+    let p = plan(
+        &f,
+        None,
+        &candidates(),
+        Some(&Bson::Document(doc! {"$natural": -1})),
+    )
+    .unwrap();
     assert!(p.index.is_none() && p.reverse);
-    let p = plan(&f, None, &candidates(), Some(&Bson::Document(doc! {"b": 1, "c": -1}))).unwrap();
+    let p = plan(
+        &f,
+        None,
+        &candidates(),
+        Some(&Bson::Document(doc! {"b": 1, "c": -1})),
+    )
+    .unwrap();
     assert_eq!(p.index.as_deref(), Some("b_1_c_-1"));
     assert!(p.intervals.is_empty());
-    assert_eq!(plan(&f, None, &candidates(), Some(&Bson::String("nope".into()))).unwrap_err().code, 2);
+    assert_eq!(
+        plan(&f, None, &candidates(), Some(&Bson::String("nope".into())))
+            .unwrap_err()
+            .code,
+        2
+    );
 }
 
 /// Runs the same check as the property on one fixed case.
 fn check_case(docs: Vec<Document>, filter: Document, key: Document, multikey: bool) {
     let filter = Filter::parse(&filter).unwrap();
-    let indexes = vec![IndexCandidate { name: "ix".into(), key, multikey, unique: false, sparse: false }];
+    let indexes = vec![IndexCandidate {
+        name: "ix".into(),
+        key,
+        multikey,
+        unique: false,
+        sparse: false,
+    }];
     let chosen = plan(&filter, None, &indexes, Some(&Bson::String("ix".into()))).unwrap();
     check_plan(&chosen, &filter, None, &indexes, &docs).unwrap();
 }
@@ -347,39 +457,85 @@ fn check_case(docs: Vec<Document>, filter: Document, key: Document, multikey: bo
 #[test]
 fn null_on_a_dotted_multikey_path_finds_elements_missing_the_field() {
     // jstests/core/null2.js with an index on "a.b": {a: [{}, {b: 5}]} matches {"a.b": null}.
-    check_case(vec![doc! {"_id": 0, "a": [{}, {"b": 1}]}], doc! {"a.b": null}, doc! {"a.b": 1}, true);
+    check_case(
+        vec![doc! {"_id": 0, "a": [{}, {"b": 1}]}],
+        doc! {"a.b": null},
+        doc! {"a.b": 1},
+        true,
+    );
 }
 
 #[test]
 fn ranges_on_a_multikey_field_are_not_intersected() {
     // MongoDB docs "Multikey Index Bounds": {a: {$gte: 3, $lte: 5}} may be met by different elements.
-    check_case(vec![doc! {"_id": 0, "a": [0, 10]}], doc! {"a": {"$gte": 3, "$lte": 5}}, doc! {"a": 1}, true);
+    check_case(
+        vec![doc! {"_id": 0, "a": [0, 10]}],
+        doc! {"a": {"$gte": 3, "$lte": 5}},
+        doc! {"a": 1},
+        true,
+    );
 }
 
 #[test]
 fn elem_match_bounds_intersect_on_one_element() {
     // MongoDB docs "Multikey Index Bounds": $elemMatch lets the bounds be intersected.
     let filter = Filter::parse(&doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}}).unwrap();
-    let indexes = vec![IndexCandidate { name: "a_1".into(), key: doc! {"a": 1}, multikey: true, unique: false, sparse: false }];
+    let indexes = vec![IndexCandidate {
+        name: "a_1".into(),
+        key: doc! {"a": 1},
+        multikey: true,
+        unique: false,
+        sparse: false,
+    }];
     let p = plan(&filter, None, &indexes, None).unwrap();
     assert_eq!(p.index.as_deref(), Some("a_1"));
-    let bounds = p.explain.get_document("inputStage").unwrap().get_document("indexBounds").unwrap();
+    let bounds = p
+        .explain
+        .get_document("inputStage")
+        .unwrap()
+        .get_document("indexBounds")
+        .unwrap();
     assert!(!bounds.get_array("a").unwrap().is_empty());
-    check_case(vec![doc! {"_id": 0, "a": [0, 4]}, doc! {"_id": 1, "a": [0, 10]}], doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}}, doc! {"a": 1}, true);
-    check_case(vec![doc! {"_id": 0, "a": [{"b": 1}, {"b": 2}]}], doc! {"a": {"$elemMatch": {"b": 2}}}, doc! {"a.b": 1}, true);
+    check_case(
+        vec![doc! {"_id": 0, "a": [0, 4]}, doc! {"_id": 1, "a": [0, 10]}],
+        doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}},
+        doc! {"a": 1},
+        true,
+    );
+    check_case(
+        vec![doc! {"_id": 0, "a": [{"b": 1}, {"b": 2}]}],
+        doc! {"a": {"$elemMatch": {"b": 2}}},
+        doc! {"a.b": 1},
+        true,
+    );
 }
 
 #[test]
 fn whole_array_equality_scans_for_the_first_element() {
-    check_case(vec![doc! {"_id": 0, "a": [2, 1]}, doc! {"_id": 1, "a": []}], doc! {"a": {"$in": [[2, 1], []]}}, doc! {"a": -1}, true);
+    check_case(
+        vec![doc! {"_id": 0, "a": [2, 1]}, doc! {"_id": 1, "a": []}],
+        doc! {"a": {"$in": [[2, 1], []]}},
+        doc! {"a": -1},
+        true,
+    );
 }
 
 #[test]
 fn compound_fields_through_one_array_are_not_both_bounded() {
     // MongoDB docs "Multikey Index Bounds" (compound bounds): {"a.b": 1, "a.c": 4} may be met by two elements.
     let docs = vec![doc! {"_id": 0, "a": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]}];
-    check_case(docs.clone(), doc! {"a.b": 1, "a.c": 4}, doc! {"a.b": 1, "a.c": 1}, true);
-    check_case(docs, doc! {"a.b": 1, "a.c": {"$gt": 3}}, doc! {"a.b": 1, "a.c": -1}, true);
+    check_case(
+        docs.clone(),
+        doc! {"a.b": 1, "a.c": 4},
+        doc! {"a.b": 1, "a.c": 1},
+        true,
+    );
+    check_case(
+        docs,
+        doc! {"a.b": 1, "a.c": {"$gt": 3}},
+        doc! {"a.b": 1, "a.c": -1},
+        true,
+    );
 }
 
 #[test]
@@ -440,5 +596,8 @@ fn or_of_bounded_branches_unions_one_index() {
     assert_eq!(p.intervals.len(), 2);
     assert!(!p.provides_sort);
     assert_eq!(chosen(doc! {"$or": [{"a": 1}, {"z": 1}]}, None).index, None);
-    assert_eq!(chosen(doc! {"$or": [{"s": 1}, {"s": null}]}, None).index, None);
+    assert_eq!(
+        chosen(doc! {"$or": [{"s": 1}, {"s": null}]}, None).index,
+        None
+    );
 }

@@ -7,7 +7,10 @@ use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 
 fn project(spec: Document, doc: Document) -> Document {
-    Projection::parse(&spec).unwrap_or_else(|e| panic!("{spec}: {e}")).apply(&doc, None).unwrap()
+    Projection::parse(&spec)
+        .unwrap_or_else(|e| panic!("{spec}: {e}"))
+        .apply(&doc, None)
+        .unwrap()
 }
 
 fn inventory() -> Document {
@@ -16,14 +19,23 @@ fn inventory() -> Document {
 
 #[test]
 fn inclusion_keeps_id_by_default() {
-    assert_eq!(project(doc! {"item": 1, "status": 1}, inventory()), doc! {"_id": 1, "item": "journal", "status": "A"});
-    assert_eq!(project(doc! {"item": 1, "_id": 0}, inventory()), doc! {"item": "journal"});
+    assert_eq!(
+        project(doc! {"item": 1, "status": 1}, inventory()),
+        doc! {"_id": 1, "item": "journal", "status": "A"}
+    );
+    assert_eq!(
+        project(doc! {"item": 1, "_id": 0}, inventory()),
+        doc! {"item": "journal"}
+    );
     assert_eq!(project(doc! {"_id": 1}, inventory()), doc! {"_id": 1});
 }
 
 #[test]
 fn inclusion_keeps_document_order() {
-    assert_eq!(project(doc! {"status": true, "item": 1}, inventory()), doc! {"_id": 1, "item": "journal", "status": "A"});
+    assert_eq!(
+        project(doc! {"status": true, "item": 1}, inventory()),
+        doc! {"_id": 1, "item": "journal", "status": "A"}
+    );
 }
 
 #[test]
@@ -40,10 +52,21 @@ fn exclusion_returns_all_other_fields() {
 #[test]
 fn embedded_fields_by_dotted_path_and_nested_form() {
     let expected = doc! {"_id": 1, "item": "journal", "status": "A", "size": {"uom": "cm"}};
-    assert_eq!(project(doc! {"item": 1, "status": 1, "size.uom": 1}, inventory()), expected);
-    assert_eq!(project(doc! {"item": 1, "status": 1, "size": {"uom": 1}}, inventory()), expected);
     assert_eq!(
-        project(doc! {"size.uom": 0}, inventory()).get_document("size").unwrap(),
+        project(doc! {"item": 1, "status": 1, "size.uom": 1}, inventory()),
+        expected
+    );
+    assert_eq!(
+        project(
+            doc! {"item": 1, "status": 1, "size": {"uom": 1}},
+            inventory()
+        ),
+        expected
+    );
+    assert_eq!(
+        project(doc! {"size.uom": 0}, inventory())
+            .get_document("size")
+            .unwrap(),
         &doc! {"h": 14, "w": 21}
     );
 }
@@ -55,8 +78,17 @@ fn paths_through_arrays_project_each_element() {
         project(doc! {"instock.qty": 1, "_id": 0}, inventory()),
         doc! {"instock": [{"qty": 5}, {"qty": 15}]}
     );
-    assert_eq!(project(doc! {"a.b": 1, "_id": 0}, doc! {"a": [{"b": 1, "c": 2}, 5, {"c": 3}, [{"b": 4}]]}), doc! {"a": [{"b": 1}, {}, [{"b": 4}]]});
-    assert_eq!(project(doc! {"a.b": 0}, doc! {"a": [{"b": 1, "c": 2}, 5]}), doc! {"a": [{"c": 2}, 5]});
+    assert_eq!(
+        project(
+            doc! {"a.b": 1, "_id": 0},
+            doc! {"a": [{"b": 1, "c": 2}, 5, {"c": 3}, [{"b": 4}]]}
+        ),
+        doc! {"a": [{"b": 1}, {}, [{"b": 4}]]}
+    );
+    assert_eq!(
+        project(doc! {"a.b": 0}, doc! {"a": [{"b": 1, "c": 2}, 5]}),
+        doc! {"a": [{"c": 2}, 5]}
+    );
     // A scalar where the path continues is left out of an inclusion.
     assert_eq!(project(doc! {"a.b": 1, "_id": 0}, doc! {"a": 5}), doc! {});
 }
@@ -65,11 +97,26 @@ fn paths_through_arrays_project_each_element() {
 fn slice_alone_keeps_other_fields() {
     // docs "$slice (projection)": {comments: {$slice: 2}} returns all fields, comments limited.
     let d = doc! {"_id": 1, "title": "t", "comments": [1, 2, 3, 4]};
-    assert_eq!(project(doc! {"comments": {"$slice": 2}}, d.clone()), doc! {"_id": 1, "title": "t", "comments": [1, 2]});
-    assert_eq!(project(doc! {"comments": {"$slice": -1}}, d.clone()), doc! {"_id": 1, "title": "t", "comments": [4]});
-    assert_eq!(project(doc! {"comments": {"$slice": [1, 2]}}, d.clone()), doc! {"_id": 1, "title": "t", "comments": [2, 3]});
-    assert_eq!(project(doc! {"comments": {"$slice": 1}, "title": 1}, d.clone()), doc! {"_id": 1, "title": "t", "comments": [1]});
-    assert_eq!(project(doc! {"title": {"$slice": 1}}, d), doc! {"_id": 1, "title": "t", "comments": [1, 2, 3, 4]});
+    assert_eq!(
+        project(doc! {"comments": {"$slice": 2}}, d.clone()),
+        doc! {"_id": 1, "title": "t", "comments": [1, 2]}
+    );
+    assert_eq!(
+        project(doc! {"comments": {"$slice": -1}}, d.clone()),
+        doc! {"_id": 1, "title": "t", "comments": [4]}
+    );
+    assert_eq!(
+        project(doc! {"comments": {"$slice": [1, 2]}}, d.clone()),
+        doc! {"_id": 1, "title": "t", "comments": [2, 3]}
+    );
+    assert_eq!(
+        project(doc! {"comments": {"$slice": 1}, "title": 1}, d.clone()),
+        doc! {"_id": 1, "title": "t", "comments": [1]}
+    );
+    assert_eq!(
+        project(doc! {"title": {"$slice": 1}}, d),
+        doc! {"_id": 1, "title": "t", "comments": [1, 2, 3, 4]}
+    );
 }
 
 #[test]
@@ -77,11 +124,22 @@ fn elem_match_keeps_the_first_matching_element() {
     // docs "$elemMatch (projection)": returns _id and the first matching element only.
     let d = doc! {"_id": 1, "zipcode": "63109", "students": [{"name": "john", "school": 102}, {"name": "jess", "school": 102}, {"name": "jeff", "school": 108}]};
     assert_eq!(
-        project(doc! {"students": {"$elemMatch": {"school": 102}}}, d.clone()),
+        project(
+            doc! {"students": {"$elemMatch": {"school": 102}}},
+            d.clone()
+        ),
         doc! {"_id": 1, "students": [{"name": "john", "school": 102}]}
     );
-    assert_eq!(project(doc! {"students": {"$elemMatch": {"school": 999}}}, d), doc! {"_id": 1});
-    assert_eq!(Projection::parse(&doc! {"a.b": {"$elemMatch": {"x": 1}}}).unwrap_err().code, 31275);
+    assert_eq!(
+        project(doc! {"students": {"$elemMatch": {"school": 999}}}, d),
+        doc! {"_id": 1}
+    );
+    assert_eq!(
+        Projection::parse(&doc! {"a.b": {"$elemMatch": {"x": 1}}})
+            .unwrap_err()
+            .code,
+        31275
+    );
 }
 
 #[test]
@@ -91,7 +149,10 @@ fn positional_projection_uses_the_query_match() {
     let filter = Filter::parse(&doc! {"semester": 1, "grades": {"$gte": 85}}).unwrap();
     let details = filter.matches_with_details(&d);
     let projection = Projection::parse(&doc! {"grades.$": 1}).unwrap();
-    assert_eq!(projection.apply(&d, Some(&details)).unwrap(), doc! {"_id": 1, "grades": [87]});
+    assert_eq!(
+        projection.apply(&d, Some(&details)).unwrap(),
+        doc! {"_id": 1, "grades": [87]}
+    );
     assert_eq!(projection.apply(&d, None).unwrap_err().code, 51246);
 }
 
@@ -99,32 +160,70 @@ fn positional_projection_uses_the_query_match() {
 fn computed_fields_use_expressions_and_literals() {
     // MongoDB 4.4+: find projections accept aggregation expressions.
     let d = doc! {"_id": 1, "a": 2, "b": {"c": 3}};
-    assert_eq!(project(doc! {"x": "$b.c", "_id": 0}, d.clone()), doc! {"x": 3});
-    assert_eq!(project(doc! {"a": 1, "x": {"$literal": 1}}, d.clone()), doc! {"_id": 1, "a": 2, "x": 1});
-    assert_eq!(project(doc! {"x": "lit", "_id": 0}, d.clone()), doc! {"x": "lit"});
+    assert_eq!(
+        project(doc! {"x": "$b.c", "_id": 0}, d.clone()),
+        doc! {"x": 3}
+    );
+    assert_eq!(
+        project(doc! {"a": 1, "x": {"$literal": 1}}, d.clone()),
+        doc! {"_id": 1, "a": 2, "x": 1}
+    );
+    assert_eq!(
+        project(doc! {"x": "lit", "_id": 0}, d.clone()),
+        doc! {"x": "lit"}
+    );
     assert_eq!(project(doc! {"x": "$missing", "_id": 0}, d), doc! {});
 }
 
 #[test]
 fn mixing_inclusion_and_exclusion_is_an_error() {
-    assert_eq!(Projection::parse(&doc! {"a": 1, "b": 0}).unwrap_err().code, 31254);
-    assert_eq!(Projection::parse(&doc! {"a": 0, "b": 1}).unwrap_err().code, 31253);
-    assert_eq!(Projection::parse(&doc! {"a": 0, "b": "$x"}).unwrap_err().code, 31253);
+    assert_eq!(
+        Projection::parse(&doc! {"a": 1, "b": 0}).unwrap_err().code,
+        31254
+    );
+    assert_eq!(
+        Projection::parse(&doc! {"a": 0, "b": 1}).unwrap_err().code,
+        31253
+    );
+    assert_eq!(
+        Projection::parse(&doc! {"a": 0, "b": "$x"})
+            .unwrap_err()
+            .code,
+        31253
+    );
     assert!(Projection::parse(&doc! {"a": 1, "_id": 0}).is_ok());
     assert!(Projection::parse(&doc! {"a": 0, "_id": 1}).is_ok());
     assert_eq!(Projection::parse(&doc! {"a": {}}).unwrap_err().code, 51270);
-    assert_eq!(Projection::parse(&doc! {"a.$": 1, "b": {"$elemMatch": {"x": 1}}}).unwrap_err().code, 2);
-    assert_eq!(Projection::parse(&doc! {"a.$": 1, "b.$": 1}).unwrap_err().code, 2);
-    assert!(Projection::parse(&doc! {"a": {"$meta": "textScore"}}).unwrap_err().message.contains("$meta"));
+    assert_eq!(
+        Projection::parse(&doc! {"a.$": 1, "b": {"$elemMatch": {"x": 1}}})
+            .unwrap_err()
+            .code,
+        2
+    );
+    assert_eq!(
+        Projection::parse(&doc! {"a.$": 1, "b.$": 1})
+            .unwrap_err()
+            .code,
+        2
+    );
+    assert!(Projection::parse(&doc! {"a": {"$meta": "textScore"}})
+        .unwrap_err()
+        .message
+        .contains("$meta"));
 }
 
 fn small_doc() -> impl Strategy<Value = Document> {
-    let leaf = prop_oneof![(-3i32..3).prop_map(Bson::Int32), "[xy]".prop_map(Bson::String)];
+    let leaf = prop_oneof![
+        (-3i32..3).prop_map(Bson::Int32),
+        "[xy]".prop_map(Bson::String)
+    ];
     let value = leaf.prop_recursive(2, 8, 3, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
             prop::collection::vec((prop::sample::select(vec!["a", "b", "c"]), inner), 0..3)
-                .prop_map(|f| Bson::Document(f.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+                .prop_map(|f| Bson::Document(
+                    f.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+                )),
         ]
     });
     prop::collection::vec((prop::sample::select(vec!["a", "b", "c"]), value), 0..4)

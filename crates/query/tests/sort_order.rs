@@ -21,14 +21,26 @@ fn any_value() -> impl Strategy<Value = Bson> {
         any::<i32>().prop_map(Bson::Int32),
         (-5i64..5).prop_map(Bson::Int64),
         any::<i64>().prop_map(Bson::Int64),
-        prop::sample::select(vec![f64::NAN, -0.0, 0.0, 1.5, -2.5, 1e300, f64::INFINITY, f64::NEG_INFINITY, 9.3e18, -9.3e18])
-            .prop_map(Bson::Double),
+        prop::sample::select(vec![
+            f64::NAN,
+            -0.0,
+            0.0,
+            1.5,
+            -2.5,
+            1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            9.3e18,
+            -9.3e18
+        ])
+        .prop_map(Bson::Double),
         (-5i32..5).prop_map(|n| Bson::Double(f64::from(n))),
         "[ab]{0,2}".prop_map(Bson::String),
         any::<bool>().prop_map(Bson::Boolean),
         any::<[u8; 12]>().prop_map(|b| Bson::ObjectId(ObjectId::from_bytes(b))),
         (-3i64..3).prop_map(|ms| Bson::DateTime(bson::DateTime::from_millis(ms))),
-        (0u32..3, 0u32..3).prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp { time, increment })),
+        (0u32..3, 0u32..3)
+            .prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp { time, increment })),
     ];
     scalar.prop_recursive(2, 8, 3, |inner| {
         prop_oneof![
@@ -95,11 +107,20 @@ fn canonical_type_order_from_mongodb_docs() {
         Bson::Boolean(true),
         Bson::DateTime(bson::DateTime::from_millis(-1)),
         Bson::DateTime(bson::DateTime::from_millis(0)),
-        Bson::Timestamp(bson::Timestamp { time: 0, increment: 1 }),
+        Bson::Timestamp(bson::Timestamp {
+            time: 0,
+            increment: 1,
+        }),
         Bson::MaxKey,
     ];
     for pair in ascending.windows(2) {
-        assert_eq!(compare_values(&pair[0], &pair[1]), Ordering::Less, "{:?} < {:?}", pair[0], pair[1]);
+        assert_eq!(
+            compare_values(&pair[0], &pair[1]),
+            Ordering::Less,
+            "{:?} < {:?}",
+            pair[0],
+            pair[1]
+        );
     }
 }
 
@@ -114,14 +135,23 @@ fn sorted_ids(spec: Document, mut docs: Vec<Document>) -> Vec<i32> {
 #[test]
 fn arrays_sort_by_min_ascending_and_max_descending() {
     // MongoDB docs "sort": "ascending sort compares the smallest element of arrays; descending the largest".
-    let docs = vec![doc! {"_id": 1, "a": [1, 10]}, doc! {"_id": 2, "a": 5}, doc! {"_id": 3, "a": [0, 6]}];
+    let docs = vec![
+        doc! {"_id": 1, "a": [1, 10]},
+        doc! {"_id": 2, "a": 5},
+        doc! {"_id": 3, "a": [0, 6]},
+    ];
     assert_eq!(sorted_ids(doc! {"a": 1}, docs.clone()), vec![3, 1, 2]);
     assert_eq!(sorted_ids(doc! {"a": -1}, docs), vec![1, 3, 2]);
 }
 
 #[test]
 fn missing_sorts_as_null_and_empty_array_before_null() {
-    let docs = vec![doc! {"_id": 1, "a": 1}, doc! {"_id": 2}, doc! {"_id": 3, "a": []}, doc! {"_id": 4, "a": null}];
+    let docs = vec![
+        doc! {"_id": 1, "a": 1},
+        doc! {"_id": 2},
+        doc! {"_id": 3, "a": []},
+        doc! {"_id": 4, "a": null},
+    ];
     // Stable sort: the missing field and null tie, keeping input order.
     assert_eq!(sorted_ids(doc! {"a": 1}, docs), vec![3, 2, 4, 1]);
 }
@@ -133,14 +163,20 @@ fn dotted_paths_and_multiple_keys() {
         doc! {"_id": 2, "a": [{"b": 1}, {"b": 3}], "c": 2},
         doc! {"_id": 3, "a": {"b": 2}, "c": 0},
     ];
-    assert_eq!(sorted_ids(doc! {"a.b": 1, "c": -1}, docs.clone()), vec![2, 1, 3]);
+    assert_eq!(
+        sorted_ids(doc! {"a.b": 1, "c": -1}, docs.clone()),
+        vec![2, 1, 3]
+    );
     assert_eq!(sorted_ids(doc! {"a.b": -1, "c": 1}, docs), vec![2, 3, 1]);
 }
 
 #[test]
 fn sort_errors_name_the_problem() {
     assert_eq!(SortSpec::parse(&doc! {"a": 0}).unwrap_err().code, 15975);
-    assert!(SortSpec::parse(&doc! {"a": {"$meta": "textScore"}}).unwrap_err().message.contains("$meta"));
+    assert!(SortSpec::parse(&doc! {"a": {"$meta": "textScore"}})
+        .unwrap_err()
+        .message
+        .contains("$meta"));
     assert!(SortSpec::parse(&doc! {}).unwrap().is_empty());
 }
 
@@ -175,18 +211,31 @@ fn reference_key(doc: &Document, path: &str, descending: bool) -> Bson {
         }
     }
     let mut values = Vec::new();
-    reach(&Bson::Document(doc.clone()), &path.split('.').collect::<Vec<_>>(), &mut values);
-    let chosen = if descending { values.iter().max_by(|a, b| compare_values(a, b)) } else { values.iter().min_by(|a, b| compare_values(a, b)) };
+    reach(
+        &Bson::Document(doc.clone()),
+        &path.split('.').collect::<Vec<_>>(),
+        &mut values,
+    );
+    let chosen = if descending {
+        values.iter().max_by(|a, b| compare_values(a, b))
+    } else {
+        values.iter().min_by(|a, b| compare_values(a, b))
+    };
     chosen.cloned().unwrap_or(Bson::Null)
 }
 
 fn small_doc() -> impl Strategy<Value = Document> {
-    let leaf = prop_oneof![Just(Bson::Null), (-3i32..3).prop_map(Bson::Int32), "[xy]".prop_map(Bson::String)];
+    let leaf = prop_oneof![
+        Just(Bson::Null),
+        (-3i32..3).prop_map(Bson::Int32),
+        "[xy]".prop_map(Bson::String)
+    ];
     let value = leaf.prop_recursive(2, 8, 3, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
-            prop::collection::vec((prop::sample::select(vec!["a", "b"]), inner), 0..2)
-                .prop_map(|f| Bson::Document(f.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            prop::collection::vec((prop::sample::select(vec!["a", "b"]), inner), 0..2).prop_map(
+                |f| Bson::Document(f.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            ),
         ]
     });
     prop::collection::vec((prop::sample::select(vec!["a", "b"]), value), 0..3)

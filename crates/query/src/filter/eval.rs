@@ -41,7 +41,11 @@ pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
     matches_document_checked(node, doc, &mut None)
 }
 
-pub fn matches_document_checked(node: &Node, doc: &Document, error: &mut Option<QueryError>) -> Outcome {
+pub fn matches_document_checked(
+    node: &Node,
+    doc: &Document,
+    error: &mut Option<QueryError>,
+) -> Outcome {
     match node {
         Node::True => Some(None),
         Node::False => None,
@@ -53,15 +57,23 @@ pub fn matches_document_checked(node: &Node, doc: &Document, error: &mut Option<
             }
             Some(position)
         }
-        Node::Or(children) => children.iter().find_map(|child| matches_document_checked(child, doc, error)),
-        Node::Nor(children) => match children.iter().any(|child| matches_document_checked(child, doc, error).is_some()) {
+        Node::Or(children) => children
+            .iter()
+            .find_map(|child| matches_document_checked(child, doc, error)),
+        Node::Nor(children) => match children
+            .iter()
+            .any(|child| matches_document_checked(child, doc, error).is_some())
+        {
             true => None,
             false => Some(None),
         },
         Node::Field { path, predicate } => {
             let mut found = None;
             let leaf = leaf_mode(predicate);
-            any_candidate(doc, path, leaf, &mut |candidate| match satisfies(predicate, candidate.value) {
+            any_candidate(doc, path, leaf, &mut |candidate| match satisfies(
+                predicate,
+                candidate.value,
+            ) {
                 Some(element) => {
                     found = Some(candidate.array_position.or(element));
                     true
@@ -83,7 +95,9 @@ pub fn matches_value(node: &Node, value: &Bson) -> bool {
         Node::And(children) => children.iter().all(|child| matches_value(child, value)),
         Node::Or(children) => children.iter().any(|child| matches_value(child, value)),
         Node::Nor(children) => !children.iter().any(|child| matches_value(child, value)),
-        Node::Field { path, predicate } if path.is_empty() => satisfies(predicate, Some(value)).is_some(),
+        Node::Field { path, predicate } if path.is_empty() => {
+            satisfies(predicate, Some(value)).is_some()
+        }
         Node::Field { .. } | Node::Expr(_) => match value {
             Bson::Document(doc) => matches_document(node, doc).is_some(),
             _ => false,
@@ -97,7 +111,9 @@ pub fn predicate_matches_missing(predicate: &Predicate) -> bool {
 
 fn leaf_mode(predicate: &Predicate) -> LeafArrays {
     match predicate {
-        Predicate::Size(_) | Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => LeafArrays::Whole,
+        Predicate::Size(_) | Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => {
+            LeafArrays::Whole
+        }
         _ => LeafArrays::WholeAndElements,
     }
 }
@@ -106,12 +122,12 @@ fn leaf_mode(predicate: &Predicate) -> LeafArrays {
 /// which element did (MongoDB reports it to the positional operator).
 fn satisfies(predicate: &Predicate, candidate: Option<&Bson>) -> Option<Option<usize>> {
     let element = match (predicate, candidate) {
-        (Predicate::ElemMatchDocument(query), Some(Bson::Array(items))) => {
-            items.iter().position(|item| element_matches_query(query, item))
-        }
-        (Predicate::ElemMatchValue(conditions), Some(Bson::Array(items))) => {
-            items.iter().position(|item| matches_value(conditions, item))
-        }
+        (Predicate::ElemMatchDocument(query), Some(Bson::Array(items))) => items
+            .iter()
+            .position(|item| element_matches_query(query, item)),
+        (Predicate::ElemMatchValue(conditions), Some(Bson::Array(items))) => items
+            .iter()
+            .position(|item| matches_value(conditions, item)),
         _ => return satisfies_value(predicate, candidate).then_some(None),
     };
     element.map(Some)
@@ -126,7 +142,9 @@ fn satisfies_value(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
         Predicate::Type(types) => types.matches(candidate),
         Predicate::Regex(regex) => regex.matches(candidate),
         Predicate::Mod { divisor, remainder } => mod_matches(candidate, *divisor, *remainder),
-        Predicate::Size(size) => matches!(candidate, Some(Bson::Array(items)) if items.len() == *size),
+        Predicate::Size(size) => {
+            matches!(candidate, Some(Bson::Array(items)) if items.len() == *size)
+        }
         // Arrays were handled by `satisfies`; anything else is no array.
         Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => false,
     }
@@ -138,8 +156,11 @@ fn element_matches_query(query: &Node, item: &Bson) -> bool {
     match item {
         Bson::Document(doc) => matches_document(query, doc).is_some(),
         Bson::Array(items) => {
-            let as_doc: Document =
-                items.iter().enumerate().map(|(i, v)| (i.to_string(), v.clone())).collect();
+            let as_doc: Document = items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i.to_string(), v.clone()))
+                .collect();
             matches_document(query, &as_doc).is_some()
         }
         _ => false,

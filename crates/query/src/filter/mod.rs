@@ -47,7 +47,10 @@ pub enum Node {
     Nor(Vec<Node>),
     /// Some candidate of `path` satisfies `predicate`. An empty path means
     /// "the value under test itself" (inside `$elemMatch` on values).
-    Field { path: FieldPath, predicate: Predicate },
+    Field {
+        path: FieldPath,
+        predicate: Predicate,
+    },
     /// `$expr`: an aggregation expression evaluated on the whole document.
     Expr(crate::filter::eval::ExprNode),
 }
@@ -65,7 +68,10 @@ pub enum Predicate {
     Type(TypeSet),
     Regex(RegexMatcher),
     /// `$mod: [divisor, remainder]`.
-    Mod { divisor: i64, remainder: i64 },
+    Mod {
+        divisor: i64,
+        remainder: i64,
+    },
     /// `$size`: an array with exactly this many elements.
     Size(usize),
     /// `$elemMatch` with a query: some element (a document) matches.
@@ -78,12 +84,18 @@ impl Filter {
     /// Parses a filter document. Errors carry MongoDB's codes and messages
     /// (`unknown operator: $x`, `unknown top level operator: $x`, ...).
     pub fn parse(filter: &Document) -> Result<Filter, QueryError> {
-        Ok(Filter { root: parse::parse_document(filter, 0)?, source: filter.clone() })
+        Ok(Filter {
+            root: parse::parse_document(filter, 0)?,
+            source: filter.clone(),
+        })
     }
 
     /// A filter that matches every document.
     pub fn match_all() -> Filter {
-        Filter { root: Node::True, source: Document::new() }
+        Filter {
+            root: Node::True,
+            source: Document::new(),
+        }
     }
 
     pub fn matches(&self, doc: &Document) -> bool {
@@ -92,8 +104,14 @@ impl Filter {
 
     pub fn matches_with_details(&self, doc: &Document) -> MatchDetails {
         match eval::matches_document(&self.root, doc) {
-            Some(array_position) => MatchDetails { matched: true, array_position },
-            None => MatchDetails { matched: false, array_position: None },
+            Some(array_position) => MatchDetails {
+                matched: true,
+                array_position,
+            },
+            None => MatchDetails {
+                matched: false,
+                array_position: None,
+            },
         }
     }
 
@@ -107,8 +125,14 @@ impl Filter {
             return Err(error);
         }
         Ok(match outcome {
-            Some(array_position) => MatchDetails { matched: true, array_position },
-            None => MatchDetails { matched: false, array_position: None },
+            Some(array_position) => MatchDetails {
+                matched: true,
+                array_position,
+            },
+            None => MatchDetails {
+                matched: false,
+                array_position: None,
+            },
         })
     }
 
@@ -147,8 +171,13 @@ impl Predicate {
 
 fn collect_equalities(node: &Node, out: &mut Vec<(String, Bson)>) {
     match node {
-        Node::And(children) => children.iter().for_each(|child| collect_equalities(child, out)),
-        Node::Field { path, predicate: Predicate::Eq(value) } if !path.is_empty() => {
+        Node::And(children) => children
+            .iter()
+            .for_each(|child| collect_equalities(child, out)),
+        Node::Field {
+            path,
+            predicate: Predicate::Eq(value),
+        } if !path.is_empty() => {
             out.push((path.dotted().to_string(), value.clone()));
         }
         _ => {}

@@ -21,9 +21,15 @@ pub fn parse_document(filter: &Document, depth: usize) -> Result<Node, QueryErro
 
 /// `allow_expr` is false inside `$elemMatch`: MongoDB only evaluates
 /// `$expr` against the whole document.
-fn parse_document_in(filter: &Document, depth: usize, allow_expr: bool) -> Result<Node, QueryError> {
+fn parse_document_in(
+    filter: &Document,
+    depth: usize,
+    allow_expr: bool,
+) -> Result<Node, QueryError> {
     if depth > FILTER_DEPTH_MAX {
-        return Err(QueryError::bad_value(format!("exceeded maximum query tree depth of {FILTER_DEPTH_MAX}")));
+        return Err(QueryError::bad_value(format!(
+            "exceeded maximum query tree depth of {FILTER_DEPTH_MAX}"
+        )));
     }
     let mut children = Vec::new();
     for (key, value) in filter {
@@ -64,12 +70,20 @@ fn parse_top_level_operator(
         "or" => Node::Or(parse_clauses(operator, value, depth, allow_expr)?),
         "nor" => Node::Nor(parse_clauses(operator, value, depth, allow_expr)?),
         "comment" => return Ok(None),
-        "expr" => Node::Expr(ExprNode { expr: Expr::parse(value)? }),
+        "expr" => Node::Expr(ExprNode {
+            expr: Expr::parse(value)?,
+        }),
         "alwaysTrue" | "alwaysFalse" => {
             if !matches!(as_number(value), Some(Number::Int(1))) && value != &Bson::Double(1.0) {
-                return Err(QueryError::failed_to_parse(format!("${operator} must be an integer value of 1")));
+                return Err(QueryError::failed_to_parse(format!(
+                    "${operator} must be an integer value of 1"
+                )));
             }
-            if operator == "alwaysTrue" { Node::True } else { Node::False }
+            if operator == "alwaysTrue" {
+                Node::True
+            } else {
+                Node::False
+            }
         }
         "where" | "text" | "jsonSchema" | "sampleRate" => {
             return Err(QueryError::new(
@@ -77,21 +91,36 @@ fn parse_top_level_operator(
                 format!("${operator} is not supported by Slipstream"),
             ))
         }
-        _ => return Err(QueryError::bad_value(format!("unknown top level operator: ${operator}"))),
+        _ => {
+            return Err(QueryError::bad_value(format!(
+                "unknown top level operator: ${operator}"
+            )))
+        }
     };
     Ok(Some(node))
 }
 
-fn parse_clauses(operator: &str, value: &Bson, depth: usize, allow_expr: bool) -> Result<Vec<Node>, QueryError> {
+fn parse_clauses(
+    operator: &str,
+    value: &Bson,
+    depth: usize,
+    allow_expr: bool,
+) -> Result<Vec<Node>, QueryError> {
     let items = match value {
         Bson::Array(items) if !items.is_empty() => items,
-        _ => return Err(QueryError::bad_value(format!("${operator} must be a nonempty array"))),
+        _ => {
+            return Err(QueryError::bad_value(format!(
+                "${operator} must be a nonempty array"
+            )))
+        }
     };
     items
         .iter()
         .map(|item| match item {
             Bson::Document(clause) => parse_document_in(clause, depth + 1, allow_expr),
-            _ => Err(QueryError::bad_value("$or/$and/$nor entries need to be full objects")),
+            _ => Err(QueryError::bad_value(
+                "$or/$and/$nor entries need to be full objects",
+            )),
         })
         .collect()
 }
@@ -112,15 +141,22 @@ fn parse_path(key: &str, value: &Bson, depth: usize) -> Result<Node, QueryError>
         Bson::Document(operators) if is_operator_document(operators) => {
             parse_operators(&path, operators, depth)
         }
-        Bson::RegularExpression(regex) => {
-            Ok(field(&path, Predicate::Regex(RegexMatcher::new(regex.pattern.as_str(), regex.options.as_str())?)))
-        }
+        Bson::RegularExpression(regex) => Ok(field(
+            &path,
+            Predicate::Regex(RegexMatcher::new(
+                regex.pattern.as_str(),
+                regex.options.as_str(),
+            )?),
+        )),
         other => Ok(field(&path, Predicate::Eq(other.clone()))),
     }
 }
 
 fn field(path: &FieldPath, predicate: Predicate) -> Node {
-    Node::Field { path: path.clone(), predicate }
+    Node::Field {
+        path: path.clone(),
+        predicate,
+    }
 }
 
 fn not(node: Node) -> Node {
@@ -129,9 +165,15 @@ fn not(node: Node) -> Node {
 
 /// `{$gt: 1, $lt: 5}` on one path: each operator is its own condition over
 /// the path's candidates, all of which must hold.
-pub fn parse_operators(path: &FieldPath, operators: &Document, depth: usize) -> Result<Node, QueryError> {
+pub fn parse_operators(
+    path: &FieldPath,
+    operators: &Document,
+    depth: usize,
+) -> Result<Node, QueryError> {
     if depth > FILTER_DEPTH_MAX {
-        return Err(QueryError::bad_value(format!("exceeded maximum query tree depth of {FILTER_DEPTH_MAX}")));
+        return Err(QueryError::bad_value(format!(
+            "exceeded maximum query tree depth of {FILTER_DEPTH_MAX}"
+        )));
     }
     let mut children = Vec::new();
     let regex_options = operators.get("$options");
@@ -142,7 +184,10 @@ pub fn parse_operators(path: &FieldPath, operators: &Document, depth: usize) -> 
                     return Err(QueryError::bad_value("$options needs a $regex"));
                 }
             }
-            "$regex" => children.push(field(path, Predicate::Regex(parse_regex(argument, regex_options)?))),
+            "$regex" => children.push(field(
+                path,
+                Predicate::Regex(parse_regex(argument, regex_options)?),
+            )),
             _ => children.push(parse_operator(path, name, argument, depth)?),
         }
     }
@@ -159,7 +204,9 @@ fn parse_regex(pattern: &Bson, options: Option<&Bson>) -> Result<RegexMatcher, Q
         Bson::String(p) => RegexMatcher::new(p, options.unwrap_or("")),
         Bson::RegularExpression(r) => {
             if options.is_some() && !r.options.is_empty() {
-                return Err(QueryError::bad_value("options set in both $regex and $options"));
+                return Err(QueryError::bad_value(
+                    "options set in both $regex and $options",
+                ));
             }
             RegexMatcher::new(r.pattern.as_str(), options.unwrap_or(r.options.as_str()))
         }
@@ -167,7 +214,12 @@ fn parse_regex(pattern: &Bson, options: Option<&Bson>) -> Result<RegexMatcher, Q
     }
 }
 
-fn parse_operator(path: &FieldPath, name: &str, argument: &Bson, depth: usize) -> Result<Node, QueryError> {
+fn parse_operator(
+    path: &FieldPath,
+    name: &str,
+    argument: &Bson,
+    depth: usize,
+) -> Result<Node, QueryError> {
     let compare = |op| Ok(field(path, Predicate::Compare(op, argument.clone())));
     match name {
         "$eq" => Ok(field(path, Predicate::Eq(argument.clone()))),
@@ -185,7 +237,11 @@ fn parse_operator(path: &FieldPath, name: &str, argument: &Bson, depth: usize) -
         "$nin" => Ok(not(in_node(path, parse_in_list("$nin", argument)?))),
         "$exists" => {
             let exists = field(path, Predicate::Exists);
-            Ok(if exists_flag(argument) { exists } else { not(exists) })
+            Ok(if exists_flag(argument) {
+                exists
+            } else {
+                not(exists)
+            })
         }
         "$type" => Ok(field(path, Predicate::Type(TypeSet::parse(argument)?))),
         "$mod" => parse_mod(path, argument),
@@ -194,10 +250,12 @@ fn parse_operator(path: &FieldPath, name: &str, argument: &Bson, depth: usize) -
         "$elemMatch" => Ok(field(path, parse_elem_match(argument, depth)?)),
         "$not" => parse_not(path, argument, depth),
         "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet"
-        | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" | "$text" | "$where" => Err(QueryError::new(
-            codes::COMMAND_NOT_SUPPORTED,
-            format!("{name} is not supported by Slipstream"),
-        )),
+        | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" | "$text" | "$where" => {
+            Err(QueryError::new(
+                codes::COMMAND_NOT_SUPPORTED,
+                format!("{name} is not supported by Slipstream"),
+            ))
+        }
         _ => Err(QueryError::bad_value(format!("unknown operator: {name}"))),
     }
 }
@@ -217,7 +275,9 @@ fn parse_in_list(operator: &str, argument: &Bson) -> Result<InList, QueryError> 
     let mut list = InList::default();
     for item in items {
         match item {
-            Bson::RegularExpression(r) => list.regexes.push(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?),
+            Bson::RegularExpression(r) => list
+                .regexes
+                .push(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?),
             Bson::Document(d) if is_operator_document(d) => {
                 return Err(QueryError::bad_value("cannot nest $ under $in"))
             }
@@ -275,10 +335,14 @@ fn parse_size(argument: &Bson) -> Result<usize, QueryError> {
         None => return Err(QueryError::bad_value("$size needs a number")),
     };
     if size.fract() != 0.0 || size.is_nan() {
-        return Err(QueryError::bad_value(format!("$size must be a whole number, not {size}")));
+        return Err(QueryError::bad_value(format!(
+            "$size must be a whole number, not {size}"
+        )));
     }
     if size < 0.0 {
-        return Err(QueryError::bad_value(format!("$size may not be negative: {size}")));
+        return Err(QueryError::bad_value(format!(
+            "$size may not be negative: {size}"
+        )));
     }
     Ok(size as usize)
 }
@@ -289,14 +353,31 @@ fn parse_elem_match(argument: &Bson, depth: usize) -> Result<Predicate, QueryErr
         _ => return Err(QueryError::bad_value("$elemMatch needs an Object")),
     };
     let value_form = match spec.keys().next() {
-        Some(first) => first.starts_with('$') && !matches!(first.as_str(), "$and" | "$or" | "$nor" | "$expr" | "$where" | "$comment" | "$alwaysTrue" | "$alwaysFalse"),
+        Some(first) => {
+            first.starts_with('$')
+                && !matches!(
+                    first.as_str(),
+                    "$and"
+                        | "$or"
+                        | "$nor"
+                        | "$expr"
+                        | "$where"
+                        | "$comment"
+                        | "$alwaysTrue"
+                        | "$alwaysFalse"
+                )
+        }
         None => false,
     };
     if value_form {
         let conditions = parse_operators(&FieldPath::element(), spec, depth + 1)?;
         Ok(Predicate::ElemMatchValue(Box::new(conditions)))
     } else {
-        Ok(Predicate::ElemMatchDocument(Box::new(parse_document_in(spec, depth + 1, false)?)))
+        Ok(Predicate::ElemMatchDocument(Box::new(parse_document_in(
+            spec,
+            depth + 1,
+            false,
+        )?)))
     }
 }
 
@@ -313,21 +394,31 @@ fn parse_all(path: &FieldPath, argument: &Bson, depth: usize) -> Result<Node, Qu
         .filter(|item| matches!(item, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch")))
         .count();
     if elem_match_count > 0 && elem_match_count != items.len() {
-        return Err(QueryError::bad_value("$all/$elemMatch has to be consistent"));
+        return Err(QueryError::bad_value(
+            "$all/$elemMatch has to be consistent",
+        ));
     }
     let mut children = Vec::new();
     for item in items {
         let node = match item {
             Bson::Document(d) if elem_match_count > 0 => {
                 if d.len() != 1 {
-                    return Err(QueryError::bad_value("$all/$elemMatch has to be consistent"));
+                    return Err(QueryError::bad_value(
+                        "$all/$elemMatch has to be consistent",
+                    ));
                 }
-                field(path, parse_elem_match(d.get("$elemMatch").unwrap_or(&Bson::Null), depth)?)
+                field(
+                    path,
+                    parse_elem_match(d.get("$elemMatch").unwrap_or(&Bson::Null), depth)?,
+                )
             }
             Bson::Document(d) if is_operator_document(d) => {
                 return Err(QueryError::bad_value("no $ expressions in $all"))
             }
-            Bson::RegularExpression(r) => field(path, Predicate::Regex(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?)),
+            Bson::RegularExpression(r) => field(
+                path,
+                Predicate::Regex(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?),
+            ),
             other => field(path, Predicate::Eq(other.clone())),
         };
         children.push(node);
@@ -337,9 +428,10 @@ fn parse_all(path: &FieldPath, argument: &Bson, depth: usize) -> Result<Node, Qu
 
 fn parse_not(path: &FieldPath, argument: &Bson, depth: usize) -> Result<Node, QueryError> {
     match argument {
-        Bson::RegularExpression(r) => {
-            Ok(not(field(path, Predicate::Regex(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?))))
-        }
+        Bson::RegularExpression(r) => Ok(not(field(
+            path,
+            Predicate::Regex(RegexMatcher::new(r.pattern.as_str(), r.options.as_str())?),
+        ))),
         Bson::Document(operators) => {
             if operators.is_empty() {
                 return Err(QueryError::bad_value("$not cannot be empty"));

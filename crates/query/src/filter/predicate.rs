@@ -62,7 +62,11 @@ fn is_nan(value: &Bson) -> bool {
 /// MinKey. NaN is only `$gte`/`$lte` itself. A missing field compares as null.
 pub fn compare_matches(op: CompareOp, candidate: Option<&Bson>, target: &Bson) -> bool {
     let value = candidate.unwrap_or(&Bson::Null);
-    let value = if matches!(value, Bson::Undefined) { &Bson::Null } else { value };
+    let value = if matches!(value, Bson::Undefined) {
+        &Bson::Null
+    } else {
+        value
+    };
     if canonical_type_rank(value) != canonical_type_rank(target) {
         return match target {
             Bson::MaxKey => matches!(op, CompareOp::Lt | CompareOp::Lte),
@@ -94,15 +98,25 @@ impl RegexMatcher {
                 // 'u' (Unicode) is always on in the regex crate.
                 'u' => {}
                 other => {
-                    return Err(QueryError::new(51108, format!("invalid flag in regex options: {other}")))
+                    return Err(QueryError::new(
+                        51108,
+                        format!("invalid flag in regex options: {other}"),
+                    ))
                 }
             }
         }
-        let source = if flags.is_empty() { pattern.to_string() } else { format!("(?{flags}){pattern}") };
-        let compiled = Regex::new(&source).map_err(|e| {
-            QueryError::new(51091, format!("Regular expression is invalid: {e}"))
-        })?;
-        Ok(RegexMatcher { pattern: pattern.to_string(), options: options.to_string(), compiled })
+        let source = if flags.is_empty() {
+            pattern.to_string()
+        } else {
+            format!("(?{flags}){pattern}")
+        };
+        let compiled = Regex::new(&source)
+            .map_err(|e| QueryError::new(51091, format!("Regular expression is invalid: {e}")))?;
+        Ok(RegexMatcher {
+            pattern: pattern.to_string(),
+            options: options.to_string(),
+            compiled,
+        })
     }
 
     pub fn is_match_str(&self, text: &str) -> bool {
@@ -115,7 +129,8 @@ impl RegexMatcher {
         match candidate {
             Some(Bson::String(s)) | Some(Bson::Symbol(s)) => self.compiled.is_match(s),
             Some(Bson::RegularExpression(r)) => {
-                r.pattern.as_str() == self.pattern && sorted(r.options.as_str()) == sorted(&self.options)
+                r.pattern.as_str() == self.pattern
+                    && sorted(r.options.as_str()) == sorted(&self.options)
             }
             _ => false,
         }
@@ -164,7 +179,8 @@ pub struct InList {
 
 impl InList {
     pub fn matches(&self, candidate: Option<&Bson>) -> bool {
-        self.values.iter().any(|v| eq_matches(candidate, v)) || self.regexes.iter().any(|r| r.matches(candidate))
+        self.values.iter().any(|v| eq_matches(candidate, v))
+            || self.regexes.iter().any(|r| r.matches(candidate))
     }
 }
 
@@ -208,16 +224,24 @@ fn add_type(spec: &Bson, codes: &mut Vec<i32>) -> Result<(), QueryError> {
     let number = match as_number(spec) {
         Some(Number::Int(n)) => n as f64,
         Some(Number::Float(f)) => f,
-        None => return Err(QueryError::bad_value(format!("type must be represented as a number or a string, not {spec}"))),
+        None => {
+            return Err(QueryError::bad_value(format!(
+                "type must be represented as a number or a string, not {spec}"
+            )))
+        }
     };
     if number.fract() != 0.0 || !VALID_TYPE_CODES.contains(&(number as i32)) {
-        return Err(QueryError::bad_value(format!("Invalid numerical type code: {number}")));
+        return Err(QueryError::bad_value(format!(
+            "Invalid numerical type code: {number}"
+        )));
     }
     codes.push(number as i32);
     Ok(())
 }
 
-const VALID_TYPE_CODES: [i32; 21] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, -1, 127];
+const VALID_TYPE_CODES: [i32; 21] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, -1, 127,
+];
 
 /// MongoDB's `$type` string aliases.
 pub fn type_alias(alias: &str) -> Option<i32> {

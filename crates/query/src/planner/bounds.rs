@@ -43,7 +43,10 @@ pub struct ValueInterval {
 
 impl ValueInterval {
     fn point(value: Bson) -> ValueInterval {
-        ValueInterval { low: Edge::Value(value.clone(), true), high: Edge::Value(value, true) }
+        ValueInterval {
+            low: Edge::Value(value.clone(), true),
+            high: Edge::Value(value, true),
+        }
     }
 
     fn range(low: Edge, high: Edge) -> ValueInterval {
@@ -53,7 +56,9 @@ impl ValueInterval {
     /// The single value this interval holds, if it is a point.
     pub fn point_value(&self) -> Option<&Bson> {
         match (&self.low, &self.high) {
-            (Edge::Value(a, true), Edge::Value(b, true)) if crate::compare::values_equal(a, b) => Some(a),
+            (Edge::Value(a, true), Edge::Value(b, true)) if crate::compare::values_equal(a, b) => {
+                Some(a)
+            }
             _ => None,
         }
     }
@@ -74,7 +79,14 @@ fn describe_edge(edge: &Edge, upper: bool) -> (char, String) {
         (false, true) => ')',
     };
     match edge {
-        Edge::Unbounded => (bracket(true), if upper { "MaxKey".into() } else { "MinKey".into() }),
+        Edge::Unbounded => (
+            bracket(true),
+            if upper {
+                "MaxKey".into()
+            } else {
+                "MinKey".into()
+            },
+        ),
         Edge::Value(value, included) => (bracket(*included), value.to_string()),
         Edge::Type(rep) => (bracket(true), type_edge_text(rep, upper)),
         Edge::Prefix(prefix) => {
@@ -114,7 +126,10 @@ fn type_label(rep: &Bson) -> &'static str {
 /// Null equality also matches `undefined` and a missing field, which the
 /// index stores as null: `[undefined, null]`.
 fn null_interval() -> ValueInterval {
-    ValueInterval::range(Edge::Value(Bson::Undefined, true), Edge::Value(Bson::Null, true))
+    ValueInterval::range(
+        Edge::Value(Bson::Undefined, true),
+        Edge::Value(Bson::Null, true),
+    )
 }
 
 fn whole_type(rep: Bson) -> ValueInterval {
@@ -133,7 +148,9 @@ fn equality_intervals(value: &Bson, out: &mut Vec<ValueInterval>) {
         // `undefined`, the key of an empty array), as MongoDB does.
         Bson::Array(items) => {
             out.push(ValueInterval::point(value.clone()));
-            out.push(ValueInterval::point(items.first().cloned().unwrap_or(Bson::Undefined)));
+            out.push(ValueInterval::point(
+                items.first().cloned().unwrap_or(Bson::Undefined),
+            ));
         }
         other => out.push(ValueInterval::point(other.clone())),
     }
@@ -163,9 +180,10 @@ pub fn value_intervals(predicate: &Predicate) -> Option<Vec<ValueInterval>> {
                 out.push(type_code_interval(*code)?);
             }
         }
-        Predicate::Exists | Predicate::Size(_) | Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => {
-            return None
-        }
+        Predicate::Exists
+        | Predicate::Size(_)
+        | Predicate::ElemMatchDocument(_)
+        | Predicate::ElemMatchValue(_) => return None,
     }
     Some(out)
 }
@@ -174,11 +192,15 @@ fn compare_intervals(op: crate::filter::CompareOp, value: &Bson) -> Option<Vec<V
     use crate::filter::CompareOp::{Gt, Gte, Lt, Lte};
     let interval = match (value, op) {
         (Bson::Array(_), _) => return None,
-        (Bson::MinKey, Gt) => ValueInterval::range(Edge::Value(Bson::MinKey, false), Edge::Unbounded),
+        (Bson::MinKey, Gt) => {
+            ValueInterval::range(Edge::Value(Bson::MinKey, false), Edge::Unbounded)
+        }
         (Bson::MinKey, Gte) | (Bson::MaxKey, Lte) => return None,
         (Bson::MinKey, Lt) | (Bson::MaxKey, Gt) => return Some(Vec::new()),
         (Bson::MinKey, Lte) | (Bson::MaxKey, Gte) => ValueInterval::point(value.clone()),
-        (Bson::MaxKey, Lt) => ValueInterval::range(Edge::Unbounded, Edge::Value(Bson::MaxKey, false)),
+        (Bson::MaxKey, Lt) => {
+            ValueInterval::range(Edge::Unbounded, Edge::Value(Bson::MaxKey, false))
+        }
         (Bson::Null | Bson::Undefined, Gte | Lte) => null_interval(),
         (Bson::Null | Bson::Undefined, Gt | Lt) => return Some(Vec::new()),
         (nan, Gte | Lte) if is_nan(nan) => ValueInterval::point(nan.clone()),
@@ -216,7 +238,10 @@ fn type_code_interval(code: i32) -> Option<ValueInterval> {
         1 | 16 | 18 | 19 => Bson::Int32(0),
         2 | 14 => Bson::String(String::new()),
         3 => Bson::Document(bson::Document::new()),
-        5 => Bson::Binary(bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: Vec::new() }),
+        5 => Bson::Binary(bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: Vec::new(),
+        }),
         6 => return Some(ValueInterval::point(Bson::Undefined)),
         7 => Bson::ObjectId(bson::oid::ObjectId::from_bytes([0; 12])),
         8 => Bson::Boolean(false),
@@ -224,7 +249,10 @@ fn type_code_interval(code: i32) -> Option<ValueInterval> {
         10 => return Some(null_interval()),
         11 => regex_value()?,
         13 => Bson::JavaScriptCode(String::new()),
-        17 => Bson::Timestamp(bson::Timestamp { time: 0, increment: 0 }),
+        17 => Bson::Timestamp(bson::Timestamp {
+            time: 0,
+            increment: 0,
+        }),
         -1 => return Some(ValueInterval::point(Bson::MinKey)),
         127 => return Some(ValueInterval::point(Bson::MaxKey)),
         // Arrays are indexed by their elements; other types are rare.
@@ -274,8 +302,11 @@ fn is_exclusive(edge: &Edge) -> bool {
 pub fn field_range(interval: &ValueInterval, descending: bool) -> Option<ByteRange> {
     // A descending field stores inverted encodings: the value order's low
     // edge becomes the byte order's high edge.
-    let (low_edge, high_edge) =
-        if descending { (&interval.high, &interval.low) } else { (&interval.low, &interval.high) };
+    let (low_edge, high_edge) = if descending {
+        (&interval.high, &interval.low)
+    } else {
+        (&interval.low, &interval.high)
+    };
     let low = match edge_prefix(low_edge, descending) {
         None => Bound::Unbounded,
         Some(bytes) if is_exclusive(low_edge) => Bound::Included(prefix_end(&bytes)?),
@@ -289,14 +320,20 @@ pub fn field_range(interval: &ValueInterval, descending: bool) -> Option<ByteRan
             None => Bound::Unbounded,
         },
     };
-    let point = interval.point_value().map(|value| encoded(value, descending));
+    let point = interval
+        .point_value()
+        .map(|value| encoded(value, descending));
     let range = ByteRange { low, high, point };
     (!range.is_empty()).then_some(range)
 }
 
 impl ByteRange {
     pub fn full() -> ByteRange {
-        ByteRange { low: Bound::Unbounded, high: Bound::Unbounded, point: None }
+        ByteRange {
+            low: Bound::Unbounded,
+            high: Bound::Unbounded,
+            point: None,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -318,13 +355,20 @@ impl ByteRange {
             (Bound::Excluded(a), Bound::Excluded(b)) => Bound::Excluded(a.min(b).clone()),
             _ => unreachable!("upper bounds are always excluded or unbounded"),
         };
-        let mut range = ByteRange { low, high, point: None };
+        let mut range = ByteRange {
+            low,
+            high,
+            point: None,
+        };
         if range.is_empty() {
             return None;
         }
         // The overlap is still a point if it equals one of the two points.
         for candidate in [self, other] {
-            if candidate.point.is_some() && candidate.low == range.low && candidate.high == range.high {
+            if candidate.point.is_some()
+                && candidate.low == range.low
+                && candidate.high == range.high
+            {
                 range.point = candidate.point.clone();
             }
         }
@@ -347,7 +391,11 @@ impl ByteRange {
                 None => Bound::Unbounded,
             },
         };
-        let range = ByteRange { low, high, point: None };
+        let range = ByteRange {
+            low,
+            high,
+            point: None,
+        };
         (!range.is_empty()).then_some(range)
     }
 }

@@ -83,7 +83,14 @@ struct KeyField {
 
 fn key_fields(key: &Document) -> Result<Vec<KeyField>, QueryError> {
     let pattern = crate::index_key::KeyPattern::parse(key)?;
-    Ok(pattern.fields.into_iter().map(|f| KeyField { path: f.path, descending: f.descending }).collect())
+    Ok(pattern
+        .fields
+        .into_iter()
+        .map(|f| KeyField {
+            path: f.path,
+            descending: f.descending,
+        })
+        .collect())
 }
 
 /// A necessary condition on the values of one path, as the planner reads
@@ -119,11 +126,19 @@ fn conjuncts(node: &Node) -> Vec<(String, Condition<'_>)> {
 
 fn collect_conjuncts<'a>(node: &'a Node, prefix: &str, out: &mut Vec<(String, Condition<'a>)>) {
     match node {
-        Node::And(children) => children.iter().for_each(|child| collect_conjuncts(child, prefix, out)),
+        Node::And(children) => children
+            .iter()
+            .for_each(|child| collect_conjuncts(child, prefix, out)),
         Node::Field { path, predicate } if !path.is_empty() => {
-            let full = if prefix.is_empty() { path.dotted().to_string() } else { format!("{prefix}.{}", path.dotted()) };
+            let full = if prefix.is_empty() {
+                path.dotted().to_string()
+            } else {
+                format!("{prefix}.{}", path.dotted())
+            };
             match predicate {
-                Predicate::ElemMatchValue(conditions) => out.push((full, Condition::SameElement(conditions))),
+                Predicate::ElemMatchValue(conditions) => {
+                    out.push((full, Condition::SameElement(conditions)))
+                }
                 Predicate::ElemMatchDocument(query) => collect_conjuncts(query, &full, out),
                 other => out.push((full, Condition::One(other))),
             }
@@ -136,7 +151,10 @@ fn collect_conjuncts<'a>(node: &'a Node, prefix: &str, out: &mut Vec<(String, Co
 /// does not bound the field.
 fn predicate_ranges(predicate: &Predicate, field: &KeyField) -> Option<Vec<ByteRange>> {
     let intervals = bounds::value_intervals(predicate)?;
-    let ranges = intervals.iter().filter_map(|interval| bounds::field_range(interval, field.descending)).collect();
+    let ranges = intervals
+        .iter()
+        .filter_map(|interval| bounds::field_range(interval, field.descending))
+        .collect();
     Some(bounds::normalize(ranges))
 }
 
@@ -161,11 +179,15 @@ fn condition_ranges(condition: &Condition, field: &KeyField) -> Option<Vec<ByteR
             };
             let mut current: Option<Vec<ByteRange>> = None;
             for child in children {
-                let Node::Field { path, predicate } = child else { continue };
+                let Node::Field { path, predicate } = child else {
+                    continue;
+                };
                 if !path.is_empty() {
                     continue;
                 }
-                let Some(ranges) = predicate_ranges(predicate, field) else { continue };
+                let Some(ranges) = predicate_ranges(predicate, field) else {
+                    continue;
+                };
                 current = Some(match current {
                     None => ranges,
                     Some(existing) => intersect_sets(&existing, &ranges),
@@ -218,7 +240,11 @@ fn has_numeric_component(path: &str) -> bool {
 
 /// Byte ranges of one field from the conditions on it; `None` when they do
 /// not bound it. An empty vector means nothing can match.
-fn field_ranges(field: &KeyField, conditions: &[Condition], index: &IndexCandidate) -> Option<Vec<ByteRange>> {
+fn field_ranges(
+    field: &KeyField,
+    conditions: &[Condition],
+    index: &IndexCandidate,
+) -> Option<Vec<ByteRange>> {
     let mut sets: Vec<Vec<ByteRange>> = Vec::new();
     for condition in conditions {
         if let Some(ranges) = condition_ranges(condition, field) {
@@ -230,7 +256,10 @@ fn field_ranges(field: &KeyField, conditions: &[Condition], index: &IndexCandida
     }
     if index.multikey {
         // Rule 1: prefer an all-points set (equality), else the first.
-        let chosen = sets.iter().position(|set| set.iter().all(|r| r.point.is_some())).unwrap_or(0);
+        let chosen = sets
+            .iter()
+            .position(|set| set.iter().all(|r| r.point.is_some()))
+            .unwrap_or(0);
         return Some(sets.swap_remove(chosen));
     }
     let mut current = sets.remove(0);
@@ -260,16 +289,30 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
     let mut explain = Document::new();
     let mut open = true;
     for (position, field) in fields.iter().enumerate() {
-        if index.multikey && fields[..position].iter().any(|earlier| same_root(&earlier.path, &field.path)) {
+        if index.multikey
+            && fields[..position]
+                .iter()
+                .any(|earlier| same_root(&earlier.path, &field.path))
+        {
             // Rule 7.
             open = false;
         }
-        let on_field: Vec<Condition> =
-            predicates.iter().filter(|(path, _)| *path == field.path).map(|(_, c)| *c).collect();
-        let ranges = if open { field_ranges(field, &on_field, index) } else { None };
+        let on_field: Vec<Condition> = predicates
+            .iter()
+            .filter(|(path, _)| *path == field.path)
+            .map(|(_, c)| *c)
+            .collect();
+        let ranges = if open {
+            field_ranges(field, &on_field, index)
+        } else {
+            None
+        };
         let Some(ranges) = ranges else {
             open = false;
-            explain.insert(field.path.clone(), vec![Bson::String("[MinKey, MaxKey]".into())]);
+            explain.insert(
+                field.path.clone(),
+                vec![Bson::String("[MinKey, MaxKey]".into())],
+            );
             continue;
         };
         bounded_fields += 1;
@@ -282,7 +325,9 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
             prefixes = prefixes
                 .iter()
                 .flat_map(|prefix| {
-                    ranges.iter().map(move |r| [prefix.as_slice(), r.point.as_deref().unwrap_or(&[])].concat())
+                    ranges.iter().map(move |r| {
+                        [prefix.as_slice(), r.point.as_deref().unwrap_or(&[])].concat()
+                    })
                 })
                 .collect();
             continue;
@@ -301,10 +346,20 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
         Some(ranges) => ranges,
         None => {
             let whole = ByteRange::full();
-            bounds::normalize(prefixes.iter().filter_map(|prefix| whole.prefixed(prefix)).collect())
+            bounds::normalize(
+                prefixes
+                    .iter()
+                    .filter_map(|prefix| whole.prefixed(prefix))
+                    .collect(),
+            )
         }
     };
-    IndexBounds { ranges, bounded_fields, single_point_fields, explain }
+    IndexBounds {
+        ranges,
+        bounded_fields,
+        single_point_fields,
+        explain,
+    }
 }
 
 fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
@@ -322,20 +377,27 @@ fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) 
 
 /// Rule 3: some predicate on an index field rejects documents that lack it.
 fn sparse_usable(root: &Node, fields: &[KeyField]) -> bool {
-    conjuncts(root)
-        .iter()
-        .any(|(path, condition)| fields.iter().any(|f| &f.path == path) && !condition.matches_missing())
+    conjuncts(root).iter().any(|(path, condition)| {
+        fields.iter().any(|f| &f.path == path) && !condition.matches_missing()
+    })
 }
 
 /// Whether walking the index (forward or backward) yields documents in
 /// sort order: after the leading single-point fields, the sort's fields
 /// follow the index's, all in the same or all in the opposite direction.
-fn sort_direction(sort: &SortSpec, fields: &[KeyField], single_point_fields: usize) -> Option<bool> {
+fn sort_direction(
+    sort: &SortSpec,
+    fields: &[KeyField],
+    single_point_fields: usize,
+) -> Option<bool> {
     let mut index_fields = fields.iter().skip(single_point_fields);
     let mut reverse: Option<bool> = None;
     for wanted in &sort.fields {
         // A sort field fixed by an equality does not affect the order.
-        if fields[..single_point_fields].iter().any(|f| f.path == wanted.path) {
+        if fields[..single_point_fields]
+            .iter()
+            .any(|f| f.path == wanted.path)
+        {
             continue;
         }
         let field = index_fields.next()?;
@@ -396,16 +458,24 @@ pub fn plan(
         }
         let bounds = index_bounds(filter.root(), index, &fields);
         let sort_dir = match sort {
-            Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
+            Some(sort) if !index.multikey => {
+                sort_direction(sort, &fields, bounds.single_point_fields)
+            }
             _ => None,
         };
         if bounds.bounded_fields == 0 && sort_dir.is_none() {
             continue;
         }
-        let candidate = Candidate { index, bounds, sort: sort_dir };
+        let candidate = Candidate {
+            index,
+            bounds,
+            sort: sort_dir,
+        };
         let better = match &best {
             None => true,
-            Some((current, current_fields)) => candidate.score(fields.len()) > current.score(*current_fields),
+            Some((current, current_fields)) => {
+                candidate.score(fields.len()) > current.score(*current_fields)
+            }
         };
         if better {
             best = Some((candidate, fields.len()));
@@ -426,7 +496,10 @@ pub fn plan(
 /// branches' ranges over that index (MongoDB would also combine different
 /// indexes; that needs a plan with several scans). The union does not
 /// claim to provide a sort.
-fn or_union<'a>(branches: &[Node], indexes: &'a [IndexCandidate]) -> Result<Option<Candidate<'a>>, QueryError> {
+fn or_union<'a>(
+    branches: &[Node],
+    indexes: &'a [IndexCandidate],
+) -> Result<Option<Candidate<'a>>, QueryError> {
     let mut best: Option<(Candidate<'a>, usize)> = None;
     'indexes: for index in indexes {
         let fields = key_fields(&index.key)?;
@@ -452,9 +525,24 @@ fn or_union<'a>(branches: &[Node], indexes: &'a [IndexCandidate]) -> Result<Opti
                 explain.insert(field, merged);
             }
         }
-        let bounds = IndexBounds { ranges: bounds::normalize(ranges), bounded_fields: 1, single_point_fields: 0, explain };
-        if best.as_ref().is_none_or(|(_, best_points)| points > *best_points) {
-            best = Some((Candidate { index, bounds, sort: None }, points));
+        let bounds = IndexBounds {
+            ranges: bounds::normalize(ranges),
+            bounded_fields: 1,
+            single_point_fields: 0,
+            explain,
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(_, best_points)| points > *best_points)
+        {
+            best = Some((
+                Candidate {
+                    index,
+                    bounds,
+                    sort: None,
+                },
+                points,
+            ));
         }
     }
     Ok(best.map(|(candidate, _)| candidate))
@@ -474,7 +562,11 @@ fn plan_hinted(
             return Ok(collection_scan(filter, reverse));
         }
         Bson::Document(spec) => indexes.iter().find(|i| &i.key == spec),
-        _ => return Err(QueryError::failed_to_parse("hint must be a string or an object")),
+        _ => {
+            return Err(QueryError::failed_to_parse(
+                "hint must be a string or an object",
+            ))
+        }
     };
     let index = index.ok_or_else(|| {
         QueryError::bad_value(format!("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index: {hint}"))
@@ -482,7 +574,12 @@ fn plan_hinted(
     let fields = key_fields(&index.key)?;
     let bounds = if fields.iter().any(|f| has_numeric_component(&f.path)) {
         // Rule 4: a full scan of a non-sparse index still sees every document.
-        IndexBounds { ranges: vec![ByteRange::full()], bounded_fields: 0, single_point_fields: 0, explain: Document::new() }
+        IndexBounds {
+            ranges: vec![ByteRange::full()],
+            bounded_fields: 0,
+            single_point_fields: 0,
+            explain: Document::new(),
+        }
     } else {
         index_bounds(filter.root(), index, &fields)
     };
@@ -490,14 +587,25 @@ fn plan_hinted(
         Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
         _ => None,
     };
-    Ok(index_plan(filter, Candidate { index, bounds, sort: sort_dir }))
+    Ok(index_plan(
+        filter,
+        Candidate {
+            index,
+            bounds,
+            sort: sort_dir,
+        },
+    ))
 }
 
 fn index_plan(filter: &Filter, candidate: Candidate) -> Plan {
     let reverse = candidate.sort.unwrap_or(false);
     let empty_result = candidate.bounds.ranges.is_empty() || filter_is_unsatisfiable(filter.root());
-    let mut intervals: Vec<KeyInterval> =
-        candidate.bounds.ranges.into_iter().map(|r| (r.low, r.high)).collect();
+    let mut intervals: Vec<KeyInterval> = candidate
+        .bounds
+        .ranges
+        .into_iter()
+        .map(|r| (r.low, r.high))
+        .collect();
     if intervals.len() == 1 && intervals[0] == (Bound::Unbounded, Bound::Unbounded) {
         intervals.clear();
     }

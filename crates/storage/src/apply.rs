@@ -318,6 +318,13 @@ impl<'a> Applier<'a> {
 
     /// Renames a collection (its tables move with it).
     pub fn rename_collection(&mut self, from: &str, to: &str, drop_target: bool, ts: Timestamp) -> Result<bool> {
+        if from == to {
+            // Dropping the "target" would drop the collection's own tables.
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::InvalidDocument("Can't rename a collection to itself".to_string())),
+                Strictness::Replay => Ok(false),
+            };
+        }
         let Some(meta) = self.catalog.get(from).cloned() else {
             return match self.strictness {
                 Strictness::Write => Err(StorageError::NamespaceNotFound(from.to_string())),

@@ -33,6 +33,7 @@ enum Op {
     CreateIndex { coll: usize, which: usize },
     DropIndex { coll: usize, which: usize },
     DropCollection { coll: usize },
+    Rename { from: usize, to: usize, drop_target: bool },
     Checkpoint,
     Reopen { clean: bool },
     Rollback { back: usize },
@@ -55,7 +56,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (coll.clone(), 0..12i32).prop_map(|(coll, id)| Op::Delete { coll, id }),
         1 => (coll.clone(), 0..3usize).prop_map(|(coll, which)| Op::CreateIndex { coll, which }),
         1 => (coll.clone(), 0..3usize).prop_map(|(coll, which)| Op::DropIndex { coll, which }),
-        1 => coll.prop_map(|coll| Op::DropCollection { coll }),
+        1 => coll.clone().prop_map(|coll| Op::DropCollection { coll }),
+        1 => (coll.clone(), coll, any::<bool>()).prop_map(|(from, to, drop_target)| Op::Rename { from, to, drop_target }),
         1 => Just(Op::Checkpoint),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
         1 => (1..6usize).prop_map(|back| Op::Rollback { back }),
@@ -276,6 +278,22 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
                 let optime = engine.drop_collection(ns).unwrap();
                 model.remove(ns);
                 history.push((optime.ts, model.clone()));
+            }
+            Op::Rename { from, to, drop_target } => {
+                let (from, to) = (COLLECTIONS[from], COLLECTIONS[to]);
+                let result = engine.rename_collection(from, to, drop_target);
+                if from == to {
+                    prop_assert!(matches!(result, Err(StorageError::InvalidDocument(_))), "{:?}", result);
+                } else if !model.contains_key(from) {
+                    prop_assert!(matches!(result, Err(StorageError::NamespaceNotFound(_))), "{:?}", result);
+                } else if model.contains_key(to) && !drop_target {
+                    prop_assert!(matches!(result, Err(StorageError::NamespaceExists(_))), "{:?}", result);
+                } else {
+                    let optime = result.map_err(|e| TestCaseError::fail(format!("rename: {e}")))?;
+                    let moved = model.remove(from).unwrap();
+                    model.insert(to.to_string(), moved);
+                    history.push((optime.ts, model.clone()));
+                }
             }
             Op::Checkpoint => {
                 engine.checkpoint_now().unwrap();

@@ -846,3 +846,13 @@ fn set_window_fields_ranks_ties_and_refuses_range_windows() {
     let derivative = doc! {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"d": {"$derivative": {"input": "$s"}}}}};
     assert_eq!(run(vec![derivative], vec![]).unwrap_err().code, 115);
 }
+
+#[test]
+fn decimal_sums_are_refused_rather_than_approximated() {
+    let decimal: bson::Decimal128 = "1.1".parse().unwrap();
+    let input = vec![doc! {"v": decimal}];
+    let err = run(vec![doc! {"$group": {"_id": null, "s": {"$sum": "$v"}}}], input.clone()).unwrap_err();
+    assert_eq!(err.code, 115);
+    let err = run(vec![doc! {"$project": {"s": {"$sum": ["$v", 1]}}}], input).unwrap_err();
+    assert_eq!(err.code, 115);
+}

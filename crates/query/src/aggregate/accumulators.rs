@@ -197,6 +197,19 @@ impl AccumulatorState {
     /// Folds in one value and returns how many bytes the state grew by
     /// (for the memory budget).
     pub(crate) fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
+        let numeric = matches!(self, AccumulatorState::Sum(_) | AccumulatorState::Avg { .. } | AccumulatorState::StdDev { .. });
+        if numeric && matches!(value, Some(Bson::Decimal128(_))) {
+            // Decimal arithmetic is not implemented; a double would be a
+            // silently different result.
+            return Err(QueryError::new(
+                codes::COMMAND_NOT_SUPPORTED,
+                format!("the {} accumulator does not support Decimal128 values yet", match kind {
+                    AccumulatorKind::Sum => "$sum",
+                    AccumulatorKind::Avg => "$avg",
+                    _ => "$stdDev",
+                }),
+            ));
+        }
         match self {
             AccumulatorState::Select(_) => unreachable!("add_document hands select accumulators whole documents"),
             AccumulatorState::Sum(sum) => {

@@ -29,17 +29,25 @@ fn inputs(args: &Args, cx: &Context) -> Result<Vec<Value>, QueryError> {
     Ok(values)
 }
 
-fn numbers(values: &[Value]) -> Vec<Num> {
-    values.iter().flatten().filter_map(Num::from_bson).collect()
+/// The numeric values among `values`; Decimal128 is refused (its
+/// arithmetic is not implemented, and skipping it would be wrong).
+fn numbers(name: &str, values: &[Value]) -> Result<Vec<Num>, QueryError> {
+    if values.iter().flatten().any(|v| matches!(v, Bson::Decimal128(_))) {
+        return Err(QueryError::new(
+            crate::error::codes::COMMAND_NOT_SUPPORTED,
+            format!("{name} does not support Decimal128 values yet"),
+        ));
+    }
+    Ok(values.iter().flatten().filter_map(Num::from_bson).collect())
 }
 
-fn eval_sum(_: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
-    let total = numbers(&inputs(args, cx)?).into_iter().fold(Num::Int(0), add);
+fn eval_sum(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let total = numbers(name, &inputs(args, cx)?)?.into_iter().fold(Num::Int(0), add);
     Ok(Some(total.to_bson()))
 }
 
-fn eval_avg(_: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
-    let values = numbers(&inputs(args, cx)?);
+fn eval_avg(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
+    let values = numbers(name, &inputs(args, cx)?)?;
     if values.is_empty() {
         return Ok(Some(Bson::Null));
     }
@@ -59,7 +67,7 @@ fn eval_extreme(name: &'static str, args: &Args, cx: &Context) -> Result<Value, 
 }
 
 fn eval_std_dev(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
-    let values: Vec<f64> = numbers(&inputs(args, cx)?).into_iter().map(Num::as_f64).collect();
+    let values: Vec<f64> = numbers(name, &inputs(args, cx)?)?.into_iter().map(Num::as_f64).collect();
     let count = values.len();
     let divisor = if name == "$stdDevSamp" { count.saturating_sub(1) } else { count };
     if divisor == 0 {

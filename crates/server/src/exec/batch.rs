@@ -77,6 +77,12 @@ impl Batch {
         Ok(())
     }
 
+    /// Documents the count limit still admits (the byte cap may admit
+    /// fewer).
+    pub fn room(&self) -> usize {
+        self.limits.documents_max.map_or(usize::MAX, |max| max.saturating_sub(self.documents.len()))
+    }
+
     pub fn len(&self) -> usize {
         self.documents.len()
     }

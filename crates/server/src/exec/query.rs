@@ -14,7 +14,7 @@ use slipstream_storage::Reader;
 
 use super::batch::Batch;
 use super::limits::{BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX, BLOCKING_SORT_MEMORY_BYTES_MAX, SCAN_CHUNK_RECORDS};
-use super::scan::{Scan, ScanStats};
+use super::scan::{Scan, ScanItem, ScanStats};
 use super::sort::InMemorySort;
 use crate::error::CommandError;
 
@@ -78,6 +78,11 @@ impl StreamingQuery {
     /// Fills `batch` from `reader`; returns true when the query has nothing
     /// more to give (the cursor can be closed).
     pub fn fill(&mut self, reader: &Reader, batch: &mut Batch, deadline: Option<Instant>) -> Result<bool, CommandError> {
+        // Read no further ahead than the results still wanted (a point
+        // query reads one record), growing the chunk while the filter
+        // rejects records, up to SCAN_CHUNK_RECORDS.
+        let wanted = batch.room().min(self.limit_remaining.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)));
+        let mut chunk = wanted.saturating_add(usize::try_from(self.skip_remaining).unwrap_or(usize::MAX)).clamp(1, SCAN_CHUNK_RECORDS);
         loop {
             if self.limit_remaining == Some(0) {
                 self.scan.finish();
@@ -90,7 +95,8 @@ impl StreamingQuery {
                 return Ok(false);
             }
             check_deadline(deadline)?;
-            let fetched = self.scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+            let fetched = self.scan.fetch(reader, chunk)?;
+            chunk = chunk.saturating_mul(2).min(SCAN_CHUNK_RECORDS);
             let mut stopped = false;
             for item in fetched.items {
                 if batch.is_full() || self.limit_remaining == Some(0) {
@@ -106,13 +112,14 @@ impl StreamingQuery {
                     self.scan.consume(&item)?;
                     continue;
                 }
-                let output = project(self.projection.as_ref(), &self.filter, item.document.clone())?;
+                let ScanItem { record_key, document, after } = item;
+                let output = project(self.projection.as_ref(), &self.filter, document)?;
                 if batch.push(output).is_err() {
                     // Full by bytes: this record opens the next batch.
                     stopped = true;
                     break;
                 }
-                self.scan.consume(&item)?;
+                self.scan.consume_at(&record_key, after)?;
                 self.returned += 1;
                 if let Some(limit) = self.limit_remaining.as_mut() {
                     *limit -= 1;
@@ -225,8 +232,11 @@ pub fn collect_matches(
         return Ok(documents.into());
     }
     let mut matches = Vec::new();
+    // As in `StreamingQuery::fill`: read only as far ahead as needed.
+    let mut chunk = max.unwrap_or(SCAN_CHUNK_RECORDS).clamp(1, SCAN_CHUNK_RECORDS);
     loop {
-        let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+        let fetched = scan.fetch(reader, chunk)?;
+        chunk = chunk.saturating_mul(2).min(SCAN_CHUNK_RECORDS);
         for item in fetched.items {
             let duplicate = scan.is_duplicate(&item);
             scan.consume(&item)?;

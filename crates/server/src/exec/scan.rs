@@ -219,8 +219,13 @@ impl Scan {
     /// Moves the position past `item`; a multikey index scan remembers the
     /// record so that it is not returned twice.
     pub fn consume(&mut self, item: &ScanItem) -> Result<(), CommandError> {
-        self.position = item.after.clone();
-        if !matches!(self.access, Access::Index { multikey: true, .. }) || self.seen.contains(&item.record_key) {
+        self.consume_at(&item.record_key, item.after.clone())
+    }
+
+    /// `consume` for an item already taken apart.
+    pub fn consume_at(&mut self, record_key: &[u8], after: Position) -> Result<(), CommandError> {
+        self.position = after;
+        if !matches!(self.access, Access::Index { multikey: true, .. }) || self.seen.contains(record_key) {
             return Ok(());
         }
         if self.seen.len() >= MULTIKEY_SEEN_RECORDS_MAX {
@@ -229,7 +234,7 @@ impl Scan {
                 format!("multikey index scan returned more than {MULTIKEY_SEEN_RECORDS_MAX} records; narrow the query"),
             ));
         }
-        self.seen.insert(item.record_key.clone());
+        self.seen.insert(record_key.to_vec());
         Ok(())
     }
 

@@ -71,13 +71,15 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
         match check_frame(&buffer) {
             Ok(length) => {
                 state.metrics.count_request(length as u64);
-                let reply = handle_frame(ctx, &buffer[..length]).await;
+                let outcome = handle_frame(ctx, &buffer[..length]).await;
                 buffer.drain(..length);
-                if let Some(bytes) = reply {
-                    if let Err(err) = stream.write_all(&bytes).await {
-                        return format!("write failed: {err}");
-                    }
-                    state.metrics.count_bytes_out(bytes.len() as u64);
+                let written = match outcome {
+                    Outcome::NoReply => Ok(()),
+                    Outcome::Reply(bytes) => write_reply(ctx, stream, &bytes).await,
+                    Outcome::Exhaust { request, response_to } => stream_exhaust(ctx, stream, &request, response_to).await,
+                };
+                if let Err(err) = written {
+                    return format!("write failed: {err}");
                 }
             }
             Err(WireError::Incomplete) => {
@@ -120,15 +122,79 @@ fn reserve_for_frame(buffer: &mut Vec<u8>) {
     buffer.reserve(remaining.max(READ_CHUNK_BYTES));
 }
 
-/// Answers one whole frame; `None` when no reply is due (moreToCome).
-async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Option<Vec<u8>> {
-    let header = MsgHeader::parse(frame).ok()?;
+/// What to send back for one request.
+enum Outcome {
+    /// moreToCome on the request: the client expects nothing.
+    NoReply,
+    Reply(Vec<u8>),
+    /// An exhaust stream: the request is run again after each reply until
+    /// it says there is no more (see `stream_exhaust`).
+    Exhaust { request: CommandRequest, response_to: i32 },
+}
+
+async fn write_reply(ctx: &CommandContext, stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    ctx.state.metrics.count_bytes_out(bytes.len() as u64);
+    Ok(())
+}
+
+/// Whether a request may be answered with an exhaust stream: `getMore`
+/// (an exhaust cursor) and the monitoring `hello` (topologyVersion plus
+/// maxAwaitTimeMS), when the client set exhaustAllowed.
+fn is_exhaustible(request: &CommandRequest) -> bool {
+    match request.name.as_str() {
+        "getMore" => true,
+        "hello" | "isMaster" | "ismaster" => {
+            request.body.contains_key("topologyVersion") && request.body.contains_key("maxAwaitTimeMS")
+        }
+        _ => false,
+    }
+}
+
+/// Whether a successful exhaust reply lets the stream go on: a cursor with
+/// more to read, or a monitoring `hello` (each round waits maxAwaitTimeMS
+/// in the handler).
+fn stream_continues(request: &CommandRequest, reply: &Document) -> bool {
+    if reply.get_f64("ok").ok() != Some(1.0) {
+        return false;
+    }
+    if request.name == "getMore" {
+        return reply.get_document("cursor").ok().and_then(|cursor| cursor.get_i64("id").ok()).is_some_and(|id| id != 0);
+    }
+    true
+}
+
+/// Streams replies with the moreToCome flag, each answering the previous
+/// one (its responseTo is the previous reply's requestId), until a reply
+/// ends the stream, the node shuts down, or the client goes away.
+async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &CommandRequest, first_request_id: i32) -> std::io::Result<()> {
+    let mut response_to = first_request_id;
+    loop {
+        let reply = execute(ctx, request).await;
+        let more = stream_continues(request, &reply) && !ctx.state.shutdown.is_triggered();
+        let request_id = next_request_id();
+        let flags = if more { slipstream_wire::msg_flags::MORE_TO_COME } else { 0 };
+        let Ok(bytes) = encode_op_msg(request_id, response_to, flags, &reply, &[]) else {
+            // Too large to encode: end the stream with the error.
+            return write_reply(ctx, stream, &encode_msg_reply(response_to, &reply)).await;
+        };
+        write_reply(ctx, stream, &bytes).await?;
+        if !more {
+            return Ok(());
+        }
+        response_to = request_id;
+    }
+}
+
+/// Answers one whole frame.
+async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
+    let Ok(header) = MsgHeader::parse(frame) else { return Outcome::NoReply };
     match parse_message(frame) {
         Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg).await,
-        Ok(Message::Query(query)) => Some(handle_op_query(ctx, query).await),
+        Ok(Message::Query(query)) => Outcome::Reply(handle_op_query(ctx, query).await),
         Ok(Message::Reply(_)) => {
             let error = CommandError::new(40413, "OP_REPLY is a server-to-client message");
-            Some(encode_msg_reply(header.request_id, &error.to_reply()))
+            Outcome::Reply(encode_msg_reply(header.request_id, &error.to_reply()))
         }
         Err(err) => {
             ctx.state.log.warning(
@@ -140,26 +206,30 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Option<Vec<u8>> {
             );
             let reply = CommandError::from(err).to_reply();
             if header.op_code == opcode::OP_QUERY {
-                Some(encode_legacy_reply(header.request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&reply)))
+                Outcome::Reply(encode_legacy_reply(header.request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&reply)))
             } else {
-                Some(encode_msg_reply(header.request_id, &reply))
+                Outcome::Reply(encode_msg_reply(header.request_id, &reply))
             }
         }
     }
 }
 
-async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Option<Vec<u8>> {
+async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Outcome {
     let request_id = msg.header.request_id;
     let more_to_come = msg.more_to_come();
+    let exhaust_allowed = msg.exhaust_allowed();
     let reply = match msg.into_command_body().map_err(CommandError::from).and_then(request_from_op_msg) {
+        Ok(request) if exhaust_allowed && !more_to_come && is_exhaustible(&request) => {
+            return Outcome::Exhaust { request, response_to: request_id };
+        }
         Ok(request) => execute(ctx, &request).await,
         Err(error) => error.to_reply(),
     };
     if more_to_come {
         // The client asked for no reply (e.g. `endSessions` with w: 0).
-        return None;
+        return Outcome::NoReply;
     }
-    Some(encode_msg_reply(request_id, &reply))
+    Outcome::Reply(encode_msg_reply(request_id, &reply))
 }
 
 async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Vec<u8> {

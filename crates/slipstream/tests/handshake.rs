@@ -142,19 +142,36 @@ fn monitoring_hello_waits_and_more_to_come_gets_no_reply() {
     let first = client.command(&doc! {"hello": 1, "$db": "admin"}).unwrap();
     let topology = first.get_document("topologyVersion").unwrap().clone();
 
-    // Same topologyVersion: answered after maxAwaitTimeMS.
+    // Same topologyVersion with exhaustAllowed: a stream of replies, each
+    // after maxAwaitTimeMS, flagged moreToCome and answering the previous.
     let started = Instant::now();
-    let body = doc! {"hello": 1, "topologyVersion": topology.clone(), "maxAwaitTimeMS": 400, "$db": "admin"};
-    let (request_id, response_to, reply) = client.command_with_flags(&body, msg_flags::EXHAUST_ALLOWED).unwrap();
+    let body = doc! {"hello": 1, "topologyVersion": topology.clone(), "maxAwaitTimeMS": 300, "$db": "admin"};
+    let request_id = client.request_id();
+    client.send(&encode_op_msg(request_id, 0, msg_flags::EXHAUST_ALLOWED, &body, &[]).unwrap()).unwrap();
+    let mut response_to = request_id;
+    for round in 1..=2u32 {
+        let Message::Msg(reply) = client.receive().unwrap() else { panic!("expected OP_MSG") };
+        assert_eq!(reply.header.response_to, response_to, "round {round}");
+        assert!(reply.more_to_come(), "round {round} is flagged moreToCome");
+        assert!(started.elapsed() >= Duration::from_millis(280 * u64::from(round)), "round {round} after {:?}", started.elapsed());
+        check_hello_fields(&reply.body);
+        response_to = reply.header.request_id;
+    }
+    drop(client);
+
+    // Without exhaustAllowed: one reply after the wait.
+    let mut client = node.client();
+    let started = Instant::now();
+    let (request_id, response_to, reply) = client.command_with_flags(&body, 0).unwrap();
     assert_eq!(request_id, response_to);
-    assert!(started.elapsed() >= Duration::from_millis(380), "answered after {:?}", started.elapsed());
+    assert!(started.elapsed() >= Duration::from_millis(280), "answered after {:?}", started.elapsed());
     check_hello_fields(&reply);
 
     // Another process's topologyVersion: answered at once.
     let started = Instant::now();
     let stale = doc! {"processId": bson::oid::ObjectId::new(), "counter": 0_i64};
     let body = doc! {"hello": 1, "topologyVersion": stale, "maxAwaitTimeMS": 10_000, "$db": "admin"};
-    client.command_with_flags(&body, msg_flags::EXHAUST_ALLOWED).unwrap();
+    client.command_with_flags(&body, 0).unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // moreToCome: no reply; the next reply answers the next request.

@@ -7,8 +7,9 @@ use std::time::Instant;
 use bson::{doc, Bson, Document};
 use md5::{Digest, Md5};
 use slipstream_query::filter::Filter;
-use slipstream_storage::{CollectionInfo, StorageError};
+use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
+use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
 
@@ -94,6 +95,16 @@ fn scale_of(body: &Document) -> Result<i64, CommandError> {
         return Err(CommandError::bad_value("scale has to be >= 1"));
     }
     Ok(scale)
+}
+
+/// Waits for the command's write concern after a catalog write and adds
+/// `writeConcernError` to the reply when it failed. The write concern was
+/// parsed (and refused if unsatisfiable) before the write.
+async fn acknowledge(ctx: &CommandContext, write_concern: &WriteConcern, last_write: Option<OpTime>, mut reply: Document) -> CommandResult {
+    if let Some(error) = write_concern.wait(&ctx.state.engine, last_write).await {
+        reply.insert("writeConcernError", error);
+    }
+    Ok(reply)
 }
 
 pub async fn list_databases(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -186,6 +197,7 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
 
 pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
+    let write_concern = WriteConcern::parse(&req.body)?;
     let mut options = Document::new();
     for (key, value) in req.body.iter().skip(1) {
         if super::admin::is_generic_argument(key) {
@@ -207,22 +219,26 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         // MongoDB 7.0 answers a repeated create with identical options
         // with success.
         if existing.options == options {
-            return Ok(Document::new());
+            return acknowledge(ctx, &write_concern, None, Document::new()).await;
         }
         return Err(CommandError::new(48, format!("Collection {ns} already exists with different options.")));
     }
-    engine.create_collection(&ns, options)?;
-    Ok(Document::new())
+    let op_time = engine.create_collection(&ns, options)?;
+    acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
 }
 
 pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
+    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
     match engine.drop_collection(&ns) {
-        Ok(_) => Ok(doc! {"nIndexesWas": indexes_before.unwrap_or(1) as i32, "ns": ns}),
+        Ok(op_time) => {
+            let reply = doc! {"nIndexesWas": indexes_before.unwrap_or(1) as i32, "ns": ns};
+            acknowledge(ctx, &write_concern, Some(op_time), reply).await
+        }
         // MongoDB 7.0 treats dropping an absent collection as success.
-        Err(StorageError::NamespaceNotFound(_)) => Ok(Document::new()),
+        Err(StorageError::NamespaceNotFound(_)) => acknowledge(ctx, &write_concern, None, Document::new()).await,
         Err(err) => Err(err.into()),
     }
 }
@@ -232,9 +248,10 @@ pub async fn drop_database(ctx: &CommandContext, req: &CommandRequest) -> Comman
     if matches!(req.db.as_str(), "admin" | "local" | "config") {
         return Err(CommandError::new(20, format!("Dropping the '{}' database is prohibited.", req.db)));
     }
+    let write_concern = WriteConcern::parse(&req.body)?;
     match ctx.state.engine.drop_database(&req.db)? {
-        Some(_) => Ok(doc! {"dropped": req.db.clone()}),
-        None => Ok(Document::new()),
+        Some(op_time) => acknowledge(ctx, &write_concern, Some(op_time), doc! {"dropped": req.db.clone()}).await,
+        None => acknowledge(ctx, &write_concern, None, Document::new()).await,
     }
 }
 
@@ -265,8 +282,9 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
     if from == to {
         return Err(CommandError::new(20, "Can't rename a collection to itself"));
     }
-    ctx.state.engine.rename_collection(&from, &to, drop_target)?;
-    Ok(Document::new())
+    let write_concern = WriteConcern::parse(&req.body)?;
+    let op_time = ctx.state.engine.rename_collection(&from, &to, drop_target)?;
+    acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
 }
 
 pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

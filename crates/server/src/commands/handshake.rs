@@ -1,10 +1,11 @@
 //! `hello` / `isMaster` / `ismaster`: the handshake every driver opens a
 //! connection with, and the command its monitor repeats.
 //!
-//! A monitor that sends `{hello, topologyVersion, maxAwaitTimeMS}` (with
-//! the exhaustAllowed flag) is answered once after the wait, unless the
-//! topology changed or the node shuts down first; drivers accept this in
-//! place of an exhaust stream and then send the next `hello`.
+//! A monitor that sends `{hello, topologyVersion, maxAwaitTimeMS}` is
+//! answered after the wait, unless the topology changed or the node shuts
+//! down first. With the exhaustAllowed flag the connection layer turns
+//! this into a stream: it re-runs the command after each reply and flags
+//! every reply moreToCome (`connection::stream_exhaust`).
 
 use std::time::Duration;
 

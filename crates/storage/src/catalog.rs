@@ -109,6 +109,8 @@ impl Catalog {
     /// Databases that hold at least one collection, sorted.
     pub fn databases(&self) -> Vec<String> {
         let mut dbs: Vec<String> = self.collections.values().map(|c| c.db().to_string()).collect();
+        // Namespaces sort with the dot, so "a-b.x" comes before "a.x".
+        dbs.sort();
         dbs.dedup();
         dbs
     }

@@ -29,20 +29,25 @@ use crate::mvcc::BaseView;
 use crate::recovery::{CHECKPOINT_FORMAT_VERSION, META_CATALOG, META_CHECKPOINT_TS, META_FORMAT_VERSION};
 use crate::{StorageError, Timestamp};
 
-/// The background thread: a checkpoint every `checkpoint_interval_ms`
-/// until told to stop (the final one is written by `shutdown`).
+/// The background thread: a checkpoint every `checkpoint_interval_ms`,
+/// start to start, until told to stop (the final one is written by
+/// `shutdown`). A checkpoint that takes longer than the interval is
+/// followed at once by the next, so that memory does not grow while the
+/// thread sleeps.
 pub(crate) fn run_thread(inner: Arc<Inner>) {
     let interval = Duration::from_millis(inner.options.checkpoint_interval_ms.max(1));
+    let mut next = Instant::now() + interval;
     loop {
         {
             let mut stop = inner.checkpoint_stop.lock();
-            if !*stop {
-                inner.checkpoint_wake.wait_for(&mut stop, interval);
+            if !*stop && Instant::now() < next {
+                inner.checkpoint_wake.wait_until(&mut stop, next);
             }
             if *stop {
                 return;
             }
         }
+        next = Instant::now() + interval;
         if let Err(err) = checkpoint(&inner) {
             tracing::error!(target: "storage", error = %err, "checkpoint failed");
             if matches!(err, StorageError::Poisoned(_)) {

@@ -50,7 +50,12 @@ pub async fn run(state: Arc<ServerState>, mut stream: TcpStream, peer: SocketAdd
         json!({"remote": peer.to_string(), "connectionId": connection_id, "connectionCount": state.metrics.connections_current()}),
     );
     let _ = stream.set_nodelay(true);
-    let ctx = CommandContext { state: state.clone(), connection_id, client_address: peer.to_string() };
+    let ctx = CommandContext {
+        state: state.clone(),
+        connection_id,
+        client_address: peer.to_string(),
+        app_name: parking_lot::Mutex::new(None),
+    };
     let end = serve_connection(&ctx, &mut stream).await;
     state.metrics.connection_closed();
     state.log.info(
@@ -77,6 +82,7 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                     Outcome::NoReply => Ok(()),
                     Outcome::Reply(bytes) => write_reply(ctx, stream, &bytes).await,
                     Outcome::Exhaust { request, response_to } => stream_exhaust(ctx, stream, &request, response_to).await,
+                    Outcome::Close => return "closed by the failCommand fail point".into(),
                 };
                 if let Err(err) = written {
                     return format!("write failed: {err}");
@@ -130,6 +136,8 @@ enum Outcome {
     /// An exhaust stream: the request is run again after each reply until
     /// it says there is no more (see `stream_exhaust`).
     Exhaust { request: CommandRequest, response_to: i32 },
+    /// Close the connection without a reply (a fail point asked for it).
+    Close,
 }
 
 async fn write_reply(ctx: &CommandContext, stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
@@ -170,7 +178,9 @@ fn stream_continues(request: &CommandRequest, reply: &Document) -> bool {
 async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &CommandRequest, first_request_id: i32) -> std::io::Result<()> {
     let mut response_to = first_request_id;
     loop {
-        let reply = execute(ctx, request).await;
+        let Some(reply) = execute(ctx, request).await else {
+            return Err(std::io::Error::other("closed by the failCommand fail point"));
+        };
         let more = stream_continues(request, &reply) && !ctx.state.shutdown.is_triggered();
         let request_id = next_request_id();
         let flags = if more { slipstream_wire::msg_flags::MORE_TO_COME } else { 0 };
@@ -191,7 +201,10 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
     let Ok(header) = MsgHeader::parse(frame) else { return Outcome::NoReply };
     match parse_message(frame) {
         Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg).await,
-        Ok(Message::Query(query)) => Outcome::Reply(handle_op_query(ctx, query).await),
+        Ok(Message::Query(query)) => match handle_op_query(ctx, query).await {
+            Some(bytes) => Outcome::Reply(bytes),
+            None => Outcome::Close,
+        },
         Ok(Message::Reply(_)) => {
             let error = CommandError::new(40413, "OP_REPLY is a server-to-client message");
             Outcome::Reply(encode_msg_reply(header.request_id, &error.to_reply()))
@@ -222,7 +235,10 @@ async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Outcome {
         Ok(request) if exhaust_allowed && !more_to_come && is_exhaustible(&request) => {
             return Outcome::Exhaust { request, response_to: request_id };
         }
-        Ok(request) => execute(ctx, &request).await,
+        Ok(request) => match execute(ctx, &request).await {
+            Some(reply) => reply,
+            None => return Outcome::Close,
+        },
         Err(error) => error.to_reply(),
     };
     if more_to_come {
@@ -232,14 +248,15 @@ async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Outcome {
     Outcome::Reply(encode_msg_reply(request_id, &reply))
 }
 
-async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Vec<u8> {
+/// The OP_REPLY bytes, or `None` to close the connection.
+async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Option<Vec<u8>> {
     let request_id = query.header.request_id;
     match request_from_op_query(query) {
         Ok(request) => {
-            let reply = execute(ctx, &request).await;
-            encode_legacy_reply(request_id, 0, &reply)
+            let reply = execute(ctx, &request).await?;
+            Some(encode_legacy_reply(request_id, 0, &reply))
         }
-        Err(error) => encode_legacy_reply(request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&error.to_reply())),
+        Err(error) => Some(encode_legacy_reply(request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&error.to_reply()))),
     }
 }
 
@@ -298,18 +315,58 @@ fn command_name(body: &Document) -> Result<String, CommandError> {
     }
 }
 
+/// Remembers `client.application.name` from a handshake.
+fn note_app_name(ctx: &CommandContext, request: &CommandRequest) {
+    if !matches!(request.name.as_str(), "hello" | "isMaster" | "ismaster") {
+        return;
+    }
+    let name = request
+        .body
+        .get_document("client")
+        .and_then(|client| client.get_document("application"))
+        .and_then(|application| application.get_str("name"));
+    if let Ok(name) = name {
+        *ctx.app_name.lock() = Some(name.to_owned());
+    }
+}
+
 /// Runs one command with panics caught, and forms the reply document:
-/// the handler's fields plus `ok: 1`, or the error fields.
-pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Document {
+/// the handler's fields plus `ok: 1`, or the error fields. `None` means
+/// the connection is to be closed without a reply (test fail point).
+pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<Document> {
     if !SELF_COUNTING_COMMANDS.contains(&request.name.as_str()) {
         ctx.state.metrics.count_command();
     }
+    note_app_name(ctx, request);
     if let Err(error) = commands::check_generic_arguments(request) {
-        return error.to_reply();
+        return Some(error.to_reply());
     }
+    let mut write_concern_error = None;
+    if ctx.state.options.enable_test_commands {
+        let app_name = ctx.app_name.lock().clone();
+        if let Some(action) = ctx.state.fail_points.check(&request.name, app_name.as_deref()) {
+            if let Some(ms) = action.block_ms {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            if action.close_connection {
+                return None;
+            }
+            if let Some(reply) = action.error_reply {
+                return Some(reply);
+            }
+            write_concern_error = action.write_concern_error;
+        }
+    }
+    Some(run_command(ctx, request, write_concern_error).await)
+}
+
+async fn run_command(ctx: &CommandContext, request: &CommandRequest, write_concern_error: Option<Document>) -> Document {
     let outcome = CatchUnwind { inner: Box::pin(commands::dispatch(ctx, request)) }.await;
     match outcome {
         Ok(Ok(mut reply)) => {
+            if let Some(error) = write_concern_error {
+                reply.insert("writeConcernError", error);
+            }
             reply.insert("ok", 1.0);
             reply
         }

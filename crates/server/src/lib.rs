@@ -11,6 +11,7 @@ pub mod connection;
 pub mod cursor;
 pub mod error;
 pub mod exec;
+pub mod failpoint;
 pub mod listener;
 pub mod log;
 pub mod metrics;

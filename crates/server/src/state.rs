@@ -9,6 +9,7 @@ use slipstream_storage::Engine;
 use tokio::sync::watch;
 
 use crate::cursor::CursorManager;
+use crate::failpoint::FailPoints;
 use crate::log::Log;
 use crate::metrics::Metrics;
 
@@ -92,6 +93,8 @@ pub struct ServerState {
     /// Structured log and its ring (locks internally).
     pub log: Log,
     pub shutdown: ShutdownSignal,
+    /// Test-only fail points; consulted only with `enable_test_commands`.
+    pub fail_points: FailPoints,
     /// `topologyVersion.processId`: new on every start so that monitors
     /// notice a restart (read-only).
     pub process_id: ObjectId,
@@ -111,6 +114,7 @@ impl ServerState {
             metrics: Metrics::default(),
             log,
             shutdown: ShutdownSignal::default(),
+            fail_points: FailPoints::default(),
             process_id: ObjectId::new(),
             topology_counter: 0,
             started_at: Instant::now(),

@@ -242,3 +242,30 @@ fn transactions_are_refused_on_a_standalone() {
     assert_eq!(found.get_f64("ok").ok(), Some(1.0), "{found}");
     assert!(found.get_document("cursor").unwrap().get_array("firstBatch").unwrap().is_empty());
 }
+
+#[test]
+fn fail_command_exists_only_with_test_commands() {
+    let node = Node::start(&[]);
+    let reply = node
+        .client()
+        .command(&doc! {"configureFailPoint": "failCommand", "mode": "alwaysOn", "data": {"failCommands": ["ping"], "errorCode": 91}, "$db": "admin"})
+        .unwrap();
+    assert_eq!(reply.get_i32("code").ok(), Some(59));
+    drop(node);
+
+    let node = Node::start(&["--enable-test-commands"]);
+    let mut client = node.client();
+    let configure = doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+                          "data": {"failCommands": ["ping"], "errorCode": 91, "errorLabels": ["RetryableWriteError"]}, "$db": "admin"};
+    assert_eq!(client.command(&configure).unwrap().get_f64("ok").ok(), Some(1.0));
+    let failed = client.command(&doc! {"ping": 1, "$db": "admin"}).unwrap();
+    assert_eq!(failed.get_i32("code").ok(), Some(91));
+    assert_eq!(failed.get_array("errorLabels").unwrap().len(), 1);
+    assert_eq!(client.command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0), "times: 1 fired once");
+
+    let close = doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+                      "data": {"failCommands": ["ping"], "closeConnection": true}, "$db": "admin"};
+    client.command(&close).unwrap();
+    assert!(client.command(&doc! {"ping": 1, "$db": "admin"}).is_err(), "connection closed without a reply");
+    assert_eq!(node.client().command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
+}

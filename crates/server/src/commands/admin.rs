@@ -225,6 +225,14 @@ pub async fn get_log(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     }
 }
 
+/// `configureFailPoint` (dispatched only with test commands enabled).
+pub async fn configure_fail_point(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(13, "configureFailPoint may only be run against the admin database."));
+    }
+    ctx.state.fail_points.configure(&req.body)
+}
+
 pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
     let state = &ctx.state;
     let uptime = state.started_at.elapsed();

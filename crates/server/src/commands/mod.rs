@@ -35,6 +35,9 @@ pub struct CommandContext {
     pub connection_id: i64,
     /// The client's address, `host:port`.
     pub client_address: String,
+    /// `client.application.name` from the connection's handshake (for
+    /// fail points that target one application); owned by the connection.
+    pub app_name: parking_lot::Mutex<Option<String>>,
 }
 
 /// A successful reply body (without `ok`, which the dispatcher adds).
@@ -71,6 +74,7 @@ pub async fn dispatch(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         "endSessions" | "killSessions" => admin::end_sessions(ctx, req).await,
         "shutdown" => admin::shutdown(ctx, req).await,
         "getLog" => admin::get_log(ctx, req).await,
+        "configureFailPoint" if ctx.state.options.enable_test_commands => admin::configure_fail_point(ctx, req).await,
         "serverStatus" => admin::server_status(ctx, req).await,
         // Catalog (commands/catalog.rs)
         "listDatabases" => catalog::list_databases(ctx, req).await,

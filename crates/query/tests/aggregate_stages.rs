@@ -320,8 +320,11 @@ fn match_expr_sees_variables_and_reports_errors() {
     assert_eq!(out, vec![input[0].clone()]);
     let err = run(vec![doc! {"$match": {"$expr": {"$divide": ["$a", "$b"]}}}], input.clone()).unwrap_err();
     assert_eq!((err.code, err.message.as_str()), (2, "can't $divide by zero"));
-    let err = run(vec![doc! {"$match": {"$or": [{"$expr": {"$lt": ["$t", "$$NOW"]}}, {"a": 1}]}}], input).unwrap_err();
-    assert_eq!(err.code, 115);
+    // An $expr below the top level sees the same variables.
+    let out = run(vec![doc! {"$match": {"$or": [{"$expr": {"$lt": ["$t", "$$NOW"]}}, {"a": 2}]}}], input.clone()).unwrap();
+    assert_eq!(out, vec![input[0].clone()]);
+    let err = run(vec![doc! {"$match": {"$or": [{"a": 2}, {"$expr": {"$eq": ["$a", "$$undefinedName"]}}]}}], input).unwrap_err();
+    assert_eq!(err.code, 17276);
     // The planner gets the leading filter without its $expr.
     let pipeline = Pipeline::parse(&[doc! {"$match": {"a": 1, "$expr": {"$gt": ["$a", 0]}}}], "test").unwrap();
     assert_eq!(pipeline.leading_match(), Some(&doc! {"a": 1}));

@@ -129,7 +129,20 @@ impl Pipeline {
         source: &dyn CollectionSource,
         now: bson::DateTime,
     ) -> Result<Vec<Document>, QueryError> {
-        let cx = ExecContext { source, db: &self.db, vars: Variables::empty().with_now(now), memory_limit_bytes: self.memory_limit_bytes };
+        self.execute_with_variables(input, source, &Variables::empty().with_now(now))
+    }
+
+    /// Runs the pipeline over `input` with a command's variables, built by
+    /// `Variables::with_let(let, now)` (which also sets `$$NOW`): the
+    /// `aggregate` command's `let` constants are visible as `$$name` in
+    /// every stage, `$lookup`/`$facet`/`$unionWith` sub-pipelines included.
+    pub fn execute_with_variables(
+        &self,
+        input: Box<dyn Iterator<Item = Result<Document, QueryError>> + '_>,
+        source: &dyn CollectionSource,
+        vars: &Variables,
+    ) -> Result<Vec<Document>, QueryError> {
+        let cx = ExecContext { source, db: &self.db, vars: vars.clone(), memory_limit_bytes: self.memory_limit_bytes };
         self.run(input, &cx).collect()
     }
 

@@ -169,6 +169,47 @@ impl Variables {
         self.bindings.push((name.into(), Some(value)));
     }
 
+    /// The variables of a command with a `let` option (find, aggregate,
+    /// update, delete, findAndModify; MongoDB 5.0+): `$$NOW` is `now`, and
+    /// each `let` field is evaluated once, in order, as a constant that the
+    /// filter's `$expr`, pipeline-style updates and aggregation stages see
+    /// as `$$name`. A later field may use an earlier one (MongoDB parses
+    /// them in one scope). Errors follow MongoDB 7.0's
+    /// `seedVariablesWithLetParameters`: an invalid user variable name is
+    /// FailedToParse (9), a system variable name (`NOW`, `CLUSTER_TIME`,
+    /// ...) is 4738901, and an expression that reads a document field
+    /// (`$a`, `$$ROOT`, `$$CURRENT`) is 4890500. Pass an empty document
+    /// when the command has no `let`.
+    pub fn with_let(let_doc: &Document, now: bson::DateTime) -> Result<Variables, QueryError> {
+        let mut vars = Variables::empty().with_now(now);
+        for (name, value) in let_doc {
+            if SYSTEM_VARIABLES.contains(&name.as_str()) {
+                return Err(QueryError::new(
+                    4738901,
+                    format!("Attempt to set internal constant: {name}"),
+                ));
+            }
+            validate_variable_name(name, false).map_err(|e| {
+                QueryError::new(e.code, format!("Invalid 'let' parameter :: caused by :: {}", e.message))
+            })?;
+            let expr = Expr::parse(value)?;
+            if expr.reads_document() {
+                return Err(QueryError::new(
+                    4890500,
+                    "Command let Expression tried to access a field, but this is not allowed because Command let Expressions run before the query examines any documents.",
+                ));
+            }
+            let result = expr.evaluate_optional(&Document::new(), &vars)?;
+            vars.bindings.push((name.clone(), result));
+        }
+        Ok(vars)
+    }
+
+    /// `$$NOW`, if set.
+    pub fn now(&self) -> Option<bson::DateTime> {
+        self.now
+    }
+
     fn lookup(&self, name: &str) -> Option<&Value> {
         self.bindings.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v)
     }
@@ -260,6 +301,19 @@ impl Expr {
         match &self.node {
             Node::Literal(value) => Some(value),
             _ => None,
+        }
+    }
+
+    /// Whether evaluating may read the document: a field path, or
+    /// `$$ROOT`/`$$CURRENT`.
+    fn reads_document(&self) -> bool {
+        match &self.node {
+            Node::Literal(_) => false,
+            Node::Field(_) => true,
+            Node::Variable { name, .. } => name == "ROOT" || name == "CURRENT",
+            Node::Object(fields) => fields.iter().any(|(_, e)| e.reads_document()),
+            Node::Array(items) => items.iter().any(Expr::reads_document),
+            Node::Operator { args, .. } => args.exprs.iter().flatten().any(Expr::reads_document),
         }
     }
 
@@ -439,6 +493,12 @@ fn parse_variable(text: &str) -> Result<Node, QueryError> {
     Ok(Node::Variable { name, path })
 }
 
+/// The system variables (`$$NOW`, ...), which a user may not define.
+const SYSTEM_VARIABLES: &[&str] = &[
+    "ROOT", "CURRENT", "NOW", "REMOVE", "DESCEND", "PRUNE", "KEEP", "CLUSTER_TIME", "USER_ROLES",
+    "SEARCH_META",
+];
+
 /// Checks a variable name: user variables start with a lowercase letter
 /// (or a non-ASCII character); system variables are upper case and only
 /// valid when `allow_system` (a reference, not a definition).
@@ -446,10 +506,7 @@ pub(crate) fn validate_variable_name(name: &str, allow_system: bool) -> Result<(
     let Some(first) = name.chars().next() else {
         return Err(QueryError::failed_to_parse("empty variable names are not allowed"));
     };
-    let system = matches!(
-        name,
-        "ROOT" | "CURRENT" | "NOW" | "REMOVE" | "DESCEND" | "PRUNE" | "KEEP" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META"
-    );
+    let system = SYSTEM_VARIABLES.contains(&name);
     if allow_system && system {
         return Ok(());
     }

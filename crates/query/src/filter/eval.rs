@@ -24,8 +24,8 @@ impl ExprNode {
     /// An expression that fails at run time (`$divide` by zero) does not
     /// match; the first such error is kept in `error` so that callers that
     /// follow MongoDB (which fails the query) can report it.
-    fn holds(&self, doc: &Document, error: &mut Option<QueryError>) -> bool {
-        match self.expr.evaluate(doc, &Variables::empty()) {
+    fn holds(&self, doc: &Document, vars: &Variables, error: &mut Option<QueryError>) -> bool {
+        match self.expr.evaluate(doc, vars) {
             Ok(value) => is_truthy(&value),
             Err(e) => {
                 error.get_or_insert(e);
@@ -38,12 +38,14 @@ impl ExprNode {
 /// `$expr` only appears at the top level of a filter (never inside
 /// `$elemMatch`), so only this walk can meet evaluation errors.
 pub fn matches_document(node: &Node, doc: &Document) -> Outcome {
-    matches_document_checked(node, doc, &mut None)
+    matches_document_checked(node, doc, &Variables::empty(), &mut None)
 }
 
+/// `vars` are what a top-level `$expr` sees (`$$NOW`, a command's `let`).
 pub fn matches_document_checked(
     node: &Node,
     doc: &Document,
+    vars: &Variables,
     error: &mut Option<QueryError>,
 ) -> Outcome {
     match node {
@@ -52,17 +54,17 @@ pub fn matches_document_checked(
         Node::And(children) => {
             let mut position = None;
             for child in children {
-                let found = matches_document_checked(child, doc, error)?;
+                let found = matches_document_checked(child, doc, vars, error)?;
                 position = position.or(found);
             }
             Some(position)
         }
         Node::Or(children) => children
             .iter()
-            .find_map(|child| matches_document_checked(child, doc, error)),
+            .find_map(|child| matches_document_checked(child, doc, vars, error)),
         Node::Nor(children) => match children
             .iter()
-            .any(|child| matches_document_checked(child, doc, error).is_some())
+            .any(|child| matches_document_checked(child, doc, vars, error).is_some())
         {
             true => None,
             false => Some(None),
@@ -82,7 +84,7 @@ pub fn matches_document_checked(
             });
             found
         }
-        Node::Expr(expr) => expr.holds(doc, error).then_some(None),
+        Node::Expr(expr) => expr.holds(doc, vars, error).then_some(None),
     }
 }
 

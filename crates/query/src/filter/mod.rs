@@ -13,6 +13,7 @@ mod predicate;
 use bson::{Bson, Document};
 
 use crate::error::QueryError;
+use crate::expr::Variables;
 use crate::path::FieldPath;
 
 pub use predicate::{CompareOp, InList, RegexMatcher, TypeSet};
@@ -119,8 +120,21 @@ impl Filter {
     /// (`$divide` by zero, ...) is an error, as MongoDB fails the query;
     /// `matches` treats such a document as not matching.
     pub fn try_matches_with_details(&self, doc: &Document) -> Result<MatchDetails, QueryError> {
+        self.matches_with_variables(doc, &Variables::empty())
+    }
+
+    /// Matches with the variables a command gives `$expr`: `$$NOW` and the
+    /// command's `let` constants (see `Variables::with_let`). An `$expr`
+    /// that fails to evaluate, or names an undefined variable, is an error,
+    /// as MongoDB fails the whole command. The server's `find`, `update`,
+    /// `delete`, `findAndModify` and `count` should call this.
+    pub fn matches_with_variables(
+        &self,
+        doc: &Document,
+        vars: &Variables,
+    ) -> Result<MatchDetails, QueryError> {
         let mut error = None;
-        let outcome = eval::matches_document_checked(&self.root, doc, &mut error);
+        let outcome = eval::matches_document_checked(&self.root, doc, vars, &mut error);
         if let Some(error) = error {
             return Err(error);
         }

@@ -22,6 +22,7 @@ mod target;
 use bson::{Bson, Document};
 
 use crate::error::{codes, QueryError};
+use crate::expr::Variables;
 use crate::filter::Filter;
 
 pub use oplog_form::{apply_oplog_update, oplog_update};
@@ -137,9 +138,29 @@ impl Update {
 
     /// Applies the update to one document.
     pub fn apply(&self, doc: &Document, ctx: &UpdateContext) -> Result<UpdateOutcome, QueryError> {
+        self.apply_with_variables(doc, ctx, &Variables::empty().with_now(ctx.now))
+    }
+
+    /// Applies the update with a command's variables (built by
+    /// `Variables::with_let(let, now)`): a pipeline-style update sees the
+    /// `let` constants as `$$name`. `$$NOW` is `ctx.now` unless `vars`
+    /// sets it. Operator and replacement updates hold no expressions, so
+    /// for them this is `apply`.
+    pub fn apply_with_variables(
+        &self,
+        doc: &Document,
+        ctx: &UpdateContext,
+        vars: &Variables,
+    ) -> Result<UpdateOutcome, QueryError> {
         let result = match &self.kind {
             Kind::Replacement(replacement) => replace(doc, replacement)?,
-            Kind::Pipeline(pipeline) => replace(doc, &pipeline.run(doc, ctx.now)?)?,
+            Kind::Pipeline(pipeline) => {
+                let output = match vars.now() {
+                    Some(_) => pipeline.run_with_variables(doc, vars)?,
+                    None => pipeline.run_with_variables(doc, &vars.clone().with_now(ctx.now))?,
+                };
+                replace(doc, &output)?
+            }
             Kind::Operators(modifiers) => {
                 let env = apply::Env {
                     positional: ctx.positional,

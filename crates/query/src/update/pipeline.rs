@@ -8,6 +8,7 @@ use bson::{Bson, Document};
 
 use crate::aggregate::{CollectionSource, Pipeline};
 use crate::error::{codes, QueryError};
+use crate::expr::Variables;
 
 /// The stages MongoDB accepts in an update pipeline.
 const UPDATE_STAGES: &[&str] = &[
@@ -65,11 +66,12 @@ impl UpdatePipeline {
         })
     }
 
-    /// Runs the document through the stages; the result must be exactly
-    /// one document.
-    pub fn run(&self, doc: &Document, now: bson::DateTime) -> Result<Document, QueryError> {
+    /// Runs the document through the stages with a command's variables
+    /// (`$$NOW`, the `let` constants); the result must be exactly one
+    /// document.
+    pub fn run_with_variables(&self, doc: &Document, vars: &Variables) -> Result<Document, QueryError> {
         let input = Box::new(std::iter::once(Ok(doc.clone())));
-        let mut output = self.pipeline.execute(input, &NoCollections, now)?;
+        let mut output = self.pipeline.execute_with_variables(input, &NoCollections, vars)?;
         if output.len() != 1 {
             return Err(QueryError::new(
                 codes::INVALID_OPTIONS,

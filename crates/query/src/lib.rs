@@ -1,7 +1,8 @@
 //! The query language of Slipstream: BSON comparison order, dotted paths
 //! with MongoDB's array semantics, filter matching, projection, sort,
 //! update operators (and their idempotent oplog form), index key
-//! generation, plan selection and the aggregation pipeline.
+//! generation, plan selection, the aggregation pipeline and the rules
+//! for documents being stored.
 //!
 //! This crate is pure: no I/O, no clocks except where a caller passes the
 //! current time in, no threads. It must not depend on storage, networking
@@ -18,5 +19,6 @@ pub mod planner;
 pub mod projection;
 pub mod sort;
 pub mod update;
+pub mod validate;
 
 pub use error::QueryError;

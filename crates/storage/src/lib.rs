@@ -16,7 +16,7 @@
 //! - `timestamp`: `Timestamp`, `OpTime` and the oplog clock that ticks them.
 //! - `error`: `StorageError`, the variants callers act on.
 //! - `journal`: segment files of CRC-framed oplog entries, group commit,
-//!   torn-tail recovery, truncation, tailing (see `docs/storage-format.md`).
+//!   torn-tail recovery, truncation, tailing (see `docs/storage/journal-format.md`).
 //! - `io`: the file I/O backend behind the journal, with a fault-injecting
 //!   implementation for tests.
 //! - `kv`, `redb_engine`: the ordered key-value trait and its redb engine.

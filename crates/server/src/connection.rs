@@ -356,6 +356,9 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
             }
             write_concern_error = action.write_concern_error;
         }
+        if let Some(reply) = ctx.state.fail_points.check_max_time(&request.body) {
+            return Some(reply);
+        }
     }
     Some(run_command(ctx, request, write_concern_error).await)
 }

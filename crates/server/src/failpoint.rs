@@ -1,8 +1,11 @@
 //! Test-only fail points (`configureFailPoint`), present only when the node
-//! runs with `--enable-test-commands`. Only `failCommand` exists: it makes
-//! chosen commands fail with an error code, close the connection, block
-//! for a while, or report a write concern error, as drivers' test suites
-//! (pymongo's retryable-write, transaction and discovery tests) expect.
+//! runs with `--enable-test-commands`:
+//! - `failCommand` makes chosen commands fail with an error code, close the
+//!   connection, block for a while, or report a write concern error, as
+//!   drivers' test suites (retryable writes, transactions, discovery)
+//!   expect;
+//! - `maxTimeAlwaysTimeOut` makes every command that carries `maxTimeMS`
+//!   fail with MaxTimeMSExpired (50).
 
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
@@ -48,6 +51,7 @@ pub struct FailAction {
 #[derive(Default)]
 pub struct FailPoints {
     fail_command: Mutex<Option<FailCommand>>,
+    max_time_always_time_out: Mutex<Option<Mode>>,
     /// How many times `failCommand` fired since it was last configured.
     times_entered: Mutex<i64>,
 }
@@ -69,8 +73,10 @@ impl FailPoints {
     /// configuration fired).
     pub fn configure(&self, body: &Document) -> Result<Document, CommandError> {
         let name = body.get_str("configureFailPoint").map_err(|_| CommandError::type_mismatch("configureFailPoint must be a string"))?;
-        if name != "failCommand" {
-            return Err(CommandError::bad_value(format!("Cannot find fail point named {name} (only failCommand exists)")));
+        if name != "failCommand" && name != "maxTimeAlwaysTimeOut" {
+            return Err(CommandError::bad_value(format!(
+                "Cannot find fail point named {name} (failCommand and maxTimeAlwaysTimeOut exist)"
+            )));
         }
         let mode = match body.get("mode") {
             Some(Bson::String(mode)) if mode == "off" => None,
@@ -91,6 +97,10 @@ impl FailPoints {
             Some(Bson::Document(data)) => data.clone(),
             Some(_) => return Err(CommandError::type_mismatch("data must be an object")),
         };
+        if name == "maxTimeAlwaysTimeOut" {
+            *self.max_time_always_time_out.lock() = mode;
+            return Ok(doc! {"count": 0_i64});
+        }
         let configured = match mode {
             None => None,
             Some(mode) => Some(parse_fail_command(mode, &data)?),
@@ -98,6 +108,30 @@ impl FailPoints {
         let previous = std::mem::replace(&mut *self.times_entered.lock(), 0);
         *self.fail_command.lock() = configured;
         Ok(doc! {"count": previous})
+    }
+
+    /// `maxTimeAlwaysTimeOut`: the error for a command carrying maxTimeMS.
+    pub fn check_max_time(&self, body: &Document) -> Option<Document> {
+        if !body.contains_key("maxTimeMS") {
+            return None;
+        }
+        let mut guard = self.max_time_always_time_out.lock();
+        match guard.as_mut()? {
+            Mode::AlwaysOn => {}
+            Mode::Skip(left) if *left > 0 => {
+                *left -= 1;
+                return None;
+            }
+            Mode::Skip(_) => {}
+            Mode::Times(left) => {
+                if *left <= 0 {
+                    *guard = None;
+                    return None;
+                }
+                *left -= 1;
+            }
+        }
+        Some(CommandError::new(50, "operation exceeded time limit").to_reply())
     }
 
     /// Decides whether `failCommand` fires for this command.
@@ -200,5 +234,10 @@ mod tests {
         assert!(points.check("ping", Some("app")).is_none(), "skipped once");
         assert!(points.check("ping", Some("app")).unwrap().close_connection);
         assert!(points.configure(&doc! {"configureFailPoint": "nope", "mode": "off"}).is_err());
+        points.configure(&doc! {"configureFailPoint": "maxTimeAlwaysTimeOut", "mode": "alwaysOn"}).unwrap();
+        assert!(points.check_max_time(&doc! {"find": "c"}).is_none());
+        assert_eq!(points.check_max_time(&doc! {"find": "c", "maxTimeMS": 5}).unwrap().get_i32("code").ok(), Some(50));
+        points.configure(&doc! {"configureFailPoint": "maxTimeAlwaysTimeOut", "mode": "off"}).unwrap();
+        assert!(points.check_max_time(&doc! {"find": "c", "maxTimeMS": 5}).is_none());
     }
 }

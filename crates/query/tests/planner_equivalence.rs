@@ -601,3 +601,22 @@ fn or_of_bounded_branches_unions_one_index() {
         None
     );
 }
+
+#[test]
+fn comparisons_with_min_and_max_key_keep_arrays_of_them() {
+    // MinKey and MaxKey escape type bracketing: {b: {$gt: MinKey}} matches
+    // the whole array [MinKey], whose only index key is MinKey (the
+    // shrunk case saved in planner_equivalence.proptest-regressions).
+    check_case(
+        vec![doc! {"_id": 0, "b": [Bson::MinKey]}, doc! {"_id": 1}],
+        doc! {"b": {"$gt": Bson::MinKey}},
+        doc! {"b": 1},
+        true,
+    );
+    check_case(
+        vec![doc! {"_id": 0, "b": [Bson::MaxKey]}, doc! {"_id": 1, "b": 2}],
+        doc! {"b": {"$lt": Bson::MaxKey}},
+        doc! {"b": -1},
+        true,
+    );
+}

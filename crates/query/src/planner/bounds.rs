@@ -192,15 +192,14 @@ fn compare_intervals(op: crate::filter::CompareOp, value: &Bson) -> Option<Vec<V
     use crate::filter::CompareOp::{Gt, Gte, Lt, Lte};
     let interval = match (value, op) {
         (Bson::Array(_), _) => return None,
-        (Bson::MinKey, Gt) => {
-            ValueInterval::range(Edge::Value(Bson::MinKey, false), Edge::Unbounded)
-        }
-        (Bson::MinKey, Gte) | (Bson::MaxKey, Lte) => return None,
+        // MinKey and MaxKey escape type bracketing, so `$gt: MinKey` also
+        // matches a whole array such as `[MinKey]`, whose only index key
+        // (its element, MinKey) lies outside `(MinKey, MaxKey]`; likewise
+        // `$lt: MaxKey` and `[MaxKey]`. These predicates select almost
+        // everything, so they simply do not bound the field.
+        (Bson::MinKey, Gt | Gte) | (Bson::MaxKey, Lt | Lte) => return None,
         (Bson::MinKey, Lt) | (Bson::MaxKey, Gt) => return Some(Vec::new()),
         (Bson::MinKey, Lte) | (Bson::MaxKey, Gte) => ValueInterval::point(value.clone()),
-        (Bson::MaxKey, Lt) => {
-            ValueInterval::range(Edge::Unbounded, Edge::Value(Bson::MaxKey, false))
-        }
         (Bson::Null | Bson::Undefined, Gte | Lte) => null_interval(),
         (Bson::Null | Bson::Undefined, Gt | Lt) => return Some(Vec::new()),
         (nan, Gte | Lte) if is_nan(nan) => ValueInterval::point(nan.clone()),

@@ -172,9 +172,22 @@ impl Projection {
         doc: &Document,
         details: Option<&MatchDetails>,
     ) -> Result<Document, QueryError> {
+        self.apply_with_variables(doc, details, &Variables::empty())
+    }
+
+    /// `apply` with a command's variables (`Variables::with_let(let,
+    /// now)`): computed fields (`{x: {$add: ["$a", "$$bonus"]}}`) see
+    /// `$$NOW` and the `let` constants, as in a MongoDB 5.0+ `find`.
+    pub fn apply_with_variables(
+        &self,
+        doc: &Document,
+        details: Option<&MatchDetails>,
+        vars: &Variables,
+    ) -> Result<Document, QueryError> {
         let context = Context {
             root: doc,
             position: details.and_then(|d| d.array_position),
+            vars,
         };
         if self.inclusion {
             let mut out = Document::new();
@@ -392,6 +405,7 @@ fn apply_slice(items: &[Bson], skip: Option<i64>, limit: i64) -> Vec<Bson> {
 struct Context<'a> {
     root: &'a Document,
     position: Option<usize>,
+    vars: &'a Variables,
 }
 
 impl<'a> Context<'a> {
@@ -416,7 +430,7 @@ impl<'a> Context<'a> {
             }
             match action {
                 Action::Computed(expr) => {
-                    if let Some(value) = expr.evaluate_optional(self.root, &Variables::empty())? {
+                    if let Some(value) = expr.evaluate_optional(self.root, self.vars)? {
                         out.insert(name.clone(), value);
                     }
                 }
@@ -451,7 +465,7 @@ impl<'a> Context<'a> {
                 _ => None,
             },
             Action::Positional => Some(Bson::Array(vec![self.positional_element(name, value)?])),
-            Action::Computed(expr) => expr.evaluate_optional(self.root, &Variables::empty())?,
+            Action::Computed(expr) => expr.evaluate_optional(self.root, self.vars)?,
             Action::Children(child) => match value {
                 Bson::Document(sub) => {
                     let mut out = Document::new();

@@ -137,7 +137,7 @@ fn aggregation_stages_and_sub_pipelines_see_let_variables() {
     )
     .unwrap();
     let out = without_facet
-        .execute_with_variables(Box::new(input[..1].to_vec().into_iter().map(Ok)), &collections, &v)
+        .execute_with_variables(Box::new(input[..1].iter().cloned().map(Ok)), &collections, &v)
         .unwrap();
     assert_eq!(out, vec![doc! {"_id": 1, "v": 1, "total": 11, "found": [{"_id": 2, "n": "b"}]}]);
     // Without the variables the same pipeline names an undefined one.
@@ -176,4 +176,13 @@ fn operator_updates_are_unaffected_by_variables() {
     let out = update.apply_with_variables(&doc! {"_id": 1}, &ctx(), &vars(doc! {"x": 5})).unwrap();
     // `$set` stores its operand as a literal, as in MongoDB.
     assert_eq!(out.document, doc! {"_id": 1, "b": "$$x"});
+}
+
+#[test]
+fn find_projections_see_let_variables() {
+    use slipstream_query::projection::Projection;
+    let projection = Projection::parse(&doc! {"_id": 0, "total": {"$add": ["$a", "$$bonus"]}, "at": "$$NOW"}).unwrap();
+    let out = projection.apply_with_variables(&doc! {"_id": 1, "a": 2}, None, &vars(doc! {"bonus": 3})).unwrap();
+    assert_eq!(out, doc! {"total": 5, "at": now()});
+    assert_eq!(projection.apply(&doc! {"_id": 1, "a": 2}, None).unwrap_err().code, 17276);
 }

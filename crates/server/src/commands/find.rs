@@ -357,9 +357,11 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     Ok(reply)
 }
 
-/// A cursor checked out for one `getMore`; if the command is abandoned
-/// (the client went away mid-wait) the cursor is released rather than
-/// left marked in use forever.
+/// A cursor checked out for one `getMore`. If the command is abandoned
+/// while it waits (the connection closed during an awaitData wait), the
+/// cursor goes back to the manager unchanged rather than staying marked
+/// in use forever: batches are filled synchronously, so at an await point
+/// its state is consistent.
 struct CheckedOut<'a> {
     cursors: &'a CursorManager,
     id: i64,
@@ -368,8 +370,8 @@ struct CheckedOut<'a> {
 
 impl Drop for CheckedOut<'_> {
     fn drop(&mut self) {
-        if self.cursor.is_some() {
-            self.cursors.release(self.id);
+        if let Some(cursor) = self.cursor.take() {
+            self.cursors.check_in(self.id, cursor, Instant::now());
         }
     }
 }
@@ -408,9 +410,16 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         let deadline = max_time_ms.filter(|ms| *ms > 0).map(|ms| start + Duration::from_millis(ms));
         BatchTiming { deadline, await_data_wait: Duration::ZERO }
     };
-    // An error kills the cursor, as in MongoDB (the guard releases it).
-    let (documents, finished) = body.next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing).await?;
+    let result = body.next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing).await;
     let cursor = checked_out.cursor.take().expect("still checked out");
+    let (documents, finished) = match result {
+        Ok(batch) => batch,
+        Err(error) => {
+            // An error kills the cursor, as in MongoDB.
+            cursors.release(id);
+            return Err(error);
+        }
+    };
     let id_out = if finished {
         cursors.release(id);
         0
@@ -573,6 +582,17 @@ mod tests {
         // 1 and 1.0 are one value; a nested array stays whole.
         assert_eq!(a, vec![Bson::Int32(1), Bson::Int32(2), Bson::Array(vec![Bson::Int32(3)])]);
         assert_eq!(distinct_values(&documents, "b.c").unwrap(), vec![Bson::from("x"), Bson::from("y")]);
+    }
+
+    #[test]
+    fn abandoned_get_more_returns_its_cursor() {
+        let cursors: CursorManager = CursorManager::new();
+        let now = Instant::now();
+        let body = CursorBody::Buffered(BufferedResults::default());
+        let id = cursors.register(Cursor { ns: "db.c".into(), no_cursor_timeout: false, body }, now).unwrap();
+        let cursor = cursors.check_out(id, "db.c", now).unwrap();
+        drop(CheckedOut { cursors: &cursors, id, cursor: Some(cursor) });
+        assert!(cursors.check_out(id, "db.c", now).is_ok());
     }
 
     #[test]

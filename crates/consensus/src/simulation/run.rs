@@ -6,6 +6,7 @@
 
 use crate::config::{MemberConfig, ReplSetConfig, Settings};
 use crate::io::{Event, StepDownRequest};
+use crate::state::MemberState;
 use crate::simulation::cluster::{Cluster, Faults};
 use crate::simulation::rng::Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -318,6 +319,19 @@ fn phases(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_m
                 cluster.step(p, Event::StepDown(request));
             }
         }
+        // Maintenance mode: a member reports RECOVERING for a while.
+        if rng.chance(100) {
+            let i = rng.below(n as u64) as usize;
+            if cluster.is_alive(i) {
+                cluster.step(i, Event::ReportState(MemberState::Recovering));
+            }
+        }
+        if rng.chance(2_000) {
+            let i = rng.below(n as u64) as usize;
+            if cluster.is_alive(i) {
+                cluster.step(i, Event::ReportState(MemberState::Secondary));
+            }
+        }
         if rng.chance(200) {
             let a = rng.below(n as u64) as usize;
             let b = rng.below(n as u64) as usize;
@@ -339,6 +353,7 @@ fn phases(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_m
     for i in 0..n {
         cluster.restart_at[i] = None;
         cluster.restart(i);
+        cluster.step(i, Event::ReportState(MemberState::Secondary));
     }
     let mut target: Option<(usize, crate::optime::OpTime)> = None;
     let mut done = false;

@@ -51,7 +51,12 @@ impl Node {
 
     pub fn start_at(dbpath: &Path, extra: &[&str]) -> Node {
         let port = free_port();
-        let child = serve_command(dbpath, port, extra).spawn().expect("spawn slipstream serve");
+        // stderr goes to a file, not a pipe nobody drains: a full pipe would
+        // block the node's writes.
+        std::fs::create_dir_all(dbpath).unwrap();
+        let stderr_path = dbpath.with_extension("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let child = serve_command(dbpath, port, extra).stderr(stderr).spawn().expect("spawn slipstream serve");
         let mut node = Node { port, dbpath: dbpath.to_owned(), child: Some(child), _dir: None };
         node.wait_ready();
         node
@@ -61,8 +66,7 @@ impl Node {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                let mut stderr = String::new();
-                let _ = self.child.as_mut().unwrap().stderr.take().unwrap().read_to_string(&mut stderr);
+                let stderr = std::fs::read_to_string(self.dbpath.with_extension("stderr.log")).unwrap_or_default();
                 panic!("node exited during startup with {status}: {stderr}");
             }
             if let Ok(mut client) = Client::connect(self.port) {

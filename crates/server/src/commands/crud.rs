@@ -123,26 +123,62 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
-    let mut inserted = 0u64;
-    let mut last_write = None;
-    let mut write_errors = Vec::new();
+    let totals = if documents.len() <= INSERT_INLINE_DOCUMENTS_MAX {
+        run_inserts(engine, &ns, documents, ordered)
+    } else {
+        let documents = documents.clone();
+        blocking(engine, move |engine| run_inserts(engine, &ns, &documents, ordered)).await?
+    };
+    ctx.state.metrics.count_insert(totals.applied);
+    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
+}
+
+/// Inserts of at most this many documents run on the connection's task;
+/// larger batches run on a blocking thread so that they never stall the
+/// async workers (the write lock is taken once per document, and another
+/// writer may hold it).
+const INSERT_INLINE_DOCUMENTS_MAX: usize = 8;
+
+/// What a batch of write statements did.
+#[derive(Default)]
+struct WriteTotals {
+    /// Documents inserted or deleted.
+    applied: u64,
+    last_write: Option<OpTime>,
+    write_errors: Vec<Document>,
+}
+
+/// Runs `work` on a blocking thread with the engine: statements that may
+/// scan a collection or wait for the write lock must not occupy an async
+/// worker (the node has only a few).
+async fn blocking<T: Send + 'static>(
+    engine: &Arc<Engine>,
+    work: impl FnOnce(&Engine) -> T + Send + 'static,
+) -> Result<T, CommandError> {
+    let engine = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || work(&engine))
+        .await
+        .map_err(|join_error| CommandError::internal(format!("write failed: {join_error}")))
+}
+
+fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> WriteTotals {
+    let mut totals = WriteTotals::default();
     for (index, value) in documents.iter().enumerate() {
-        match insert_one(engine, &ns, value) {
+        match insert_one(engine, ns, value) {
             Ok(optime) => {
-                inserted += 1;
-                last_write = Some(optime);
+                totals.applied += 1;
+                totals.last_write = Some(optime);
             }
             Err(error) => {
-                write_errors.push(write_error(index, error));
+                totals.write_errors.push(write_error(index, error));
                 if ordered {
                     break;
                 }
             }
         }
     }
-    ctx.state.metrics.count_insert(inserted);
-    let write_concern_error = write_concern.wait(engine, last_write).await;
-    Ok(finish_reply(doc! {"n": inserted as i32}, write_errors, write_concern_error))
+    totals
 }
 
 fn insert_one(engine: &Engine, ns: &str, value: &Bson) -> Result<OpTime, CommandError> {
@@ -306,33 +342,50 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
-    let (mut matched, mut modified) = (0u64, 0u64);
-    let mut upserted = Vec::new();
-    let mut last_write = None;
-    let mut write_errors = Vec::new();
+    let statement_count = updates.len() as u64;
+    let updates = updates.clone();
+    let totals = blocking(engine, move |engine| run_updates(engine, &ns, &updates, ordered)).await?;
+    ctx.state.metrics.count_update(statement_count);
+    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    let mut reply = doc! {
+        "n": (totals.matched + totals.upserted.len() as u64) as i32,
+        "nModified": totals.modified as i32,
+    };
+    if !totals.upserted.is_empty() {
+        reply.insert("upserted", totals.upserted);
+    }
+    Ok(finish_reply(reply, totals.write_errors, write_concern_error))
+}
+
+/// What the statements of one `update` command did.
+#[derive(Default)]
+struct UpdateTotals {
+    matched: u64,
+    modified: u64,
+    upserted: Vec<Document>,
+    last_write: Option<OpTime>,
+    write_errors: Vec<Document>,
+}
+
+fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool) -> UpdateTotals {
+    let mut totals = UpdateTotals::default();
     for (index, value) in updates.iter().enumerate() {
         let mut counts = UpdateOutcomeCounts::default();
-        let result = UpdateStatement::parse(value).and_then(|statement| run_update(engine, &ns, &statement, &mut counts));
-        matched += counts.matched;
-        modified += counts.modified;
-        last_write = counts.last_write.or(last_write);
+        let result = UpdateStatement::parse(value).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
+        totals.matched += counts.matched;
+        totals.modified += counts.modified;
+        totals.last_write = counts.last_write.or(totals.last_write);
         if let Some(id) = counts.upserted_id {
-            upserted.push(doc! {"index": index as i32, "_id": id});
+            totals.upserted.push(doc! {"index": index as i32, "_id": id});
         }
         if let Err(error) = result {
-            write_errors.push(write_error(index, error));
+            totals.write_errors.push(write_error(index, error));
             if ordered {
                 break;
             }
         }
     }
-    ctx.state.metrics.count_update(updates.len() as u64);
-    let write_concern_error = write_concern.wait(engine, last_write).await;
-    let mut reply = doc! {"n": (matched + upserted.len() as u64) as i32, "nModified": modified as i32};
-    if !upserted.is_empty() {
-        reply.insert("upserted", upserted);
-    }
-    Ok(finish_reply(reply, write_errors, write_concern_error))
+    totals
 }
 
 /// Runs one update statement under one `Writer`. Matches are collected
@@ -411,24 +464,29 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
-    let mut deleted = 0u64;
-    let mut last_write = None;
-    let mut write_errors = Vec::new();
+    let statement_count = deletes.len() as u64;
+    let deletes = deletes.clone();
+    let totals = blocking(engine, move |engine| run_deletes(engine, &ns, &deletes, ordered)).await?;
+    ctx.state.metrics.count_delete(statement_count);
+    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
+}
+
+fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool) -> WriteTotals {
+    let mut totals = WriteTotals::default();
     for (index, value) in deletes.iter().enumerate() {
-        let mut statement_deleted = 0u64;
+        let mut deleted = 0u64;
         let result = DeleteStatement::parse(value)
-            .and_then(|statement| run_delete(engine, &ns, &statement, &mut statement_deleted, &mut last_write));
-        deleted += statement_deleted;
+            .and_then(|statement| run_delete(engine, ns, &statement, &mut deleted, &mut totals.last_write));
+        totals.applied += deleted;
         if let Err(error) = result {
-            write_errors.push(write_error(index, error));
+            totals.write_errors.push(write_error(index, error));
             if ordered {
                 break;
             }
         }
     }
-    ctx.state.metrics.count_delete(deletes.len() as u64);
-    let write_concern_error = write_concern.wait(engine, last_write).await;
-    Ok(finish_reply(doc! {"n": deleted as i32}, write_errors, write_concern_error))
+    totals
 }
 
 fn run_delete(
@@ -505,8 +563,9 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     let request = FindAndModify::parse(&req.body)?;
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
-    let (reply, last_write) = run_find_and_modify(engine, &ns, &request)?;
-    if request.update.is_some() {
+    let is_update = request.update.is_some();
+    let (reply, last_write) = blocking(engine, move |engine| run_find_and_modify(engine, &ns, &request)).await??;
+    if is_update {
         ctx.state.metrics.count_update(1);
     } else {
         ctx.state.metrics.count_delete(1);

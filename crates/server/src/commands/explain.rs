@@ -141,7 +141,7 @@ async fn explain_find(ctx: &CommandContext, db: &str, inner: &Document, verbosit
     let request = FindRequest::parse(db, inner)?;
     let engine = &ctx.state.engine;
     let deadline = request.deadline(start);
-    let mut opened = open_find(engine, &request, deadline)?;
+    let mut opened = open_find(engine, &request, deadline).await?;
     let planner = query_planner(&request.ns, request.filter_document.clone(), opened.winning_plan.clone());
     let mut execution = None;
     if verbosity.executes() {

@@ -213,7 +213,7 @@ fn collection_scan_stage(request: &FindRequest, reverse: bool) -> Document {
 
 /// Plans `request` and prepares its cursor body. In-memory sorts (and
 /// newest-first oplog reads) run here, to the end.
-pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
+pub(crate) async fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
     if request.is_oplog {
         return open_oplog_find(engine, request, deadline);
     }
@@ -246,17 +246,15 @@ pub(crate) fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: O
     let read_at = snapshot_ts.map_or(ReadAt::Latest, ReadAt::At);
     match &request.sort {
         Some(sort) if !plan.provides_sort => {
-            let (documents, stats) = run_sorted(
-                plan.scan(&request.ns),
-                &reader,
-                &request.filter,
-                sort,
-                request.projection.as_ref(),
-                request.skip,
-                request.limit,
-                request.allow_disk_use,
-                deadline,
-            )?;
+            // The sort reads its whole input: keep it off the async workers.
+            let scan = plan.scan(&request.ns);
+            let (filter, sort, projection) = (request.filter.clone(), sort.clone(), request.projection.clone());
+            let (skip, limit, allow_disk_use) = (request.skip, request.limit, request.allow_disk_use);
+            let (documents, stats) = tokio::task::spawn_blocking(move || {
+                run_sorted(scan, &reader, &filter, &sort, projection.as_ref(), skip, limit, allow_disk_use, deadline)
+            })
+            .await
+            .map_err(|join_error| CommandError::internal(format!("sort failed: {join_error}")))??;
             Ok(OpenedFind {
                 body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
                 winning_plan: describe_plan(request, plan.winning_plan, true),
@@ -335,7 +333,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     ctx.state.metrics.count_query();
     let deadline = request.deadline(start);
     let engine = &ctx.state.engine;
-    let mut opened = open_find(engine, &request, deadline)?;
+    let mut opened = open_find(engine, &request, deadline).await?;
     let limits = BatchLimits::first_batch(request.batch_size, None);
     // The first batch of a tailable cursor never waits (MongoDB's find
     // returns at once; getMore waits).
@@ -469,23 +467,29 @@ fn number(n: u64) -> Bson {
     }
 }
 
-/// Documents matching a count/distinct filter.
-fn matching_documents(
+/// Documents matching a count/distinct filter, found on a blocking thread
+/// (the filter may have to scan the whole collection).
+async fn matching_documents(
     engine: &Arc<Engine>,
-    ns: &str,
-    filter_document: &Document,
-    filter: &Filter,
-    hint: Option<&Bson>,
+    ns: String,
+    filter_document: Document,
+    filter: Filter,
+    hint: Option<Bson>,
     read_at: ReadAt,
 ) -> Result<Vec<Document>, CommandError> {
-    let info = engine.collection_info(ns);
-    let shape = QueryShape { filter_document, filter, sort: None, hint, natural_reverse: None };
-    let plan = plan_query(info.as_ref(), &shape)?;
-    if plan.eof {
-        return Ok(Vec::new());
-    }
-    let reader = engine.reader(read_at)?;
-    collect_matches(&reader, ns, &plan, filter, None, None)
+    let engine = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || {
+        let info = engine.collection_info(&ns);
+        let shape = QueryShape { filter_document: &filter_document, filter: &filter, sort: None, hint: hint.as_ref(), natural_reverse: None };
+        let plan = plan_query(info.as_ref(), &shape)?;
+        if plan.eof {
+            return Ok(Vec::new());
+        }
+        let reader = engine.reader(read_at)?;
+        collect_matches(&reader, &ns, &plan, &filter, None, None)
+    })
+    .await
+    .map_err(|join_error| CommandError::internal(format!("query failed: {join_error}")))?
 }
 
 pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -507,7 +511,7 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
             Some(_) => engine.reader(read_at)?.count(&ns)?,
         }
     } else {
-        matching_documents(engine, &ns, &filter_document, &filter, hint.as_ref(), read_at)?.len() as u64
+        matching_documents(engine, ns.clone(), filter_document, filter, hint, read_at).await?.len() as u64
     };
     let after_skip = total.saturating_sub(skip);
     let n = limit.map_or(after_skip, |limit| after_skip.min(limit));
@@ -534,7 +538,7 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let filter = Filter::parse(&filter_document)?;
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ReadConcern::parse(&req.body)?.read_at();
-    let documents = matching_documents(&ctx.state.engine, &ns, &filter_document, &filter, hint.as_ref(), read_at)?;
+    let documents = matching_documents(&ctx.state.engine, ns, filter_document, filter, hint, read_at).await?;
     let values = distinct_values(&documents, &key)?;
     Ok(doc! {"values": values})
 }

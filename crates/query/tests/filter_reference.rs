@@ -227,8 +227,14 @@ fn ref_op(op: &Op, leaves: &[Option<Bson>]) -> bool {
             _ => false,
         }),
         Op::ElemMatchDocument(f) => leaves.iter().any(|l| match l {
+            // MongoDB's ElemMatchObjectMatchExpression tests every element
+            // that is a BSON object, and an array is one (keyed "0", "1", ...).
             Some(Bson::Array(items)) => items.iter().any(|item| match item {
                 Bson::Document(d) => ref_matches(f, d),
+                Bson::Array(inner) => {
+                    let as_doc: Document = inner.iter().enumerate().map(|(i, v)| (i.to_string(), v.clone())).collect();
+                    ref_matches(f, &as_doc)
+                }
                 _ => false,
             }),
             _ => false,

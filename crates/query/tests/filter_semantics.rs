@@ -583,3 +583,16 @@ fn empty_field_names_are_ordinary_fields() {
     // BSON allows "" as a field name and MongoDB matches it like any other.
     check(doc! {"": 1}, &[doc! {"": 1}], &[doc! {"a": 1}]);
 }
+
+#[test]
+fn elem_match_queries_see_array_elements_as_documents() {
+    // MongoDB's ElemMatchObjectMatchExpression tests every element that is
+    // a BSON object, arrays included (keyed "0", "1", ...); the shrunk case
+    // is saved in filter_reference.proptest-regressions.
+    check(
+        doc! {"b": {"$elemMatch": {"a": {"$ne": 0}}}},
+        &[doc! {"b": [[]]}, doc! {"b": [{"a": 1}]}],
+        &[doc! {"b": [1, 2]}, doc! {"b": [{"a": 0}]}],
+    );
+    check(doc! {"b": {"$elemMatch": {"0": 5}}}, &[doc! {"b": [[5, 6]]}], &[doc! {"b": [[6, 5]]}, doc! {"b": [5]}]);
+}

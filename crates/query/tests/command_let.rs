@@ -65,9 +65,12 @@ fn invalid_let_parameters_are_refused_with_mongodb_codes() {
     assert_eq!(let_error(doc! {"_x": 1}), 9);
     assert_eq!(let_error(doc! {"a-b": 1}), 9);
     assert!(Variables::with_let(&doc! {"é": 1}, now()).is_ok());
-    // System variables may only be set by internal clients.
+    // System constants may only be set by internal clients; other
+    // upper-case names are invalid user variable names.
     assert_eq!(let_error(doc! {"NOW": 1}), 4738901);
     assert_eq!(let_error(doc! {"CLUSTER_TIME": 1}), 4738901);
+    assert_eq!(let_error(doc! {"ROOT": 1}), 9);
+    assert_eq!(let_error(doc! {"": 1}), 9);
     // Let expressions run before any document is read.
     assert_eq!(let_error(doc! {"x": "$a"}), 4890500);
     assert_eq!(let_error(doc! {"x": {"$add": ["$a", 1]}}), 4890500);

@@ -176,14 +176,14 @@ impl Variables {
     /// as `$$name`. A later field may use an earlier one (MongoDB parses
     /// them in one scope). Errors follow MongoDB 7.0's
     /// `seedVariablesWithLetParameters`: an invalid user variable name is
-    /// FailedToParse (9), a system variable name (`NOW`, `CLUSTER_TIME`,
-    /// ...) is 4738901, and an expression that reads a document field
+    /// FailedToParse (9), a system constant (`NOW`, `CLUSTER_TIME`,
+    /// `USER_ROLES`, ...) is 4738901, and an expression that reads a document field
     /// (`$a`, `$$ROOT`, `$$CURRENT`) is 4890500. Pass an empty document
     /// when the command has no `let`.
     pub fn with_let(let_doc: &Document, now: bson::DateTime) -> Result<Variables, QueryError> {
         let mut vars = Variables::empty().with_now(now);
         for (name, value) in let_doc {
-            if SYSTEM_VARIABLES.contains(&name.as_str()) {
+            if LET_SYSTEM_CONSTANTS.contains(&name.as_str()) {
                 return Err(QueryError::new(
                     4738901,
                     format!("Attempt to set internal constant: {name}"),
@@ -498,6 +498,11 @@ const SYSTEM_VARIABLES: &[&str] = &[
     "ROOT", "CURRENT", "NOW", "REMOVE", "DESCEND", "PRUNE", "KEEP", "CLUSTER_TIME", "USER_ROLES",
     "SEARCH_META",
 ];
+
+/// The system variables MongoDB lets only internal clients set through a
+/// command's `let` (its `kSystemVarValidators`); other upper-case names
+/// fail as invalid user variable names.
+const LET_SYSTEM_CONSTANTS: &[&str] = &["NOW", "CLUSTER_TIME", "JS_SCOPE", "IS_MR", "USER_ROLES"];
 
 /// Checks a variable name: user variables start with a lowercase letter
 /// (or a non-ASCII character); system variables are upper case and only

@@ -10,8 +10,10 @@
 //!   _id"); an `_id` document may not hold a `$`-prefixed field, except
 //!   the DBRef form `{$ref, $id, $db}` (DollarPrefixedFieldName, 52); no
 //!   more than `STORED_DEPTH_MAX` levels of non-empty nesting (Overflow,
-//!   15); one `_id` only. Other top-level `$`-prefixed field names are
-//!   allowed since MongoDB 5.0.
+//!   15). Other top-level `$`-prefixed field names are allowed since
+//!   MongoDB 5.0. (MongoDB also refuses two `_id` fields, BadValue "can't
+//!   have multiple _id fields in one document"; a `Document` holds one
+//!   value per key, so the server must check that on the raw BSON.)
 //! - `validate_updated_document`, for the document an update or a
 //!   replacement produced: MongoDB's `storage_validation::storageValid`.
 //!   The `_id` types are InvalidIdField (53, "The '_id' value cannot be of
@@ -44,28 +46,13 @@ pub fn validate_storable_document(doc: &Document) -> Result<(), QueryError> {
             format!("cannot insert document because it exceeds {STORED_DEPTH_MAX} levels of nesting"),
         ));
     }
-    let mut seen_id = false;
-    for (name, value) in doc {
-        if name != "_id" {
-            continue;
-        }
-        match value {
-            Bson::RegularExpression(_) => {
-                return Err(QueryError::bad_value("can't use a regex for _id"))
-            }
-            Bson::Undefined => return Err(QueryError::bad_value("can't use a undefined for _id")),
-            Bson::Array(_) => return Err(QueryError::bad_value("can't use an array for _id")),
-            Bson::Document(inner) => check_id_fields(inner)?,
-            _ => {}
-        }
-        // A `Document` keeps one value per key, so a second `_id` can only
-        // come from raw BSON the server decoded; kept for that path.
-        if seen_id {
-            return Err(QueryError::bad_value("can't have multiple _id fields in one document"));
-        }
-        seen_id = true;
+    match doc.get("_id") {
+        Some(Bson::RegularExpression(_)) => Err(QueryError::bad_value("can't use a regex for _id")),
+        Some(Bson::Undefined) => Err(QueryError::bad_value("can't use a undefined for _id")),
+        Some(Bson::Array(_)) => Err(QueryError::bad_value("can't use an array for _id")),
+        Some(Bson::Document(inner)) => check_id_fields(inner),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks the document an update or replacement produced. See the module
@@ -109,7 +96,8 @@ fn check_id_fields(doc: &Document) -> Result<(), QueryError> {
             ));
         }
     }
-    for value in doc.values() {
+    // MongoDB does not look inside a DBRef's `$ref` and `$id` values.
+    for value in doc.values().skip(dbref_fields.min(2)) {
         check_id_value(value)?;
     }
     Ok(())

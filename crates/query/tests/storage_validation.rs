@@ -60,6 +60,9 @@ fn dollar_prefixed_fields_in_id_are_refused() {
     // A DBRef is the one allowed form.
     validate_storable_document(&doc! {"_id": {"$ref": "c", "$id": 1, "$db": "d", "x": 1}}).unwrap();
     validate_storable_document(&doc! {"_id": {"$ref": "c", "$id": 1}}).unwrap();
+    validate_storable_document(&doc! {"_id": {"$ref": "c", "$id": {"$x": 1}}}).unwrap();
+    assert_eq!(insert_error(doc! {"_id": {"$ref": "c", "$id": 1, "y": {"$x": 1}}}).0, 52);
+    assert_eq!(insert_error(doc! {"_id": {"$ref": "c", "$id": 1, "$db": 1}}).0, 52);
     assert_eq!(insert_error(doc! {"_id": {"$ref": "c", "$id": 1, "$x": 1}}).0, 52);
     assert_eq!(insert_error(doc! {"_id": {"$id": 1, "$ref": "c"}}).0, 52);
     // Dollar names elsewhere than _id stay storable.

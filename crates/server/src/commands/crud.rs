@@ -126,8 +126,7 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let totals = if documents.len() <= INSERT_INLINE_DOCUMENTS_MAX {
         run_inserts(engine, &ns, documents, ordered)
     } else {
-        let documents = documents.clone();
-        blocking(engine, move |engine| run_inserts(engine, &ns, &documents, ordered)).await?
+        off_async_workers(|| run_inserts(engine, &ns, documents, ordered))
     };
     ctx.state.metrics.count_insert(totals.applied);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
@@ -135,9 +134,9 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
 }
 
 /// Inserts of at most this many documents run on the connection's task;
-/// larger batches run on a blocking thread so that they never stall the
-/// async workers (the write lock is taken once per document, and another
-/// writer may hold it).
+/// larger batches run off the async workers so that they never stall them
+/// (the write lock is taken once per document, and another writer may
+/// hold it).
 const INSERT_INLINE_DOCUMENTS_MAX: usize = 8;
 
 /// What a batch of write statements did.
@@ -149,17 +148,19 @@ struct WriteTotals {
     write_errors: Vec<Document>,
 }
 
-/// Runs `work` on a blocking thread with the engine: statements that may
-/// scan a collection or wait for the write lock must not occupy an async
-/// worker (the node has only a few).
-async fn blocking<T: Send + 'static>(
-    engine: &Arc<Engine>,
-    work: impl FnOnce(&Engine) -> T + Send + 'static,
-) -> Result<T, CommandError> {
-    let engine = Arc::clone(engine);
-    tokio::task::spawn_blocking(move || work(&engine))
-        .await
-        .map_err(|join_error| CommandError::internal(format!("write failed: {join_error}")))
+/// Runs `work` without occupying an async worker: statements may scan a
+/// collection or wait for the write lock, and the node has only a few
+/// workers. On the multi-threaded runtime `block_in_place` hands this
+/// worker's other tasks to another worker (cheaper than a trip to the
+/// blocking pool for the common short write); elsewhere (tests on a
+/// current-thread runtime) the work simply runs here.
+fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
 }
 
 fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> WriteTotals {
@@ -343,8 +344,7 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
-    let updates = updates.clone();
-    let totals = blocking(engine, move |engine| run_updates(engine, &ns, &updates, ordered)).await?;
+    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered));
     ctx.state.metrics.count_update(statement_count);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     let mut reply = doc! {
@@ -465,8 +465,7 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
-    let deletes = deletes.clone();
-    let totals = blocking(engine, move |engine| run_deletes(engine, &ns, &deletes, ordered)).await?;
+    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered));
     ctx.state.metrics.count_delete(statement_count);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
@@ -564,7 +563,7 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();
-    let (reply, last_write) = blocking(engine, move |engine| run_find_and_modify(engine, &ns, &request)).await??;
+    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request))?;
     if is_update {
         ctx.state.metrics.count_update(1);
     } else {

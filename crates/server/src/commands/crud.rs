@@ -123,21 +123,13 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
-    let totals = if documents.len() <= INSERT_INLINE_DOCUMENTS_MAX {
-        run_inserts(engine, &ns, documents, ordered)
-    } else {
-        off_async_workers(|| run_inserts(engine, &ns, documents, ordered))
-    };
+    // Even one insert may wait for the write lock behind a long statement
+    // of another connection, so inserts too run off the async workers.
+    let totals = off_async_workers(|| run_inserts(engine, &ns, documents, ordered));
     ctx.state.metrics.count_insert(totals.applied);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
 }
-
-/// Inserts of at most this many documents run on the connection's task;
-/// larger batches run off the async workers so that they never stall them
-/// (the write lock is taken once per document, and another writer may
-/// hold it).
-const INSERT_INLINE_DOCUMENTS_MAX: usize = 8;
 
 /// What a batch of write statements did.
 #[derive(Default)]

@@ -22,6 +22,7 @@ use slipstream_storage::{Engine, OpTime};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
+use crate::exec::off_async_workers;
 use crate::exec::args::{self, check_collation, check_writable, get_array, get_bool, get_document, namespace};
 use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
@@ -138,21 +139,6 @@ struct WriteTotals {
     applied: u64,
     last_write: Option<OpTime>,
     write_errors: Vec<Document>,
-}
-
-/// Runs `work` without occupying an async worker: statements may scan a
-/// collection or wait for the write lock, and the node has only a few
-/// workers. On the multi-threaded runtime `block_in_place` hands this
-/// worker's other tasks to another worker (cheaper than a trip to the
-/// blocking pool for the common short write); elsewhere (tests on a
-/// current-thread runtime) the work simply runs here.
-fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
 }
 
 fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> WriteTotals {

@@ -21,6 +21,7 @@ use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::plan::key_patterns_equal;
 use crate::exec::query::BufferedResults;
+use crate::exec::off_async_workers;
 use crate::exec::scan::ID_INDEX_NAME;
 
 /// Index options that exist in MongoDB but not in Slipstream.
@@ -172,7 +173,8 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
             "createdCollectionAutomatically": false,
         });
     }
-    let (before, after, optime) = engine.create_indexes(&ns, new_specs)?;
+    // Building an index reads the whole collection.
+    let (before, after, optime) = off_async_workers(|| engine.create_indexes(&ns, new_specs))?;
     let write_concern_error = write_concern.wait(engine, optime).await;
     let mut reply = doc! {
         "numIndexesBefore": before as i32,
@@ -272,7 +274,7 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     if names.is_empty() {
         return Ok(doc! {"nIndexesWas": info.indexes.len() as i32, "msg": "non-_id indexes dropped for collection"});
     }
-    let (before, optime) = engine.drop_indexes(&ns, &names)?;
+    let (before, optime) = off_async_workers(|| engine.drop_indexes(&ns, &names))?;
     let write_concern_error = write_concern.wait(engine, Some(optime)).await;
     let mut reply = doc! {"nIndexesWas": before as i32};
     if let Some(error) = write_concern_error {

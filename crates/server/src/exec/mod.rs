@@ -34,5 +34,21 @@ pub mod sort;
 
 pub use cursor_body::CursorBody;
 
+/// Runs `work` without occupying an async worker: statements may scan a
+/// collection or wait for the write lock, and the node has only a few
+/// workers. On the multi-threaded runtime `block_in_place` hands this
+/// worker's other tasks to another worker (cheaper than a trip to the
+/// blocking pool for the common short write); elsewhere (tests on a
+/// current-thread runtime) the work simply runs here.
+pub fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+
 #[cfg(test)]
 mod engine_tests;

@@ -53,10 +53,16 @@ struct Slots<B> {
 const REAP_INTERVAL_MS: u64 = 1000;
 
 enum Slot<B> {
-    Idle { cursor: Cursor<B>, last_used: Instant },
+    Idle {
+        cursor: Cursor<B>,
+        last_used: Instant,
+    },
     /// Checked out by a running `getMore`. `ns` is kept for `killCursors`
     /// checks; a kill while in use takes effect at check-in.
-    InUse { ns: String, kill_requested: bool },
+    InUse {
+        ns: String,
+        kill_requested: bool,
+    },
 }
 
 /// What `killCursors` reports, as MongoDB does.
@@ -99,7 +105,10 @@ impl<B> CursorManager<B> {
 
     pub fn with_idle_timeout(idle_timeout: Duration) -> Self {
         CursorManager {
-            slots: Mutex::new(Slots { map: HashMap::new(), last_reap: None }),
+            slots: Mutex::new(Slots {
+                map: HashMap::new(),
+                last_reap: None,
+            }),
             id_key: RandomState::new(),
             id_counter: AtomicU64::new(0),
             idle_timeout,
@@ -152,13 +161,22 @@ impl<B> CursorManager<B> {
             Some(Slot::Idle { cursor, .. }) if cursor.ns != ns => {
                 return Err(CommandError::new(
                     13,
-                    format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", cursor.ns),
+                    format!(
+                        "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                        cursor.ns
+                    ),
                 ));
             }
             Some(Slot::Idle { .. }) => {}
         }
         let ns = ns.to_string();
-        match slots.insert(id, Slot::InUse { ns, kill_requested: false }) {
+        match slots.insert(
+            id,
+            Slot::InUse {
+                ns,
+                kill_requested: false,
+            },
+        ) {
             Some(Slot::Idle { cursor, .. }) => Ok(cursor),
             _ => unreachable!("the slot was checked to be idle under the same lock"),
         }
@@ -169,7 +187,9 @@ impl<B> CursorManager<B> {
     pub fn check_in(&self, id: i64, cursor: Cursor<B>, now: Instant) -> bool {
         let slots = &mut self.slots.lock().map;
         match slots.get(&id) {
-            Some(Slot::InUse { kill_requested: false, .. }) => {
+            Some(Slot::InUse {
+                kill_requested: false, ..
+            }) => {
                 slots.insert(id, Slot::Idle { cursor, last_used: now });
                 true
             }
@@ -201,7 +221,10 @@ impl<B> CursorManager<B> {
                     slots.remove(&id);
                     report.killed.push(id);
                 }
-                Some(Slot::InUse { ns: cursor_ns, kill_requested }) if cursor_ns == ns => {
+                Some(Slot::InUse {
+                    ns: cursor_ns,
+                    kill_requested,
+                }) if cursor_ns == ns => {
                     *kill_requested = true;
                     report.killed.push(id);
                 }
@@ -265,7 +288,11 @@ mod tests {
     use super::*;
 
     fn cursor(ns: &str, no_cursor_timeout: bool) -> Cursor<&'static str> {
-        Cursor { ns: ns.to_string(), no_cursor_timeout, body: "body" }
+        Cursor {
+            ns: ns.to_string(),
+            no_cursor_timeout,
+            body: "body",
+        }
     }
 
     fn manager() -> CursorManager<&'static str> {
@@ -292,7 +319,10 @@ mod tests {
         let id = cursors.register(cursor("db.c", false), start).unwrap();
         assert_eq!(cursors.reap(start + Duration::from_secs(600)), 0);
         assert_eq!(cursors.reap(start + Duration::from_secs(601)), 1);
-        let err = cursors.check_out(id, "db.c", start + Duration::from_secs(602)).err().unwrap();
+        let err = cursors
+            .check_out(id, "db.c", start + Duration::from_secs(602))
+            .err()
+            .unwrap();
         assert_eq!(err.code, 43);
     }
 
@@ -301,13 +331,18 @@ mod tests {
         let cursors = manager();
         let start = Instant::now();
         let keep_sweeping = cursors.register(cursor("db.c", false), start).unwrap();
-        let id = cursors.register(cursor("db.c", false), start + Duration::from_millis(10)).unwrap();
+        let id = cursors
+            .register(cursor("db.c", false), start + Duration::from_millis(10))
+            .unwrap();
         // A sweep right after the timeout passes for the first cursor only.
         assert_eq!(cursors.reap(start + Duration::from_millis(600_005)), 1);
         assert_eq!(cursors.check_out(keep_sweeping, "db.c", start).err().unwrap().code, 43);
         // Within the sweep interval the second cursor expires; using it is
         // refused even though no sweep ran.
-        let err = cursors.check_out(id, "db.c", start + Duration::from_millis(600_020)).err().unwrap();
+        let err = cursors
+            .check_out(id, "db.c", start + Duration::from_millis(600_020))
+            .err()
+            .unwrap();
         assert_eq!(err.code, 43);
         assert_eq!(cursors.open_count(), 0);
     }
@@ -329,7 +364,9 @@ mod tests {
         let start = Instant::now();
         let id = cursors.register(cursor("db.c", true), start).unwrap();
         assert_eq!(cursors.reap(start + Duration::from_secs(100_000)), 0);
-        assert!(cursors.check_out(id, "db.c", start + Duration::from_secs(100_000)).is_ok());
+        assert!(cursors
+            .check_out(id, "db.c", start + Duration::from_secs(100_000))
+            .is_ok());
     }
 
     #[test]

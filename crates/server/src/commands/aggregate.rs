@@ -56,21 +56,29 @@ impl AggregateRequest {
         check_collation(body, COMMAND)?;
         if let Some(Bson::Document(variables)) = body.get("let") {
             if !variables.is_empty() {
-                return Err(CommandError::new(115, "'let' variables are not supported by Slipstream"));
+                return Err(CommandError::new(
+                    115,
+                    "'let' variables are not supported by Slipstream",
+                ));
             }
         }
-        let items = args::get_array(body, COMMAND, "pipeline")?
-            .ok_or_else(|| CommandError::new(40414, "BSON field 'aggregate.pipeline' is missing but a required field"))?;
+        let items = args::get_array(body, COMMAND, "pipeline")?.ok_or_else(|| {
+            CommandError::new(40414, "BSON field 'aggregate.pipeline' is missing but a required field")
+        })?;
         let stages = items
             .iter()
             .map(|stage| match stage {
                 Bson::Document(stage) => Ok(stage.clone()),
-                _ => Err(CommandError::new(14, "Each element of the 'pipeline' array must be an object")),
+                _ => Err(CommandError::new(
+                    14,
+                    "Each element of the 'pipeline' array must be an object",
+                )),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let explain = get_bool(body, COMMAND, "explain")?.unwrap_or(false);
         let batch_size = match get_document(body, COMMAND, "cursor")? {
-            Some(cursor) => get_non_negative(cursor, "aggregate.cursor", "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            Some(cursor) => get_non_negative(cursor, "aggregate.cursor", "batchSize")?
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             None if explain => None,
             None => {
                 return Err(CommandError::new(
@@ -115,45 +123,80 @@ pub(crate) struct PipelineRun {
 }
 
 /// Plans the pipeline's input and runs the pipeline to the end.
-pub(crate) fn run_pipeline(engine: &Arc<Engine>, request: &AggregateRequest, start: Instant) -> Result<PipelineRun, CommandError> {
+pub(crate) fn run_pipeline(
+    engine: &Arc<Engine>,
+    request: &AggregateRequest,
+    start: Instant,
+) -> Result<PipelineRun, CommandError> {
     let deadline = request.max_time_ms.map(|ms| start + Duration::from_millis(ms));
     let Some(collection) = &request.collection else {
         // A pipeline that parsed but has no collectionless source stage.
-        let first = request.stages.first().and_then(|stage| stage.keys().next().cloned()).unwrap_or_default();
+        let first = request
+            .stages
+            .first()
+            .and_then(|stage| stage.keys().next().cloned())
+            .unwrap_or_default();
         return Err(CommandError::new(
             73,
             format!("{{aggregate: 1}} is not valid for '{first}'; a collection is required."),
         ));
     };
     let read_at = request.read_concern.read_at();
-    let source = StorageSource { engine: Arc::clone(engine), read_at };
+    let source = StorageSource {
+        engine: Arc::clone(engine),
+        read_at,
+    };
     let now = bson::DateTime::now();
     let leading = request.pipeline.leading_match().cloned().unwrap_or_default();
     let db = request.ns.split('.').next().unwrap_or_default();
     if is_oplog(db, collection) {
         let mut input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(&leading), deadline);
         let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
-        let stats = ScanStats { keys_examined: 0, docs_examined: input.examined };
+        let stats = ScanStats {
+            keys_examined: 0,
+            docs_examined: input.examined,
+        };
         let input_plan = doc! {"stage": "COLLSCAN", "filter": leading, "direction": "forward"};
-        return Ok(PipelineRun { documents, stats, input_plan });
+        return Ok(PipelineRun {
+            documents,
+            stats,
+            input_plan,
+        });
     }
     let filter = Filter::parse(&leading)?;
     let info = engine.collection_info(&request.ns);
-    let shape = QueryShape { filter_document: &leading, filter: &filter, sort: None, hint: request.hint.as_ref(), natural_reverse: None };
+    let shape = QueryShape {
+        filter_document: &leading,
+        filter: &filter,
+        sort: None,
+        hint: request.hint.as_ref(),
+        natural_reverse: None,
+    };
     let plan = plan_query(info.as_ref(), &shape)?;
     if plan.eof {
         let documents = request.pipeline.execute(Box::new(std::iter::empty()), &source, now)?;
-        return Ok(PipelineRun { documents, stats: ScanStats::default(), input_plan: plan.winning_plan });
+        return Ok(PipelineRun {
+            documents,
+            stats: ScanStats::default(),
+            input_plan: plan.winning_plan,
+        });
     }
     let reader = engine.reader(read_at)?;
     let mut input = ScanInput::new(plan.scan(&request.ns), reader, filter, deadline);
     let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
-    Ok(PipelineRun { documents, stats: input.stats(), input_plan: plan.winning_plan })
+    Ok(PipelineRun {
+        documents,
+        stats: input.stats(),
+        input_plan: plan.winning_plan,
+    })
 }
 
 /// Runs the pipeline on a blocking thread: it may sort and group its whole
 /// input, which must not stall the connections served by async workers.
-pub(crate) async fn run_pipeline_blocking(engine: &Arc<Engine>, request: AggregateRequest) -> Result<(AggregateRequest, PipelineRun), CommandError> {
+pub(crate) async fn run_pipeline_blocking(
+    engine: &Arc<Engine>,
+    request: AggregateRequest,
+) -> Result<(AggregateRequest, PipelineRun), CommandError> {
     let engine = Arc::clone(engine);
     let start = Instant::now();
     tokio::task::spawn_blocking(move || {
@@ -173,12 +216,19 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
     let (request, run) = run_pipeline_blocking(engine, request).await?;
     let mut body = CursorBody::Buffered(BufferedResults::new(run.documents, run.stats));
     let limits = BatchLimits::first_batch(request.batch_size, None);
-    let timing = BatchTiming { deadline: None, await_data_wait: Duration::ZERO };
+    let timing = BatchTiming {
+        deadline: None,
+        await_data_wait: Duration::ZERO,
+    };
     let (first_batch, finished) = body.next_batch(engine, limits, timing).await?;
     let id = if finished {
         0
     } else {
-        let cursor = Cursor { ns: request.ns.clone(), no_cursor_timeout: false, body };
+        let cursor = Cursor {
+            ns: request.ns.clone(),
+            no_cursor_timeout: false,
+            body,
+        };
         ctx.state.cursors.register(cursor, Instant::now())?
     };
     Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.ns}})

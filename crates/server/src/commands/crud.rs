@@ -22,9 +22,9 @@ use slipstream_storage::{Engine, OpTime};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
-use crate::exec::off_async_workers;
 use crate::exec::args::{self, check_collation, check_writable, get_array, get_bool, get_document, namespace};
 use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
+use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
 use documents::{check_stored, prepare_insert, with_id_first};
@@ -43,12 +43,18 @@ fn write_error(index: usize, error: CommandError) -> Document {
 /// `deletes`), with MongoDB's checks on its presence and size.
 fn statements<'a>(body: &'a Document, command: &str, field: &str) -> Result<&'a Vec<Bson>, CommandError> {
     let items = get_array(body, command, field)?.ok_or_else(|| {
-        CommandError::new(40414, format!("BSON field '{command}.{field}' is missing but a required field"))
+        CommandError::new(
+            40414,
+            format!("BSON field '{command}.{field}' is missing but a required field"),
+        )
     })?;
     if items.is_empty() || items.len() > WRITE_BATCH_STATEMENTS_MAX {
         return Err(CommandError::new(
             16,
-            format!("Write batch sizes must be between 1 and {WRITE_BATCH_STATEMENTS_MAX}. Got {} operations.", items.len()),
+            format!(
+                "Write batch sizes must be between 1 and {WRITE_BATCH_STATEMENTS_MAX}. Got {} operations.",
+                items.len()
+            ),
         ));
     }
     Ok(items)
@@ -61,7 +67,10 @@ fn refuse_constants(spec: &Document) -> Result<(), CommandError> {
     for field in ["let", "c"] {
         if let Some(Bson::Document(variables)) = spec.get(field) {
             if !variables.is_empty() {
-                return Err(CommandError::new(115, format!("'{field}' variables are not supported by Slipstream")));
+                return Err(CommandError::new(
+                    115,
+                    format!("'{field}' variables are not supported by Slipstream"),
+                ));
             }
         }
     }
@@ -94,7 +103,10 @@ fn parse_filter(value: Option<&Bson>, command: &str, field: &str) -> Result<(Doc
         Some(other) => {
             return Err(CommandError::new(
                 14,
-                format!("BSON field '{command}.{field}' is the wrong type '{}', expected type 'object'", args::type_name(other)),
+                format!(
+                    "BSON field '{command}.{field}' is the wrong type '{}', expected type 'object'",
+                    args::type_name(other)
+                ),
             ))
         }
     };
@@ -112,7 +124,13 @@ fn plan_write(
     hint: Option<&Bson>,
 ) -> Result<PlannedQuery, CommandError> {
     let info = engine.collection_info(ns);
-    let shape = QueryShape { filter_document, filter, sort, hint, natural_reverse: None };
+    let shape = QueryShape {
+        filter_document,
+        filter,
+        sort,
+        hint,
+        natural_reverse: None,
+    };
     plan_query(info.as_ref(), &shape)
 }
 
@@ -129,7 +147,11 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let totals = off_async_workers(|| run_inserts(engine, &ns, documents, ordered));
     ctx.state.metrics.count_insert(totals.applied);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
-    Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
+    Ok(finish_reply(
+        doc! {"n": totals.applied as i32},
+        totals.write_errors,
+        write_concern_error,
+    ))
 }
 
 /// What a batch of write statements did.
@@ -193,10 +215,20 @@ impl UpdateStatement {
         let upsert = get_bool(spec, "update.updates", "upsert")?.unwrap_or(false);
         let multi = get_bool(spec, "update.updates", "multi")?.unwrap_or(false);
         if multi && update.is_replacement() {
-            return Err(CommandError::new(9, "multi update is not supported for replacement-style update"));
+            return Err(CommandError::new(
+                9,
+                "multi update is not supported for replacement-style update",
+            ));
         }
         check_collation(spec, "update.updates")?;
-        Ok(UpdateStatement { filter_document, filter, update, upsert, multi, hint: hint_of(spec) })
+        Ok(UpdateStatement {
+            filter_document,
+            filter,
+            update,
+            upsert,
+            multi,
+            hint: hint_of(spec),
+        })
     }
 }
 
@@ -218,8 +250,14 @@ impl Shape {
         match self {
             Shape::Object => matches!(value, Bson::Document(_)),
             Shape::ObjectOrArray => matches!(value, Bson::Document(_) | Bson::Array(_)),
-            Shape::Flag => matches!(value, Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)),
-            Shape::Number => matches!(value, Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)),
+            Shape::Flag => matches!(
+                value,
+                Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)
+            ),
+            Shape::Number => matches!(
+                value,
+                Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
+            ),
             Shape::Array => matches!(value, Bson::Array(_)),
             Shape::StringOrObject => matches!(value, Bson::String(_) | Bson::Document(_)),
             Shape::Any => true,
@@ -261,22 +299,37 @@ fn check_statement_shapes(statements: &[Bson], command: &str, rules: &[FieldRule
         let Bson::Document(spec) = statement else {
             return Err(CommandError::new(
                 14,
-                format!("BSON field '{command}' holds a '{}', expected type 'object'", args::type_name(statement)),
+                format!(
+                    "BSON field '{command}' holds a '{}', expected type 'object'",
+                    args::type_name(statement)
+                ),
             ));
         };
         for (field, value) in spec {
             let Some((_, shape, _)) = rules.iter().find(|(name, _, _)| name == field) else {
-                return Err(CommandError::new(40415, format!("BSON field '{command}.{field}' is an unknown field.")));
+                return Err(CommandError::new(
+                    40415,
+                    format!("BSON field '{command}.{field}' is an unknown field."),
+                ));
             };
             if !shape.admits(value) && !matches!(value, Bson::Null) {
                 return Err(CommandError::new(
                     14,
-                    format!("BSON field '{command}.{field}' is the wrong type '{}'", args::type_name(value)),
+                    format!(
+                        "BSON field '{command}.{field}' is the wrong type '{}'",
+                        args::type_name(value)
+                    ),
                 ));
             }
         }
-        if let Some((field, _, _)) = rules.iter().find(|(field, _, required)| *required && !spec.contains_key(field)) {
-            return Err(CommandError::new(40414, format!("BSON field '{command}.{field}' is missing but a required field")));
+        if let Some((field, _, _)) = rules
+            .iter()
+            .find(|(field, _, required)| *required && !spec.contains_key(field))
+        {
+            return Err(CommandError::new(
+                40414,
+                format!("BSON field '{command}.{field}' is missing but a required field"),
+            ));
         }
     }
     Ok(())
@@ -349,7 +402,8 @@ fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool) -> Up
     let mut totals = UpdateTotals::default();
     for (index, value) in updates.iter().enumerate() {
         let mut counts = UpdateOutcomeCounts::default();
-        let result = UpdateStatement::parse(value).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
+        let result =
+            UpdateStatement::parse(value).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
         totals.matched += counts.matched;
         totals.modified += counts.modified;
         totals.last_write = counts.last_write.or(totals.last_write);
@@ -369,8 +423,20 @@ fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool) -> Up
 /// Runs one update statement under one `Writer`. Matches are collected
 /// first and then updated, so that a multi-update never meets a document
 /// it already moved within an index.
-fn run_update(engine: &Engine, ns: &str, statement: &UpdateStatement, counts: &mut UpdateOutcomeCounts) -> Result<(), CommandError> {
-    let plan = plan_write(engine, ns, &statement.filter_document, &statement.filter, None, statement.hint.as_ref())?;
+fn run_update(
+    engine: &Engine,
+    ns: &str,
+    statement: &UpdateStatement,
+    counts: &mut UpdateOutcomeCounts,
+) -> Result<(), CommandError> {
+    let plan = plan_write(
+        engine,
+        ns,
+        &statement.filter_document,
+        &statement.filter,
+        None,
+        statement.hint.as_ref(),
+    )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
     let max = if statement.multi { None } else { Some(1) };
@@ -378,7 +444,11 @@ fn run_update(engine: &Engine, ns: &str, statement: &UpdateStatement, counts: &m
     for old in matches {
         counts.matched += 1;
         let details = statement.filter.matches_with_details(&old);
-        let context = UpdateContext { positional: details.array_position, now, is_upsert_insert: false };
+        let context = UpdateContext {
+            positional: details.array_position,
+            now,
+            is_upsert_insert: false,
+        };
         let outcome = statement.update.apply(&old, &context)?;
         if !outcome.modified {
             continue;
@@ -402,7 +472,11 @@ fn run_update(engine: &Engine, ns: &str, statement: &UpdateStatement, counts: &m
 /// update applied as an insert (`$setOnInsert` included), `_id` first.
 fn upsert_document(filter: &Filter, update: &Update, now: bson::DateTime) -> Result<Document, CommandError> {
     let seed = upsert_seed(&filter.equality_fields())?;
-    let context = UpdateContext { positional: None, now, is_upsert_insert: true };
+    let context = UpdateContext {
+        positional: None,
+        now,
+        is_upsert_insert: true,
+    };
     let outcome = update.apply(&seed, &context)?;
     let document = with_id_first(&outcome.document, || Bson::ObjectId(ObjectId::new()));
     check_stored(&document)?;
@@ -425,13 +499,25 @@ impl DeleteStatement {
             return Err(CommandError::new(14, "delete statements must be objects"));
         };
         let (filter_document, filter) = parse_filter(spec.get("q"), "delete.deletes", "q")?;
-        let limit = args::get_i64(spec, "delete.deletes", "limit")?
-            .ok_or_else(|| CommandError::new(40414, "BSON field 'delete.deletes.limit' is missing but a required field"))?;
+        let limit = args::get_i64(spec, "delete.deletes", "limit")?.ok_or_else(|| {
+            CommandError::new(
+                40414,
+                "BSON field 'delete.deletes.limit' is missing but a required field",
+            )
+        })?;
         if limit != 0 && limit != 1 {
-            return Err(CommandError::new(9, format!("The limit field in delete objects must be 0 or 1. Got {limit}")));
+            return Err(CommandError::new(
+                9,
+                format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
+            ));
         }
         check_collation(spec, "delete.deletes")?;
-        Ok(DeleteStatement { filter_document, filter, just_one: limit == 1, hint: hint_of(spec) })
+        Ok(DeleteStatement {
+            filter_document,
+            filter,
+            just_one: limit == 1,
+            hint: hint_of(spec),
+        })
     }
 }
 
@@ -446,7 +532,11 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered));
     ctx.state.metrics.count_delete(statement_count);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
-    Ok(finish_reply(doc! {"n": totals.applied as i32}, totals.write_errors, write_concern_error))
+    Ok(finish_reply(
+        doc! {"n": totals.applied as i32},
+        totals.write_errors,
+        write_concern_error,
+    ))
 }
 
 fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool) -> WriteTotals {
@@ -473,7 +563,14 @@ fn run_delete(
     deleted: &mut u64,
     last_write: &mut Option<OpTime>,
 ) -> Result<(), CommandError> {
-    let plan = plan_write(engine, ns, &statement.filter_document, &statement.filter, None, statement.hint.as_ref())?;
+    let plan = plan_write(
+        engine,
+        ns,
+        &statement.filter_document,
+        &statement.filter,
+        None,
+        statement.hint.as_ref(),
+    )?;
     let mut writer = engine.writer();
     let max = if statement.just_one { Some(1) } else { None };
     let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
@@ -514,12 +611,22 @@ impl FindAndModify {
         let update_spec = body.get("update").filter(|value| !matches!(value, Bson::Null));
         let update = match (remove, update_spec) {
             (true, Some(_)) => return Err(CommandError::new(9, "Cannot specify both an update and remove=true")),
-            (true, None) if upsert => return Err(CommandError::new(9, "Cannot specify both upsert=true and remove=true")),
+            (true, None) if upsert => {
+                return Err(CommandError::new(9, "Cannot specify both upsert=true and remove=true"))
+            }
             (true, None) if return_new => {
-                return Err(CommandError::new(9, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document"))
+                return Err(CommandError::new(
+                    9,
+                    "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+                ))
             }
             (true, None) => None,
-            (false, None) => return Err(CommandError::new(9, "Either an update or remove=true must be specified")),
+            (false, None) => {
+                return Err(CommandError::new(
+                    9,
+                    "Either an update or remove=true must be specified",
+                ))
+            }
             (false, Some(spec)) => {
                 let filters = array_filters(body, COMMAND)?;
                 Some(Update::parse(spec, filters.as_deref())?)
@@ -530,7 +637,16 @@ impl FindAndModify {
             _ => None,
         };
         check_collation(body, COMMAND)?;
-        Ok(FindAndModify { filter_document, filter, sort, update, return_new, upsert, projection, hint: hint_of(body) })
+        Ok(FindAndModify {
+            filter_document,
+            filter,
+            sort,
+            update,
+            return_new,
+            upsert,
+            projection,
+            hint: hint_of(body),
+        })
     }
 }
 
@@ -551,11 +667,30 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     Ok(finish_reply(reply, Vec::new(), write_concern_error))
 }
 
-fn run_find_and_modify(engine: &Engine, ns: &str, request: &FindAndModify) -> Result<(Document, Option<OpTime>), CommandError> {
-    let plan = plan_write(engine, ns, &request.filter_document, &request.filter, request.sort.as_ref(), request.hint.as_ref())?;
+fn run_find_and_modify(
+    engine: &Engine,
+    ns: &str,
+    request: &FindAndModify,
+) -> Result<(Document, Option<OpTime>), CommandError> {
+    let plan = plan_write(
+        engine,
+        ns,
+        &request.filter_document,
+        &request.filter,
+        request.sort.as_ref(),
+        request.hint.as_ref(),
+    )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
-    let found = collect_matches(&writer.reader(), ns, &plan, &request.filter, request.sort.as_ref(), Some(1))?.pop();
+    let found = collect_matches(
+        &writer.reader(),
+        ns,
+        &plan,
+        &request.filter,
+        request.sort.as_ref(),
+        Some(1),
+    )?
+    .pop();
     let project = |document: &Document| -> Result<Bson, CommandError> {
         match &request.projection {
             None => Ok(Bson::Document(document.clone())),
@@ -572,12 +707,19 @@ fn run_find_and_modify(engine: &Engine, ns: &str, request: &FindAndModify) -> Re
         };
         let id = old.get("_id").cloned().unwrap_or(Bson::Null);
         let optime = writer.delete(ns, &id)?;
-        return Ok((doc! {"lastErrorObject": {"n": 1}, "value": project(&old)?}, Some(optime)));
+        return Ok((
+            doc! {"lastErrorObject": {"n": 1}, "value": project(&old)?},
+            Some(optime),
+        ));
     };
     match found {
         Some(old) => {
             let details = request.filter.matches_with_details(&old);
-            let context = UpdateContext { positional: details.array_position, now, is_upsert_insert: false };
+            let context = UpdateContext {
+                positional: details.array_position,
+                now,
+                is_upsert_insert: false,
+            };
             let outcome = update.apply(&old, &context)?;
             let mut last_write = None;
             if outcome.modified {
@@ -586,20 +728,34 @@ fn run_find_and_modify(engine: &Engine, ns: &str, request: &FindAndModify) -> Re
                 let oplog_form = oplog_update(&old, &outcome.document);
                 last_write = Some(writer.update(ns, &id, outcome.document.clone(), oplog_form)?);
             }
-            let value = if request.return_new { project(&outcome.document)? } else { project(&old)? };
-            Ok((doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value}, last_write))
+            let value = if request.return_new {
+                project(&outcome.document)?
+            } else {
+                project(&old)?
+            };
+            Ok((
+                doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": value},
+                last_write,
+            ))
         }
         None if request.upsert => {
             let document = upsert_document(&request.filter, update, now)?;
             let id = document.get("_id").cloned().unwrap_or(Bson::Null);
-            let value = if request.return_new { project(&document)? } else { Bson::Null };
+            let value = if request.return_new {
+                project(&document)?
+            } else {
+                Bson::Null
+            };
             let optime = writer.insert(ns, document)?;
             Ok((
                 doc! {"lastErrorObject": {"n": 1, "updatedExisting": false, "upserted": id}, "value": value},
                 Some(optime),
             ))
         }
-        None => Ok((doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null}, None)),
+        None => Ok((
+            doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": Bson::Null},
+            None,
+        )),
     }
 }
 
@@ -612,10 +768,25 @@ mod tests {
         let ok = vec![Bson::Document(doc! {"q": {}, "u": {"$set": {"a": 1}}, "upsert": true})];
         assert!(check_statement_shapes(&ok, "update.updates", UPDATE_STATEMENT_FIELDS).is_ok());
         let sort = vec![Bson::Document(doc! {"q": {}, "u": {}, "sort": {"a": 1}})];
-        assert_eq!(check_statement_shapes(&sort, "update.updates", UPDATE_STATEMENT_FIELDS).unwrap_err().code, 40415);
+        assert_eq!(
+            check_statement_shapes(&sort, "update.updates", UPDATE_STATEMENT_FIELDS)
+                .unwrap_err()
+                .code,
+            40415
+        );
         let mistyped = vec![Bson::Document(doc! {"q": 5, "limit": 0})];
-        assert_eq!(check_statement_shapes(&mistyped, "delete.deletes", DELETE_STATEMENT_FIELDS).unwrap_err().code, 14);
+        assert_eq!(
+            check_statement_shapes(&mistyped, "delete.deletes", DELETE_STATEMENT_FIELDS)
+                .unwrap_err()
+                .code,
+            14
+        );
         let missing = vec![Bson::Document(doc! {"q": {}})];
-        assert_eq!(check_statement_shapes(&missing, "delete.deletes", DELETE_STATEMENT_FIELDS).unwrap_err().code, 40414);
+        assert_eq!(
+            check_statement_shapes(&missing, "delete.deletes", DELETE_STATEMENT_FIELDS)
+                .unwrap_err()
+                .code,
+            40414
+        );
     }
 }

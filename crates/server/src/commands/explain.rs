@@ -109,30 +109,47 @@ pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
             explain_aggregate(ctx, request, name).await
         }
         "count" => {
-            let filter = args::get_document(&inner, "count", "query")?.cloned().unwrap_or_default();
+            let filter = args::get_document(&inner, "count", "query")?
+                .cloned()
+                .unwrap_or_default();
             explain_filter(ctx, &req.db, &inner, "count", filter, None, verbosity, "COUNT")
         }
         "distinct" => {
-            let filter = args::get_document(&inner, "distinct", "query")?.cloned().unwrap_or_default();
+            let filter = args::get_document(&inner, "distinct", "query")?
+                .cloned()
+                .unwrap_or_default();
             explain_filter(ctx, &req.db, &inner, "distinct", filter, None, verbosity, "DISTINCT")
         }
         "update" | "delete" => {
             let field = if command == "update" { "updates" } else { "deletes" };
             let first = match args::get_array(&inner, &command, field)?.and_then(|items| items.first()) {
                 Some(Bson::Document(statement)) => statement.clone(),
-                _ => return Err(CommandError::bad_value(format!("explain of {command} needs one statement in '{field}'"))),
+                _ => {
+                    return Err(CommandError::bad_value(format!(
+                        "explain of {command} needs one statement in '{field}'"
+                    )))
+                }
             };
             let filter = args::get_document(&first, &command, "q")?.cloned().unwrap_or_default();
             let stage = if command == "update" { "UPDATE" } else { "DELETE" };
             explain_filter(ctx, &req.db, &inner, &command, filter, None, verbosity, stage)
         }
         "findAndModify" | "findandmodify" => {
-            let filter = args::get_document(&inner, &command, "query")?.cloned().unwrap_or_default();
+            let filter = args::get_document(&inner, &command, "query")?
+                .cloned()
+                .unwrap_or_default();
             let sort = args::get_document(&inner, &command, "sort")?.cloned();
-            let stage = if args::get_bool(&inner, &command, "remove")? == Some(true) { "DELETE" } else { "UPDATE" };
+            let stage = if args::get_bool(&inner, &command, "remove")? == Some(true) {
+                "DELETE"
+            } else {
+                "UPDATE"
+            };
             explain_filter(ctx, &req.db, &inner, &command, filter, sort, verbosity, stage)
         }
-        other => Err(CommandError::new(59, format!("Explain failed due to unknown command: {other}"))),
+        other => Err(CommandError::new(
+            59,
+            format!("Explain failed due to unknown command: {other}"),
+        )),
     }
 }
 
@@ -142,10 +159,17 @@ async fn explain_find(ctx: &CommandContext, db: &str, inner: &Document, verbosit
     let engine = &ctx.state.engine;
     let deadline = request.deadline(start);
     let mut opened = open_find(engine, &request, deadline).await?;
-    let planner = query_planner(&request.ns, request.filter_document.clone(), opened.winning_plan.clone());
+    let planner = query_planner(
+        &request.ns,
+        request.filter_document.clone(),
+        opened.winning_plan.clone(),
+    );
     let mut execution = None;
     if verbosity.executes() {
-        let timing = BatchTiming { deadline, await_data_wait: Duration::ZERO };
+        let timing = BatchTiming {
+            deadline,
+            await_data_wait: Duration::ZERO,
+        };
         let mut returned = 0u64;
         let mut first = true;
         loop {
@@ -162,7 +186,12 @@ async fn explain_find(ctx: &CommandContext, db: &str, inner: &Document, verbosit
                 break;
             }
         }
-        execution = Some(execution_stats(returned, opened.body.stats(), start.elapsed(), &opened.winning_plan));
+        execution = Some(execution_stats(
+            returned,
+            opened.body.stats(),
+            start.elapsed(),
+            &opened.winning_plan,
+        ));
     }
     Ok(reply(inner, planner, execution, verbosity))
 }
@@ -184,10 +213,20 @@ fn explain_filter(
     let collection = args::collection_name(inner, command)?;
     let ns = namespace(db, &collection);
     let filter = Filter::parse(&filter_document)?;
-    let sort = sort_document.as_ref().filter(|s| !s.is_empty()).map(SortSpec::parse).transpose()?;
+    let sort = sort_document
+        .as_ref()
+        .filter(|s| !s.is_empty())
+        .map(SortSpec::parse)
+        .transpose()?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let info = engine.collection_info(&ns);
-    let shape = QueryShape { filter_document: &filter_document, filter: &filter, sort: sort.as_ref(), hint: inner.get("hint"), natural_reverse: None };
+    let shape = QueryShape {
+        filter_document: &filter_document,
+        filter: &filter,
+        sort: sort.as_ref(),
+        hint: inner.get("hint"),
+        natural_reverse: None,
+    };
     let plan = plan_query(info.as_ref(), &shape)?;
     let winning_plan = doc! {"stage": stage, "inputStage": plan.winning_plan.clone()};
     let planner = query_planner(&ns, filter_document.clone(), winning_plan.clone());
@@ -211,7 +250,11 @@ fn explain_filter(
 }
 
 /// `aggregate` with `explain: true`, or `explain: {aggregate: ...}`.
-pub(crate) async fn explain_aggregate(ctx: &CommandContext, request: AggregateRequest, verbosity: &str) -> CommandResult {
+pub(crate) async fn explain_aggregate(
+    ctx: &CommandContext,
+    request: AggregateRequest,
+    verbosity: &str,
+) -> CommandResult {
     let verbosity = Verbosity::from_name(verbosity);
     let start = Instant::now();
     let ns = request.ns.clone();

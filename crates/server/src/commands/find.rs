@@ -64,18 +64,27 @@ fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
     for (field, what) in [("min", "min"), ("max", "max")] {
         if let Some(Bson::Document(bound)) = body.get(field) {
             if !bound.is_empty() {
-                return Err(CommandError::new(115, format!("find option '{what}' is not supported by Slipstream")));
+                return Err(CommandError::new(
+                    115,
+                    format!("find option '{what}' is not supported by Slipstream"),
+                ));
             }
         }
     }
     for field in ["returnKey", "showRecordId", "tailableRetryOnAbort"] {
         if get_bool(body, "find", field)? == Some(true) {
-            return Err(CommandError::new(115, format!("find option '{field}' is not supported by Slipstream")));
+            return Err(CommandError::new(
+                115,
+                format!("find option '{field}' is not supported by Slipstream"),
+            ));
         }
     }
     if let Some(Bson::Document(variables)) = body.get("let") {
         if !variables.is_empty() {
-            return Err(CommandError::new(115, "'let' variables are not supported by Slipstream"));
+            return Err(CommandError::new(
+                115,
+                "'let' variables are not supported by Slipstream",
+            ));
         }
     }
     Ok(())
@@ -95,14 +104,18 @@ impl FindRequest {
             Some(sort) if sort.is_empty() => (None, None, None),
             Some(sort) if sort.contains_key("$natural") => {
                 if sort.len() != 1 {
-                    return Err(CommandError::bad_value("$natural cannot be combined with other sort fields"));
+                    return Err(CommandError::bad_value(
+                        "$natural cannot be combined with other sort fields",
+                    ));
                 }
                 let reverse = natural_direction(sort.get("$natural").unwrap_or(&Bson::Null))?;
                 (Some(sort.clone()), None, Some(reverse))
             }
             Some(sort) => (Some(sort.clone()), Some(SortSpec::parse(sort)?), None),
         };
-        let projection_document = get_document(body, COMMAND, "projection")?.filter(|p| !p.is_empty()).cloned();
+        let projection_document = get_document(body, COMMAND, "projection")?
+            .filter(|p| !p.is_empty())
+            .cloned();
         let projection = projection_document.as_ref().map(Projection::parse).transpose()?;
         let hint = match body.get("hint") {
             None | Some(Bson::Null) => None,
@@ -120,17 +133,24 @@ impl FindRequest {
             }
             Some(n) => Some(n as u64),
         };
-        let batch_size = get_non_negative(body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let batch_size =
+            get_non_negative(body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let tailable = get_bool(body, COMMAND, "tailable")?.unwrap_or(false);
         let await_data = get_bool(body, COMMAND, "awaitData")?.unwrap_or(false);
         if await_data && !tailable {
-            return Err(CommandError::bad_value("Cannot set 'awaitData' without also setting 'tailable'"));
+            return Err(CommandError::bad_value(
+                "Cannot set 'awaitData' without also setting 'tailable'",
+            ));
         }
         if tailable && (sort.is_some() || natural_reverse == Some(true)) {
-            return Err(CommandError::bad_value("cannot use tailable option with a sort other than {$natural: 1}"));
+            return Err(CommandError::bad_value(
+                "cannot use tailable option with a sort other than {$natural: 1}",
+            ));
         }
         if tailable && single_batch {
-            return Err(CommandError::bad_value("cannot use tailable option with singleBatch or a negative limit"));
+            return Err(CommandError::bad_value(
+                "cannot use tailable option with singleBatch or a negative limit",
+            ));
         }
         let max_time_ms = get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0);
         Ok(FindRequest {
@@ -191,7 +211,8 @@ fn describe_plan(request: &FindRequest, access: Document, in_memory_sort: bool) 
         plan = sort;
     } else {
         if let Some(limit) = request.limit {
-            plan = doc! {"stage": "LIMIT", "limitAmount": request.skip.saturating_add(limit) as i64, "inputStage": plan};
+            plan =
+                doc! {"stage": "LIMIT", "limitAmount": request.skip.saturating_add(limit) as i64, "inputStage": plan};
         }
     }
     if request.skip > 0 {
@@ -213,7 +234,11 @@ fn collection_scan_stage(request: &FindRequest, reverse: bool) -> Document {
 
 /// Plans `request` and prepares its cursor body. In-memory sorts (and
 /// newest-first oplog reads) run here, to the end.
-pub(crate) async fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
+pub(crate) async fn open_find(
+    engine: &Arc<Engine>,
+    request: &FindRequest,
+    deadline: Option<Instant>,
+) -> Result<OpenedFind, CommandError> {
     if request.is_oplog {
         return open_oplog_find(engine, request, deadline);
     }
@@ -251,7 +276,17 @@ pub(crate) async fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadl
             let (filter, sort, projection) = (request.filter.clone(), sort.clone(), request.projection.clone());
             let (skip, limit, allow_disk_use) = (request.skip, request.limit, request.allow_disk_use);
             let (documents, stats) = tokio::task::spawn_blocking(move || {
-                run_sorted(scan, &reader, &filter, &sort, projection.as_ref(), skip, limit, allow_disk_use, deadline)
+                run_sorted(
+                    scan,
+                    &reader,
+                    &filter,
+                    &sort,
+                    projection.as_ref(),
+                    skip,
+                    limit,
+                    allow_disk_use,
+                    deadline,
+                )
             })
             .await
             .map_err(|join_error| CommandError::internal(format!("sort failed: {join_error}")))??;
@@ -280,12 +315,22 @@ pub(crate) async fn open_find(engine: &Arc<Engine>, request: &FindRequest, deadl
     }
 }
 
-fn open_oplog_find(engine: &Engine, request: &FindRequest, deadline: Option<Instant>) -> Result<OpenedFind, CommandError> {
+fn open_oplog_find(
+    engine: &Engine,
+    request: &FindRequest,
+    deadline: Option<Instant>,
+) -> Result<OpenedFind, CommandError> {
     if request.sort.is_some() {
-        return Err(CommandError::new(115, "local.oplog.rs can only be sorted by {$natural: 1} or {$natural: -1}"));
+        return Err(CommandError::new(
+            115,
+            "local.oplog.rs can only be sorted by {$natural: 1} or {$natural: -1}",
+        ));
     }
     if request.read_concern != ReadConcern::Latest {
-        return Err(CommandError::new(115, "local.oplog.rs does not support readConcern snapshot"));
+        return Err(CommandError::new(
+            115,
+            "local.oplog.rs does not support readConcern snapshot",
+        ));
     }
     let bounds = TsBounds::from_filter(&request.filter_document);
     if request.natural_reverse == Some(true) {
@@ -298,7 +343,10 @@ fn open_oplog_find(engine: &Engine, request: &FindRequest, deadline: Option<Inst
             request.limit,
             deadline,
         )?;
-        let stats = ScanStats { keys_examined: 0, docs_examined: examined };
+        let stats = ScanStats {
+            keys_examined: 0,
+            docs_examined: examined,
+        };
         return Ok(OpenedFind {
             body: CursorBody::Buffered(BufferedResults::new(documents, stats)),
             winning_plan: describe_plan(request, collection_scan_stage(request, true), false),
@@ -337,11 +385,21 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let limits = BatchLimits::first_batch(request.batch_size, None);
     // The first batch of a tailable cursor never waits (MongoDB's find
     // returns at once; getMore waits).
-    let timing = BatchTiming { deadline, await_data_wait: Duration::ZERO };
-    let (documents, finished) = opened.body.next_batch_on(engine, opened.reader.take(), limits, timing).await?;
+    let timing = BatchTiming {
+        deadline,
+        await_data_wait: Duration::ZERO,
+    };
+    let (documents, finished) = opened
+        .body
+        .next_batch_on(engine, opened.reader.take(), limits, timing)
+        .await?;
     let keep_open = !finished && !request.single_batch;
     let id = if keep_open {
-        let cursor = Cursor { ns: request.ns.clone(), no_cursor_timeout: request.no_cursor_timeout, body: opened.body };
+        let cursor = Cursor {
+            ns: request.ns.clone(),
+            no_cursor_timeout: request.no_cursor_timeout,
+            body: opened.body,
+        };
         ctx.state.cursors.register(cursor, Instant::now())?
     } else {
         0
@@ -382,33 +440,61 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         Some(other) => {
             return Err(CommandError::new(
                 14,
-                format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", args::type_name(other)),
+                format!(
+                    "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                    args::type_name(other)
+                ),
             ))
         }
-        None => return Err(CommandError::new(40414, "BSON field 'getMore.getMore' is missing but a required field")),
+        None => {
+            return Err(CommandError::new(
+                40414,
+                "BSON field 'getMore.getMore' is missing but a required field",
+            ))
+        }
     };
     let collection = match req.body.get("collection") {
         Some(Bson::String(collection)) => collection.clone(),
-        _ => return Err(CommandError::new(40414, "BSON field 'getMore.collection' is missing but a required field")),
+        _ => {
+            return Err(CommandError::new(
+                40414,
+                "BSON field 'getMore.collection' is missing but a required field",
+            ))
+        }
     };
     let ns = namespace(&req.db, &collection);
-    let batch_size = get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let batch_size =
+        get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
     ctx.state.metrics.count_getmore();
     let start = Instant::now();
     let cursors = &ctx.state.cursors;
     let cursor = cursors.check_out(id, &ns, start)?;
-    let mut checked_out = CheckedOut { cursors, id, cursor: Some(cursor) };
+    let mut checked_out = CheckedOut {
+        cursors,
+        id,
+        cursor: Some(cursor),
+    };
     let body = &mut checked_out.cursor.as_mut().expect("just checked out").body;
     let timing = if body.is_tailable() {
         // For awaitData cursors maxTimeMS is how long to wait for data.
         let wait_ms = max_time_ms.filter(|ms| *ms > 0).unwrap_or(AWAIT_DATA_DEFAULT_WAIT_MS);
-        BatchTiming { deadline: None, await_data_wait: Duration::from_millis(wait_ms) }
+        BatchTiming {
+            deadline: None,
+            await_data_wait: Duration::from_millis(wait_ms),
+        }
     } else {
-        let deadline = max_time_ms.filter(|ms| *ms > 0).map(|ms| start + Duration::from_millis(ms));
-        BatchTiming { deadline, await_data_wait: Duration::ZERO }
+        let deadline = max_time_ms
+            .filter(|ms| *ms > 0)
+            .map(|ms| start + Duration::from_millis(ms));
+        BatchTiming {
+            deadline,
+            await_data_wait: Duration::ZERO,
+        }
     };
-    let result = body.next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing).await;
+    let result = body
+        .next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing)
+        .await;
     let cursor = checked_out.cursor.take().expect("still checked out");
     let (documents, finished) = match result {
         Ok(batch) => batch,
@@ -434,8 +520,12 @@ pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> Command
     const COMMAND: &str = "killCursors";
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
-    let items = args::get_array(&req.body, COMMAND, "cursors")?
-        .ok_or_else(|| CommandError::new(40414, "BSON field 'killCursors.cursors' is missing but a required field"))?;
+    let items = args::get_array(&req.body, COMMAND, "cursors")?.ok_or_else(|| {
+        CommandError::new(
+            40414,
+            "BSON field 'killCursors.cursors' is missing but a required field",
+        )
+    })?;
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
         match item {
@@ -444,7 +534,10 @@ pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> Command
             other => {
                 return Err(CommandError::new(
                     14,
-                    format!("BSON field 'killCursors.cursors' holds a '{}', expected type 'long'", args::type_name(other)),
+                    format!(
+                        "BSON field 'killCursors.cursors' holds a '{}', expected type 'long'",
+                        args::type_name(other)
+                    ),
                 ))
             }
         }
@@ -480,7 +573,13 @@ async fn matching_documents(
     let engine = Arc::clone(engine);
     tokio::task::spawn_blocking(move || {
         let info = engine.collection_info(&ns);
-        let shape = QueryShape { filter_document: &filter_document, filter: &filter, sort: None, hint: hint.as_ref(), natural_reverse: None };
+        let shape = QueryShape {
+            filter_document: &filter_document,
+            filter: &filter,
+            sort: None,
+            hint: hint.as_ref(),
+            natural_reverse: None,
+        };
         let plan = plan_query(info.as_ref(), &shape)?;
         if plan.eof {
             return Ok(Vec::new());
@@ -501,7 +600,9 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     let filter = Filter::parse(&filter_document)?;
     let skip = get_non_negative(&req.body, COMMAND, "skip")?.unwrap_or(0);
     // A negative limit counts like its absolute value.
-    let limit = get_i64(&req.body, COMMAND, "limit")?.map(i64::unsigned_abs).filter(|n| *n > 0);
+    let limit = get_i64(&req.body, COMMAND, "limit")?
+        .map(i64::unsigned_abs)
+        .filter(|n| *n > 0);
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ReadConcern::parse(&req.body)?.read_at();
     let engine = &ctx.state.engine;
@@ -511,7 +612,9 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
             Some(_) => engine.reader(read_at)?.count(&ns)?,
         }
     } else {
-        matching_documents(engine, ns.clone(), filter_document, filter, hint, read_at).await?.len() as u64
+        matching_documents(engine, ns.clone(), filter_document, filter, hint, read_at)
+            .await?
+            .len() as u64
     };
     let after_skip = total.saturating_sub(skip);
     let n = limit.map_or(after_skip, |limit| after_skip.min(limit));
@@ -529,10 +632,18 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         Some(other) => {
             return Err(CommandError::new(
                 14,
-                format!("BSON field 'distinct.key' is the wrong type '{}', expected type 'string'", args::type_name(other)),
+                format!(
+                    "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
+                    args::type_name(other)
+                ),
             ))
         }
-        None => return Err(CommandError::new(40414, "BSON field 'distinct.key' is missing but a required field")),
+        None => {
+            return Err(CommandError::new(
+                40414,
+                "BSON field 'distinct.key' is missing but a required field",
+            ))
+        }
     };
     let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
     let filter = Filter::parse(&filter_document)?;
@@ -565,7 +676,10 @@ pub(crate) fn distinct_values(documents: &[Document], key: &str) -> Result<Vec<B
     values.dedup_by(|a, b| compare_values(a, b) == std::cmp::Ordering::Equal);
     let bytes: usize = values.iter().map(value_size).sum();
     if bytes > REPLY_BATCH_BYTES_MAX {
-        return Err(CommandError::new(17217, format!("distinct too big, {bytes} bytes; use aggregate with $group instead")));
+        return Err(CommandError::new(
+            17217,
+            format!("distinct too big, {bytes} bytes; use aggregate with $group instead"),
+        ));
     }
     Ok(values)
 }
@@ -584,8 +698,14 @@ mod tests {
         ];
         let a = distinct_values(&documents, "a").unwrap();
         // 1 and 1.0 are one value; a nested array stays whole.
-        assert_eq!(a, vec![Bson::Int32(1), Bson::Int32(2), Bson::Array(vec![Bson::Int32(3)])]);
-        assert_eq!(distinct_values(&documents, "b.c").unwrap(), vec![Bson::from("x"), Bson::from("y")]);
+        assert_eq!(
+            a,
+            vec![Bson::Int32(1), Bson::Int32(2), Bson::Array(vec![Bson::Int32(3)])]
+        );
+        assert_eq!(
+            distinct_values(&documents, "b.c").unwrap(),
+            vec![Bson::from("x"), Bson::from("y")]
+        );
     }
 
     #[test]
@@ -593,9 +713,22 @@ mod tests {
         let cursors: CursorManager = CursorManager::new();
         let now = Instant::now();
         let body = CursorBody::Buffered(BufferedResults::default());
-        let id = cursors.register(Cursor { ns: "db.c".into(), no_cursor_timeout: false, body }, now).unwrap();
+        let id = cursors
+            .register(
+                Cursor {
+                    ns: "db.c".into(),
+                    no_cursor_timeout: false,
+                    body,
+                },
+                now,
+            )
+            .unwrap();
         let cursor = cursors.check_out(id, "db.c", now).unwrap();
-        drop(CheckedOut { cursors: &cursors, id, cursor: Some(cursor) });
+        drop(CheckedOut {
+            cursors: &cursors,
+            id,
+            cursor: Some(cursor),
+        });
         assert!(cursors.check_out(id, "db.c", now).is_ok());
     }
 
@@ -605,11 +738,26 @@ mod tests {
         assert!(parse(doc! {"find": "c", "limit": -3}).unwrap().single_batch);
         assert_eq!(parse(doc! {"find": "c", "limit": -3}).unwrap().limit, Some(3));
         assert_eq!(parse(doc! {"find": "c", "awaitData": true}).err().unwrap().code, 2);
-        assert_eq!(parse(doc! {"find": "c", "collation": {"locale": "fr"}}).err().unwrap().code, 115);
+        assert_eq!(
+            parse(doc! {"find": "c", "collation": {"locale": "fr"}})
+                .err()
+                .unwrap()
+                .code,
+            115
+        );
         assert_eq!(parse(doc! {"find": "c", "min": {"a": 1}}).err().unwrap().code, 115);
         assert_eq!(parse(doc! {"find": "c", "skip": -1}).err().unwrap().code, 51024);
-        assert_eq!(parse(doc! {"find": "c", "sort": {"$natural": -1}}).unwrap().natural_reverse, Some(true));
+        assert_eq!(
+            parse(doc! {"find": "c", "sort": {"$natural": -1}})
+                .unwrap()
+                .natural_reverse,
+            Some(true)
+        );
         assert!(parse(doc! {"find": "oplog.rs"}).is_ok());
-        assert!(FindRequest::parse("local", &doc! {"find": "oplog.rs"}).unwrap().is_oplog);
+        assert!(
+            FindRequest::parse("local", &doc! {"find": "oplog.rs"})
+                .unwrap()
+                .is_oplog
+        );
     }
 }

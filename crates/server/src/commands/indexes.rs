@@ -19,9 +19,9 @@ use crate::error::CommandError;
 use crate::exec::args::{self, check_writable, get_array, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
+use crate::exec::off_async_workers;
 use crate::exec::plan::key_patterns_equal;
 use crate::exec::query::BufferedResults;
-use crate::exec::off_async_workers;
 use crate::exec::scan::ID_INDEX_NAME;
 
 /// Index options that exist in MongoDB but not in Slipstream.
@@ -59,15 +59,35 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     };
     let key = match spec.get("key") {
         Some(Bson::Document(key)) => key.clone(),
-        Some(_) => return Err(CommandError::new(14, "The 'key' field of an index specification must be an object")),
-        None => return Err(CommandError::new(9, "The 'key' field is a required property of an index specification")),
+        Some(_) => {
+            return Err(CommandError::new(
+                14,
+                "The 'key' field of an index specification must be an object",
+            ))
+        }
+        None => {
+            return Err(CommandError::new(
+                9,
+                "The 'key' field is a required property of an index specification",
+            ))
+        }
     };
     KeyPattern::parse(&key)?;
     let name = match spec.get("name") {
         Some(Bson::String(name)) if !name.is_empty() => name.clone(),
         Some(Bson::String(_)) => return Err(cannot_create("index name cannot be empty")),
-        Some(_) => return Err(CommandError::new(14, "The 'name' field of an index specification must be a string")),
-        None => return Err(CommandError::new(9, "The 'name' field is a required property of an index specification")),
+        Some(_) => {
+            return Err(CommandError::new(
+                14,
+                "The 'name' field of an index specification must be a string",
+            ))
+        }
+        None => {
+            return Err(CommandError::new(
+                9,
+                "The 'name' field is a required property of an index specification",
+            ))
+        }
     };
     let mut unique = false;
     let mut sparse = false;
@@ -85,7 +105,9 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
                 if field == "collation" && matches!(value, Bson::Document(c) if args::is_simple_collation(c)) {
                     continue;
                 }
-                return Err(cannot_create(format!("index option '{field}' is not supported by Slipstream (index '{name}')")));
+                return Err(cannot_create(format!(
+                    "index option '{field}' is not supported by Slipstream (index '{name}')"
+                )));
             }
             field if IGNORED_OPTIONS.contains(&field) => {}
             field => {
@@ -100,9 +122,17 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         return Err(cannot_create("the index name '_id_' is reserved for the _id index"));
     }
     if key_patterns_equal(&key, &doc! {"_id": 1}) && (sparse || unique) && name == ID_INDEX_NAME {
-        return Err(CommandError::new(67, "The _id index cannot be sparse, and is always unique"));
+        return Err(CommandError::new(
+            67,
+            "The _id index cannot be sparse, and is always unique",
+        ));
     }
-    Ok(IndexSpec { name, key, unique, sparse })
+    Ok(IndexSpec {
+        name,
+        key,
+        unique,
+        sparse,
+    })
 }
 
 /// Compares a requested index with the existing ones: already there
@@ -136,7 +166,10 @@ fn already_exists(existing: &[IndexSpec], wanted: &IndexSpec) -> Result<bool, Co
         }
         if same_key && index.name == ID_INDEX_NAME {
             // `{_id: 1}` with options under another name.
-            return Err(CommandError::new(85, "The _id index cannot be recreated with other options"));
+            return Err(CommandError::new(
+                85,
+                "The _id index cannot be recreated with other options",
+            ));
         }
     }
     Ok(false)
@@ -147,8 +180,12 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     let collection = args::collection_name(&req.body, COMMAND)?;
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
-    let items = get_array(&req.body, COMMAND, "indexes")?
-        .ok_or_else(|| CommandError::new(40414, "BSON field 'createIndexes.indexes' is missing but a required field"))?;
+    let items = get_array(&req.body, COMMAND, "indexes")?.ok_or_else(|| {
+        CommandError::new(
+            40414,
+            "BSON field 'createIndexes.indexes' is missing but a required field",
+        )
+    })?;
     if items.is_empty() {
         return Err(CommandError::bad_value("Must specify at least one index to create"));
     }
@@ -214,13 +251,23 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
         .ok_or_else(|| CommandError::new(26, format!("ns does not exist: {ns}")))?;
     let documents: Vec<Document> = info.indexes.iter().map(describe_index).collect();
     let mut body = CursorBody::Buffered(BufferedResults::new(documents, Default::default()));
-    let timing = BatchTiming { deadline: None, await_data_wait: std::time::Duration::ZERO };
+    let timing = BatchTiming {
+        deadline: None,
+        await_data_wait: std::time::Duration::ZERO,
+    };
     let limits = BatchLimits::first_batch(Some(batch_size.unwrap_or(usize::MAX)), None);
     let (first_batch, finished) = body.next_batch(&ctx.state.engine, limits, timing).await?;
     let id = if finished {
         0
     } else {
-        ctx.state.cursors.register(Cursor { ns: ns.clone(), no_cursor_timeout: false, body }, Instant::now())?
+        ctx.state.cursors.register(
+            Cursor {
+                ns: ns.clone(),
+                no_cursor_timeout: false,
+                body,
+            },
+            Instant::now(),
+        )?
     };
     Ok(doc! {"cursor": {"id": Bson::Int64(id), "ns": ns, "firstBatch": first_batch}})
 }
@@ -247,7 +294,9 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
         Some(Bson::Array(items)) => items
             .iter()
             .map(|item| match item {
-                Bson::String(name) if name == "*" => Err(CommandError::bad_value("'*' cannot be listed with other index names")),
+                Bson::String(name) if name == "*" => {
+                    Err(CommandError::bad_value("'*' cannot be listed with other index names"))
+                }
                 Bson::String(name) => Ok(name.clone()),
                 _ => Err(CommandError::new(14, "dropIndexes names must be strings")),
             })
@@ -260,8 +309,18 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
                 .ok_or_else(|| CommandError::new(27, format!("can't find index with key: {key}")))?;
             vec![index.name.clone()]
         }
-        Some(_) => return Err(CommandError::new(14, "dropIndexes 'index' must be a string, an array of strings or an object")),
-        None => return Err(CommandError::new(40414, "BSON field 'dropIndexes.index' is missing but a required field")),
+        Some(_) => {
+            return Err(CommandError::new(
+                14,
+                "dropIndexes 'index' must be a string, an array of strings or an object",
+            ))
+        }
+        None => {
+            return Err(CommandError::new(
+                40414,
+                "BSON field 'dropIndexes.index' is missing but a required field",
+            ))
+        }
     };
     for name in &names {
         if name == ID_INDEX_NAME {
@@ -293,7 +352,8 @@ mod tests {
 
     #[test]
     fn btree_specs_parse() {
-        let parsed = spec(doc! {"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true, "background": true}).unwrap();
+        let parsed =
+            spec(doc! {"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true, "background": true}).unwrap();
         assert_eq!(parsed.name, "a_1_b_-1");
         assert!(parsed.unique && !parsed.sparse);
     }
@@ -306,23 +366,56 @@ mod tests {
         let error = spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
         assert_eq!(error.code, 67);
         assert!(error.message.contains("expireAfterSeconds"));
-        assert_eq!(spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1}).unwrap_err().code, 197);
+        assert_eq!(
+            spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1}).unwrap_err().code,
+            197
+        );
         assert_eq!(spec(doc! {"key": {"a": 1}}).unwrap_err().code, 9);
     }
 
     #[test]
     fn existing_indexes_are_recognised_or_conflict() {
         let existing = vec![
-            IndexSpec { name: "_id_".into(), key: doc! {"_id": 1}, unique: true, sparse: false },
-            IndexSpec { name: "a_1".into(), key: doc! {"a": 1}, unique: false, sparse: false },
+            IndexSpec {
+                name: "_id_".into(),
+                key: doc! {"_id": 1},
+                unique: true,
+                sparse: false,
+            },
+            IndexSpec {
+                name: "a_1".into(),
+                key: doc! {"a": 1},
+                unique: false,
+                sparse: false,
+            },
         ];
-        let same = IndexSpec { name: "a_1".into(), key: doc! {"a": 1.0}, unique: false, sparse: false };
+        let same = IndexSpec {
+            name: "a_1".into(),
+            key: doc! {"a": 1.0},
+            unique: false,
+            sparse: false,
+        };
         assert!(already_exists(&existing, &same).unwrap());
-        let renamed = IndexSpec { name: "other".into(), key: doc! {"a": 1}, unique: false, sparse: false };
+        let renamed = IndexSpec {
+            name: "other".into(),
+            key: doc! {"a": 1},
+            unique: false,
+            sparse: false,
+        };
         assert_eq!(already_exists(&existing, &renamed).unwrap_err().code, 85);
-        let rekeyed = IndexSpec { name: "a_1".into(), key: doc! {"b": 1}, unique: false, sparse: false };
+        let rekeyed = IndexSpec {
+            name: "a_1".into(),
+            key: doc! {"b": 1},
+            unique: false,
+            sparse: false,
+        };
         assert_eq!(already_exists(&existing, &rekeyed).unwrap_err().code, 86);
-        let new = IndexSpec { name: "b_1".into(), key: doc! {"b": 1}, unique: false, sparse: false };
+        let new = IndexSpec {
+            name: "b_1".into(),
+            key: doc! {"b": 1},
+            unique: false,
+            sparse: false,
+        };
         assert!(!already_exists(&existing, &new).unwrap());
     }
 }

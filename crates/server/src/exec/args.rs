@@ -117,10 +117,16 @@ pub fn collection_name(body: &Document, command: &str) -> Result<String, Command
 /// InvalidNamespace (73) for names MongoDB refuses anywhere.
 pub fn check_collection_name(name: &str) -> Result<(), CommandError> {
     if name.is_empty() {
-        return Err(CommandError::new(73, "Invalid namespace specified: collection name is empty"));
+        return Err(CommandError::new(
+            73,
+            "Invalid namespace specified: collection name is empty",
+        ));
     }
     if name.contains('\0') {
-        return Err(CommandError::new(73, "Invalid namespace specified: collection name contains a null character"));
+        return Err(CommandError::new(
+            73,
+            "Invalid namespace specified: collection name contains a null character",
+        ));
     }
     if name.starts_with('.') || name.contains('$') && name != "$cmd" {
         return Err(CommandError::new(73, format!("Invalid collection name: {name}")));
@@ -146,7 +152,10 @@ pub fn check_writable(db: &str, collection: &str) -> Result<(), CommandError> {
         return Err(CommandError::new(73, format!("cannot write to '{db}.{collection}'")));
     }
     if db == "local" && collection == "oplog.rs" {
-        return Err(CommandError::new(73, "cannot write to 'local.oplog.rs': the oplog is written only by the storage engine"));
+        return Err(CommandError::new(
+            73,
+            "cannot write to 'local.oplog.rs': the oplog is written only by the storage engine",
+        ));
     }
     Ok(())
 }
@@ -170,7 +179,10 @@ pub fn is_simple_collation(collation: &Document) -> bool {
 }
 
 pub fn collation_unsupported() -> CommandError {
-    CommandError::new(115, "collation other than {locale: \"simple\"} is not supported by Slipstream")
+    CommandError::new(
+        115,
+        "collation other than {locale: \"simple\"} is not supported by Slipstream",
+    )
 }
 
 #[cfg(test)]

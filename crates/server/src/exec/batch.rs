@@ -21,13 +21,19 @@ impl BatchLimits {
     /// documents, never more than the remaining limit.
     pub fn first_batch(batch_size: Option<usize>, limit_remaining: Option<u64>) -> Self {
         let requested = batch_size.unwrap_or(FIND_DEFAULT_FIRST_BATCH_DOCUMENTS);
-        BatchLimits { documents_max: Some(cap_by_limit(Some(requested), limit_remaining).unwrap_or(requested)), bytes_max: REPLY_BATCH_BYTES_MAX }
+        BatchLimits {
+            documents_max: Some(cap_by_limit(Some(requested), limit_remaining).unwrap_or(requested)),
+            bytes_max: REPLY_BATCH_BYTES_MAX,
+        }
     }
 
     /// A `getMore` batch: `batchSize` documents if given (else only the
     /// byte cap), never more than the remaining limit.
     pub fn get_more(batch_size: Option<usize>, limit_remaining: Option<u64>) -> Self {
-        BatchLimits { documents_max: cap_by_limit(batch_size, limit_remaining), bytes_max: REPLY_BATCH_BYTES_MAX }
+        BatchLimits {
+            documents_max: cap_by_limit(batch_size, limit_remaining),
+            bytes_max: REPLY_BATCH_BYTES_MAX,
+        }
     }
 }
 
@@ -50,7 +56,11 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(limits: BatchLimits) -> Self {
-        Batch { limits, documents: Vec::new(), bytes: 0 }
+        Batch {
+            limits,
+            documents: Vec::new(),
+            bytes: 0,
+        }
     }
 
     /// No further document may be added (the document count is reached).
@@ -80,7 +90,9 @@ impl Batch {
     /// Documents the count limit still admits (the byte cap may admit
     /// fewer).
     pub fn room(&self) -> usize {
-        self.limits.documents_max.map_or(usize::MAX, |max| max.saturating_sub(self.documents.len()))
+        self.limits
+            .documents_max
+            .map_or(usize::MAX, |max| max.saturating_sub(self.documents.len()))
     }
 
     pub fn len(&self) -> usize {
@@ -144,13 +156,19 @@ mod tests {
         let big = doc! {"s": "x".repeat(100)};
         // Each element also costs its array header: type byte, index, NUL.
         let size = document_size(&big) + 3;
-        let mut batch = Batch::new(BatchLimits { documents_max: None, bytes_max: size * 2 + size / 2 });
+        let mut batch = Batch::new(BatchLimits {
+            documents_max: None,
+            bytes_max: size * 2 + size / 2,
+        });
         assert!(batch.push(big.clone()).is_ok());
         assert!(batch.push(big.clone()).is_ok());
         assert!(batch.push(big.clone()).is_err());
         assert_eq!(batch.len(), 2);
 
-        let mut tiny = Batch::new(BatchLimits { documents_max: None, bytes_max: 1 });
+        let mut tiny = Batch::new(BatchLimits {
+            documents_max: None,
+            bytes_max: 1,
+        });
         assert!(tiny.push(big.clone()).is_ok());
         assert!(tiny.push(big).is_err());
     }
@@ -159,9 +177,15 @@ mod tests {
     fn encoded_batch_stays_under_the_cap() {
         let document = doc! {"pad": "x".repeat(1000)};
         let cap = 200_000;
-        let mut batch = Batch::new(BatchLimits { documents_max: None, bytes_max: cap });
+        let mut batch = Batch::new(BatchLimits {
+            documents_max: None,
+            bytes_max: cap,
+        });
         while batch.push(document.clone()).is_ok() {}
         let encoded = doc! {"batch": batch.into_documents()}.to_vec().unwrap().len();
-        assert!(encoded <= cap + 32, "encoded batch of {encoded} bytes passes the cap of {cap}");
+        assert!(
+            encoded <= cap + 32,
+            "encoded batch of {encoded} bytes passes the cap of {cap}"
+        );
     }
 }

@@ -44,7 +44,10 @@ impl CursorBody {
         match self {
             CursorBody::Streaming { query, .. } => query.stats(),
             CursorBody::Buffered(results) => results.stats,
-            CursorBody::Oplog(query) => ScanStats { keys_examined: 0, docs_examined: query.examined },
+            CursorBody::Oplog(query) => ScanStats {
+                keys_examined: 0,
+                docs_examined: query.examined,
+            },
         }
     }
 

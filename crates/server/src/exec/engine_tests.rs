@@ -33,7 +33,10 @@ fn ids(documents: &[Document]) -> Vec<i32> {
 }
 
 fn batch_of(n: usize) -> Batch {
-    Batch::new(BatchLimits { documents_max: Some(n), bytes_max: usize::MAX })
+    Batch::new(BatchLimits {
+        documents_max: Some(n),
+        bytes_max: usize::MAX,
+    })
 }
 
 #[test]
@@ -45,7 +48,9 @@ fn streaming_query_resumes_after_writes_between_batches() {
     let mut query = StreamingQuery::new(scan, Filter::parse(&doc! {"even": true}).unwrap(), None, 0, None);
 
     let mut first = batch_of(50);
-    let finished = query.fill(&engine.reader(ReadAt::Latest).unwrap(), &mut first, None).unwrap();
+    let finished = query
+        .fill(&engine.reader(ReadAt::Latest).unwrap(), &mut first, None)
+        .unwrap();
     assert!(!finished);
     let first = first.into_documents();
     assert_eq!(ids(&first), (0..100).step_by(2).collect::<Vec<_>>());
@@ -53,12 +58,18 @@ fn streaming_query_resumes_after_writes_between_batches() {
     // Between batches: delete a document not yet returned, insert one
     // beyond the position and one before it (which the cursor has passed).
     engine.writer().delete(ns, &Bson::Int32(150)).unwrap();
-    insert_all(&engine, ns, [doc! {"_id": 1000, "even": true}, doc! {"_id": -2, "even": true}]);
+    insert_all(
+        &engine,
+        ns,
+        [doc! {"_id": 1000, "even": true}, doc! {"_id": -2, "even": true}],
+    );
 
     let mut rest = Vec::new();
     loop {
         let mut batch = batch_of(40);
-        let finished = query.fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None).unwrap();
+        let finished = query
+            .fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None)
+            .unwrap();
         rest.extend(batch.into_documents());
         if finished {
             break;
@@ -80,7 +91,9 @@ fn limit_and_skip_apply_across_batches() {
     let mut finished = false;
     while !finished {
         let mut batch = batch_of(5);
-        finished = query.fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None).unwrap();
+        finished = query
+            .fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None)
+            .unwrap();
         all.extend(batch.into_documents());
     }
     assert_eq!(ids(&all), (83..95).rev().collect::<Vec<_>>());
@@ -91,7 +104,15 @@ fn multikey_index_scan_returns_each_document_once_across_batches() {
     let (_dir, engine) = open_engine();
     let ns = "db.c";
     engine
-        .create_indexes(ns, vec![IndexSpec { name: "tags_1".into(), key: doc! {"tags": 1}, unique: false, sparse: false }])
+        .create_indexes(
+            ns,
+            vec![IndexSpec {
+                name: "tags_1".into(),
+                key: doc! {"tags": 1},
+                unique: false,
+                sparse: false,
+            }],
+        )
         .unwrap();
     insert_all(
         &engine,
@@ -102,15 +123,27 @@ fn multikey_index_scan_returns_each_document_once_across_batches() {
     assert!(info.multikey_indexes.contains(&"tags_1".to_string()));
     let filter_document = doc! {"tags": {"$gte": 0}};
     let filter = Filter::parse(&filter_document).unwrap();
-    let shape = QueryShape { filter_document: &filter_document, filter: &filter, sort: None, hint: None, natural_reverse: None };
+    let shape = QueryShape {
+        filter_document: &filter_document,
+        filter: &filter,
+        sort: None,
+        hint: None,
+        natural_reverse: None,
+    };
     let plan = plan_query(Some(&info), &shape).unwrap();
-    assert!(matches!(plan.access, Access::Index { multikey: true, .. }), "{:?}", plan.access);
+    assert!(
+        matches!(plan.access, Access::Index { multikey: true, .. }),
+        "{:?}",
+        plan.access
+    );
     let mut query = StreamingQuery::new(plan.scan(ns), filter, None, 0, None);
     let mut all = Vec::new();
     let mut finished = false;
     while !finished {
         let mut batch = batch_of(3);
-        finished = query.fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None).unwrap();
+        finished = query
+            .fill(&engine.reader(ReadAt::Latest).unwrap(), &mut batch, None)
+            .unwrap();
         all.extend(batch.into_documents());
     }
     let mut seen = ids(&all);
@@ -138,13 +171,19 @@ fn oplog_query_pushes_down_ts_bounds_and_reads_newest_first() {
     let mut batch = batch_of(100);
     assert!(query.fill(&engine, &mut batch, None).unwrap());
     let documents = batch.into_documents();
-    let inserted: Vec<i32> = documents.iter().map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap()).collect();
+    let inserted: Vec<i32> = documents
+        .iter()
+        .map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap())
+        .collect();
     assert_eq!(inserted, vec![0, 1, 2, 3, 4]);
     // Only entries after the marker were examined.
     assert_eq!(query.examined, 5);
 
     let (newest, _) = read_newest(&engine, &filter, bounds, None, 0, Some(2), None).unwrap();
-    let newest: Vec<i32> = newest.iter().map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap()).collect();
+    let newest: Vec<i32> = newest
+        .iter()
+        .map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap())
+        .collect();
     assert_eq!(newest, vec![4, 3]);
 }
 
@@ -155,7 +194,15 @@ async fn tailable_await_data_cursor_wakes_on_a_new_entry() {
     let marker = oplog_entries_after(&engine, ns);
     let filter_document = doc! {"ts": {"$gt": marker}};
     let bounds = TsBounds::from_filter(&filter_document);
-    let mut query = OplogQuery::new(Filter::parse(&filter_document).unwrap(), bounds, None, 0, None, true, true);
+    let mut query = OplogQuery::new(
+        Filter::parse(&filter_document).unwrap(),
+        bounds,
+        None,
+        0,
+        None,
+        true,
+        true,
+    );
 
     let writer_engine = Arc::clone(&engine);
     let writer = tokio::spawn(async move {
@@ -164,12 +211,18 @@ async fn tailable_await_data_cursor_wakes_on_a_new_entry() {
     });
     let started = Instant::now();
     let limits = BatchLimits::get_more(None, None);
-    let (documents, finished) = tail_batch(&engine, &mut query, limits, Duration::from_secs(5)).await.unwrap();
+    let (documents, finished) = tail_batch(&engine, &mut query, limits, Duration::from_secs(5))
+        .await
+        .unwrap();
     writer.await.unwrap();
     assert!(!finished);
     assert_eq!(documents.len(), 1);
     assert_eq!(documents[0].get_document("o").unwrap().get_str("_id").unwrap(), "woken");
-    assert!(started.elapsed() < Duration::from_secs(4), "woke only after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "woke only after {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,18 +231,41 @@ async fn tailable_await_data_cursor_times_out_empty_and_stays_open() {
     let marker = oplog_entries_after(&engine, "db.c");
     let filter_document = doc! {"ts": {"$gt": marker}};
     let bounds = TsBounds::from_filter(&filter_document);
-    let mut query = OplogQuery::new(Filter::parse(&filter_document).unwrap(), bounds, None, 0, None, true, true);
+    let mut query = OplogQuery::new(
+        Filter::parse(&filter_document).unwrap(),
+        bounds,
+        None,
+        0,
+        None,
+        true,
+        true,
+    );
     let started = Instant::now();
-    let (documents, finished) =
-        tail_batch(&engine, &mut query, BatchLimits::get_more(None, None), Duration::from_millis(300)).await.unwrap();
+    let (documents, finished) = tail_batch(
+        &engine,
+        &mut query,
+        BatchLimits::get_more(None, None),
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap();
     assert!(documents.is_empty());
     assert!(!finished);
     assert!(started.elapsed() >= Duration::from_millis(290));
     // Entries written after the time-out are still delivered, in order.
     insert_all(&engine, "db.c", [doc! {"_id": 1}, doc! {"_id": 2}]);
-    let (documents, _) =
-        tail_batch(&engine, &mut query, BatchLimits::get_more(None, None), Duration::from_millis(300)).await.unwrap();
-    let inserted: Vec<i32> = documents.iter().map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap()).collect();
+    let (documents, _) = tail_batch(
+        &engine,
+        &mut query,
+        BatchLimits::get_more(None, None),
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap();
+    let inserted: Vec<i32> = documents
+        .iter()
+        .map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap())
+        .collect();
     assert_eq!(inserted, vec![1, 2]);
 }
 
@@ -200,7 +276,15 @@ fn position_lost_when_the_last_seen_entry_is_gone() {
     insert_all(&engine, "db.c", [doc! {"_id": 1}]);
     let filter_document = doc! {"ts": {"$gte": marker}};
     let bounds = TsBounds::from_filter(&filter_document);
-    let mut query = OplogQuery::new(Filter::parse(&filter_document).unwrap(), bounds, None, 0, None, true, false);
+    let mut query = OplogQuery::new(
+        Filter::parse(&filter_document).unwrap(),
+        bounds,
+        None,
+        0,
+        None,
+        true,
+        false,
+    );
     let mut batch = batch_of(10);
     query.fill(&engine, &mut batch, None).unwrap();
     assert_eq!(batch.len(), 2);

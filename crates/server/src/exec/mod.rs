@@ -29,8 +29,8 @@ pub mod query;
 pub mod read_concern;
 pub mod scan;
 pub mod size;
-pub mod source;
 pub mod sort;
+pub mod source;
 
 pub use cursor_body::CursorBody;
 
@@ -48,7 +48,6 @@ pub fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
         _ => work(),
     }
 }
-
 
 #[cfg(test)]
 mod engine_tests;

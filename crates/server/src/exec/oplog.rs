@@ -33,7 +33,9 @@ pub fn is_oplog(db: &str, collection: &str) -> bool {
 pub fn capped_position_lost(position: Timestamp) -> CommandError {
     CommandError::new(
         136,
-        format!("CollectionScan died due to position in capped collection being deleted. Last seen record id: {position}"),
+        format!(
+            "CollectionScan died due to position in capped collection being deleted. Last seen record id: {position}"
+        ),
     )
 }
 
@@ -48,7 +50,10 @@ pub struct TsBounds {
 
 impl TsBounds {
     pub fn from_filter(filter: &Document) -> TsBounds {
-        let mut bounds = TsBounds { lower: Bound::Unbounded, upper: Bound::Unbounded };
+        let mut bounds = TsBounds {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        };
         bounds.add_conditions(filter);
         bounds
     }
@@ -116,7 +121,11 @@ fn tighter_lower(current: Bound<Timestamp>, new: Bound<Timestamp>) -> Bound<Time
         Bound::Included(ts) => (1, *ts, 0),
         Bound::Excluded(ts) => (1, *ts, 1),
     };
-    if key(&new) > key(&current) { new } else { current }
+    if key(&new) > key(&current) {
+        new
+    } else {
+        current
+    }
 }
 
 fn tighter_upper(current: Bound<Timestamp>, new: Bound<Timestamp>) -> Bound<Timestamp> {
@@ -125,7 +134,11 @@ fn tighter_upper(current: Bound<Timestamp>, new: Bound<Timestamp>) -> Bound<Time
         Bound::Included(ts) => (0, *ts, 1),
         Bound::Excluded(ts) => (0, *ts, 0),
     };
-    if key(&new) < key(&current) { new } else { current }
+    if key(&new) < key(&current) {
+        new
+    } else {
+        current
+    }
 }
 
 fn entry_document(raw: RawDocumentBuf) -> Result<(Timestamp, Document), CommandError> {
@@ -210,7 +223,12 @@ impl OplogQuery {
     /// Fills `batch` with the entries available now; returns true when the
     /// cursor is finished (never for a tailable cursor, unless an upper
     /// bound or the limit is reached).
-    pub fn fill(&mut self, engine: &Engine, batch: &mut Batch, deadline: Option<Instant>) -> Result<bool, CommandError> {
+    pub fn fill(
+        &mut self,
+        engine: &Engine,
+        batch: &mut Batch,
+        deadline: Option<Instant>,
+    ) -> Result<bool, CommandError> {
         loop {
             if self.finished || self.limit_remaining == Some(0) {
                 self.finished = true;
@@ -284,7 +302,12 @@ pub async fn tail_batch(
         match tokio::time::timeout(remaining, watch.changed()).await {
             Ok(Ok(())) => continue,
             // The engine dropped its sender: it is shutting down.
-            Ok(Err(_)) => return Err(CommandError::new(91, "The server is in quiesce mode and will shut down")),
+            Ok(Err(_)) => {
+                return Err(CommandError::new(
+                    91,
+                    "The server is in quiesce mode and will shut down",
+                ))
+            }
             Err(_elapsed) => return Ok((Vec::new(), false)),
         }
     }
@@ -304,7 +327,9 @@ pub fn read_newest(
     deadline: Option<Instant>,
 ) -> Result<(VecDeque<Document>, u64), CommandError> {
     let wanted = limit.map(|limit| skip.saturating_add(limit));
-    let mut window = wanted.map_or(OPLOG_READ_CHUNK_ENTRIES, |n| (n as usize).clamp(1, OPLOG_READ_CHUNK_ENTRIES));
+    let mut window = wanted.map_or(OPLOG_READ_CHUNK_ENTRIES, |n| {
+        (n as usize).clamp(1, OPLOG_READ_CHUNK_ENTRIES)
+    });
     loop {
         check_deadline(deadline)?;
         let entries = engine.oplog_read_newest(window)?;
@@ -352,7 +377,10 @@ mod tests {
     use bson::doc;
 
     fn ts(secs: u32, inc: u32) -> bson::Timestamp {
-        bson::Timestamp { time: secs, increment: inc }
+        bson::Timestamp {
+            time: secs,
+            increment: inc,
+        }
     }
 
     #[test]
@@ -367,7 +395,9 @@ mod tests {
 
     #[test]
     fn tighter_bounds_win() {
-        let bounds = TsBounds::from_filter(&doc! {"$and": [{"ts": {"$gte": ts(4, 0)}}, {"ts": {"$gt": ts(4, 0)}}, {"ts": {"$lt": ts(8, 0)}}, {"ts": {"$lte": ts(8, 0)}}]});
+        let bounds = TsBounds::from_filter(
+            &doc! {"$and": [{"ts": {"$gte": ts(4, 0)}}, {"ts": {"$gt": ts(4, 0)}}, {"ts": {"$lt": ts(8, 0)}}, {"ts": {"$lte": ts(8, 0)}}]},
+        );
         assert_eq!(bounds.lower, Bound::Excluded(Timestamp::new(4, 0)));
         assert_eq!(bounds.upper, Bound::Excluded(Timestamp::new(8, 0)));
         assert!(bounds.below(Timestamp::new(4, 0)));

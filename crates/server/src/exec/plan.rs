@@ -51,7 +51,12 @@ fn bad_hint() -> CommandError {
 /// The index a hint names: an index name or a key pattern.
 pub fn hinted_index<'a>(info: &'a CollectionInfo, hint: &Bson) -> Result<Option<&'a IndexSpec>, CommandError> {
     match hint {
-        Bson::String(name) => info.indexes.iter().find(|index| &index.name == name).map(Some).ok_or_else(bad_hint),
+        Bson::String(name) => info
+            .indexes
+            .iter()
+            .find(|index| &index.name == name)
+            .map(Some)
+            .ok_or_else(bad_hint),
         Bson::Document(pattern) if pattern.contains_key("$natural") => Ok(None),
         Bson::Document(pattern) => info
             .indexes
@@ -131,7 +136,11 @@ pub fn plan_query(info: Option<&CollectionInfo>, shape: &QueryShape<'_>) -> Resu
 }
 
 /// Asks the query planner for a plan over the collection's indexes.
-fn index_plan(info: &CollectionInfo, shape: &QueryShape<'_>, hinted: Option<&IndexSpec>) -> Result<PlannedQuery, CommandError> {
+fn index_plan(
+    info: &CollectionInfo,
+    shape: &QueryShape<'_>,
+    hinted: Option<&IndexSpec>,
+) -> Result<PlannedQuery, CommandError> {
     let candidates: Vec<IndexCandidate> = info
         .indexes
         .iter()
@@ -153,10 +162,20 @@ fn index_plan(info: &CollectionInfo, shape: &QueryShape<'_>, hinted: Option<&Ind
             let intervals = if plan.intervals.is_empty() {
                 vec![KeyInterval::all()]
             } else {
-                plan.intervals.iter().map(|(start, end)| KeyInterval { start: start.clone(), end: end.clone() }).collect()
+                plan.intervals
+                    .iter()
+                    .map(|(start, end)| KeyInterval {
+                        start: start.clone(),
+                        end: end.clone(),
+                    })
+                    .collect()
             };
             // A reverse walk visits the intervals from the last one.
-            let intervals = if plan.reverse { intervals.into_iter().rev().collect() } else { intervals };
+            let intervals = if plan.reverse {
+                intervals.into_iter().rev().collect()
+            } else {
+                intervals
+            };
             Access::Index {
                 name: name.clone(),
                 intervals,
@@ -166,5 +185,10 @@ fn index_plan(info: &CollectionInfo, shape: &QueryShape<'_>, hinted: Option<&Ind
         }
     };
     let no_sort = shape.sort.is_none_or(|sort| sort.is_empty());
-    Ok(PlannedQuery { access, provides_sort: no_sort || plan.provides_sort, winning_plan: plan.explain, eof: false })
+    Ok(PlannedQuery {
+        access,
+        provides_sort: no_sort || plan.provides_sort,
+        winning_plan: plan.explain,
+        eof: false,
+    })
 }

@@ -13,7 +13,9 @@ use slipstream_query::sort::SortSpec;
 use slipstream_storage::Reader;
 
 use super::batch::Batch;
-use super::limits::{BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX, BLOCKING_SORT_MEMORY_BYTES_MAX, SCAN_CHUNK_RECORDS};
+use super::limits::{
+    BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX, BLOCKING_SORT_MEMORY_BYTES_MAX, SCAN_CHUNK_RECORDS,
+};
 use super::scan::{Scan, ScanItem, ScanStats};
 use super::sort::InMemorySort;
 use crate::error::CommandError;
@@ -60,7 +62,14 @@ pub struct StreamingQuery {
 
 impl StreamingQuery {
     pub fn new(scan: Scan, filter: Filter, projection: Option<Projection>, skip: u64, limit: Option<u64>) -> Self {
-        StreamingQuery { scan, filter, projection, skip_remaining: skip, limit_remaining: limit, returned: 0 }
+        StreamingQuery {
+            scan,
+            filter,
+            projection,
+            skip_remaining: skip,
+            limit_remaining: limit,
+            returned: 0,
+        }
     }
 
     pub fn stats(&self) -> ScanStats {
@@ -77,12 +86,22 @@ impl StreamingQuery {
 
     /// Fills `batch` from `reader`; returns true when the query has nothing
     /// more to give (the cursor can be closed).
-    pub fn fill(&mut self, reader: &Reader, batch: &mut Batch, deadline: Option<Instant>) -> Result<bool, CommandError> {
+    pub fn fill(
+        &mut self,
+        reader: &Reader,
+        batch: &mut Batch,
+        deadline: Option<Instant>,
+    ) -> Result<bool, CommandError> {
         // Read no further ahead than the results still wanted (a point
         // query reads one record), growing the chunk while the filter
         // rejects records, up to SCAN_CHUNK_RECORDS.
-        let wanted = batch.room().min(self.limit_remaining.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)));
-        let mut chunk = wanted.saturating_add(usize::try_from(self.skip_remaining).unwrap_or(usize::MAX)).clamp(1, SCAN_CHUNK_RECORDS);
+        let wanted = batch.room().min(
+            self.limit_remaining
+                .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        );
+        let mut chunk = wanted
+            .saturating_add(usize::try_from(self.skip_remaining).unwrap_or(usize::MAX))
+            .clamp(1, SCAN_CHUNK_RECORDS);
         loop {
             if self.limit_remaining == Some(0) {
                 self.scan.finish();
@@ -112,7 +131,11 @@ impl StreamingQuery {
                     self.scan.consume(&item)?;
                     continue;
                 }
-                let ScanItem { record_key, document, after } = item;
+                let ScanItem {
+                    record_key,
+                    document,
+                    after,
+                } = item;
                 let output = project(self.projection.as_ref(), &self.filter, document)?;
                 if batch.push(output).is_err() {
                     // Full by bytes: this record opens the next batch.
@@ -157,9 +180,17 @@ pub fn run_sorted(
     deadline: Option<Instant>,
 ) -> Result<(VecDeque<Document>, ScanStats), CommandError> {
     let keep_max = limit.map(|limit| usize::try_from(skip.saturating_add(limit)).unwrap_or(usize::MAX));
-    let memory_bytes_max =
-        if allow_disk_use { BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX } else { BLOCKING_SORT_MEMORY_BYTES_MAX };
-    let mut sorter = InMemorySort::new(|a: &Document, b: &Document| sort.compare(a, b), keep_max, memory_bytes_max, allow_disk_use);
+    let memory_bytes_max = if allow_disk_use {
+        BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX
+    } else {
+        BLOCKING_SORT_MEMORY_BYTES_MAX
+    };
+    let mut sorter = InMemorySort::new(
+        |a: &Document, b: &Document| sort.compare(a, b),
+        keep_max,
+        memory_bytes_max,
+        allow_disk_use,
+    );
     loop {
         check_deadline(deadline)?;
         let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
@@ -194,7 +225,10 @@ pub struct BufferedResults {
 
 impl BufferedResults {
     pub fn new(documents: impl Into<VecDeque<Document>>, stats: ScanStats) -> Self {
-        BufferedResults { documents: documents.into(), stats }
+        BufferedResults {
+            documents: documents.into(),
+            stats,
+        }
     }
 
     /// Moves documents into `batch`; returns true when none are left and

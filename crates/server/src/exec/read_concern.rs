@@ -43,7 +43,10 @@ impl ReadConcern {
                 72,
                 "readConcern.atClusterTime is only valid with readConcern level snapshot",
             )),
-            other => Err(CommandError::new(9, format!("readConcern level '{other}' is not valid"))),
+            other => Err(CommandError::new(
+                9,
+                format!("readConcern level '{other}' is not valid"),
+            )),
         }
     }
 
@@ -70,13 +73,25 @@ mod tests {
     #[test]
     fn levels() {
         assert_eq!(ReadConcern::parse(&doc! {}).unwrap(), ReadConcern::Latest);
-        assert_eq!(ReadConcern::parse(&doc! {"readConcern": {"level": "majority"}}).unwrap(), ReadConcern::Latest);
         assert_eq!(
-            ReadConcern::parse(&doc! {"readConcern": {"afterClusterTime": bson::Timestamp {time: 1, increment: 1}}}).unwrap(),
+            ReadConcern::parse(&doc! {"readConcern": {"level": "majority"}}).unwrap(),
             ReadConcern::Latest
         );
-        let at = ReadConcern::parse(&doc! {"readConcern": {"level": "snapshot", "atClusterTime": bson::Timestamp {time: 5, increment: 2}}}).unwrap();
+        assert_eq!(
+            ReadConcern::parse(&doc! {"readConcern": {"afterClusterTime": bson::Timestamp {time: 1, increment: 1}}})
+                .unwrap(),
+            ReadConcern::Latest
+        );
+        let at = ReadConcern::parse(
+            &doc! {"readConcern": {"level": "snapshot", "atClusterTime": bson::Timestamp {time: 5, increment: 2}}},
+        )
+        .unwrap();
         assert_eq!(at.read_at(), ReadAt::At(Timestamp::new(5, 2)));
-        assert_eq!(ReadConcern::parse(&doc! {"readConcern": {"level": "bogus"}}).unwrap_err().code, 9);
+        assert_eq!(
+            ReadConcern::parse(&doc! {"readConcern": {"level": "bogus"}})
+                .unwrap_err()
+                .code,
+            9
+        );
     }
 }

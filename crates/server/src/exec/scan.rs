@@ -22,7 +22,10 @@ pub struct KeyInterval {
 
 impl KeyInterval {
     pub fn all() -> Self {
-        KeyInterval { start: Bound::Unbounded, end: Bound::Unbounded }
+        KeyInterval {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
     }
 }
 
@@ -34,7 +37,12 @@ pub enum Access {
     /// Index entries within `intervals` (visited in list order; each in
     /// key order, or reversed). `multikey`: a record may appear under
     /// several keys, so records already returned are skipped.
-    Index { name: String, intervals: Vec<KeyInterval>, reverse: bool, multikey: bool },
+    Index {
+        name: String,
+        intervals: Vec<KeyInterval>,
+        reverse: bool,
+        multikey: bool,
+    },
 }
 
 /// Where a scan stands: after which record (and index entry).
@@ -45,7 +53,10 @@ pub enum Position {
     AfterRecord(Vec<u8>),
     /// In interval `interval`, after the index entry `(index key, record
     /// key)`, or at its start.
-    AfterIndexEntry { interval: usize, after: Option<(Vec<u8>, Vec<u8>)> },
+    AfterIndexEntry {
+        interval: usize,
+        after: Option<(Vec<u8>, Vec<u8>)>,
+    },
     /// Nothing is left.
     Done,
 }
@@ -89,7 +100,11 @@ fn scan_id_index(
     let records = reader.scan(ns, start, end, reverse, limit)?;
     Ok(records
         .into_iter()
-        .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
+        .map(|(record_key, document)| IndexEntry {
+            index_key: record_key.clone(),
+            record_key,
+            document,
+        })
         .collect())
 }
 
@@ -113,7 +128,13 @@ pub struct Fetched {
 
 impl Scan {
     pub fn new(ns: impl Into<String>, access: Access) -> Self {
-        Scan { ns: ns.into(), access, position: Position::Start, seen: HashSet::new(), stats: ScanStats::default() }
+        Scan {
+            ns: ns.into(),
+            access,
+            position: Position::Start,
+            seen: HashSet::new(),
+            stats: ScanStats::default(),
+        }
     }
 
     pub fn ns(&self) -> &str {
@@ -133,7 +154,10 @@ impl Scan {
     pub fn fetch(&mut self, reader: &Reader, max_records: usize) -> Result<Fetched, StorageError> {
         assert!(max_records > 0);
         match (&self.access, &self.position) {
-            (_, Position::Done) => Ok(Fetched { items: Vec::new(), reached_end: true }),
+            (_, Position::Done) => Ok(Fetched {
+                items: Vec::new(),
+                reached_end: true,
+            }),
             (Access::Collection { reverse }, position) => {
                 let reverse = *reverse;
                 let after = match position {
@@ -158,7 +182,15 @@ impl Scan {
                     .collect();
                 Ok(Fetched { items, reached_end })
             }
-            (Access::Index { name, intervals, reverse, .. }, position) => {
+            (
+                Access::Index {
+                    name,
+                    intervals,
+                    reverse,
+                    ..
+                },
+                position,
+            ) => {
                 let (mut interval, mut after) = match position {
                     Position::Start => (0, None),
                     Position::AfterIndexEntry { interval, after } => (*interval, after.clone()),
@@ -206,7 +238,10 @@ impl Scan {
                         }
                     }
                 }
-                Ok(Fetched { items, reached_end: interval >= intervals.len() })
+                Ok(Fetched {
+                    items,
+                    reached_end: interval >= intervals.len(),
+                })
             }
         }
     }

@@ -7,7 +7,11 @@ use bson::{Bson, Document};
 /// The size in bytes of `document` encoded as BSON.
 pub fn document_size(document: &Document) -> usize {
     // int32 length + elements + trailing NUL.
-    4 + document.iter().map(|(key, value)| element_size(key.len(), value)).sum::<usize>() + 1
+    4 + document
+        .iter()
+        .map(|(key, value)| element_size(key.len(), value))
+        .sum::<usize>()
+        + 1
 }
 
 fn element_size(key_len: usize, value: &Bson) -> usize {
@@ -40,7 +44,11 @@ pub fn value_size(value: &Bson) -> usize {
         }
         Bson::Binary(binary) => {
             // The old binary subtype repeats the length inside the payload.
-            let old_subtype_extra = if binary.subtype == bson::spec::BinarySubtype::BinaryOld { 4 } else { 0 };
+            let old_subtype_extra = if binary.subtype == bson::spec::BinarySubtype::BinaryOld {
+                4
+            } else {
+                0
+            };
             4 + 1 + old_subtype_extra + binary.bytes.len()
         }
         Bson::RegularExpression(regex) => regex.pattern.as_str().len() + 1 + regex.options.as_str().len() + 1,

@@ -26,7 +26,14 @@ pub struct InMemorySort<F> {
 
 impl<F: Fn(&Document, &Document) -> Ordering> InMemorySort<F> {
     pub fn new(compare: F, keep_max: Option<usize>, memory_bytes_max: usize, allow_disk_use: bool) -> Self {
-        InMemorySort { compare, keep_max, memory_bytes_max, allow_disk_use, documents: Vec::new(), bytes: 0 }
+        InMemorySort {
+            compare,
+            keep_max,
+            memory_bytes_max,
+            allow_disk_use,
+            documents: Vec::new(),
+            bytes: 0,
+        }
     }
 
     /// Adds one candidate. Equal keys keep their arrival order (the sort is
@@ -100,7 +107,11 @@ mod tests {
         for (a, tag) in [(3, "x"), (1, "y"), (3, "z"), (2, "w"), (1, "v")] {
             sort.push(doc! {"a": a, "tag": tag}).unwrap();
         }
-        let tags: Vec<String> = sort.finish().iter().map(|d| d.get_str("tag").unwrap().to_string()).collect();
+        let tags: Vec<String> = sort
+            .finish()
+            .iter()
+            .map(|d| d.get_str("tag").unwrap().to_string())
+            .collect();
         assert_eq!(tags, ["y", "v", "w", "x", "z"]);
     }
 

@@ -14,7 +14,9 @@ use slipstream_query::filter::Filter;
 use slipstream_query::QueryError;
 use slipstream_storage::{Engine, ReadAt, Reader, Timestamp};
 
-use super::limits::{BLOCKING_SORT_MEMORY_BYTES_MAX, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX, SCAN_CHUNK_RECORDS};
+use super::limits::{
+    BLOCKING_SORT_MEMORY_BYTES_MAX, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX, SCAN_CHUNK_RECORDS,
+};
 use super::oplog::TsBounds;
 use super::query::check_deadline;
 use super::scan::{Access, Scan, ScanStats};
@@ -37,7 +39,14 @@ pub struct ScanInput {
 
 impl ScanInput {
     pub fn new(scan: Scan, reader: Reader, filter: Filter, deadline: Option<Instant>) -> Self {
-        ScanInput { scan, reader, filter, buffer: VecDeque::new(), finished: false, deadline }
+        ScanInput {
+            scan,
+            reader,
+            filter,
+            buffer: VecDeque::new(),
+            finished: false,
+            deadline,
+        }
     }
 
     pub fn stats(&self) -> ScanStats {
@@ -91,7 +100,12 @@ impl CollectionSource for StorageSource {
             return Ok(Vec::new());
         }
         let reader = self.engine.reader(self.read_at).map_err(|e| to_query_error(e.into()))?;
-        let mut input = ScanInput::new(Scan::new(ns.clone(), Access::Collection { reverse: false }), reader, Filter::match_all(), None);
+        let mut input = ScanInput::new(
+            Scan::new(ns.clone(), Access::Collection { reverse: false }),
+            reader,
+            Filter::match_all(),
+            None,
+        );
         let mut documents = Vec::new();
         let mut bytes = 0usize;
         for document in &mut input {
@@ -123,13 +137,23 @@ pub struct OplogInput {
 
 impl OplogInput {
     pub fn new(engine: Arc<Engine>, bounds: TsBounds, deadline: Option<Instant>) -> Self {
-        OplogInput { engine, bounds, next_from: bounds.lower, buffer: VecDeque::new(), finished: false, deadline, examined: 0 }
+        OplogInput {
+            engine,
+            bounds,
+            next_from: bounds.lower,
+            buffer: VecDeque::new(),
+            finished: false,
+            deadline,
+            examined: 0,
+        }
     }
 
     fn refill(&mut self) -> Result<(), CommandError> {
         while self.buffer.is_empty() && !self.finished {
             check_deadline(self.deadline)?;
-            let entries = self.engine.oplog_read(self.next_from, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX)?;
+            let entries = self
+                .engine
+                .oplog_read(self.next_from, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX)?;
             if entries.is_empty() {
                 self.finished = true;
             }

@@ -9,7 +9,10 @@ use crate::exec::size::document_size;
 
 /// BSONObjectTooLarge (10334).
 pub fn too_large(size: usize) -> CommandError {
-    CommandError::new(10334, format!("object to insert too large. size in bytes: {size}, max size: {DOCUMENT_BYTES_MAX}"))
+    CommandError::new(
+        10334,
+        format!("object to insert too large. size in bytes: {size}, max size: {DOCUMENT_BYTES_MAX}"),
+    )
 }
 
 /// Checks a document that is about to be stored (inserted, or the result of
@@ -89,7 +92,12 @@ mod tests {
     #[test]
     fn bad_documents_are_refused() {
         assert_eq!(prepare_insert(&Bson::Document(doc! {"_id": [1]})).unwrap_err().code, 53);
-        assert_eq!(prepare_insert(&Bson::Document(doc! {"_id": {"$a": 1}})).unwrap_err().code, 52);
+        assert_eq!(
+            prepare_insert(&Bson::Document(doc! {"_id": {"$a": 1}}))
+                .unwrap_err()
+                .code,
+            52
+        );
         assert!(prepare_insert(&Bson::Document(doc! {"_id": 1, "$a": 1, "b.c": 2})).is_ok());
         let big = doc! {"s": "x".repeat(DOCUMENT_BYTES_MAX)};
         assert_eq!(prepare_insert(&Bson::Document(big)).unwrap_err().code, 10334);

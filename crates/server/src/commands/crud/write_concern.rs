@@ -36,7 +36,10 @@ pub struct WriteConcern {
 
 impl Default for WriteConcern {
     fn default() -> Self {
-        WriteConcern { w: WriteAcknowledgement::Nodes(1), journal: false }
+        WriteConcern {
+            w: WriteAcknowledgement::Nodes(1),
+            journal: false,
+        }
     }
 }
 
@@ -52,11 +55,16 @@ impl WriteConcern {
             None | Some(Bson::Null) => WriteAcknowledgement::Nodes(1),
             Some(Bson::String(mode)) if mode == "majority" => WriteAcknowledgement::Majority,
             Some(Bson::String(mode)) => {
-                return Err(CommandError::new(79, format!("No write concern mode named '{mode}' found in replica set configuration")))
+                return Err(CommandError::new(
+                    79,
+                    format!("No write concern mode named '{mode}' found in replica set configuration"),
+                ))
             }
             Some(value) => match slipstream_query::compare::as_number(value) {
                 Some(slipstream_query::compare::Number::Int(n)) => WriteAcknowledgement::Nodes(n),
-                Some(slipstream_query::compare::Number::Float(f)) if f.fract() == 0.0 => WriteAcknowledgement::Nodes(f as i64),
+                Some(slipstream_query::compare::Number::Float(f)) if f.fract() == 0.0 => {
+                    WriteAcknowledgement::Nodes(f as i64)
+                }
                 _ => return Err(CommandError::new(9, "w has to be a number or a string")),
             },
         };
@@ -116,15 +124,34 @@ mod tests {
 
     #[test]
     fn journal_and_majority_wait_for_the_journal() {
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}}).unwrap().journal);
-        assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": "majority"}}).unwrap().journal);
+        assert!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true}})
+                .unwrap()
+                .journal
+        );
+        assert!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": "majority"}})
+                .unwrap()
+                .journal
+        );
         assert!(!WriteConcern::parse(&doc! {"writeConcern": {"w": 0}}).unwrap().journal);
     }
 
     #[test]
     fn w_above_one_and_unknown_tags_are_refused() {
-        assert_eq!(WriteConcern::parse(&doc! {"writeConcern": {"w": 2}}).unwrap_err().code, 2);
-        assert_eq!(WriteConcern::parse(&doc! {"writeConcern": {"w": "dc1"}}).unwrap_err().code, 79);
-        assert_eq!(WriteConcern::parse(&doc! {"writeConcern": {"w": -1}}).unwrap_err().code, 9);
+        assert_eq!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": 2}}).unwrap_err().code,
+            2
+        );
+        assert_eq!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": "dc1"}})
+                .unwrap_err()
+                .code,
+            79
+        );
+        assert_eq!(
+            WriteConcern::parse(&doc! {"writeConcern": {"w": -1}}).unwrap_err().code,
+            9
+        );
     }
 }

@@ -89,12 +89,17 @@ fn natural_hint(hint: Option<&Bson>) -> Result<Option<bool>, CommandError> {
 
 /// The direction of a `$natural` value: reversed when -1.
 pub fn natural_direction(value: &Bson) -> Result<bool, CommandError> {
-    match slipstream_query::compare::as_number(value) {
-        Some(slipstream_query::compare::Number::Int(1)) => Ok(false),
-        Some(slipstream_query::compare::Number::Int(-1)) => Ok(true),
-        Some(slipstream_query::compare::Number::Float(f)) if f == 1.0 => Ok(false),
-        Some(slipstream_query::compare::Number::Float(f)) if f == -1.0 => Ok(true),
-        _ => Err(CommandError::bad_value("$natural must be 1 or -1")),
+    let direction = match slipstream_query::compare::as_number(value) {
+        Some(slipstream_query::compare::Number::Int(n)) => n as f64,
+        Some(slipstream_query::compare::Number::Float(f)) => f,
+        None => f64::NAN,
+    };
+    if direction == 1.0 {
+        Ok(false)
+    } else if direction == -1.0 {
+        Ok(true)
+    } else {
+        Err(CommandError::bad_value("$natural must be 1 or -1"))
     }
 }
 

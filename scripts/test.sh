@@ -11,6 +11,11 @@ echo "==> cargo test (workspace)"
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
 
+echo "==> consensus simulator soak (release): 1,000 seeds each of 3, 5 and 7 members"
+for members in 3 5 7; do
+  cargo run --quiet --release -p slipstream-consensus --example simulate -- --seeds 1000 --members "$members" | tail -n 1
+done
+
 echo "==> pytest (python/tests, through pymongo against real nodes)"
 export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider

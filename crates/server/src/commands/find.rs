@@ -465,6 +465,9 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let ns = namespace(&req.db, &collection);
     let batch_size =
         get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    if batch_size == Some(0) {
+        return Err(CommandError::bad_value("Batch size for getMore must be positive, but received: 0"));
+    }
     let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
     ctx.state.metrics.count_getmore();
     let start = Instant::now();

@@ -29,9 +29,10 @@ use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
 use crate::exec::oplog::{is_oplog, read_newest, OplogQuery, TsBounds};
 use crate::exec::plan::{natural_direction, plan_query, QueryShape};
-use crate::exec::query::{collect_matches, run_sorted, BufferedResults, StreamingQuery};
+use crate::exec::query::{collect_matches, count_matches, run_sorted, BufferedResults, StreamingQuery};
 use crate::exec::read_concern::ReadConcern;
 use crate::exec::scan::ScanStats;
+use crate::exec::source::OplogInput;
 use crate::exec::size::value_size;
 
 /// A parsed `find` (also the inner command of `explain`).
@@ -563,6 +564,59 @@ fn number(n: u64) -> Bson {
     }
 }
 
+/// `local.oplog.rs`, which the catalog does not list: it is the journal.
+const OPLOG_NAMESPACE: &str = "local.oplog.rs";
+
+/// The oplog entries matching `filter`, read within the filter's `ts`
+/// bounds; each is handed to `visit` (so that `count` holds none of them).
+fn visit_oplog_matches(
+    engine: &Arc<Engine>,
+    filter_document: &Document,
+    filter: &Filter,
+    mut visit: impl FnMut(Document),
+) -> Result<(), CommandError> {
+    let input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(filter_document), None);
+    for entry in input {
+        let entry = entry.map_err(CommandError::from)?;
+        if filter.matches(&entry) {
+            visit(entry);
+        }
+    }
+    Ok(())
+}
+
+/// Counts the documents matching a `count` filter, on a blocking thread.
+async fn count_documents(
+    engine: &Arc<Engine>,
+    ns: String,
+    filter_document: Document,
+    filter: Filter,
+    hint: Option<Bson>,
+    read_at: ReadAt,
+) -> Result<u64, CommandError> {
+    let engine = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || {
+        if ns == OPLOG_NAMESPACE {
+            let mut count = 0u64;
+            visit_oplog_matches(&engine, &filter_document, &filter, |_| count += 1)?;
+            return Ok(count);
+        }
+        let info = engine.collection_info(&ns);
+        let shape = QueryShape {
+            filter_document: &filter_document,
+            filter: &filter,
+            sort: None,
+            hint: hint.as_ref(),
+            natural_reverse: None,
+        };
+        let plan = plan_query(info.as_ref(), &shape)?;
+        let reader = engine.reader(read_at)?;
+        count_matches(&reader, &ns, &plan, &filter)
+    })
+    .await
+    .map_err(|join_error| CommandError::internal(format!("count failed: {join_error}")))?
+}
+
 /// Documents matching a count/distinct filter, found on a blocking thread
 /// (the filter may have to scan the whole collection).
 async fn matching_documents(
@@ -575,6 +629,11 @@ async fn matching_documents(
 ) -> Result<Vec<Document>, CommandError> {
     let engine = Arc::clone(engine);
     tokio::task::spawn_blocking(move || {
+        if ns == OPLOG_NAMESPACE {
+            let mut matches = Vec::new();
+            visit_oplog_matches(&engine, &filter_document, &filter, |entry| matches.push(entry))?;
+            return Ok(matches);
+        }
         let info = engine.collection_info(&ns);
         let shape = QueryShape {
             filter_document: &filter_document,
@@ -609,15 +668,13 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ReadConcern::parse(&req.body)?.read_at();
     let engine = &ctx.state.engine;
-    let total = if filter.is_empty() && hint.is_none() {
+    let total = if filter.is_empty() && hint.is_none() && ns != OPLOG_NAMESPACE {
         match engine.collection_info(&ns) {
             None => 0,
             Some(_) => engine.reader(read_at)?.count(&ns)?,
         }
     } else {
-        matching_documents(engine, ns.clone(), filter_document, filter, hint, read_at)
-            .await?
-            .len() as u64
+        count_documents(engine, ns.clone(), filter_document, filter, hint, read_at).await?
     };
     let after_skip = total.saturating_sub(skip);
     let n = limit.map_or(after_skip, |limit| after_skip.min(limit));

@@ -286,3 +286,31 @@ pub fn collect_matches(
         }
     }
 }
+
+/// The number of documents matching `filter` through `plan`, without
+/// holding them (`count`).
+pub fn count_matches(
+    reader: &Reader,
+    ns: &str,
+    plan: &super::plan::PlannedQuery,
+    filter: &Filter,
+) -> Result<u64, CommandError> {
+    if plan.eof {
+        return Ok(0);
+    }
+    let mut scan = plan.scan(ns);
+    let mut count = 0u64;
+    loop {
+        let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
+        for item in fetched.items {
+            let duplicate = scan.is_duplicate(&item);
+            scan.consume(&item)?;
+            if !duplicate && filter.matches(&item.document) {
+                count += 1;
+            }
+        }
+        if fetched.reached_end {
+            return Ok(count);
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! The idempotent oplog form of an update (seed 000 4.2): the `$set` of
 //! computed values and the `$unset` of removed fields, never `$inc` or
 //! `$push`, so that replaying an entry any number of times gives the same
-//! document. When a diff cannot reproduce the new document exactly (field
+//! document. Unsets apply before sets, so a form may unset and set one
+//! path (to keep the order of fields it adds). When a diff cannot reproduce the new document exactly (field
 //! order included), the form is the whole new document.
 
 use bson::{Bson, Document};
@@ -96,6 +97,16 @@ fn diff_level(
             }
             level_unsets.insert(join(prefix, key), true);
         }
+    }
+    // Fields this level gains are appended, in the `$set`'s order. Replayed
+    // over a later state that already holds some of them, a plain `$set`
+    // would leave those in place and append only the missing ones, so the
+    // order would differ (`{$set: {a, b}}` over `{b}` gives `{b, a}`).
+    // Unsetting every added field first (a no-op on the original state)
+    // re-appends them at the end, as the original application did, so the
+    // last entry that added a field decides its place on replay too.
+    for key in new.keys().filter(|k| !old.contains_key(k.as_str())) {
+        level_unsets.insert(join(prefix, key), true);
     }
     sets.extend(level_sets);
     unsets.extend(level_unsets);

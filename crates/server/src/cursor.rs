@@ -85,6 +85,9 @@ pub struct CursorManager<B = crate::exec::CursorBody> {
     id_key: RandomState,
     id_counter: AtomicU64,
     idle_timeout: Duration,
+    /// Cursors closed by the idle timeout since start (`serverStatus`'s
+    /// `metrics.cursor.timedOut`).
+    timed_out: AtomicU64,
 }
 
 impl<B> Default for CursorManager<B> {
@@ -112,6 +115,7 @@ impl<B> CursorManager<B> {
             id_key: RandomState::new(),
             id_counter: AtomicU64::new(0),
             idle_timeout,
+            timed_out: AtomicU64::new(0),
         }
     }
 
@@ -153,6 +157,7 @@ impl<B> CursorManager<B> {
             None => return Err(cursor_not_found(id)),
             Some(Slot::Idle { cursor, last_used }) if self.expired(cursor, *last_used, now) => {
                 slots.remove(&id);
+                self.timed_out.fetch_add(1, Ordering::Relaxed);
                 return Err(cursor_not_found(id));
             }
             Some(Slot::InUse { .. }) => {
@@ -244,7 +249,9 @@ impl<B> CursorManager<B> {
             Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
-        before - guard.map.len()
+        let closed = before - guard.map.len();
+        self.timed_out.fetch_add(closed as u64, Ordering::Relaxed);
+        closed
     }
 
     fn expired(&self, cursor: &Cursor<B>, last_used: Instant, now: Instant) -> bool {
@@ -261,15 +268,22 @@ impl<B> CursorManager<B> {
             return;
         }
         slots.last_reap = Some(now);
+        let before = slots.map.len();
         slots.map.retain(|_, slot| match slot {
             Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
+        self.timed_out.fetch_add((before - slots.map.len()) as u64, Ordering::Relaxed);
     }
 
     /// Open cursors (idle or in use), for `serverStatus`.
     pub fn open_count(&self) -> usize {
         self.slots.lock().map.len()
+    }
+
+    /// Cursors closed by the idle timeout since start, for `serverStatus`.
+    pub fn timed_out_count(&self) -> u64 {
+        self.timed_out.load(Ordering::Relaxed)
     }
 
     /// Open cursors exempt from the timeout, for `serverStatus`.
@@ -345,6 +359,7 @@ mod tests {
             .unwrap();
         assert_eq!(err.code, 43);
         assert_eq!(cursors.open_count(), 0);
+        assert_eq!(cursors.timed_out_count(), 2);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::exec::args::{self, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::BatchTiming;
 use crate::exec::plan::{plan_query, QueryShape};
-use crate::exec::query::collect_matches;
+use crate::exec::query::{collect_matches, count_matches};
 use crate::exec::scan::ScanStats;
 
 /// How much `explain` reports.
@@ -232,17 +232,14 @@ fn explain_filter(
     let planner = query_planner(&ns, filter_document.clone(), winning_plan.clone());
     let mut execution = None;
     if verbosity.executes() {
-        let mut stats = ScanStats::default();
-        let returned = if plan.eof {
-            0
-        } else {
-            let reader = engine.reader(ReadAt::Latest)?;
-            let matches = collect_matches(&reader, &ns, &plan, &filter, sort.as_ref(), None)?;
-            // collect_matches does not hand back its scan's counters; a
-            // second scan would double the work, so report what the matches
-            // imply: every match was examined at least once.
-            stats.docs_examined = matches.len() as u64;
-            matches.len() as u64
+        let reader = engine.reader(ReadAt::Latest)?;
+        let (returned, stats) = match &sort {
+            // A sorted findAndModify returns at most one document.
+            Some(sort) => {
+                let found = collect_matches(&reader, &ns, &plan, &filter, Some(sort), Some(1))?;
+                (found.len() as u64, ScanStats { keys_examined: 0, docs_examined: found.len() as u64 })
+            }
+            None => count_matches(&reader, &ns, &plan, &filter)?,
         };
         execution = Some(execution_stats(returned, stats, start.elapsed(), &winning_plan));
     }

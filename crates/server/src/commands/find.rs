@@ -611,7 +611,7 @@ async fn count_documents(
         };
         let plan = plan_query(info.as_ref(), &shape)?;
         let reader = engine.reader(read_at)?;
-        count_matches(&reader, &ns, &plan, &filter)
+        Ok(count_matches(&reader, &ns, &plan, &filter)?.0)
     })
     .await
     .map_err(|join_error| CommandError::internal(format!("count failed: {join_error}")))?

@@ -288,15 +288,16 @@ pub fn collect_matches(
 }
 
 /// The number of documents matching `filter` through `plan`, without
-/// holding them (`count`).
+/// holding them (`count`, and the statistics of `explain`), with the
+/// scan's counters.
 pub fn count_matches(
     reader: &Reader,
     ns: &str,
     plan: &super::plan::PlannedQuery,
     filter: &Filter,
-) -> Result<u64, CommandError> {
+) -> Result<(u64, ScanStats), CommandError> {
     if plan.eof {
-        return Ok(0);
+        return Ok((0, ScanStats::default()));
     }
     let mut scan = plan.scan(ns);
     let mut count = 0u64;
@@ -310,7 +311,7 @@ pub fn count_matches(
             }
         }
         if fetched.reached_end {
-            return Ok(count);
+            return Ok((count, scan.stats));
         }
     }
 }

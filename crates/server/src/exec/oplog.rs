@@ -229,6 +229,11 @@ impl OplogQuery {
         batch: &mut Batch,
         deadline: Option<Instant>,
     ) -> Result<bool, CommandError> {
+        // Read no further ahead than the entries still wanted, growing the
+        // chunk while the filter rejects entries.
+        let limit = self.limit_remaining.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let skip = usize::try_from(self.skip_remaining).unwrap_or(usize::MAX);
+        let mut chunk = batch.room().min(limit).saturating_add(skip).clamp(1, OPLOG_READ_CHUNK_ENTRIES);
         loop {
             if self.finished || self.limit_remaining == Some(0) {
                 self.finished = true;
@@ -238,7 +243,8 @@ impl OplogQuery {
                 return Ok(false);
             }
             check_deadline(deadline)?;
-            let entries = engine.oplog_read(self.next_from, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX)?;
+            let entries = engine.oplog_read(self.next_from, chunk, REPLY_BATCH_BYTES_MAX)?;
+            chunk = chunk.saturating_mul(2).min(OPLOG_READ_CHUNK_ENTRIES);
             if entries.is_empty() {
                 self.finished = !self.tailable;
                 return Ok(self.finished);

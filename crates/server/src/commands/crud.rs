@@ -8,6 +8,7 @@
 //! per-statement failures are reported in `writeErrors` with the reply
 //! still `ok: 1`, as MongoDB does.
 
+pub(crate) mod command_let;
 mod documents;
 pub(crate) mod write_concern;
 
@@ -27,6 +28,7 @@ use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
 use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
+use command_let::CommandLet;
 use documents::{check_stored, prepare_insert, with_id_first};
 use write_concern::WriteConcern;
 
@@ -60,11 +62,11 @@ fn statements<'a>(body: &'a Document, command: &str, field: &str) -> Result<&'a 
     Ok(items)
 }
 
-/// `let` (command level) and `c` (statement level) bind variables for
-/// `$expr`; the query layer has no variables from outside yet, so they are
-/// refused rather than ignored.
+/// `c` (statement-level constants of update statements) is not supported
+/// yet, so it is refused rather than ignored; the command-level `let` is
+/// (`CommandLet`).
 fn refuse_constants(spec: &Document) -> Result<(), CommandError> {
-    for field in ["let", "c"] {
+    for field in ["c"] {
         if let Some(Bson::Document(variables)) = spec.get(field) {
             if !variables.is_empty() {
                 return Err(CommandError::new(
@@ -96,10 +98,15 @@ fn finish_reply(mut reply: Document, write_errors: Vec<Document>, write_concern_
     reply
 }
 
-fn parse_filter(value: Option<&Bson>, command: &str, field: &str) -> Result<(Document, Filter), CommandError> {
+fn parse_filter(
+    value: Option<&Bson>,
+    command: &str,
+    field: &str,
+    lets: &CommandLet,
+) -> Result<(Document, Filter), CommandError> {
     let document = match value {
         None | Some(Bson::Null) => Document::new(),
-        Some(Bson::Document(document)) => document.clone(),
+        Some(Bson::Document(document)) => lets.bind_filter(document),
         Some(other) => {
             return Err(CommandError::new(
                 14,
@@ -198,15 +205,17 @@ struct UpdateStatement {
     upsert: bool,
     multi: bool,
     hint: Option<Bson>,
+    /// The command's `let` constants and `$$NOW`.
+    variables: slipstream_query::expr::Variables,
 }
 
 impl UpdateStatement {
-    fn parse(value: &Bson) -> Result<UpdateStatement, CommandError> {
+    fn parse(value: &Bson, lets: &CommandLet) -> Result<UpdateStatement, CommandError> {
         let Bson::Document(spec) = value else {
             return Err(CommandError::new(14, "update statements must be objects"));
         };
         refuse_constants(spec)?;
-        let (filter_document, filter) = parse_filter(spec.get("q"), "update.updates", "q")?;
+        let (filter_document, filter) = parse_filter(spec.get("q"), "update.updates", "q", lets)?;
         let array_filters = array_filters(spec, "update.updates")?;
         let update_spec = spec
             .get("u")
@@ -228,6 +237,7 @@ impl UpdateStatement {
             upsert,
             multi,
             hint: hint_of(spec),
+            variables: lets.variables().clone(),
         })
     }
 }
@@ -375,7 +385,8 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
-    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered));
+    let lets = CommandLet::parse(&req.body, "update", bson::DateTime::now())?;
+    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets));
     ctx.state.metrics.count_update(statement_count);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     let mut reply = doc! {
@@ -398,12 +409,12 @@ struct UpdateTotals {
     write_errors: Vec<Document>,
 }
 
-fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool) -> UpdateTotals {
+fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool, lets: &CommandLet) -> UpdateTotals {
     let mut totals = UpdateTotals::default();
     for (index, value) in updates.iter().enumerate() {
         let mut counts = UpdateOutcomeCounts::default();
         let result =
-            UpdateStatement::parse(value).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
+            UpdateStatement::parse(value, lets).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
         totals.matched += counts.matched;
         totals.modified += counts.modified;
         totals.last_write = counts.last_write.or(totals.last_write);
@@ -449,7 +460,7 @@ fn run_update(
             now,
             is_upsert_insert: false,
         };
-        let outcome = statement.update.apply(&old, &context)?;
+        let outcome = statement.update.apply_with_variables(&old, &context, &statement.variables)?;
         if !outcome.modified {
             continue;
         }
@@ -460,7 +471,7 @@ fn run_update(
         counts.modified += 1;
     }
     if counts.matched == 0 && statement.upsert {
-        let document = upsert_document(&statement.filter, &statement.update, now)?;
+        let document = upsert_document(&statement.filter, &statement.update, now, &statement.variables)?;
         let id = document.get("_id").cloned().unwrap_or(Bson::Null);
         counts.last_write = Some(writer.insert(ns, document)?);
         counts.upserted_id = Some(id);
@@ -470,14 +481,19 @@ fn run_update(
 
 /// The document an upsert inserts: the filter's equality fields, then the
 /// update applied as an insert (`$setOnInsert` included), `_id` first.
-fn upsert_document(filter: &Filter, update: &Update, now: bson::DateTime) -> Result<Document, CommandError> {
+fn upsert_document(
+    filter: &Filter,
+    update: &Update,
+    now: bson::DateTime,
+    variables: &slipstream_query::expr::Variables,
+) -> Result<Document, CommandError> {
     let seed = upsert_seed(&filter.equality_fields())?;
     let context = UpdateContext {
         positional: None,
         now,
         is_upsert_insert: true,
     };
-    let outcome = update.apply(&seed, &context)?;
+    let outcome = update.apply_with_variables(&seed, &context, variables)?;
     let document = with_id_first(&outcome.document, || Bson::ObjectId(ObjectId::new()));
     check_stored(&document)?;
     Ok(document)
@@ -494,11 +510,11 @@ struct DeleteStatement {
 }
 
 impl DeleteStatement {
-    fn parse(value: &Bson) -> Result<DeleteStatement, CommandError> {
+    fn parse(value: &Bson, lets: &CommandLet) -> Result<DeleteStatement, CommandError> {
         let Bson::Document(spec) = value else {
             return Err(CommandError::new(14, "delete statements must be objects"));
         };
-        let (filter_document, filter) = parse_filter(spec.get("q"), "delete.deletes", "q")?;
+        let (filter_document, filter) = parse_filter(spec.get("q"), "delete.deletes", "q", lets)?;
         let limit = args::get_i64(spec, "delete.deletes", "limit")?.ok_or_else(|| {
             CommandError::new(
                 40414,
@@ -529,7 +545,8 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
-    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered));
+    let lets = CommandLet::parse(&req.body, "delete", bson::DateTime::now())?;
+    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets));
     ctx.state.metrics.count_delete(statement_count);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     Ok(finish_reply(
@@ -539,11 +556,11 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     ))
 }
 
-fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool) -> WriteTotals {
+fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool, lets: &CommandLet) -> WriteTotals {
     let mut totals = WriteTotals::default();
     for (index, value) in deletes.iter().enumerate() {
         let mut deleted = 0u64;
-        let result = DeleteStatement::parse(value)
+        let result = DeleteStatement::parse(value, lets)
             .and_then(|statement| run_delete(engine, ns, &statement, &mut deleted, &mut totals.last_write));
         totals.applied += deleted;
         if let Err(error) = result {
@@ -595,12 +612,15 @@ struct FindAndModify {
     upsert: bool,
     projection: Option<Projection>,
     hint: Option<Bson>,
+    /// The command's `let` constants and `$$NOW`.
+    variables: slipstream_query::expr::Variables,
 }
 
 impl FindAndModify {
     fn parse(body: &Document) -> Result<FindAndModify, CommandError> {
         const COMMAND: &str = "findAndModify";
-        let (filter_document, filter) = parse_filter(body.get("query"), COMMAND, "query")?;
+        let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
+        let (filter_document, filter) = parse_filter(body.get("query"), COMMAND, "query", &lets)?;
         let sort = match get_document(body, COMMAND, "sort")? {
             Some(sort) if !sort.is_empty() => Some(SortSpec::parse(sort)?),
             _ => None,
@@ -646,6 +666,7 @@ impl FindAndModify {
             upsert,
             projection,
             hint: hint_of(body),
+            variables: lets.variables().clone(),
         })
     }
 }
@@ -720,7 +741,7 @@ fn run_find_and_modify(
                 now,
                 is_upsert_insert: false,
             };
-            let outcome = update.apply(&old, &context)?;
+            let outcome = update.apply_with_variables(&old, &context, &request.variables)?;
             let mut last_write = None;
             if outcome.modified {
                 check_stored(&outcome.document)?;
@@ -739,7 +760,7 @@ fn run_find_and_modify(
             ))
         }
         None if request.upsert => {
-            let document = upsert_document(&request.filter, update, now)?;
+            let document = upsert_document(&request.filter, update, now, &request.variables)?;
             let id = document.get("_id").cloned().unwrap_or(Bson::Null);
             let value = if request.return_new {
                 project(&document)?

@@ -20,6 +20,7 @@ use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
 use slipstream_storage::{Engine, ReadAt, Reader};
 
+use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
@@ -80,14 +81,6 @@ fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
             ));
         }
     }
-    if let Some(Bson::Document(variables)) = body.get("let") {
-        if !variables.is_empty() {
-            return Err(CommandError::new(
-                115,
-                "'let' variables are not supported by Slipstream",
-            ));
-        }
-    }
     Ok(())
 }
 
@@ -98,7 +91,9 @@ impl FindRequest {
         args::check_database_name(db)?;
         check_collation(body, COMMAND)?;
         refuse_unsupported(body)?;
-        let filter_document = get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default();
+        // `let` constants reach the filter's `$expr` (see `CommandLet`).
+        let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
+        let filter_document = lets.bind_filter(&get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default());
         let filter = Filter::parse(&filter_document)?;
         let (sort_document, sort, natural_reverse) = match get_document(body, COMMAND, "sort")? {
             None => (None, None, None),

@@ -36,6 +36,33 @@ pub fn canonical_type_rank(value: &Bson) -> i32 {
     }
 }
 
+/// MongoDB's name of a value's type, as `$type` and error messages spell it.
+pub fn type_name(value: &Bson) -> &'static str {
+    match value {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
 /// Total order over BSON values (MongoDB's `woCompare` without collation).
 pub fn compare_values(a: &Bson, b: &Bson) -> Ordering {
     let rank = canonical_type_rank(a).cmp(&canonical_type_rank(b));

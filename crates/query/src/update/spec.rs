@@ -81,31 +81,7 @@ pub enum PullCondition {
 /// The field name elements are wrapped in for operator conditions.
 pub const WRAPPER_FIELD: &str = "pullElement";
 
-fn type_name(value: &Bson) -> &'static str {
-    match value {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
-}
+use crate::compare::type_name;
 
 /// MongoDB's type name of a value, for error messages.
 pub fn bson_type_name(value: &Bson) -> &'static str {

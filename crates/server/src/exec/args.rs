@@ -6,31 +6,7 @@ use bson::{Bson, Document};
 use crate::error::CommandError;
 
 /// The type name MongoDB uses in "wrong type" messages.
-pub fn type_name(value: &Bson) -> &'static str {
-    match value {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Array(_) => "array",
-        Bson::Document(_) => "object",
-        Bson::Boolean(_) => "bool",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Int64(_) => "long",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Binary(_) => "binData",
-        Bson::ObjectId(_) => "objectId",
-        Bson::DateTime(_) => "date",
-        Bson::Symbol(_) => "symbol",
-        Bson::Decimal128(_) => "decimal",
-        Bson::Undefined => "undefined",
-        Bson::MaxKey => "maxKey",
-        Bson::MinKey => "minKey",
-        Bson::DbPointer(_) => "dbPointer",
-    }
-}
+pub use slipstream_query::compare::type_name;
 
 fn wrong_type(command: &str, field: &str, value: &Bson, expected: &str) -> CommandError {
     CommandError::new(

@@ -3,6 +3,8 @@
 //! pipeline, runs it on a blocking thread (it may sort and group the whole
 //! input), and returns the results through a cursor.
 
+mod output;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,11 +13,14 @@ use slipstream_query::aggregate::Pipeline;
 use slipstream_query::filter::Filter;
 use slipstream_storage::Engine;
 
+use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::Cursor;
 use crate::error::CommandError;
 use crate::exec::args::{self, check_collation, get_bool, get_document, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
+use crate::exec::off_async_workers;
+use super::crud::write_concern::WriteConcern;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX;
 use crate::exec::oplog::{is_oplog, TsBounds};
@@ -24,6 +29,7 @@ use crate::exec::query::BufferedResults;
 use crate::exec::read_concern::ReadConcern;
 use crate::exec::scan::ScanStats;
 use crate::exec::source::{OplogInput, ScanInput, StorageSource};
+use output::OutputStage;
 
 /// A parsed `aggregate`.
 pub(crate) struct AggregateRequest {
@@ -37,6 +43,10 @@ pub(crate) struct AggregateRequest {
     pub hint: Option<Bson>,
     pub read_concern: ReadConcern,
     pub max_time_ms: Option<u64>,
+    /// The command's `let` constants, evaluated once at parse time.
+    pub lets: CommandLet,
+    /// A final `$out` or `$merge`, split off `stages`.
+    pub output: Option<OutputStage>,
 }
 
 impl AggregateRequest {
@@ -54,18 +64,11 @@ impl AggregateRequest {
             }
         };
         check_collation(body, COMMAND)?;
-        if let Some(Bson::Document(variables)) = body.get("let") {
-            if !variables.is_empty() {
-                return Err(CommandError::new(
-                    115,
-                    "'let' variables are not supported by Slipstream",
-                ));
-            }
-        }
+        let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
         let items = args::get_array(body, COMMAND, "pipeline")?.ok_or_else(|| {
             CommandError::new(40414, "BSON field 'aggregate.pipeline' is missing but a required field")
         })?;
-        let stages = items
+        let mut stages = items
             .iter()
             .map(|stage| match stage {
                 Bson::Document(stage) => Ok(stage.clone()),
@@ -87,6 +90,7 @@ impl AggregateRequest {
                 ))
             }
         };
+        let output = OutputStage::split(&mut stages, db)?;
         let mut pipeline = Pipeline::parse(&stages, db)?;
         if get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false) {
             pipeline = pipeline.with_memory_limit(BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX);
@@ -110,6 +114,8 @@ impl AggregateRequest {
             hint,
             read_concern: ReadConcern::parse(body)?,
             max_time_ms: get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0),
+            lets,
+            output,
         })
     }
 }
@@ -129,6 +135,22 @@ pub(crate) fn run_pipeline(
     start: Instant,
 ) -> Result<PipelineRun, CommandError> {
     let deadline = request.max_time_ms.map(|ms| start + Duration::from_millis(ms));
+    let source = StorageSource {
+        engine: Arc::clone(engine),
+        read_at: request.read_concern.read_at(),
+    };
+    let variables = request.lets.variables();
+    let starts_with_documents = request.stages.first().is_some_and(|stage| stage.contains_key("$documents"));
+    if request.collection.is_none() && starts_with_documents {
+        // `{aggregate: 1, pipeline: [{$documents: [...]}, ...]}`: the
+        // documents are the pipeline's whole input.
+        let documents = request.pipeline.execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
+        return Ok(PipelineRun {
+            documents,
+            stats: ScanStats::default(),
+            input_plan: doc! {"stage": "QUEUED_DATA"},
+        });
+    }
     let Some(collection) = &request.collection else {
         // A pipeline that parsed but has no collectionless source stage.
         let first = request
@@ -142,16 +164,12 @@ pub(crate) fn run_pipeline(
         ));
     };
     let read_at = request.read_concern.read_at();
-    let source = StorageSource {
-        engine: Arc::clone(engine),
-        read_at,
-    };
-    let now = bson::DateTime::now();
-    let leading = request.pipeline.leading_match().cloned().unwrap_or_default();
+    // The leading `$match` also filters the scan, so it sees the constants.
+    let leading = request.lets.bind_filter(&request.pipeline.leading_match().cloned().unwrap_or_default());
     let db = request.ns.split('.').next().unwrap_or_default();
     if is_oplog(db, collection) {
         let mut input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(&leading), deadline);
-        let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
+        let documents = request.pipeline.execute_with_variables(Box::new(&mut input), &source, variables)?;
         let stats = ScanStats {
             keys_examined: 0,
             docs_examined: input.examined,
@@ -174,7 +192,7 @@ pub(crate) fn run_pipeline(
     };
     let plan = plan_query(info.as_ref(), &shape)?;
     if plan.eof {
-        let documents = request.pipeline.execute(Box::new(std::iter::empty()), &source, now)?;
+        let documents = request.pipeline.execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
         return Ok(PipelineRun {
             documents,
             stats: ScanStats::default(),
@@ -183,7 +201,7 @@ pub(crate) fn run_pipeline(
     }
     let reader = engine.reader(read_at)?;
     let mut input = ScanInput::new(plan.scan(&request.ns), reader, filter, deadline);
-    let documents = request.pipeline.execute(Box::new(&mut input), &source, now)?;
+    let documents = request.pipeline.execute_with_variables(Box::new(&mut input), &source, variables)?;
     Ok(PipelineRun {
         documents,
         stats: input.stats(),
@@ -213,7 +231,21 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         return super::explain::explain_aggregate(ctx, request, "queryPlanner").await;
     }
     let engine = &ctx.state.engine;
+    let write_concern = match request.output {
+        Some(_) => Some(WriteConcern::parse(&req.body)?),
+        None => None,
+    };
     let (request, run) = run_pipeline_blocking(engine, request).await?;
+    if let Some(output) = &request.output {
+        // A write stage returns no documents: the cursor is empty and
+        // closed, whatever the batch size.
+        let last_write = off_async_workers(|| output.write(engine, run.documents))?;
+        let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.ns}};
+        if let Some(error) = write_concern.expect("parsed for write stages").wait(engine, last_write).await {
+            reply.insert("writeConcernError", error);
+        }
+        return Ok(reply);
+    }
     let mut body = CursorBody::Buffered(BufferedResults::new(run.documents, run.stats));
     let limits = BatchLimits::first_batch(request.batch_size, None);
     let timing = BatchTiming {

@@ -38,6 +38,11 @@ pub struct Cursor<B> {
     pub ns: String,
     /// Exempt from the idle timeout (`noCursorTimeout`).
     pub no_cursor_timeout: bool,
+    /// What is left of the opening command's `maxTimeMS`: as in MongoDB,
+    /// the limit covers the time the cursor's commands spend executing
+    /// (not the idle time between them), so each `getMore` may use only
+    /// what the earlier ones left. `None`: no limit.
+    pub time_left: Option<Duration>,
     /// Query execution's state: plan position, buffered results.
     pub body: B,
 }
@@ -305,6 +310,7 @@ mod tests {
         Cursor {
             ns: ns.to_string(),
             no_cursor_timeout,
+            time_left: None,
             body: "body",
         }
     }

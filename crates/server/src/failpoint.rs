@@ -115,23 +115,33 @@ impl FailPoints {
         if !body.contains_key("maxTimeMS") {
             return None;
         }
+        self.max_time_fires().then(|| CommandError::new(50, "operation exceeded time limit").to_reply())
+    }
+
+    /// Whether `maxTimeAlwaysTimeOut` fires for an operation with a time
+    /// limit (a command's maxTimeMS, or a cursor opened with one); counts
+    /// the firing against `times`/`skip`.
+    pub fn max_time_fires(&self) -> bool {
         let mut guard = self.max_time_always_time_out.lock();
-        match guard.as_mut()? {
+        let Some(mode) = guard.as_mut() else {
+            return false;
+        };
+        match mode {
             Mode::AlwaysOn => {}
             Mode::Skip(left) if *left > 0 => {
                 *left -= 1;
-                return None;
+                return false;
             }
             Mode::Skip(_) => {}
             Mode::Times(left) => {
                 if *left <= 0 {
                     *guard = None;
-                    return None;
+                    return false;
                 }
                 *left -= 1;
             }
         }
-        Some(CommandError::new(50, "operation exceeded time limit").to_reply())
+        true
     }
 
     /// Decides whether `failCommand` fires for this command.

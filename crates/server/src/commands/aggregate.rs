@@ -259,6 +259,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         let cursor = Cursor {
             ns: request.ns.clone(),
             no_cursor_timeout: false,
+            time_left: None,
             body,
         };
         ctx.state.cursors.register(cursor, Instant::now())?

@@ -30,7 +30,9 @@ use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
 use crate::exec::oplog::{is_oplog, read_newest, OplogQuery, TsBounds};
 use crate::exec::plan::{natural_direction, plan_query, QueryShape};
-use crate::exec::query::{collect_matches, count_matches, run_sorted, BufferedResults, StreamingQuery};
+use crate::exec::query::{
+    collect_matches, count_matches, max_time_expired, run_sorted, BufferedResults, StreamingQuery,
+};
 use crate::exec::read_concern::ReadConcern;
 use crate::exec::scan::ScanStats;
 use crate::exec::source::OplogInput;
@@ -391,9 +393,16 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
         .await?;
     let keep_open = !finished && !request.single_batch;
     let id = if keep_open {
+        // A tailable cursor's getMore waits for data instead (maxTimeMS
+        // there is the wait), so only other cursors carry the limit on.
+        let time_left = match opened.body.is_tailable() {
+            true => None,
+            false => deadline.map(|deadline| deadline.saturating_duration_since(Instant::now())),
+        };
         let cursor = Cursor {
             ns: request.ns.clone(),
             no_cursor_timeout: request.no_cursor_timeout,
+            time_left,
             body: opened.body,
         };
         ctx.state.cursors.register(cursor, Instant::now())?
@@ -474,7 +483,16 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         id,
         cursor: Some(cursor),
     };
-    let body = &mut checked_out.cursor.as_mut().expect("just checked out").body;
+    let checked = checked_out.cursor.as_mut().expect("just checked out");
+    let time_left = checked.time_left;
+    let body = &mut checked.body;
+    if time_left.is_some() && ctx.state.options.enable_test_commands && ctx.state.fail_points.max_time_fires() {
+        // The opening command's maxTimeMS covers this getMore too, so the
+        // `maxTimeAlwaysTimeOut` fail point reaches it.
+        checked_out.cursor.take();
+        cursors.release(id);
+        return Err(max_time_expired());
+    }
     let timing = if body.is_tailable() {
         // For awaitData cursors maxTimeMS is how long to wait for data.
         let wait_ms = max_time_ms.filter(|ms| *ms > 0).unwrap_or(AWAIT_DATA_DEFAULT_WAIT_MS);
@@ -483,9 +501,12 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
             await_data_wait: Duration::from_millis(wait_ms),
         }
     } else {
-        let deadline = max_time_ms
-            .filter(|ms| *ms > 0)
-            .map(|ms| start + Duration::from_millis(ms));
+        let requested = max_time_ms.filter(|ms| *ms > 0).map(Duration::from_millis);
+        let limit = match (requested, time_left) {
+            (Some(requested), Some(left)) => Some(requested.min(left)),
+            (requested, left) => requested.or(left),
+        };
+        let deadline = limit.map(|limit| start + limit);
         BatchTiming {
             deadline,
             await_data_wait: Duration::ZERO,
@@ -494,7 +515,8 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let result = body
         .next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing)
         .await;
-    let cursor = checked_out.cursor.take().expect("still checked out");
+    let mut cursor = checked_out.cursor.take().expect("still checked out");
+    cursor.time_left = time_left.map(|left| left.saturating_sub(start.elapsed()));
     let (documents, finished) = match result {
         Ok(batch) => batch,
         Err(error) => {
@@ -773,6 +795,7 @@ mod tests {
                 Cursor {
                     ns: "db.c".into(),
                     no_cursor_timeout: false,
+                    time_left: None,
                     body,
                 },
                 now,

@@ -264,6 +264,7 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
             Cursor {
                 ns: ns.clone(),
                 no_cursor_timeout: false,
+                time_left: None,
                 body,
             },
             Instant::now(),

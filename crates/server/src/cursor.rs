@@ -244,6 +244,29 @@ impl<B> CursorManager<B> {
         report
     }
 
+    /// Closes every cursor reading a namespace that `gone` says no longer
+    /// exists (a dropped collection or database, a renamed collection), as
+    /// MongoDB kills them: their next `getMore` finds no cursor. A cursor
+    /// checked out by a running `getMore` is closed when it is checked in.
+    /// Returns how many were closed.
+    pub fn kill_namespaces(&self, gone: impl Fn(&str) -> bool) -> usize {
+        let slots = &mut self.slots.lock().map;
+        let mut closed = 0;
+        slots.retain(|_, slot| match slot {
+            Slot::Idle { cursor, .. } if gone(&cursor.ns) => {
+                closed += 1;
+                false
+            }
+            Slot::InUse { ns, kill_requested } if gone(ns) => {
+                *kill_requested = true;
+                closed += 1;
+                true
+            }
+            _ => true,
+        });
+        closed
+    }
+
     /// Closes every idle cursor unused for longer than the idle timeout
     /// (except `noCursorTimeout` ones); returns how many were closed.
     pub fn reap(&self, now: Instant) -> usize {
@@ -317,6 +340,20 @@ mod tests {
 
     fn manager() -> CursorManager<&'static str> {
         CursorManager::with_idle_timeout(Duration::from_secs(600))
+    }
+
+    #[test]
+    fn killing_a_namespace_closes_its_cursors_idle_or_in_use() {
+        let cursors = manager();
+        let now = Instant::now();
+        let idle = cursors.register(cursor("db.a", false), now).unwrap();
+        let busy = cursors.register(cursor("db.a", true), now).unwrap();
+        let other = cursors.register(cursor("db.ab", false), now).unwrap();
+        let checked_out = cursors.check_out(busy, "db.a", now).unwrap();
+        assert_eq!(cursors.kill_namespaces(|ns| ns == "db.a"), 2);
+        assert_eq!(cursors.check_out(idle, "db.a", now).unwrap_err().code, 43);
+        assert!(!cursors.check_in(busy, checked_out, now), "killed while in use");
+        assert!(cursors.check_out(other, "db.ab", now).is_ok());
     }
 
     #[test]

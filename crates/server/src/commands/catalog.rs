@@ -234,6 +234,7 @@ pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
     match engine.drop_collection(&ns) {
         Ok(op_time) => {
+            ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns == ns);
             let reply = doc! {"nIndexesWas": indexes_before.unwrap_or(1) as i32, "ns": ns};
             acknowledge(ctx, &write_concern, Some(op_time), reply).await
         }
@@ -249,7 +250,10 @@ pub async fn drop_database(ctx: &CommandContext, req: &CommandRequest) -> Comman
         return Err(CommandError::new(20, format!("Dropping the '{}' database is prohibited.", req.db)));
     }
     let write_concern = WriteConcern::parse(&req.body)?;
-    match ctx.state.engine.drop_database(&req.db)? {
+    let dropped = ctx.state.engine.drop_database(&req.db)?;
+    let prefix = format!("{}.", req.db);
+    ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns.starts_with(&prefix));
+    match dropped {
         Some(op_time) => acknowledge(ctx, &write_concern, Some(op_time), doc! {"dropped": req.db.clone()}).await,
         None => acknowledge(ctx, &write_concern, None, Document::new()).await,
     }
@@ -284,6 +288,8 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
     }
     let write_concern = WriteConcern::parse(&req.body)?;
     let op_time = ctx.state.engine.rename_collection(&from, &to, drop_target)?;
+    // Cursors of the renamed collection and of a dropped target are closed.
+    ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns == from || cursor_ns == to);
     acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
 }
 

@@ -75,3 +75,28 @@ def test_database_aggregate_documents_into_merge(db):
     db.dst.insert_one({"_id": 1, "a": 1})
     db.aggregate([{"$documents": [{"_id": 1, "b": 2}, {"_id": 5}]}, {"$merge": {"into": "dst"}}])
     assert list(db.dst.find().sort("_id", 1)) == [{"_id": 1, "a": 1, "b": 2}, {"_id": 5}]
+
+
+def test_merge_on_fields_of_a_unique_index(db, source):
+    db.dst.create_index([("k", 1), ("j", 1)], unique=True)
+    db.dst.insert_one({"_id": "t", "k": 22, "j": 1, "keep": True})
+    pipeline = [{"$project": {"_id": 0, "k": "$x", "j": {"$literal": 1}, "new": {"$literal": True}}}]
+    source.aggregate(pipeline + [{"$merge": {"into": "dst", "on": ["j", "k"]}}])
+    matched = db.dst.find_one({"k": 22})
+    assert matched == {"_id": "t", "k": 22, "j": 1, "keep": True, "new": True}
+    assert db.dst.count_documents({}) == 3
+    with pytest.raises(OperationFailure) as info:
+        source.aggregate([{"$merge": {"into": "dst", "on": "x"}}])
+    assert info.value.code == 51183
+    with pytest.raises(OperationFailure) as info:
+        source.aggregate([{"$project": {"k": 1}}, {"$merge": {"into": "dst", "on": ["k", "j"]}}])
+    assert info.value.code == 51132
+
+
+def test_out_closes_cursors_of_the_replaced_target(db, source):
+    db.dst.insert_many([{"i": i} for i in range(10)])
+    cursor_id = db.command("find", "dst", batchSize=2)["cursor"]["id"]
+    source.aggregate([{"$out": "dst"}])
+    with pytest.raises(OperationFailure) as info:
+        db.command("getMore", cursor_id, collection="dst")
+    assert info.value.code == 43

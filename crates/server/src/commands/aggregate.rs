@@ -240,6 +240,12 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         // A write stage returns no documents: the cursor is empty and
         // closed, whatever the batch size.
         let last_write = off_async_workers(|| output.write(engine, run.documents))?;
+        if let OutputStage::Out(_) = output {
+            // `$out` renamed a new collection over the target, so cursors
+            // that read the old target are closed, as after a rename.
+            let target = output.target_ns();
+            ctx.state.cursors.kill_namespaces(|ns| ns == target);
+        }
         let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.ns}};
         if let Some(error) = write_concern.expect("parsed for write stages").wait(engine, last_write).await {
             reply.insert("writeConcernError", error);

@@ -17,6 +17,9 @@ use slipstream_storage::{Engine, OpTime};
 
 use crate::error::CommandError;
 use crate::exec::args::{check_writable, namespace, type_name};
+use crate::exec::plan::{plan_query, QueryShape};
+use crate::exec::query::collect_matches;
+use slipstream_query::filter::Filter;
 
 /// Where a write stage writes.
 #[derive(Clone, Debug)]
@@ -110,6 +113,8 @@ pub(crate) enum OutputStage {
     Out(Target),
     Merge {
         target: Target,
+        /// The `on` fields; `["_id"]` by default.
+        on: Vec<String>,
         when_matched: WhenMatched,
         when_not_matched: WhenNotMatched,
     },
@@ -161,26 +166,13 @@ impl OutputStage {
             }
         };
         let mut target = None;
+        let mut on = vec!["_id".to_owned()];
         let mut when_matched = WhenMatched::Merge;
         let mut when_not_matched = WhenNotMatched::Insert;
         for (key, value) in &spec {
             match key.as_str() {
                 "into" => target = Some(Target::parse(value, db, "$merge", "into")?),
-                "on" => {
-                    // Only `_id` is supported: other `on` fields need a
-                    // unique index lookup that is not built yet.
-                    let on_id = match value {
-                        Bson::String(field) => field == "_id",
-                        Bson::Array(fields) => fields.len() == 1 && fields[0] == Bson::String("_id".into()),
-                        _ => false,
-                    };
-                    if !on_id {
-                        return Err(CommandError::new(
-                            115,
-                            "$merge 'on' fields other than _id are not supported by Slipstream",
-                        ));
-                    }
-                }
+                "on" => on = parse_on(value)?,
                 "whenMatched" => {
                     when_matched = match value {
                         Bson::String(mode) => match mode.as_str() {
@@ -241,14 +233,14 @@ impl OutputStage {
             .ok_or_else(|| CommandError::new(40414, "BSON field '$merge.into' is missing but a required field"))?;
         Ok(OutputStage::Merge {
             target,
+            on,
             when_matched,
             when_not_matched,
         })
     }
 
     /// The collection written.
-    #[cfg(test)]
-    fn target_ns(&self) -> String {
+    pub(crate) fn target_ns(&self) -> String {
         match self {
             OutputStage::Out(target) | OutputStage::Merge { target, .. } => target.ns(),
         }
@@ -261,9 +253,18 @@ impl OutputStage {
             OutputStage::Out(target) => write_out(engine, target, documents),
             OutputStage::Merge {
                 target,
+                on,
                 when_matched,
                 when_not_matched,
-            } => write_merge(engine, &target.ns(), when_matched, when_not_matched, documents),
+            } => {
+                let merge = Merge {
+                    ns: target.ns(),
+                    on,
+                    when_matched,
+                    when_not_matched,
+                };
+                merge.write(engine, documents)
+            }
         }
     }
 }
@@ -311,79 +312,205 @@ fn with_id(document: Document) -> Document {
     with_id
 }
 
-fn write_merge(
-    engine: &Engine,
-    ns: &str,
-    when_matched: &WhenMatched,
-    when_not_matched: &WhenNotMatched,
-    documents: Vec<Document>,
-) -> Result<Option<OpTime>, CommandError> {
-    let mut last = None;
-    for document in documents {
-        let document = with_id(document);
-        let id = document.get("_id").cloned().expect("with_id gives an _id");
-        let mut writer = engine.writer();
-        let existing = writer.reader().get(ns, &id)?;
-        let write = match existing {
-            None => match when_not_matched {
-                WhenNotMatched::Insert => Some(writer.insert(ns, document)?),
-                WhenNotMatched::Discard => None,
-                WhenNotMatched::Fail => {
+/// `$merge`'s `on`: a field name or a non-empty array of distinct names.
+fn parse_on(value: &Bson) -> Result<Vec<String>, CommandError> {
+    let fields: Vec<String> = match value {
+        Bson::String(field) => vec![field.clone()],
+        Bson::Array(items) if !items.is_empty() => items
+            .iter()
+            .map(|item| match item {
+                Bson::String(field) => Ok(field.clone()),
+                other => Err(CommandError::new(
+                    51134,
+                    format!("$merge 'on' array elements must be strings, but found {}", type_name(other)),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Bson::Array(_) => return Err(CommandError::new(51187, "If explicitly specifying $merge 'on', must include at least one field")),
+        other => {
+            return Err(CommandError::new(
+                51186,
+                format!("$merge 'on' field must be either a string or an array of strings, but found {}", type_name(other)),
+            ))
+        }
+    };
+    for (index, field) in fields.iter().enumerate() {
+        if fields[..index].contains(field) {
+            return Err(CommandError::new(31465, format!("Found a duplicate field '{field}'")));
+        }
+    }
+    Ok(fields)
+}
+
+/// A `$merge` ready to write into `ns`.
+struct Merge<'a> {
+    ns: String,
+    on: &'a [String],
+    when_matched: &'a WhenMatched,
+    when_not_matched: &'a WhenNotMatched,
+}
+
+impl Merge<'_> {
+    fn on_id(&self) -> bool {
+        self.on.len() == 1 && self.on[0] == "_id"
+    }
+
+    /// `on` fields other than `_id` must be the fields of a unique index
+    /// of the target (in any order), as MongoDB requires, so that at most
+    /// one document matches each result.
+    fn check_unique_index(&self, engine: &Engine) -> Result<(), CommandError> {
+        if self.on_id() {
+            return Ok(());
+        }
+        let covered = engine.collection_info(&self.ns).is_some_and(|info| {
+            info.indexes.iter().any(|index| {
+                index.unique
+                    && !index.sparse
+                    && index.key.len() == self.on.len()
+                    && self.on.iter().all(|field| index.key.contains_key(field))
+            })
+        });
+        if !covered {
+            return Err(CommandError::new(
+                51183,
+                "Cannot find index to verify that join fields will be unique",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The equality filter on the `on` fields of `document`; each must be
+    /// present and neither null, undefined nor an array.
+    fn match_filter(&self, document: &Document) -> Result<Document, CommandError> {
+        let mut filter = Document::new();
+        for field in self.on {
+            let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+            match slipstream_query::expr::lookup_path_in_document(document, &path) {
+                Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None => {
                     return Err(CommandError::new(
-                        13113,
-                        "$merge could not find a matching document in the target collection for at least one document in the source collection",
+                        51132,
+                        format!("$merge write error: 'on' field '{field}' cannot be missing, null, undefined or an array"),
                     ))
                 }
-            },
-            Some(old) => {
-                let new = match when_matched {
-                    WhenMatched::KeepExisting => None,
-                    WhenMatched::Replace => Some(document),
-                    WhenMatched::Merge => {
-                        let mut merged = old.clone();
-                        for (key, value) in document {
-                            merged.insert(key, value);
-                        }
-                        Some(merged)
+                Some(value) => filter.insert(field.clone(), value),
+            };
+        }
+        Ok(filter)
+    }
+
+    /// The target document that `document` matches, if any.
+    fn find_match(&self, engine: &Engine, reader: &slipstream_storage::Reader, document: &Document) -> Result<Option<Document>, CommandError> {
+        if self.on_id() {
+            let id = document.get("_id").expect("with_id gives an _id");
+            return Ok(reader.get(&self.ns, id)?);
+        }
+        let filter_document = self.match_filter(document)?;
+        let filter = Filter::parse(&filter_document)?;
+        let info = engine.collection_info(&self.ns);
+        let shape = QueryShape {
+            filter_document: &filter_document,
+            filter: &filter,
+            sort: None,
+            hint: None,
+            natural_reverse: None,
+        };
+        let plan = plan_query(info.as_ref(), &shape)?;
+        Ok(collect_matches(reader, &self.ns, &plan, &filter, None, Some(1))?.pop())
+    }
+
+    fn write(&self, engine: &Engine, documents: Vec<Document>) -> Result<Option<OpTime>, CommandError> {
+        self.check_unique_index(engine)?;
+        let mut last = None;
+        for document in documents {
+            // With `on: _id` a result without `_id` gets one before the
+            // lookup; otherwise only when it is inserted, and an update
+            // keeps the target's `_id`.
+            let document = if self.on_id() { with_id(document) } else { document };
+            let mut writer = engine.writer();
+            let existing = self.find_match(engine, &writer.reader(), &document)?;
+            let write = match existing {
+                None => match self.when_not_matched {
+                    WhenNotMatched::Insert => Some(writer.insert(&self.ns, with_id(document))?),
+                    WhenNotMatched::Discard => None,
+                    WhenNotMatched::Fail => {
+                        return Err(CommandError::new(
+                            13113,
+                            "$merge could not find a matching document in the target collection for at least one document in the source collection",
+                        ))
                     }
-                    WhenMatched::Fail => {
-                        let mut error = CommandError::new(
-                            11000,
-                            format!("E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"),
-                        );
-                        error.extra.insert("keyPattern", doc! {"_id": 1});
-                        error.extra.insert("keyValue", doc! {"_id": id.clone()});
-                        return Err(error);
-                    }
-                    WhenMatched::Pipeline(update) => {
-                        let mut variables = Variables::empty().with_now(bson::DateTime::now());
-                        variables.bind("new", Bson::Document(document));
-                        let context = UpdateContext {
-                            positional: None,
-                            now: bson::DateTime::now(),
-                            is_upsert_insert: false,
-                        };
-                        Some(update.apply_with_variables(&old, &context, &variables)?.document)
-                    }
-                };
-                match new {
-                    Some(new) if new != old => {
-                        if new.get("_id") != Some(&id) {
-                            return Err(CommandError::new(
-                                66,
-                                "$merge failed to update the matching document, did you attempt to modify the _id or the shard key?",
-                            ));
-                        }
-                        let oplog_form = oplog_update(&old, &new);
-                        Some(writer.update(ns, &id, new, oplog_form)?)
-                    }
-                    _ => None,
+                },
+                Some(old) => self.update_match(&mut writer, old, document)?,
+            };
+            last = write.or(last);
+        }
+        Ok(last)
+    }
+
+    /// Applies `whenMatched` to the matched target document `old`.
+    fn update_match(
+        &self,
+        writer: &mut slipstream_storage::Writer<'_>,
+        old: Document,
+        document: Document,
+    ) -> Result<Option<OpTime>, CommandError> {
+        let id = old.get("_id").cloned().unwrap_or(Bson::Null);
+        let new = match self.when_matched {
+            WhenMatched::KeepExisting => None,
+            WhenMatched::Replace => {
+                let mut replacement = doc! {"_id": id.clone()};
+                replacement.extend(document);
+                Some(replacement)
+            }
+            WhenMatched::Merge => {
+                let mut merged = old.clone();
+                for (key, value) in document {
+                    merged.insert(key, value);
                 }
+                Some(merged)
+            }
+            WhenMatched::Fail => {
+                let mut key_pattern = Document::new();
+                let mut key_value = Document::new();
+                for field in self.on {
+                    key_pattern.insert(field.clone(), 1);
+                    let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+                    let value = slipstream_query::expr::lookup_path_in_document(&old, &path).unwrap_or(Bson::Null);
+                    key_value.insert(field.clone(), value);
+                }
+                let mut error = CommandError::new(
+                    11000,
+                    format!("E11000 duplicate key error collection: {} dup key: {key_value}", self.ns),
+                );
+                error.extra.insert("keyPattern", key_pattern);
+                error.extra.insert("keyValue", key_value);
+                return Err(error);
+            }
+            WhenMatched::Pipeline(update) => {
+                let now = bson::DateTime::now();
+                let mut variables = Variables::empty().with_now(now);
+                variables.bind("new", Bson::Document(document));
+                let context = UpdateContext {
+                    positional: None,
+                    now,
+                    is_upsert_insert: false,
+                };
+                Some(update.apply_with_variables(&old, &context, &variables)?.document)
             }
         };
-        last = write.or(last);
+        match new {
+            Some(new) if new != old => {
+                if new.get("_id") != Some(&id) {
+                    return Err(CommandError::new(
+                        66,
+                        "$merge failed to update the matching document, did you attempt to modify the _id or the shard key?",
+                    ));
+                }
+                let oplog_form = oplog_update(&old, &new);
+                Ok(Some(writer.update(&self.ns, &id, new, oplog_form)?))
+            }
+            _ => Ok(None),
+        }
     }
-    Ok(last)
 }
 
 #[cfg(test)]
@@ -402,8 +529,10 @@ mod tests {
 
     #[test]
     fn merge_options_are_checked() {
-        let mut stages = vec![doc! {"$merge": {"into": "t", "on": "a"}}];
-        assert_eq!(OutputStage::split(&mut stages, "db").unwrap_err().code, 115);
+        let mut stages = vec![doc! {"$merge": {"into": "t", "on": ["a", "a"]}}];
+        assert_eq!(OutputStage::split(&mut stages, "db").unwrap_err().code, 31465);
+        let mut stages = vec![doc! {"$merge": {"into": "t", "on": []}}];
+        assert_eq!(OutputStage::split(&mut stages, "db").unwrap_err().code, 51187);
         let mut stages = vec![doc! {"$merge": {"into": "t", "whenMatched": "bogus"}}];
         assert_eq!(OutputStage::split(&mut stages, "db").unwrap_err().code, 2);
         let mut stages = vec![doc! {"$out": "system.views"}];

@@ -164,6 +164,10 @@ const FULL_SCAN_BATCH_MAX: usize = 1024;
 /// Attempts to take a Latest view while checkpoints move past it.
 const READER_ATTEMPTS_MAX: usize = 16;
 
+/// The longest `wait_durable_async` waits on the durable watch before it
+/// looks at the journal again (a safety net; the watch normally wakes it).
+const DURABLE_RECHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The write lock's state. Guarded by `Inner::write`.
 pub(crate) struct WriteState {
     pub clock: OplogClock,
@@ -559,6 +563,13 @@ impl Engine {
         Writer { engine: self, state: self.inner.write.lock() }
     }
 
+    /// The write lock if it is free now, without waiting: callers on an
+    /// async worker write inline when nobody holds it, and move off the
+    /// worker only when they would have to wait.
+    pub fn try_writer(&self) -> Option<Writer<'_>> {
+        self.inner.write.try_lock().map(|state| Writer { engine: self, state })
+    }
+
     pub fn reader(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
         self.inner.reader_at(at)
     }
@@ -567,6 +578,28 @@ impl Engine {
     /// (asks the group commit to sync now rather than at the interval).
     pub fn wait_durable(&self, ts: Timestamp) -> Result<()> {
         self.inner.journal.wait_durable(ts)
+    }
+
+    /// `wait_durable` for async callers: waits on the durable watch instead
+    /// of blocking a thread, so that many `j: true` writers cost no thread
+    /// each and no thread wake-ups beyond the async workers'.
+    pub async fn wait_durable_async(&self, ts: Timestamp) -> Result<()> {
+        // Subscribed before the first look, so a commit between the look
+        // and the wait still wakes the wait.
+        let mut durable = self.inner.journal.durable_watch();
+        let mut counted = false;
+        loop {
+            if *durable.borrow_and_update() >= ts {
+                return Ok(());
+            }
+            if self.inner.journal.request_durable(ts, &mut counted)? {
+                return Ok(());
+            }
+            // The watch fires on every commit, on poisoning and when the
+            // group-commit thread exits; the timeout only bounds the wait
+            // should a wake-up ever be missed.
+            let _ = tokio::time::timeout(DURABLE_RECHECK_INTERVAL, durable.changed()).await;
+        }
     }
 
     /// Changes whenever the durable timestamp moves.

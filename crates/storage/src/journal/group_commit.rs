@@ -125,6 +125,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
     state.thread_exited = true;
     shared.progress.notify_all();
     shared.sync_work.notify_all();
+    // Async waiters on the durable watch learn of the exit too.
+    shared.durable_tx.send_replace(state.durable_ts);
 }
 
 /// Blocks until there is work; false when the thread should exit.

@@ -228,7 +228,40 @@ impl Shared {
         }
         self.progress.notify_all();
         self.work.notify_all();
+        // Async waiters (`request_durable`) wait on the watch: wake them to
+        // see the error. The value does not move.
+        self.durable_tx.send_replace(state.durable_ts);
         StorageError::Poisoned(state.poisoned.clone().unwrap())
+    }
+
+    /// One look for `wait_durable` / `request_durable`: true when every
+    /// entry up to `ts` (or the last appended one, if `ts` is beyond it) is
+    /// fsynced; otherwise asks for a sync unless a batch already being
+    /// written covers the target.
+    fn check_durable(&self, state: &mut State, ts: Timestamp, counted: &mut bool) -> Result<bool, StorageError> {
+        if let Some(reason) = &state.poisoned {
+            return Err(StorageError::Poisoned(reason.clone()));
+        }
+        let target = ts.min(state.last_ts().unwrap_or(Timestamp::ZERO));
+        if state.durable_ts >= target {
+            return Ok(true);
+        }
+        if state.thread_exited {
+            return Err(StorageError::ShuttingDown);
+        }
+        // A batch already being written covers the target: wait for it
+        // instead of asking for another fsync right behind it.
+        if target > state.in_flight_ts {
+            if !*counted {
+                state.pending_waiters += 1;
+                *counted = true;
+            }
+            if !state.sync_requested {
+                state.sync_requested = true;
+                self.work.notify_one();
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -427,31 +460,22 @@ impl Journal {
         let shared = &self.shared;
         let mut state = shared.state.lock();
         let mut counted = false;
-        loop {
-            if let Some(reason) = &state.poisoned {
-                return Err(StorageError::Poisoned(reason.clone()));
-            }
-            let target = ts.min(state.last_ts().unwrap_or(Timestamp::ZERO));
-            if state.durable_ts >= target {
-                return Ok(());
-            }
-            if state.thread_exited {
-                return Err(StorageError::ShuttingDown);
-            }
-            // A batch already being written covers the target: wait for it
-            // instead of asking for another fsync right behind it.
-            if target > state.in_flight_ts {
-                if !counted {
-                    state.pending_waiters += 1;
-                    counted = true;
-                }
-                if !state.sync_requested {
-                    state.sync_requested = true;
-                    shared.work.notify_one();
-                }
-            }
+        while !shared.check_durable(&mut state, ts, &mut counted)? {
             shared.progress.wait(&mut state);
         }
+        Ok(())
+    }
+
+    /// The non-blocking half of `wait_durable`, for callers that wait on
+    /// `durable_watch` instead of a thread (an async task): true when every
+    /// entry up to `ts` is fsynced; otherwise asks the group commit to sync
+    /// now, counting the caller as a waiter once (`counted` remembers it
+    /// across calls for the same wait). The durable watch also fires when
+    /// the journal is poisoned or its thread exits, so that such a waiter
+    /// sees the error here.
+    pub fn request_durable(&self, ts: Timestamp, counted: &mut bool) -> Result<bool, StorageError> {
+        let mut state = self.shared.state.lock();
+        self.shared.check_durable(&mut state, ts, counted)
     }
 
     /// Makes everything appended so far durable; returns the durable

@@ -188,6 +188,16 @@ impl VersionedStore {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Bytes)>> {
+        // A range of exactly one key (a point read by `_id`) is a lookup:
+        // cheaper than setting up the merged memory/checkpoint iteration.
+        if let (Bound::Included(first), Bound::Included(last)) = (&start, &end) {
+            if first == last {
+                if limit == 0 {
+                    return Ok(Vec::new());
+                }
+                return Ok(self.get(view, first)?.map(|value| (first.clone(), value)).into_iter().collect());
+            }
+        }
         let mut out = Vec::new();
         let (mut start, mut end) = (start, end);
         while out.len() < limit {

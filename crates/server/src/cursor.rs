@@ -24,7 +24,8 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -93,6 +94,8 @@ pub struct CursorManager<B = crate::exec::CursorBody> {
     /// Cursors closed by the idle timeout since start (`serverStatus`'s
     /// `metrics.cursor.timedOut`).
     timed_out: AtomicU64,
+    /// Whether the periodic reaping task runs (`start_reaper`).
+    reaper_started: AtomicBool,
 }
 
 impl<B> Default for CursorManager<B> {
@@ -121,6 +124,7 @@ impl<B> CursorManager<B> {
             id_counter: AtomicU64::new(0),
             idle_timeout,
             timed_out: AtomicU64::new(0),
+            reaper_started: AtomicBool::new(false),
         }
     }
 
@@ -304,6 +308,37 @@ impl<B> CursorManager<B> {
         self.timed_out.fetch_add((before - slots.map.len()) as u64, Ordering::Relaxed);
     }
 
+    /// Starts, once per manager, a task on the current tokio runtime that
+    /// reaps expired cursors every `REAP_INTERVAL_MS`, so that abandoned
+    /// cursors are closed (and their memory freed) even when no other
+    /// cursor operation comes along to sweep them. The task holds its
+    /// owner (the node's state, which holds this manager) only weakly and
+    /// ends with it. Without a runtime (unit tests) nothing starts, and
+    /// reaping stays lazy.
+    pub fn start_reaper<T>(&self, owner: Weak<T>, manager: fn(&T) -> &CursorManager<B>)
+    where
+        T: Send + Sync + 'static,
+        B: 'static,
+    {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.reaper_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        runtime.spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_millis(REAP_INTERVAL_MS));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(owner) = owner.upgrade() else {
+                    break;
+                };
+                manager(&owner).reap(Instant::now());
+            }
+        });
+    }
+
     /// Open cursors (idle or in use), for `serverStatus`.
     pub fn open_count(&self) -> usize {
         self.slots.lock().map.len()
@@ -340,6 +375,18 @@ mod tests {
 
     fn manager() -> CursorManager<&'static str> {
         CursorManager::with_idle_timeout(Duration::from_secs(600))
+    }
+
+    #[tokio::test]
+    async fn the_reaper_closes_expired_cursors_without_other_cursor_operations() {
+        let cursors = std::sync::Arc::new(CursorManager::<&'static str>::with_idle_timeout(Duration::from_millis(50)));
+        cursors.start_reaper(std::sync::Arc::downgrade(&cursors), |manager| manager);
+        cursors.register(cursor("db.a", false), Instant::now()).unwrap();
+        assert_eq!(cursors.open_count(), 1);
+        // The next sweep, one interval later, finds the cursor expired.
+        tokio::time::sleep(Duration::from_millis(REAP_INTERVAL_MS + 300)).await;
+        assert_eq!(cursors.open_count(), 0);
+        assert_eq!(cursors.timed_out_count(), 1);
     }
 
     #[test]

@@ -268,7 +268,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             time_left: None,
             body,
         };
-        ctx.state.cursors.register(cursor, Instant::now())?
+        super::find::register_cursor(ctx, cursor)?
     };
     Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.ns}})
 }

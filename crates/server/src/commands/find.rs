@@ -405,7 +405,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
             time_left,
             body: opened.body,
         };
-        ctx.state.cursors.register(cursor, Instant::now())?
+        register_cursor(ctx, cursor)?
     } else {
         0
     };
@@ -435,6 +435,13 @@ impl Drop for CheckedOut<'_> {
             self.cursors.check_in(self.id, cursor, Instant::now());
         }
     }
+}
+
+/// Opens a cursor for a later `getMore`; the first one opened starts the
+/// node's periodic cursor reaper.
+pub(crate) fn register_cursor(ctx: &CommandContext, cursor: Cursor<CursorBody>) -> Result<i64, CommandError> {
+    ctx.state.cursors.start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
+    ctx.state.cursors.register(cursor, Instant::now())
 }
 
 pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

@@ -6,7 +6,6 @@
 //! InvalidIndexSpecificationOption 197 for unknown fields) rather than
 //! building an index that would behave differently from MongoDB's.
 
-use std::time::Instant;
 
 use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
@@ -260,14 +259,14 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     let id = if finished {
         0
     } else {
-        ctx.state.cursors.register(
+        super::find::register_cursor(
+            ctx,
             Cursor {
                 ns: ns.clone(),
                 no_cursor_timeout: false,
                 time_left: None,
                 body,
             },
-            Instant::now(),
         )?
     };
     Ok(doc! {"cursor": {"id": Bson::Int64(id), "ns": ns, "firstBatch": first_batch}})

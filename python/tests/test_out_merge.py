@@ -100,3 +100,10 @@ def test_out_closes_cursors_of_the_replaced_target(db, source):
     with pytest.raises(OperationFailure) as info:
         db.command("getMore", cursor_id, collection="dst")
     assert info.value.code == 43
+
+
+def test_out_keeps_the_target_options(db, source):
+    db.create_collection("dst", storageEngine={"wiredTiger": {}})
+    source.aggregate([{"$out": "dst"}])
+    assert db.dst.options() == {"storageEngine": {"wiredTiger": {}}}
+    assert db.dst.count_documents({}) == 3

@@ -276,7 +276,9 @@ fn write_out(engine: &Engine, target: &Target, documents: Vec<Document>) -> Resu
     let ns = target.ns();
     let temp_ns = namespace(&target.db, &format!("tmp.agg_out.{}", ObjectId::new().to_hex()));
     let existing = engine.collection_info(&ns);
-    engine.create_collection(&temp_ns, Document::new())?;
+    // The replacement keeps the target's options as well as its indexes.
+    let options = existing.as_ref().map(|info| info.options.clone()).unwrap_or_default();
+    engine.create_collection(&temp_ns, options)?;
     let filled = (|| -> Result<OpTime, CommandError> {
         if let Some(info) = &existing {
             let secondary: Vec<_> = info.indexes.iter().filter(|index| index.name != "_id_").cloned().collect();

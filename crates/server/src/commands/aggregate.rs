@@ -47,6 +47,9 @@ pub(crate) struct AggregateRequest {
     pub lets: CommandLet,
     /// A final `$out` or `$merge`, split off `stages`.
     pub output: Option<OutputStage>,
+    /// The namespace the reply and its cursor name: `ns`, or the view
+    /// the command named when `ns` is the view's backing collection.
+    pub cursor_ns: String,
 }
 
 impl AggregateRequest {
@@ -106,6 +109,7 @@ impl AggregateRequest {
         };
         Ok(AggregateRequest {
             collection,
+            cursor_ns: ns.clone(),
             ns,
             stages,
             pipeline,
@@ -225,8 +229,35 @@ pub(crate) async fn run_pipeline_blocking(
     .map_err(|join_error| CommandError::internal(format!("aggregate failed: {join_error}")))?
 }
 
+/// Parses an `aggregate`; on a view, the pipeline runs over the view's
+/// backing collection behind the views' own stages.
+pub(crate) fn parse_resolving_views(
+    engine: &Engine,
+    db: &str,
+    body: &Document,
+) -> Result<AggregateRequest, CommandError> {
+    let view = match body.get("aggregate") {
+        Some(Bson::String(collection)) => crate::exec::views::resolve(engine, db, collection)?
+            .map(|view| (collection.clone(), view)),
+        _ => None,
+    };
+    let Some((view_name, view)) = view else {
+        return AggregateRequest::parse(db, body);
+    };
+    let mut resolved = body.clone();
+    resolved.insert("aggregate", view.collection);
+    let mut pipeline: Vec<Bson> = view.pipeline.into_iter().map(Bson::Document).collect();
+    if let Some(Bson::Array(stages)) = body.get("pipeline") {
+        pipeline.extend(stages.iter().cloned());
+    }
+    resolved.insert("pipeline", pipeline);
+    let mut request = AggregateRequest::parse(db, &resolved)?;
+    request.cursor_ns = namespace(db, &view_name);
+    Ok(request)
+}
+
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    let request = AggregateRequest::parse(&req.db, &req.body)?;
+    let request = parse_resolving_views(&ctx.state.engine, &req.db, &req.body)?;
     if request.explain {
         return super::explain::explain_aggregate(ctx, request, "queryPlanner").await;
     }
@@ -246,7 +277,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             let target = output.target_ns();
             ctx.state.cursors.kill_namespaces(|ns| ns == target);
         }
-        let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.ns}};
+        let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.cursor_ns}};
         if let Some(error) = write_concern.expect("parsed for write stages").wait(engine, last_write).await {
             reply.insert("writeConcernError", error);
         }
@@ -263,12 +294,12 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         0
     } else {
         let cursor = Cursor {
-            ns: request.ns.clone(),
+            ns: request.cursor_ns.clone(),
             no_cursor_timeout: false,
             time_left: None,
             body,
         };
         super::find::register_cursor(ctx, cursor)?
     };
-    Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.ns}})
+    Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.cursor_ns}})
 }

@@ -12,6 +12,8 @@ use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
+use crate::exec::views;
+use slipstream_storage::Engine;
 
 /// The longest namespace (`db.collection`) MongoDB accepts.
 pub const NAMESPACE_LENGTH_MAX: usize = 255;
@@ -28,8 +30,6 @@ const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
     "validator",
     "validationLevel",
     "validationAction",
-    "viewOn",
-    "pipeline",
     "timeseries",
     "clusteredIndex",
     "collation",
@@ -162,6 +162,14 @@ fn parse_filter(body: &Document) -> Result<Filter, CommandError> {
 }
 
 fn collection_entry(info: &CollectionInfo) -> Document {
+    if views::definition(info).is_some() {
+        return doc! {
+            "name": collection_name(&info.ns),
+            "type": "view",
+            "options": info.options.clone(),
+            "info": {"readOnly": true},
+        };
+    }
     doc! {
         "name": collection_name(&info.ns),
         "type": "collection",
@@ -181,7 +189,11 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
         if !filter.matches(&entry) {
             continue;
         }
-        let entry = if name_only { doc! {"name": entry.get_str("name").unwrap_or_default(), "type": "collection"} } else { entry };
+        let entry = if name_only {
+            doc! {"name": entry.get_str("name").unwrap_or_default(), "type": entry.get_str("type").unwrap_or("collection")}
+        } else {
+            entry
+        };
         first_batch.push(Bson::Document(entry));
     }
     // Every entry fits the first batch: a database's catalog is small, and
@@ -209,12 +221,13 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
             }
             return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
         }
-        if !INERT_CREATE_OPTIONS.contains(&key.as_str()) {
+        if !INERT_CREATE_OPTIONS.contains(&key.as_str()) && key != "viewOn" && key != "pipeline" {
             return Err(CommandError::new(40415, format!("BSON field 'create.{key}' is an unknown field.")));
         }
         options.insert(key.clone(), value.clone());
     }
     let engine = &ctx.state.engine;
+    check_view_definition(engine, &req.db, collection_name(&ns), &options)?;
     if let Some(existing) = engine.collection_info(&ns) {
         // MongoDB 7.0 answers a repeated create with identical options
         // with success.
@@ -225,6 +238,61 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     }
     let op_time = engine.create_collection(&ns, options)?;
     acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
+}
+
+/// A view's `viewOn` and `pipeline` (either alone is an error): `viewOn`
+/// a collection name of the same database other than the view itself,
+/// not stacking views deeper than `VIEW_DEPTH_MAX`; `pipeline` stages
+/// that parse and do not write.
+fn check_view_definition(engine: &Engine, db: &str, collection: &str, options: &Document) -> Result<(), CommandError> {
+    let view_on = match options.get("viewOn") {
+        None => {
+            if options.contains_key("pipeline") {
+                return Err(CommandError::new(9, "'pipeline' requires 'viewOn' to also be specified"));
+            }
+            return Ok(());
+        }
+        Some(Bson::String(view_on)) if !view_on.is_empty() => view_on,
+        Some(Bson::String(_)) => return Err(CommandError::bad_value("'viewOn' cannot be empty")),
+        Some(_) => return Err(CommandError::type_mismatch("'viewOn' must be a string")),
+    };
+    namespace(db, view_on)?;
+    if view_on == collection {
+        return Err(CommandError::new(5, format!("View cycle detected: {collection} -> {collection}")));
+    }
+    let stages = match options.get("pipeline") {
+        None => Vec::new(),
+        Some(Bson::Array(stages)) => stages
+            .iter()
+            .map(|stage| match stage {
+                Bson::Document(stage) => Ok(stage.clone()),
+                _ => Err(CommandError::type_mismatch("'pipeline' must be an array of objects")),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => return Err(CommandError::type_mismatch("'pipeline' must be an array of objects")),
+    };
+    for stage in &stages {
+        if let Some(name) = stage.keys().next().filter(|name| matches!(name.as_str(), "$out" | "$merge")) {
+            return Err(CommandError::bad_value(format!("{name} cannot be used in a view definition")));
+        }
+    }
+    slipstream_query::aggregate::Pipeline::parse(&stages, db)?;
+    let depth = views::resolve(engine, db, view_on)?.map_or(0, |_| {
+        let mut depth = 0;
+        let mut current = view_on.to_owned();
+        while let Some((next, _)) = engine.collection_info(&format!("{db}.{current}")).as_ref().and_then(views::definition) {
+            depth += 1;
+            current = next;
+        }
+        depth
+    });
+    if depth + 1 > views::VIEW_DEPTH_MAX {
+        return Err(CommandError::new(
+            12,
+            format!("View depth too deep or view cycle detected. Maximum depth is {}", views::VIEW_DEPTH_MAX),
+        ));
+    }
+    Ok(())
 }
 
 pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -287,6 +355,8 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
         return Err(CommandError::new(20, "Can't rename a collection to itself"));
     }
     let write_concern = WriteConcern::parse(&req.body)?;
+    views::refuse_view(&ctx.state.engine, &from, "renameCollection")?;
+    views::refuse_view(&ctx.state.engine, &to, "renameCollection")?;
     let op_time = ctx.state.engine.rename_collection(&from, &to, drop_target)?;
     // Cursors of the renamed collection and of a dropped target are closed.
     ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns == from || cursor_ns == to);
@@ -295,6 +365,7 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
 
 pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
+    views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let scale = scale_of(&req.body)?;
     let engine = &ctx.state.engine;
     let info = engine
@@ -398,6 +469,7 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
 
 pub async fn validate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
+    views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     let info = engine
         .collection_info(&ns)

@@ -145,6 +145,7 @@ fn plan_write(
 
 pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "insert")?;
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let documents = statements(&req.body, "insert", "documents")?;
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let write_concern = WriteConcern::parse(&req.body)?;
@@ -379,6 +380,7 @@ struct UpdateOutcomeCounts {
 
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "update")?;
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let updates = statements(&req.body, "update", "updates")?;
     check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
@@ -539,6 +541,7 @@ impl DeleteStatement {
 
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "delete")?;
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let deletes = statements(&req.body, "delete", "deletes")?;
     check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
@@ -674,6 +677,7 @@ impl FindAndModify {
 pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let command_name = req.name.as_str();
     let (_, ns) = write_target(req, command_name)?;
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let request = FindAndModify::parse(&req.body)?;
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;

@@ -97,10 +97,19 @@ pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     };
     let verbosity = Verbosity::parse(&req.body)?;
     let command = inner.keys().next().cloned().unwrap_or_default();
+    if let Some(Bson::String(collection)) = inner.get(&command) {
+        let is_view = crate::exec::views::resolve(&ctx.state.engine, &req.db, collection)?.is_some();
+        if is_view && command != "aggregate" {
+            return Err(CommandError::new(
+                115,
+                format!("explain of {command} on a view is not supported by Slipstream (explain the aggregate)"),
+            ));
+        }
+    }
     match command.as_str() {
         "find" => explain_find(ctx, &req.db, &inner, verbosity).await,
         "aggregate" => {
-            let request = AggregateRequest::parse(&req.db, &inner)?;
+            let request = super::aggregate::parse_resolving_views(&ctx.state.engine, &req.db, &inner)?;
             let name = match verbosity {
                 Verbosity::QueryPlanner => "queryPlanner",
                 Verbosity::ExecutionStats => "executionStats",

@@ -9,6 +9,8 @@
 //! `awaitData` oplog cursor waits for new entries up to `maxTimeMS`), and
 //! checks it back in.
 
+mod on_view;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -377,6 +379,10 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let start = Instant::now();
     let request = FindRequest::parse(&req.db, &req.body)?;
     ctx.state.metrics.count_query();
+    let collection = request.ns.split_once('.').map_or("", |(_, collection)| collection);
+    if !request.is_oplog && crate::exec::views::resolve(&ctx.state.engine, &req.db, collection)?.is_some() {
+        return on_view::find(ctx, &req.db, request, &req.body).await;
+    }
     let deadline = request.deadline(start);
     let engine = &ctx.state.engine;
     let mut opened = open_find(engine, &request, deadline).await?;
@@ -692,6 +698,9 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ReadConcern::parse(&req.body)?.read_at();
     let engine = &ctx.state.engine;
+    if crate::exec::views::resolve(engine, &req.db, &collection)?.is_some() {
+        return on_view::count(ctx, &req.db, &collection, filter_document, skip, limit, &req.body).await;
+    }
     let total = if filter.is_empty() && hint.is_none() && ns != OPLOG_NAMESPACE {
         match engine.collection_info(&ns) {
             None => 0,
@@ -733,6 +742,9 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let filter = Filter::parse(&filter_document)?;
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ReadConcern::parse(&req.body)?.read_at();
+    if crate::exec::views::resolve(&ctx.state.engine, &req.db, &collection)?.is_some() {
+        return on_view::distinct(ctx, &req.db, &collection, &key, filter_document, &req.body).await;
+    }
     let documents = matching_documents(&ctx.state.engine, ns, filter_document, filter, hint, read_at).await?;
     let values = distinct_values(&documents, &key)?;
     Ok(doc! {"values": values})

@@ -179,6 +179,7 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     let collection = args::collection_name(&req.body, COMMAND)?;
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let items = get_array(&req.body, COMMAND, "indexes")?.ok_or_else(|| {
         CommandError::new(
             40414,
@@ -239,6 +240,7 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     const COMMAND: &str = "listIndexes";
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let batch_size = match args::get_document(&req.body, COMMAND, "cursor")? {
         Some(cursor) => args::get_non_negative(cursor, "listIndexes.cursor", "batchSize")?.map(|n| n as usize),
         None => None,
@@ -277,6 +279,7 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     let collection = args::collection_name(&req.body, command)?;
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let info = engine

@@ -18,6 +18,7 @@
 //! - `read_concern`: which timestamp a read reads at.
 //! - `source`: pipeline input and `$lookup` reads over storage.
 //! - `args`: argument and namespace helpers shared by the commands.
+//! - `views`: resolving views to their backing collection and pipeline.
 
 pub mod args;
 pub mod batch;
@@ -31,6 +32,7 @@ pub mod scan;
 pub mod size;
 pub mod sort;
 pub mod source;
+pub mod views;
 
 pub use cursor_body::CursorBody;
 

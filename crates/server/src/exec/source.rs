@@ -95,6 +95,13 @@ pub struct StorageSource {
 
 impl CollectionSource for StorageSource {
     fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError> {
+        // A view is read as its pipeline over its backing collection
+        // (which `resolve` guarantees is not itself a view).
+        if let Some(view) = super::views::resolve(&self.engine, db, collection).map_err(to_query_error)? {
+            let base = self.scan(db, &view.collection)?;
+            let pipeline = slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?;
+            return pipeline.execute(Box::new(base.into_iter().map(Ok)), self, bson::DateTime::now());
+        }
         let ns = format!("{db}.{collection}");
         if self.engine.collection_info(&ns).is_none() {
             return Ok(Vec::new());

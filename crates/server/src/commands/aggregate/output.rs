@@ -249,6 +249,7 @@ impl OutputStage {
     /// Writes `documents` to the target; returns the optime of the last
     /// write (for the write concern).
     pub(crate) fn write(&self, engine: &Engine, documents: Vec<Document>) -> Result<Option<OpTime>, CommandError> {
+        crate::exec::views::refuse_view(engine, &self.target_ns(), if matches!(self, OutputStage::Out(_)) { "$out" } else { "$merge" })?;
         match self {
             OutputStage::Out(target) => write_out(engine, target, documents),
             OutputStage::Merge {

@@ -9,6 +9,7 @@
 //! `awaitData` oplog cursor waits for new entries up to `maxTimeMS`), and
 //! checks it back in.
 
+mod index_bounds;
 mod on_view;
 
 use std::sync::Arc;
@@ -63,20 +64,13 @@ pub(crate) struct FindRequest {
     pub no_cursor_timeout: bool,
     pub allow_disk_use: bool,
     pub read_concern: ReadConcern,
+    /// `min` / `max`: bounds on the hinted index (see `IndexBounds`).
+    pub min: Option<Document>,
+    pub max: Option<Document>,
 }
 
 /// Options MongoDB has that Slipstream refuses with a clear error when set.
 fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
-    for (field, what) in [("min", "min"), ("max", "max")] {
-        if let Some(Bson::Document(bound)) = body.get(field) {
-            if !bound.is_empty() {
-                return Err(CommandError::new(
-                    115,
-                    format!("find option '{what}' is not supported by Slipstream"),
-                ));
-            }
-        }
-    }
     for field in ["returnKey", "showRecordId", "tailableRetryOnAbort"] {
         if get_bool(body, "find", field)? == Some(true) {
             return Err(CommandError::new(
@@ -174,6 +168,8 @@ impl FindRequest {
             no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
             allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
             read_concern: ReadConcern::parse(body)?,
+            min: get_document(body, COMMAND, "min")?.filter(|bound| !bound.is_empty()).cloned(),
+            max: get_document(body, COMMAND, "max")?.filter(|bound| !bound.is_empty()).cloned(),
         })
     }
 
@@ -257,6 +253,12 @@ pub(crate) async fn open_find(
         natural_reverse: request.natural_reverse,
     };
     let plan = plan_query(info.as_ref(), &shape)?;
+    let bounds = index_bounds::IndexBounds::resolve(
+        info.as_ref(),
+        request.hint.as_ref(),
+        request.min.as_ref(),
+        request.max.as_ref(),
+    )?;
     if plan.eof {
         let winning_plan = describe_plan(request, plan.winning_plan, false);
         return Ok(OpenedFind {
@@ -269,6 +271,9 @@ pub(crate) async fn open_find(
     let reader = engine.reader(request.read_concern.read_at())?;
     let snapshot_ts = request.read_concern.pins_timestamp().then(|| reader.read_timestamp());
     let read_at = snapshot_ts.map_or(ReadAt::Latest, ReadAt::At);
+    if let Some(bounds) = bounds {
+        return open_bounded_find(request, plan, bounds, reader, snapshot_ts).await;
+    }
     match &request.sort {
         Some(sort) if !plan.provides_sort => {
             // The sort reads its whole input: keep it off the async workers.
@@ -441,6 +446,49 @@ impl Drop for CheckedOut<'_> {
             self.cursors.check_in(self.id, cursor, Instant::now());
         }
     }
+}
+
+/// A find with `min`/`max`: the hinted index's matches (sorted if asked),
+/// kept when in the bounds, then skip, limit and projection. Runs to the
+/// end off the async workers and buffers its results.
+async fn open_bounded_find(
+    request: &FindRequest,
+    plan: crate::exec::plan::PlannedQuery,
+    bounds: index_bounds::IndexBounds,
+    reader: Reader,
+    snapshot_ts: Option<slipstream_storage::Timestamp>,
+) -> Result<OpenedFind, CommandError> {
+    let winning_plan = describe_plan(request, plan.winning_plan.clone(), request.sort.is_some());
+    let ns = request.ns.clone();
+    let (filter, sort, projection) = (request.filter.clone(), request.sort.clone(), request.projection.clone());
+    let (skip, limit) = (request.skip, request.limit);
+    let documents = tokio::task::spawn_blocking(move || -> Result<Vec<Document>, CommandError> {
+        let matches = collect_matches(&reader, &ns, &plan, &filter, sort.as_ref(), None)?;
+        let mut documents = Vec::new();
+        let mut skipped = 0;
+        for document in matches {
+            if limit.is_some_and(|limit| documents.len() as u64 >= limit) {
+                break;
+            }
+            if !bounds.contains(&document)? {
+                continue;
+            }
+            if skipped < skip {
+                skipped += 1;
+                continue;
+            }
+            documents.push(crate::exec::query::project(projection.as_ref(), &filter, document)?);
+        }
+        Ok(documents)
+    })
+    .await
+    .map_err(|join_error| CommandError::internal(format!("find failed: {join_error}")))??;
+    Ok(OpenedFind {
+        body: CursorBody::Buffered(BufferedResults::new(documents, ScanStats::default())),
+        winning_plan,
+        snapshot_ts,
+        reader: None,
+    })
 }
 
 /// Opens a cursor for a later `getMore`; the first one opened starts the

@@ -48,6 +48,9 @@ pub(super) async fn find(ctx: &CommandContext, db: &str, request: FindRequest, b
     if request.tailable {
         return Err(CommandError::new(166, format!("Namespace {} is a view; tailable cursors are not supported on views", request.ns)));
     }
+    if request.min.is_some() || request.max.is_some() {
+        return Err(CommandError::new(166, format!("Namespace {} is a view; min/max are not supported on views", request.ns)));
+    }
     if request.natural_reverse.is_some() {
         return Err(CommandError::new(115, "a $natural sort on a view is not supported by Slipstream"));
     }

@@ -75,3 +75,12 @@ def test_dropping_a_view_leaves_its_collection(db, view):
     view.drop()
     assert "big" not in db.list_collection_names()
     assert db.base.count_documents({}) == 6
+
+
+def test_a_view_that_reads_itself_fails_instead_of_recursing(db, view):
+    db.create_collection("selfish", viewOn="base", pipeline=[{"$lookup": {"from": "selfish", "pipeline": [], "as": "me"}}])
+    with pytest.raises(OperationFailure) as info:
+        list(db.selfish.find())
+    assert info.value.code == 5
+    # The node is still serving.
+    assert db.command("ping")["ok"] == 1

@@ -86,6 +86,39 @@ impl Iterator for ScanInput {
     }
 }
 
+thread_local! {
+    /// How many view reads are nested on this thread (a pipeline runs on
+    /// one thread, and each `$lookup`/`$unionWith` of a view nests one).
+    static VIEW_READ_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One nested view read; a view whose pipeline reads itself, directly or
+/// through other views, would otherwise recurse until the stack overflows.
+struct ViewReadDepth;
+
+impl ViewReadDepth {
+    fn enter(db: &str, view: &str) -> Result<ViewReadDepth, QueryError> {
+        let depth = VIEW_READ_DEPTH.with(|depth| {
+            depth.set(depth.get() + 1);
+            depth.get()
+        });
+        let guard = ViewReadDepth;
+        if depth > super::views::VIEW_DEPTH_MAX {
+            return Err(QueryError::new(
+                5,
+                format!("View cycle detected: reading {db}.{view} nests more than {} view reads", super::views::VIEW_DEPTH_MAX),
+            ));
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for ViewReadDepth {
+    fn drop(&mut self) {
+        VIEW_READ_DEPTH.with(|depth| depth.set(depth.get() - 1));
+    }
+}
+
 /// Reads whole collections for `$lookup` / `$unionWith`, at the pipeline's
 /// read position, within the blocking-stage memory budget.
 pub struct StorageSource {
@@ -98,6 +131,7 @@ impl CollectionSource for StorageSource {
         // A view is read as its pipeline over its backing collection
         // (which `resolve` guarantees is not itself a view).
         if let Some(view) = super::views::resolve(&self.engine, db, collection).map_err(to_query_error)? {
+            let _depth = ViewReadDepth::enter(db, collection)?;
             let base = self.scan(db, &view.collection)?;
             let pipeline = slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?;
             return pipeline.execute(Box::new(base.into_iter().map(Ok)), self, bson::DateTime::now());

@@ -169,7 +169,7 @@ pub(crate) fn run_pipeline(
     };
     let read_at = request.read_concern.read_at();
     // The leading `$match` also filters the scan, so it sees the constants.
-    let leading = request.lets.bind_filter(&request.pipeline.leading_match().cloned().unwrap_or_default());
+    let leading = request.lets.bind_filter(request.pipeline.leading_match().cloned().unwrap_or_default());
     let db = request.ns.split('.').next().unwrap_or_default();
     if is_oplog(db, collection) {
         let mut input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(&leading), deadline);

@@ -106,7 +106,7 @@ fn parse_filter(
 ) -> Result<(Document, Filter), CommandError> {
     let document = match value {
         None | Some(Bson::Null) => Document::new(),
-        Some(Bson::Document(document)) => lets.bind_filter(document),
+        Some(Bson::Document(document)) => lets.bind_filter(document.clone()),
         Some(other) => {
             return Err(CommandError::new(
                 14,

@@ -91,7 +91,7 @@ impl FindRequest {
         refuse_unsupported(body)?;
         // `let` constants reach the filter's `$expr` (see `CommandLet`).
         let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
-        let filter_document = lets.bind_filter(&get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default());
+        let filter_document = lets.bind_filter(get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default());
         let filter = Filter::parse(&filter_document)?;
         let (sort_document, sort, natural_reverse) = match get_document(body, COMMAND, "sort")? {
             None => (None, None, None),

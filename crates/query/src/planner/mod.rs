@@ -278,6 +278,10 @@ struct IndexBounds {
     single_point_fields: usize,
     /// Per field, the explain text of its bounds.
     explain: Document,
+    /// Every field is bounded by points: each range holds exactly one
+    /// whole index key (encodings are self-delimiting, so no other key
+    /// starts with it).
+    whole_key_points: bool,
 }
 
 fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> IndexBounds {
@@ -342,6 +346,7 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
         final_ranges = Some(bounds::normalize(combined));
         open = false;
     }
+    let whole_key_points = final_ranges.is_none() && bounded_fields == fields.len();
     let ranges = match final_ranges {
         Some(ranges) => ranges,
         None => {
@@ -359,6 +364,7 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
         bounded_fields,
         single_point_fields,
         explain,
+        whole_key_points,
     }
 }
 
@@ -530,6 +536,7 @@ fn or_union<'a>(
             bounded_fields: 1,
             single_point_fields: 0,
             explain,
+            whole_key_points: false,
         };
         if best
             .as_ref()
@@ -579,6 +586,7 @@ fn plan_hinted(
             bounded_fields: 0,
             single_point_fields: 0,
             explain: Document::new(),
+            whole_key_points: false,
         }
     } else {
         index_bounds(filter.root(), index, &fields)
@@ -600,11 +608,18 @@ fn plan_hinted(
 fn index_plan(filter: &Filter, candidate: Candidate) -> Plan {
     let reverse = candidate.sort.unwrap_or(false);
     let empty_result = candidate.bounds.ranges.is_empty() || filter_is_unsatisfiable(filter.root());
+    let whole_key_points = candidate.bounds.whole_key_points;
     let mut intervals: Vec<KeyInterval> = candidate
         .bounds
         .ranges
         .into_iter()
-        .map(|r| (r.low, r.high))
+        .map(|r| {
+            if whole_key_points {
+                point_interval(r.low, r.high)
+            } else {
+                (r.low, r.high)
+            }
+        })
         .collect();
     if intervals.len() == 1 && intervals[0] == (Bound::Unbounded, Bound::Unbounded) {
         intervals.clear();
@@ -638,6 +653,24 @@ fn index_plan(filter: &Filter, candidate: Candidate) -> Plan {
     }
 }
 
+/// `[k, prefix_end(k))` around one whole key `k` is `[k, k]`: said so,
+/// the storage layer reads the key with one lookup instead of a range
+/// scan (a point read by `_id`). Other shapes are returned unchanged.
+fn point_interval(low: Bound<Vec<u8>>, high: Bound<Vec<u8>>) -> KeyInterval {
+    if let Bound::Included(key) = &low {
+        let end = crate::index_key::prefix_end(key);
+        let is_point = match (&high, end) {
+            (Bound::Excluded(high), Some(end)) => *high == end,
+            (Bound::Unbounded, None) => true,
+            _ => false,
+        };
+        if is_point {
+            return (low.clone(), low);
+        }
+    }
+    (low, high)
+}
+
 fn collection_scan(filter: &Filter, reverse: bool) -> Plan {
     Plan {
         index: None,
@@ -649,5 +682,65 @@ fn collection_scan(filter: &Filter, reverse: bool) -> Plan {
             "filter": filter.source().clone(),
             "direction": if reverse { "backward" } else { "forward" },
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index_key::record_key;
+
+    fn candidate(name: &str, key: Document, multikey: bool) -> IndexCandidate {
+        IndexCandidate { name: name.into(), key, multikey, unique: false, sparse: false }
+    }
+
+    fn chosen(filter: Document, indexes: &[IndexCandidate]) -> Plan {
+        plan(&Filter::parse(&filter).unwrap(), None, indexes, None).unwrap()
+    }
+
+    #[test]
+    fn equality_on_every_index_field_gives_single_key_intervals() {
+        let id = [candidate("_id_", doc! {"_id": 1}, false)];
+        let p = chosen(doc! {"_id": 5}, &id);
+        let key = record_key(&Bson::Int32(5));
+        assert_eq!(p.intervals, vec![(Bound::Included(key.clone()), Bound::Included(key))]);
+        let p = chosen(doc! {"_id": {"$in": [1, 2.0, 3]}}, &id);
+        let keys: Vec<KeyInterval> = [1, 2, 3]
+            .iter()
+            .map(|n| record_key(&Bson::Int32(*n)))
+            .map(|k| (Bound::Included(k.clone()), Bound::Included(k)))
+            .collect();
+        assert_eq!(p.intervals, keys);
+        let compound = [candidate("a_1_b_-1", doc! {"a": 1, "b": -1}, false)];
+        let p = chosen(doc! {"a": "x", "b": 2}, &compound);
+        assert_eq!(p.intervals.len(), 1);
+        assert!(matches!(&p.intervals[0], (Bound::Included(low), Bound::Included(high)) if low == high));
+    }
+
+    #[test]
+    fn partial_or_range_bounds_stay_half_open() {
+        let compound = [candidate("a_1_b_1", doc! {"a": 1, "b": 1}, false)];
+        // Only the first field pinned: every key starting with it.
+        let p = chosen(doc! {"a": 1}, &compound);
+        assert!(matches!(&p.intervals[0], (Bound::Included(_), Bound::Excluded(_))));
+        let id = [candidate("_id_", doc! {"_id": 1}, false)];
+        let p = chosen(doc! {"_id": {"$gte": 5}}, &id);
+        assert!(!matches!(&p.intervals[0], (Bound::Included(low), Bound::Included(high)) if low == high));
+    }
+
+    #[test]
+    fn point_interval_only_rewrites_the_prefix_range_of_a_key() {
+        let key = vec![20, 1, 2];
+        let end = crate::index_key::prefix_end(&key).unwrap();
+        assert_eq!(
+            point_interval(Bound::Included(key.clone()), Bound::Excluded(end)),
+            (Bound::Included(key.clone()), Bound::Included(key.clone()))
+        );
+        let wider = (Bound::Included(key.clone()), Bound::Excluded(vec![21]));
+        assert_eq!(point_interval(wider.0.clone(), wider.1.clone()), wider);
+        assert_eq!(
+            point_interval(Bound::Unbounded, Bound::Unbounded),
+            (Bound::Unbounded, Bound::Unbounded)
+        );
     }
 }

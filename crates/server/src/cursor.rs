@@ -305,7 +305,8 @@ impl<B> CursorManager<B> {
             Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
-        self.timed_out.fetch_add((before - slots.map.len()) as u64, Ordering::Relaxed);
+        self.timed_out
+            .fetch_add((before - slots.map.len()) as u64, Ordering::Relaxed);
     }
 
     /// Starts, once per manager, a task on the current tokio runtime that
@@ -379,7 +380,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_reaper_closes_expired_cursors_without_other_cursor_operations() {
-        let cursors = std::sync::Arc::new(CursorManager::<&'static str>::with_idle_timeout(Duration::from_millis(50)));
+        let cursors = std::sync::Arc::new(CursorManager::<&'static str>::with_idle_timeout(Duration::from_millis(
+            50,
+        )));
         cursors.start_reaper(std::sync::Arc::downgrade(&cursors), |manager| manager);
         cursors.register(cursor("db.a", false), Instant::now()).unwrap();
         assert_eq!(cursors.open_count(), 1);

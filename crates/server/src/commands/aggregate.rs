@@ -14,15 +14,15 @@ use slipstream_query::filter::Filter;
 use slipstream_storage::Engine;
 
 use super::crud::command_let::CommandLet;
+use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::Cursor;
 use crate::error::CommandError;
 use crate::exec::args::{self, check_collation, get_bool, get_document, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
-use crate::exec::off_async_workers;
-use super::crud::write_concern::WriteConcern;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX;
+use crate::exec::off_async_workers;
 use crate::exec::oplog::{is_oplog, TsBounds};
 use crate::exec::plan::{plan_query, QueryShape};
 use crate::exec::query::BufferedResults;
@@ -144,11 +144,16 @@ pub(crate) fn run_pipeline(
         read_at: request.read_concern.read_at(),
     };
     let variables = request.lets.variables();
-    let starts_with_documents = request.stages.first().is_some_and(|stage| stage.contains_key("$documents"));
+    let starts_with_documents = request
+        .stages
+        .first()
+        .is_some_and(|stage| stage.contains_key("$documents"));
     if request.collection.is_none() && starts_with_documents {
         // `{aggregate: 1, pipeline: [{$documents: [...]}, ...]}`: the
         // documents are the pipeline's whole input.
-        let documents = request.pipeline.execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
+        let documents = request
+            .pipeline
+            .execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
         return Ok(PipelineRun {
             documents,
             stats: ScanStats::default(),
@@ -169,11 +174,15 @@ pub(crate) fn run_pipeline(
     };
     let read_at = request.read_concern.read_at();
     // The leading `$match` also filters the scan, so it sees the constants.
-    let leading = request.lets.bind_filter(request.pipeline.leading_match().cloned().unwrap_or_default());
+    let leading = request
+        .lets
+        .bind_filter(request.pipeline.leading_match().cloned().unwrap_or_default());
     let db = request.ns.split('.').next().unwrap_or_default();
     if is_oplog(db, collection) {
         let mut input = OplogInput::new(Arc::clone(engine), TsBounds::from_filter(&leading), deadline);
-        let documents = request.pipeline.execute_with_variables(Box::new(&mut input), &source, variables)?;
+        let documents = request
+            .pipeline
+            .execute_with_variables(Box::new(&mut input), &source, variables)?;
         let stats = ScanStats {
             keys_examined: 0,
             docs_examined: input.examined,
@@ -196,7 +205,9 @@ pub(crate) fn run_pipeline(
     };
     let plan = plan_query(info.as_ref(), &shape)?;
     if plan.eof {
-        let documents = request.pipeline.execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
+        let documents = request
+            .pipeline
+            .execute_with_variables(Box::new(std::iter::empty()), &source, variables)?;
         return Ok(PipelineRun {
             documents,
             stats: ScanStats::default(),
@@ -205,7 +216,9 @@ pub(crate) fn run_pipeline(
     }
     let reader = engine.reader(read_at)?;
     let mut input = ScanInput::new(plan.scan(&request.ns), reader, filter, deadline);
-    let documents = request.pipeline.execute_with_variables(Box::new(&mut input), &source, variables)?;
+    let documents = request
+        .pipeline
+        .execute_with_variables(Box::new(&mut input), &source, variables)?;
     Ok(PipelineRun {
         documents,
         stats: input.stats(),
@@ -237,8 +250,9 @@ pub(crate) fn parse_resolving_views(
     body: &Document,
 ) -> Result<AggregateRequest, CommandError> {
     let view = match body.get("aggregate") {
-        Some(Bson::String(collection)) => crate::exec::views::resolve(engine, db, collection)?
-            .map(|view| (collection.clone(), view)),
+        Some(Bson::String(collection)) => {
+            crate::exec::views::resolve(engine, db, collection)?.map(|view| (collection.clone(), view))
+        }
         _ => None,
     };
     let Some((view_name, view)) = view else {
@@ -278,7 +292,11 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             ctx.state.cursors.kill_namespaces(|ns| ns == target);
         }
         let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.cursor_ns}};
-        if let Some(error) = write_concern.expect("parsed for write stages").wait(engine, last_write).await {
+        if let Some(error) = write_concern
+            .expect("parsed for write stages")
+            .wait(engine, last_write)
+            .await
+        {
             reply.insert("writeConcernError", error);
         }
         return Ok(reply);

@@ -462,7 +462,9 @@ fn run_update(
             now,
             is_upsert_insert: false,
         };
-        let outcome = statement.update.apply_with_variables(&old, &context, &statement.variables)?;
+        let outcome = statement
+            .update
+            .apply_with_variables(&old, &context, &statement.variables)?;
         if !outcome.modified {
             continue;
         }

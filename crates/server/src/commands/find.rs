@@ -38,8 +38,8 @@ use crate::exec::query::{
 };
 use crate::exec::read_concern::ReadConcern;
 use crate::exec::scan::ScanStats;
-use crate::exec::source::OplogInput;
 use crate::exec::size::value_size;
+use crate::exec::source::OplogInput;
 
 /// A parsed `find` (also the inner command of `explain`).
 pub(crate) struct FindRequest {
@@ -168,8 +168,12 @@ impl FindRequest {
             no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
             allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
             read_concern: ReadConcern::parse(body)?,
-            min: get_document(body, COMMAND, "min")?.filter(|bound| !bound.is_empty()).cloned(),
-            max: get_document(body, COMMAND, "max")?.filter(|bound| !bound.is_empty()).cloned(),
+            min: get_document(body, COMMAND, "min")?
+                .filter(|bound| !bound.is_empty())
+                .cloned(),
+            max: get_document(body, COMMAND, "max")?
+                .filter(|bound| !bound.is_empty())
+                .cloned(),
         })
     }
 
@@ -494,7 +498,9 @@ async fn open_bounded_find(
 /// Opens a cursor for a later `getMore`; the first one opened starts the
 /// node's periodic cursor reaper.
 pub(crate) fn register_cursor(ctx: &CommandContext, cursor: Cursor<CursorBody>) -> Result<i64, CommandError> {
-    ctx.state.cursors.start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
+    ctx.state
+        .cursors
+        .start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
     ctx.state.cursors.register(cursor, Instant::now())
 }
 
@@ -532,7 +538,9 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let batch_size =
         get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     if batch_size == Some(0) {
-        return Err(CommandError::bad_value("Batch size for getMore must be positive, but received: 0"));
+        return Err(CommandError::bad_value(
+            "Batch size for getMore must be positive, but received: 0",
+        ));
     }
     let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
     ctx.state.metrics.count_getmore();

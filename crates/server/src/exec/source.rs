@@ -106,7 +106,10 @@ impl ViewReadDepth {
         if depth > super::views::VIEW_DEPTH_MAX {
             return Err(QueryError::new(
                 5,
-                format!("View cycle detected: reading {db}.{view} nests more than {} view reads", super::views::VIEW_DEPTH_MAX),
+                format!(
+                    "View cycle detected: reading {db}.{view} nests more than {} view reads",
+                    super::views::VIEW_DEPTH_MAX
+                ),
             ));
         }
         Ok(guard)

@@ -33,10 +33,7 @@ pub fn definition(info: &CollectionInfo) -> Option<(String, Vec<Document>)> {
         return None;
     };
     let pipeline = match info.options.get("pipeline") {
-        Some(Bson::Array(stages)) => stages
-            .iter()
-            .filter_map(|stage| stage.as_document().cloned())
-            .collect(),
+        Some(Bson::Array(stages)) => stages.iter().filter_map(|stage| stage.as_document().cloned()).collect(),
         _ => Vec::new(),
     };
     Some((view_on.clone(), pipeline))
@@ -58,7 +55,10 @@ pub fn resolve(engine: &Engine, db: &str, collection: &str) -> Result<Option<Res
         // The outer view's stages run after those of the view it reads.
         pipeline.splice(0..0, stages);
         if seen.contains(&view_on) {
-            return Err(CommandError::new(5, format!("View cycle detected: {}", seen.join(" -> "))));
+            return Err(CommandError::new(
+                5,
+                format!("View cycle detected: {}", seen.join(" -> ")),
+            ));
         }
         if seen.len() > VIEW_DEPTH_MAX {
             return Err(CommandError::new(

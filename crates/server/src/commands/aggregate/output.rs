@@ -81,7 +81,10 @@ impl Target {
             }
         };
         if target.collection.is_empty() {
-            return Err(CommandError::new(73, format!("{stage} target collection name cannot be empty")));
+            return Err(CommandError::new(
+                73,
+                format!("{stage} target collection name cannot be empty"),
+            ));
         }
         check_writable(&target.db, &target.collection)?;
         Ok(target)
@@ -150,7 +153,10 @@ impl OutputStage {
     fn parse(stage: &Document, db: &str) -> Result<OutputStage, CommandError> {
         let (name, spec) = stage.iter().next().expect("a write stage has a name");
         if stage.len() != 1 {
-            return Err(CommandError::new(40323, "A pipeline stage specification object must contain exactly one field."));
+            return Err(CommandError::new(
+                40323,
+                "A pipeline stage specification object must contain exactly one field.",
+            ));
         }
         if name == "$out" {
             return Ok(OutputStage::Out(Target::parse(spec, db, "$out", "$out")?));
@@ -161,7 +167,10 @@ impl OutputStage {
             other => {
                 return Err(CommandError::new(
                     51182,
-                    format!("$merge requires a string or object argument, but found {}", type_name(other)),
+                    format!(
+                        "$merge requires a string or object argument, but found {}",
+                        type_name(other)
+                    ),
                 ))
             }
         };
@@ -189,7 +198,9 @@ impl OutputStage {
                             other => {
                                 return Err(CommandError::new(
                                     2,
-                                    format!("Enumeration value '{other}' for field '$merge.whenMatched' is not a valid value."),
+                                    format!(
+                                    "Enumeration value '{other}' for field '$merge.whenMatched' is not a valid value."
+                                ),
                                 ))
                             }
                         },
@@ -197,7 +208,10 @@ impl OutputStage {
                         other => {
                             return Err(CommandError::new(
                                 14,
-                                format!("$merge 'whenMatched' must be a string or an array, not {}", type_name(other)),
+                                format!(
+                                    "$merge 'whenMatched' must be a string or an array, not {}",
+                                    type_name(other)
+                                ),
                             ))
                         }
                     }
@@ -249,7 +263,15 @@ impl OutputStage {
     /// Writes `documents` to the target; returns the optime of the last
     /// write (for the write concern).
     pub(crate) fn write(&self, engine: &Engine, documents: Vec<Document>) -> Result<Option<OpTime>, CommandError> {
-        crate::exec::views::refuse_view(engine, &self.target_ns(), if matches!(self, OutputStage::Out(_)) { "$out" } else { "$merge" })?;
+        crate::exec::views::refuse_view(
+            engine,
+            &self.target_ns(),
+            if matches!(self, OutputStage::Out(_)) {
+                "$out"
+            } else {
+                "$merge"
+            },
+        )?;
         match self {
             OutputStage::Out(target) => write_out(engine, target, documents),
             OutputStage::Merge {
@@ -282,7 +304,12 @@ fn write_out(engine: &Engine, target: &Target, documents: Vec<Document>) -> Resu
     engine.create_collection(&temp_ns, options)?;
     let filled = (|| -> Result<OpTime, CommandError> {
         if let Some(info) = &existing {
-            let secondary: Vec<_> = info.indexes.iter().filter(|index| index.name != "_id_").cloned().collect();
+            let secondary: Vec<_> = info
+                .indexes
+                .iter()
+                .filter(|index| index.name != "_id_")
+                .cloned()
+                .collect();
             if !secondary.is_empty() {
                 engine.create_indexes(&temp_ns, secondary)?;
             }
@@ -325,15 +352,26 @@ fn parse_on(value: &Bson) -> Result<Vec<String>, CommandError> {
                 Bson::String(field) => Ok(field.clone()),
                 other => Err(CommandError::new(
                     51134,
-                    format!("$merge 'on' array elements must be strings, but found {}", type_name(other)),
+                    format!(
+                        "$merge 'on' array elements must be strings, but found {}",
+                        type_name(other)
+                    ),
                 )),
             })
             .collect::<Result<_, _>>()?,
-        Bson::Array(_) => return Err(CommandError::new(51187, "If explicitly specifying $merge 'on', must include at least one field")),
+        Bson::Array(_) => {
+            return Err(CommandError::new(
+                51187,
+                "If explicitly specifying $merge 'on', must include at least one field",
+            ))
+        }
         other => {
             return Err(CommandError::new(
                 51186,
-                format!("$merge 'on' field must be either a string or an array of strings, but found {}", type_name(other)),
+                format!(
+                    "$merge 'on' field must be either a string or an array of strings, but found {}",
+                    type_name(other)
+                ),
             ))
         }
     };
@@ -392,7 +430,9 @@ impl Merge<'_> {
                 Some(Bson::Null | Bson::Undefined | Bson::Array(_)) | None => {
                     return Err(CommandError::new(
                         51132,
-                        format!("$merge write error: 'on' field '{field}' cannot be missing, null, undefined or an array"),
+                        format!(
+                            "$merge write error: 'on' field '{field}' cannot be missing, null, undefined or an array"
+                        ),
                     ))
                 }
                 Some(value) => filter.insert(field.clone(), value),
@@ -402,7 +442,12 @@ impl Merge<'_> {
     }
 
     /// The target document that `document` matches, if any.
-    fn find_match(&self, engine: &Engine, reader: &slipstream_storage::Reader, document: &Document) -> Result<Option<Document>, CommandError> {
+    fn find_match(
+        &self,
+        engine: &Engine,
+        reader: &slipstream_storage::Reader,
+        document: &Document,
+    ) -> Result<Option<Document>, CommandError> {
         if self.on_id() {
             let id = document.get("_id").expect("with_id gives an _id");
             return Ok(reader.get(&self.ns, id)?);
@@ -482,7 +527,10 @@ impl Merge<'_> {
                 }
                 let mut error = CommandError::new(
                     11000,
-                    format!("E11000 duplicate key error collection: {} dup key: {key_value}", self.ns),
+                    format!(
+                        "E11000 duplicate key error collection: {} dup key: {key_value}",
+                        self.ns
+                    ),
                 );
                 error.extra.insert("keyPattern", key_pattern);
                 error.extra.insert("keyValue", key_value);

@@ -126,8 +126,12 @@ mod tests {
 
     #[test]
     fn bound_filters_see_the_constants_in_nested_clauses() {
-        let lets = CommandLet::parse(&doc! {"let": {"id": 2, "twice": {"$multiply": ["$$id", 2]}}}, "find", now())
-            .unwrap();
+        let lets = CommandLet::parse(
+            &doc! {"let": {"id": 2, "twice": {"$multiply": ["$$id", 2]}}},
+            "find",
+            now(),
+        )
+        .unwrap();
         let filter = doc! {"$or": [{"$expr": {"$eq": ["$_id", "$$twice"]}}, {"a": 1}]};
         let filter = Filter::parse(&lets.bind_filter(filter)).unwrap();
         assert!(filter.matches(&doc! {"_id": 4}));

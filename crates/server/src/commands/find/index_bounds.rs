@@ -45,14 +45,20 @@ impl IndexBounds {
             return Ok(None);
         };
         let Some(index) = hinted_index(info, hint)? else {
-            return Err(CommandError::new(51174, "min()/max() cannot be used with a $natural hint"));
+            return Err(CommandError::new(
+                51174,
+                "min()/max() cannot be used with a $natural hint",
+            ));
         };
         let pattern = KeyPattern::parse(&index.key)?;
         let encode = |bound: &Document| -> Result<Vec<u8>, CommandError> {
             let names: Vec<&str> = bound.keys().map(String::as_str).collect();
             let expected: Vec<&str> = pattern.fields.iter().map(|field| field.path.as_str()).collect();
             if names != expected {
-                return Err(CommandError::new(51174, "The index chosen is not consistent with min/max"));
+                return Err(CommandError::new(
+                    51174,
+                    "The index chosen is not consistent with min/max",
+                ));
             }
             let mut key = Vec::new();
             for ((_, value), field) in bound.iter().zip(&pattern.fields) {
@@ -71,9 +77,10 @@ impl IndexBounds {
     /// Whether one of `document`'s keys in the index lies in the range.
     pub(super) fn contains(&self, document: &Document) -> Result<bool, CommandError> {
         let keys = index_keys(document, &self.pattern, self.sparse)?;
-        Ok(keys.keys.iter().any(|key| {
-            self.min.as_ref().is_none_or(|min| key >= min) && self.max.as_ref().is_none_or(|max| key < max)
-        }))
+        Ok(keys
+            .keys
+            .iter()
+            .any(|key| self.min.as_ref().is_none_or(|min| key >= min) && self.max.as_ref().is_none_or(|max| key < max)))
     }
 }
 
@@ -102,15 +109,23 @@ mod tests {
     fn bounds_follow_the_index_order() {
         let info = info(doc! {"j": 1, "k": -1});
         let hint = Bson::String("i".into());
-        let bounds = IndexBounds::resolve(Some(&info), Some(&hint), Some(&doc! {"j": 2, "k": 5}), Some(&doc! {"j": 4, "k": 0}))
-            .unwrap()
-            .unwrap();
+        let bounds = IndexBounds::resolve(
+            Some(&info),
+            Some(&hint),
+            Some(&doc! {"j": 2, "k": 5}),
+            Some(&doc! {"j": 4, "k": 0}),
+        )
+        .unwrap()
+        .unwrap();
         assert!(bounds.contains(&doc! {"j": 2, "k": 5}).unwrap(), "min is inclusive");
         assert!(bounds.contains(&doc! {"j": 2, "k": 1}).unwrap(), "k descends");
         assert!(!bounds.contains(&doc! {"j": 2, "k": 6}).unwrap());
         assert!(bounds.contains(&doc! {"j": 4, "k": 3}).unwrap());
         assert!(!bounds.contains(&doc! {"j": 4, "k": 0}).unwrap(), "max is exclusive");
-        assert!(bounds.contains(&doc! {"j": [0, 3], "k": 1}).unwrap(), "one multikey key in range");
+        assert!(
+            bounds.contains(&doc! {"j": [0, 3], "k": 1}).unwrap(),
+            "one multikey key in range"
+        );
     }
 
     #[test]
@@ -118,7 +133,17 @@ mod tests {
         let info = info(doc! {"j": 1, "k": 1});
         let hint = Bson::String("i".into());
         let min = doc! {"k": 1, "j": 1};
-        assert_eq!(IndexBounds::resolve(Some(&info), None, Some(&min), None).unwrap_err().code, 51173);
-        assert_eq!(IndexBounds::resolve(Some(&info), Some(&hint), Some(&min), None).unwrap_err().code, 51174);
+        assert_eq!(
+            IndexBounds::resolve(Some(&info), None, Some(&min), None)
+                .unwrap_err()
+                .code,
+            51173
+        );
+        assert_eq!(
+            IndexBounds::resolve(Some(&info), Some(&hint), Some(&min), None)
+                .unwrap_err()
+                .code,
+            51174
+        );
     }
 }

@@ -44,15 +44,32 @@ fn view_name(ns: &str) -> &str {
     ns.split_once('.').map_or(ns, |(_, collection)| collection)
 }
 
-pub(super) async fn find(ctx: &CommandContext, db: &str, request: FindRequest, body: &Document) -> Result<Document, CommandError> {
+pub(super) async fn find(
+    ctx: &CommandContext,
+    db: &str,
+    request: FindRequest,
+    body: &Document,
+) -> Result<Document, CommandError> {
     if request.tailable {
-        return Err(CommandError::new(166, format!("Namespace {} is a view; tailable cursors are not supported on views", request.ns)));
+        return Err(CommandError::new(
+            166,
+            format!(
+                "Namespace {} is a view; tailable cursors are not supported on views",
+                request.ns
+            ),
+        ));
     }
     if request.min.is_some() || request.max.is_some() {
-        return Err(CommandError::new(166, format!("Namespace {} is a view; min/max are not supported on views", request.ns)));
+        return Err(CommandError::new(
+            166,
+            format!("Namespace {} is a view; min/max are not supported on views", request.ns),
+        ));
     }
     if request.natural_reverse.is_some() {
-        return Err(CommandError::new(115, "a $natural sort on a view is not supported by Slipstream"));
+        return Err(CommandError::new(
+            115,
+            "a $natural sort on a view is not supported by Slipstream",
+        ));
     }
     let mut stages = Vec::new();
     if !request.filter_document.is_empty() {

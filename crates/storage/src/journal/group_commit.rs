@@ -124,7 +124,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
     state.thread_exited = true;
     shared.progress.notify_all();
-    shared.sync_work.notify_all();
+    shared.sync_work.iter().for_each(|worker| {
+        worker.notify_all();
+    });
     // Async waiters on the durable watch learn of the exit too.
     shared.durable_tx.send_replace(state.durable_ts);
 }
@@ -332,7 +334,7 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
     let slot = (batch.batch_no % SYNC_WORKERS as u64) as usize;
     assert!(state.sync_jobs[slot].is_none(), "sync worker {slot} still busy");
     state.sync_jobs[slot] = Some(SyncJob { batch_no: batch.batch_no, file: written.last_sync_file });
-    shared.sync_work.notify_all();
+    shared.sync_work[slot].notify_one();
 }
 
 /// Sync worker `slot`: runs the fsyncs of batches `slot`, `slot +
@@ -351,7 +353,7 @@ pub(crate) fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
                 if state.thread_exited {
                     return;
                 }
-                shared.sync_work.wait(&mut state);
+                shared.sync_work[slot].wait(&mut state);
             }
         };
         let started = Instant::now();

@@ -206,8 +206,9 @@ pub(crate) struct Shared {
     pub state: Mutex<State>,
     /// Wakes the group-commit thread (guarded by `state`).
     pub work: Condvar,
-    /// Wakes the sync workers (guarded by `state`).
-    pub sync_work: Condvar,
+    /// Wakes each sync worker, one condition per worker so that a job
+    /// wakes only its own worker (guarded by `state`).
+    pub sync_work: [Condvar; group_commit::SYNC_WORKERS],
     /// Wakes waiters when `durable_ts` moves, the pending buffer drains, or
     /// the journal is poisoned (guarded by `state`).
     pub progress: Condvar,
@@ -349,7 +350,7 @@ impl Journal {
             options,
             state: Mutex::new(state),
             work: Condvar::new(),
-            sync_work: Condvar::new(),
+            sync_work: std::array::from_fn(|_| Condvar::new()),
             progress: Condvar::new(),
             io_lock: Mutex::new(()),
             durable_tx,

@@ -898,7 +898,8 @@ mod tests {
                 .code,
             115
         );
-        assert_eq!(parse(doc! {"find": "c", "min": {"a": 1}}).err().unwrap().code, 115);
+        assert_eq!(parse(doc! {"find": "c", "min": {"a": 1}}).unwrap().min, Some(doc! {"a": 1}));
+        assert_eq!(parse(doc! {"find": "c", "returnKey": true}).err().unwrap().code, 115);
         assert_eq!(parse(doc! {"find": "c", "skip": -1}).err().unwrap().code, 51024);
         assert_eq!(
             parse(doc! {"find": "c", "sort": {"$natural": -1}})

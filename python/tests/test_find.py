@@ -168,3 +168,17 @@ def test_distinct(people):
 def test_find_on_missing_collection_is_empty(db):
     assert list(db.nothing_here.find()) == []
     assert db.nothing_here.count_documents({}) == 0
+
+
+def test_expr_evaluation_error_fails_the_query(coll):
+    coll.insert_many([{"_id": 1, "a": 1, "z": 0}])
+    with pytest.raises(OperationFailure) as failure:
+        list(coll.find({"$expr": {"$gt": [{"$divide": ["$a", "$z"]}, 0]}}))
+    assert "divide by zero" in str(failure.value)
+
+
+def test_expr_sees_now(coll):
+    import datetime
+    coll.insert_many([{"_id": 1, "d": datetime.datetime(2000, 1, 1)},
+                      {"_id": 2, "d": datetime.datetime(2999, 1, 1)}])
+    assert ids(coll.find({"$expr": {"$lt": ["$d", "$$NOW"]}})) == [1]

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use bson::Document;
+use slipstream_query::expr::Variables;
 use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
@@ -32,6 +33,18 @@ pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), CommandErr
     }
 }
 
+/// The variables a filter's `$expr` sees during one batch: `$$NOW`.
+/// (Commands with `let` rewrite their constants into the filter.)
+fn expr_variables() -> Variables {
+    Variables::empty().with_now(bson::DateTime::now())
+}
+
+/// Whether `document` matches; an `$expr` that fails to evaluate fails
+/// the query, as in MongoDB, rather than silently not matching.
+fn filter_matches(filter: &Filter, document: &Document, vars: &Variables) -> Result<bool, CommandError> {
+    Ok(filter.matches_with_variables(document, vars)?.matched)
+}
+
 /// Applies the projection, if any, to a matched document.
 pub(crate) fn project(
     projection: Option<&Projection>,
@@ -43,7 +56,7 @@ pub(crate) fn project(
         Some(projection) => {
             // The positional `field.$` projection needs the match's array
             // position, so the match is recomputed with details here.
-            let details = filter.matches_with_details(&document);
+            let details = filter.matches_with_variables(&document, &expr_variables())?;
             Ok(projection.apply(&document, Some(&details))?)
         }
     }
@@ -114,6 +127,7 @@ impl StreamingQuery {
                 return Ok(false);
             }
             check_deadline(deadline)?;
+            let vars = expr_variables();
             let fetched = self.scan.fetch(reader, chunk)?;
             chunk = chunk.saturating_mul(2).min(SCAN_CHUNK_RECORDS);
             let mut stopped = false;
@@ -122,7 +136,7 @@ impl StreamingQuery {
                     stopped = true;
                     break;
                 }
-                if self.scan.is_duplicate(&item) || !self.filter.matches(&item.document) {
+                if self.scan.is_duplicate(&item) || !filter_matches(&self.filter, &item.document, &vars)? {
                     self.scan.consume(&item)?;
                     continue;
                 }
@@ -193,11 +207,12 @@ pub fn run_sorted(
     );
     loop {
         check_deadline(deadline)?;
+        let vars = expr_variables();
         let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
         for item in fetched.items {
             let duplicate = scan.is_duplicate(&item);
             scan.consume(&item)?;
-            if !duplicate && filter.matches(&item.document) {
+            if !duplicate && filter_matches(filter, &item.document, &vars)? {
                 sorter.push(item.document)?;
             }
         }
@@ -269,12 +284,13 @@ pub fn collect_matches(
     // As in `StreamingQuery::fill`: read only as far ahead as needed.
     let mut chunk = max.unwrap_or(SCAN_CHUNK_RECORDS).clamp(1, SCAN_CHUNK_RECORDS);
     loop {
+        let vars = expr_variables();
         let fetched = scan.fetch(reader, chunk)?;
         chunk = chunk.saturating_mul(2).min(SCAN_CHUNK_RECORDS);
         for item in fetched.items {
             let duplicate = scan.is_duplicate(&item);
             scan.consume(&item)?;
-            if !duplicate && filter.matches(&item.document) {
+            if !duplicate && filter_matches(filter, &item.document, &vars)? {
                 matches.push(item.document);
                 if max.is_some_and(|max| matches.len() >= max) {
                     return Ok(matches);
@@ -302,11 +318,12 @@ pub fn count_matches(
     let mut scan = plan.scan(ns);
     let mut count = 0u64;
     loop {
+        let vars = expr_variables();
         let fetched = scan.fetch(reader, SCAN_CHUNK_RECORDS)?;
         for item in fetched.items {
             let duplicate = scan.is_duplicate(&item);
             scan.consume(&item)?;
-            if !duplicate && filter.matches(&item.document) {
+            if !duplicate && filter_matches(filter, &item.document, &vars)? {
                 count += 1;
             }
         }

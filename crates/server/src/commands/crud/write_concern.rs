@@ -100,14 +100,12 @@ impl WriteConcern {
             return None;
         }
         let ts = last_write.unwrap_or_else(|| engine.last_applied()).ts;
-        let engine = Arc::clone(engine);
-        // `wait_durable` blocks on the group commit: keep it off the
-        // async workers.
-        let waited = tokio::task::spawn_blocking(move || engine.wait_durable(ts)).await;
-        let error = match waited {
-            Ok(Ok(())) => return None,
-            Ok(Err(err)) => CommandError::from(err),
-            Err(join_error) => CommandError::internal(format!("journal wait failed: {join_error}")),
+        // Waits on the journal's durable watch: no blocking thread per
+        // waiting writer (32 `j: true` writers used to park 32 threads and
+        // wake them all at every commit).
+        let error = match engine.wait_durable_async(ts).await {
+            Ok(()) => return None,
+            Err(err) => CommandError::from(err),
         };
         Some(doc! {"code": error.code, "codeName": error.code_name(), "errmsg": error.message})
     }

@@ -151,8 +151,14 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     // Even one insert may wait for the write lock behind a long statement
-    // of another connection, so inserts too run off the async workers.
-    let totals = off_async_workers(|| run_inserts(engine, &ns, documents, ordered));
+    // of another connection, so inserts run off the async workers, except
+    // a single document that gets the lock without waiting: then the
+    // hand-off of the worker (block_in_place) would cost more than the
+    // insert itself.
+    let totals = match insert_single_inline(engine, &ns, documents).await {
+        Some(totals) => totals,
+        None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered)),
+    };
     ctx.state.metrics.count_insert(totals.applied);
     let write_concern_error = write_concern.wait(engine, totals.last_write).await;
     Ok(finish_reply(
@@ -188,6 +194,45 @@ fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> 
         }
     }
     totals
+}
+
+/// Attempts at the write lock, with a yield to other tasks between them,
+/// before a one-document insert moves off the async worker. The holder is
+/// usually the other worker's insert, done by the next attempt; a long
+/// statement holding the lock costs only these few yields.
+const INLINE_INSERT_ATTEMPTS_MAX: usize = 8;
+
+/// Inserts the only document of a one-document `insert` on the async
+/// worker if the write lock can be had without blocking; `None` (nothing
+/// done) when there are several documents or the lock stays taken.
+async fn insert_single_inline(engine: &Engine, ns: &str, documents: &[Bson]) -> Option<WriteTotals> {
+    let [value] = documents else {
+        return None;
+    };
+    for attempt in 0..INLINE_INSERT_ATTEMPTS_MAX {
+        if attempt > 0 {
+            tokio::task::yield_now().await;
+        }
+        if let Some(totals) = insert_if_unlocked(engine, ns, value) {
+            return Some(totals);
+        }
+    }
+    None
+}
+
+/// One attempt of `insert_single_inline` (synchronous, so that the write
+/// lock's guard never lives across an await).
+fn insert_if_unlocked(engine: &Engine, ns: &str, value: &Bson) -> Option<WriteTotals> {
+    let mut writer = engine.try_writer()?;
+    let mut totals = WriteTotals::default();
+    match prepare_insert(value).and_then(|document| Ok(writer.insert(ns, document)?)) {
+        Ok(optime) => {
+            totals.applied = 1;
+            totals.last_write = Some(optime);
+        }
+        Err(error) => totals.write_errors.push(write_error(0, error)),
+    }
+    Some(totals)
 }
 
 fn insert_one(engine: &Engine, ns: &str, value: &Bson) -> Result<OpTime, CommandError> {

@@ -384,6 +384,52 @@ fn cursor_reply(id: i64, ns: &str, batch_field: &str, documents: Vec<Document>) 
     doc! {"cursor": {batch_field: documents, "id": Bson::Int64(id), "ns": ns}}
 }
 
+/// The `_id` of a `find` that returns at most the one document with that
+/// `_id` and asks for nothing a plan or a cursor gives (sort, skip, hint,
+/// min/max, an empty first batch, a pinned read timestamp, the oplog):
+/// such a read is answered by one lookup, without planning or a cursor.
+/// Only scalar `_id` types whose equality is exactly equality of their
+/// record keys.
+fn point_read_id(request: &FindRequest) -> Option<&Bson> {
+    if request.is_oplog
+        || request.tailable
+        || request.sort_document.is_some()
+        || request.hint.is_some()
+        || request.min.is_some()
+        || request.max.is_some()
+        || request.skip > 0
+        || request.batch_size == Some(0)
+        || request.read_concern != ReadConcern::Latest
+        || request.filter_document.len() != 1
+    {
+        return None;
+    }
+    match request.filter_document.get("_id")? {
+        id @ (Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)) => Some(id),
+        id @ Bson::Double(value) if !value.is_nan() => Some(id),
+        _ => None,
+    }
+}
+
+/// Answers a point read (see `point_read_id`): the document if it exists
+/// and matches, in the first batch of a cursor that is already closed.
+fn point_read(ctx: &CommandContext, request: &FindRequest, id: &Bson) -> CommandResult {
+    let reader = ctx.state.engine.reader(ReadAt::Latest)?;
+    let mut documents = Vec::new();
+    if let Some(document) = reader.get(&request.ns, id)? {
+        // The lookup found the record key; the filter still decides, as
+        // it does after an index scan.
+        if request.filter.matches(&document) {
+            documents.push(crate::exec::query::project(
+                request.projection.as_ref(),
+                &request.filter,
+                document,
+            )?);
+        }
+    }
+    Ok(cursor_reply(0, &request.ns, "firstBatch", documents))
+}
+
 pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let start = Instant::now();
     let request = FindRequest::parse(&req.db, &req.body)?;
@@ -391,6 +437,9 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let collection = request.ns.split_once('.').map_or("", |(_, collection)| collection);
     if !request.is_oplog && crate::exec::views::resolve(&ctx.state.engine, &req.db, collection)?.is_some() {
         return on_view::find(ctx, &req.db, request, &req.body).await;
+    }
+    if let Some(id) = point_read_id(&request) {
+        return point_read(ctx, &request, id);
     }
     let deadline = request.deadline(start);
     let engine = &ctx.state.engine;
@@ -883,6 +932,38 @@ mod tests {
             cursor: Some(cursor),
         });
         assert!(cursors.check_out(id, "db.c", now).is_ok());
+    }
+
+    #[test]
+    fn only_plain_reads_of_one_scalar_id_take_the_point_read() {
+        let id_of = |body: Document| {
+            let request = FindRequest::parse("db", &body).unwrap();
+            point_read_id(&request).cloned()
+        };
+        assert_eq!(id_of(doc! {"find": "c", "filter": {"_id": 5}}), Some(Bson::Int32(5)));
+        assert_eq!(
+            id_of(doc! {"find": "c", "filter": {"_id": "k"}, "limit": 1, "singleBatch": true}),
+            Some(Bson::String("k".into()))
+        );
+        assert_eq!(
+            id_of(doc! {"find": "c", "filter": {"_id": 5}, "projection": {"a": 1}}),
+            Some(Bson::Int32(5))
+        );
+        for body in [
+            doc! {"find": "c", "filter": {"_id": {"$gt": 5}}},
+            doc! {"find": "c", "filter": {"_id": 5, "a": 1}},
+            doc! {"find": "c", "filter": {"_id": {"a": 1}}},
+            doc! {"find": "c", "filter": {"_id": null}},
+            doc! {"find": "c", "filter": {"_id": f64::NAN}},
+            doc! {"find": "c", "filter": {"a": 5}},
+            doc! {"find": "c", "filter": {"_id": 5}, "skip": 1},
+            doc! {"find": "c", "filter": {"_id": 5}, "batchSize": 0},
+            doc! {"find": "c", "filter": {"_id": 5}, "sort": {"a": 1}},
+            doc! {"find": "c", "filter": {"_id": 5}, "hint": {"_id": 1}},
+            doc! {"find": "c", "filter": {"_id": 5}, "readConcern": {"level": "snapshot"}},
+        ] {
+            assert_eq!(id_of(body.clone()), None, "{body}");
+        }
     }
 
     #[test]

@@ -51,8 +51,12 @@ def main() -> int:
         node.start()
         client = MongoClient(node.uri)
         recovered = sorted((d["_id"], d["total"]) for d in client.shop.orders.find())
-        status = client.admin.command("serverStatus")
-        step(f"restarted: {len(recovered)} orders found; engine: {status.get(status['storageEngine']['name'], {})}")
+        engine = client.admin.command("serverStatus").get("slipstream", {})
+        checkpoint = engine.get("checkpoint", {}).get("timestamp")
+        oplog = engine.get("oplog", {})
+        step(f"restarted: {len(recovered)} orders found; recovery opened the checkpoint at {checkpoint} "
+             f"and replayed the journal up to {oplog.get('last')} "
+             f"({engine.get('journal', {}).get('entries')} oplog entries in the journal)")
         client.close()
         if recovered != expected:
             print(f"FAIL: {len(expected)} expected, {len(recovered)} recovered", file=sys.stderr)

@@ -6,7 +6,7 @@
 use bson::Document;
 
 use super::limits::{FIND_DEFAULT_FIRST_BATCH_DOCUMENTS, REPLY_BATCH_BYTES_MAX};
-use super::size::document_size;
+use super::size::{decimal_digits, document_size};
 
 /// The bounds of one batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,15 +106,6 @@ impl Batch {
     pub fn into_documents(self) -> Vec<Document> {
         self.documents
     }
-}
-
-fn decimal_digits(mut n: usize) -> usize {
-    let mut digits = 1;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    digits
 }
 
 #[cfg(test)]

@@ -64,7 +64,9 @@ fn measured_value_size(value: &Bson) -> usize {
     wrapper.to_vec().map(|bytes| bytes.len() - 8).unwrap_or(0)
 }
 
-fn decimal_digits(mut n: usize) -> usize {
+/// The number of decimal digits of `n`: the length of an array element's
+/// key ("0", "1", ...).
+pub(crate) fn decimal_digits(mut n: usize) -> usize {
     let mut digits = 1;
     while n >= 10 {
         n /= 10;

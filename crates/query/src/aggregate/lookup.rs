@@ -13,7 +13,7 @@
 use bson::{doc, Bson, Document};
 
 use super::fields::{set_path, split_path};
-use super::{document_size, parse_at_depth, DocStream, ExecContext, MemoryBudget, Pipeline, Stage};
+use super::{document_size, parse_sub_pipeline, DocStream, ExecContext, MemoryBudget, Pipeline, Stage};
 use crate::error::{codes, QueryError};
 use crate::expr::{lookup_path_in_document, validate_variable_name, Expr};
 use crate::filter::Filter;
@@ -73,20 +73,7 @@ impl LookupStage {
                 ))
             }
         };
-        let pipeline = match options.get("pipeline") {
-            None => None,
-            Some(Bson::Array(stages)) => {
-                let stages = stages
-                    .iter()
-                    .map(|s| match s {
-                        Bson::Document(d) => Ok(d.clone()),
-                        _ => Err(QueryError::new(codes::TYPE_MISMATCH, "$lookup pipeline stages must be objects")),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Some(parse_at_depth(&stages, db, depth + 1)?)
-            }
-            Some(_) => return Err(QueryError::new(codes::TYPE_MISMATCH, "$lookup 'pipeline' must be an array")),
-        };
+        let pipeline = parse_sub_pipeline("$lookup", options.get("pipeline"), db, depth)?;
         if equality.is_none() && pipeline.is_none() {
             return Err(QueryError::new(
                 codes::FAILED_TO_PARSE,

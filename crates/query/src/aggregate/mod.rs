@@ -157,6 +157,29 @@ impl Pipeline {
 }
 
 /// Parses a pipeline nested `depth` sub-pipelines deep.
+/// Parses the optional `pipeline` argument of a stage that runs a
+/// sub-pipeline (`$lookup`, `$unionWith`), one nesting level deeper.
+pub(crate) fn parse_sub_pipeline(
+    stage: &str,
+    value: Option<&Bson>,
+    db: &str,
+    depth: usize,
+) -> Result<Option<Pipeline>, QueryError> {
+    let stages = match value {
+        None => return Ok(None),
+        Some(Bson::Array(stages)) => stages,
+        Some(_) => return Err(QueryError::new(codes::TYPE_MISMATCH, format!("{stage} 'pipeline' must be an array"))),
+    };
+    let stages = stages
+        .iter()
+        .map(|s| match s {
+            Bson::Document(d) => Ok(d.clone()),
+            _ => Err(QueryError::new(codes::TYPE_MISMATCH, format!("{stage} pipeline stages must be objects"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(parse_at_depth(&stages, db, depth + 1)?))
+}
+
 pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Result<Pipeline, QueryError> {
     if depth > SUB_PIPELINE_DEPTH_MAX {
         return Err(QueryError::new(

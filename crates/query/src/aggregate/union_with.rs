@@ -4,7 +4,7 @@
 
 use bson::Bson;
 
-use super::{parse_at_depth, DocStream, ExecContext, Pipeline, Stage};
+use super::{parse_sub_pipeline, DocStream, ExecContext, Pipeline, Stage};
 use crate::error::{codes, QueryError};
 
 #[derive(Debug)]
@@ -25,20 +25,7 @@ impl UnionWithStage {
                 if let Some(other) = options.keys().find(|k| *k != "coll" && *k != "pipeline") {
                     return Err(QueryError::new(40415, format!("BSON field '$unionWith.{other}' is an unknown field.")));
                 }
-                let pipeline = match options.get("pipeline") {
-                    None => None,
-                    Some(Bson::Array(stages)) => {
-                        let stages = stages
-                            .iter()
-                            .map(|s| match s {
-                                Bson::Document(d) => Ok(d.clone()),
-                                _ => Err(QueryError::new(codes::TYPE_MISMATCH, "$unionWith pipeline stages must be objects")),
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
-                        Some(parse_at_depth(&stages, db, depth + 1)?)
-                    }
-                    Some(_) => return Err(QueryError::new(codes::TYPE_MISMATCH, "$unionWith 'pipeline' must be an array")),
-                };
+                let pipeline = parse_sub_pipeline("$unionWith", options.get("pipeline"), db, depth)?;
                 Ok(UnionWithStage { collection, pipeline })
             }
             _ => Err(QueryError::new(codes::FAILED_TO_PARSE, "the $unionWith stage specification must be an object or string")),

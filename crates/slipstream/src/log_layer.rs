@@ -5,8 +5,11 @@
 //!
 //! How an event becomes a MongoDB line:
 //! - `s` from the level: ERROR `E`, WARN `W`, INFO `I`, DEBUG `D1`, TRACE `D2`.
-//! - `c` from the target, through [`COMPONENTS`]; a dependency's events get
-//!   MongoDB's default component `-` and their target in `attr.target`.
+//! - `c` from the target, through [`COMPONENTS`]; an explicit target the
+//!   table does not know falls back on the module path, so that a new
+//!   `target: "..."` in a slipstream crate is not taken for a dependency's.
+//!   A dependency's events get MongoDB's default component `-` and their
+//!   target in `attr.target`.
 //! - `id` from a field `id = N` (MongoDB's ids are numbers that name a
 //!   message, not an occurrence); without one, [`derived_id`] hashes the
 //!   target and the message text, so an id stays the same from run to run
@@ -66,6 +69,12 @@ pub const DERIVED_ID_MIN: u32 = 1_000_000_000;
 /// The component of events with `target`, or None for a dependency.
 pub fn component(target: &str) -> Option<&'static str> {
     COMPONENTS.iter().find(|(prefix, _)| covers(prefix, target)).map(|(_, component)| *component)
+}
+
+/// The component of an event from its metadata: the target first, then
+/// the module path. None for a dependency.
+fn component_of(metadata: &Metadata<'_>) -> Option<&'static str> {
+    component(metadata.target()).or_else(|| metadata.module_path().and_then(component))
 }
 
 fn covers(prefix: &str, target: &str) -> bool {
@@ -154,7 +163,7 @@ impl NodeFilter {
     }
 
     fn passes(&self, metadata: &Metadata<'_>) -> bool {
-        let most_verbose = if component(metadata.target()).is_some() { self.ours } else { DEPENDENCY_LEVEL };
+        let most_verbose = if component_of(metadata).is_some() { self.ours } else { DEPENDENCY_LEVEL };
         *metadata.level() <= most_verbose
     }
 }
@@ -196,9 +205,12 @@ where
         let mut fields = Fields::default();
         event.record(&mut fields);
         // Events bridged from the `log` crate carry their real target as
-        // a field; the metadata's target is just "log".
-        let target = fields.log_target.take().unwrap_or_else(|| event.metadata().target().to_owned());
-        let component = match component(&target) {
+        // a field; their metadata is the bridge's, not the caller's.
+        let (target, module_path) = match fields.log_target.take() {
+            Some(target) => (target, None),
+            None => (event.metadata().target().to_owned(), event.metadata().module_path()),
+        };
+        let component = match component(&target).or_else(|| module_path.and_then(component)) {
             Some(component) => component,
             None => {
                 fields.attr.insert("target".to_owned(), Value::String(target.clone()));
@@ -289,6 +301,10 @@ mod tests {
     use std::io::{self, Write};
     use std::sync::{Arc, Mutex};
 
+    use tracing::callsite::{DefaultCallsite, Identifier};
+    use tracing::field::FieldSet;
+    use tracing::metadata::Kind;
+
     use super::*;
 
     /// A sink that keeps what was written, to compare the file with the ring.
@@ -373,15 +389,64 @@ mod tests {
         assert_eq!(severities(lines_of(2, emit)), ["E", "W", "I", "D1", "D2"]);
     }
 
+    /// Declares a callsite as `redb::tree` would have it. tracing's macros
+    /// always record the calling module's path, which here would make the
+    /// event slipstream's own.
+    macro_rules! foreign_callsite {
+        ($callsite:ident, $metadata:ident, $level:expr) => {
+            static $callsite: DefaultCallsite = DefaultCallsite::new(&$metadata);
+            static $metadata: Metadata<'static> = Metadata::new(
+                "event from redb",
+                "redb::tree",
+                $level,
+                None,
+                None,
+                Some("redb::tree"),
+                FieldSet::new(&["message", "pages"], Identifier(&$callsite)),
+                Kind::EVENT,
+            );
+        };
+    }
+
+    foreign_callsite!(FOREIGN_INFO_CALLSITE, FOREIGN_INFO, Level::INFO);
+    foreign_callsite!(FOREIGN_WARN_CALLSITE, FOREIGN_WARN, Level::WARN);
+
+    /// What `tracing::event!` does: register, ask the filter, then dispatch.
+    fn emit_foreign(callsite: &'static DefaultCallsite, metadata: &'static Metadata<'static>, message: &str) {
+        callsite.register();
+        tracing::dispatcher::get_default(|dispatch| {
+            if dispatch.enabled(metadata) {
+                let fields = metadata.fields();
+                let (message_field, pages_field) = (fields.field("message").unwrap(), fields.field("pages").unwrap());
+                let message = format_args!("{message}");
+                let values: [(&Field, Option<&dyn tracing::Value>); 2] =
+                    [(&message_field, Some(&message)), (&pages_field, Some(&3u64))];
+                dispatch.event(&Event::new(metadata, &fields.value_set(&values)));
+            }
+        });
+    }
+
     #[test]
     fn dependencies_speak_only_from_warn_and_say_who_they_are() {
         let lines = lines_of(2, || {
-            tracing::info!(target: "redb::tree", "chatty");
-            tracing::warn!(target: "redb::tree", pages = 3u64, "repairing");
+            emit_foreign(&FOREIGN_INFO_CALLSITE, &FOREIGN_INFO, "chatty");
+            emit_foreign(&FOREIGN_WARN_CALLSITE, &FOREIGN_WARN, "repairing");
         });
-        assert_eq!(lines.len(), 1);
+        assert_eq!(lines.len(), 1, "{lines:?}");
         assert_eq!(lines[0]["c"], DEFAULT_COMPONENT);
+        assert_eq!(lines[0]["msg"], "repairing");
         assert_eq!(lines[0]["attr"], serde_json::json!({"pages": 3, "target": "redb::tree"}));
+    }
+
+    #[test]
+    fn a_target_the_table_does_not_know_falls_back_on_the_module_path() {
+        // This module's path starts with `slipstream::`, so the event is
+        // ours (CONTROL) and passes at info, where a dependency's would not.
+        let lines = lines_of(0, || tracing::info!(target: "recovery", replayed = 3u64, "recovered"));
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["c"], "CONTROL");
+        assert_eq!(lines[0]["attr"], serde_json::json!({"replayed": 3}));
+        assert_eq!(lines[0]["id"], derived_id("recovery", "recovered"));
     }
 
     #[test]

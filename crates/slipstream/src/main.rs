@@ -2,6 +2,7 @@
 //! the wire and prints a JSON summary.
 
 mod bench;
+mod log_layer;
 mod serve;
 
 use std::path::PathBuf;
@@ -48,6 +49,10 @@ pub struct ServeArgs {
     /// Append log lines to this file instead of stdout.
     #[arg(long)]
     pub logpath: Option<PathBuf>,
+    /// More verbose logging, as MongoDB's `-v`: once for debug (D1) lines,
+    /// twice for trace (D2) lines. `RUST_LOG`, when set, decides instead.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// The most simultaneous client connections.
     #[arg(long = "max-connections", alias = "maxConns", default_value_t = slipstream_server::state::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,

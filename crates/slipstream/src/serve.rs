@@ -2,17 +2,21 @@
 //! lock and recovers), listen, serve until SIGTERM/SIGINT or `shutdown`,
 //! then stop accepting, let in-flight requests finish, and shut the engine
 //! down with a final checkpoint.
+//!
+//! Everything the process says goes to the node's log (`--logpath`, else
+//! stdout), as MongoDB's does: stderr carries only the errors that stop a
+//! start before that log is open.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde_json::json;
-use slipstream_server::log::Log;
+use slipstream_server::log::{Log, Severity};
 use slipstream_server::{ServerOptions, ServerState};
 use slipstream_storage::{Engine, EngineOptions, StorageError};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::ServeArgs;
+use crate::{log_layer, ServeArgs};
 
 /// MongoDB's exit code when the data directory is in use by another process.
 const EXIT_DBPATH_IN_USE: u8 = 100;
@@ -37,11 +41,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .try_init();
+    log_layer::install(&log, args.verbose);
+    log_panics(log.clone());
     let options = ServerOptions {
         port: args.port,
         bind_ip: args.bind_ip.clone(),
@@ -62,12 +63,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
                "version": env!("CARGO_PKG_VERSION"), "mongodbVersion": slipstream_server::commands::admin::MONGODB_VERSION}),
     );
     if enable_test_commands {
-        log.startup_warning(22120, "Test commands are enabled: do not use this node in production", serde_json::Value::Null);
+        log.startup_warning(
+            22120,
+            "Test commands are enabled: do not use this node in production",
+            serde_json::Value::Null,
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            log.error(
+                "CONTROL",
+                20573,
+                "initandlisten",
+                "cannot start the async runtime",
+                json!({"error": err.to_string()}),
+            );
             return ExitCode::from(1);
         }
     };
@@ -76,19 +87,37 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
 async fn serve(options: ServerOptions, log: Log) -> ExitCode {
     if let Err(err) = std::fs::create_dir_all(&options.dbpath) {
-        log.error("STORAGE", 20557, "initandlisten", "cannot create the data directory", json!({"error": err.to_string()}));
-        eprintln!("error: cannot create --dbpath {}: {err}", options.dbpath.display());
+        log.error(
+            "STORAGE",
+            20557,
+            "initandlisten",
+            "cannot create the data directory",
+            json!({"error": err.to_string()}),
+        );
         return ExitCode::from(1);
     }
     let mut engine_options = EngineOptions::new(options.dbpath.clone());
     engine_options.journal_commit_interval_ms = options.journal_commit_interval_ms;
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
-    let opened = tokio::task::spawn_blocking(move || Engine::open(engine_options)).await;
+    // The span names the context of recovery's lines, as MongoDB's
+    // startup thread does.
+    let startup = tracing::info_span!("initandlisten");
+    let opened = tokio::task::spawn_blocking(move || {
+        let _entered = startup.enter();
+        Engine::open(engine_options).map_err(Box::new)
+    })
+    .await;
     let engine = match opened {
         Ok(Ok(engine)) => engine,
-        Ok(Err(err)) => return refuse_start(&log, &options, err),
+        Ok(Err(err)) => return refuse_start(&log, &options, *err),
         Err(join) => {
-            eprintln!("error: opening the storage engine panicked: {join}");
+            log.error(
+                "STORAGE",
+                20557,
+                "initandlisten",
+                "opening the storage engine panicked",
+                json!({"error": join.to_string()}),
+            );
             return ExitCode::from(1);
         }
     };
@@ -104,8 +133,13 @@ async fn serve(options: ServerOptions, log: Log) -> ExitCode {
     let listeners = match slipstream_server::listener::bind(&options.bind_ip, options.port).await {
         Ok(listeners) => listeners,
         Err(err) => {
-            log.error("NETWORK", 20568, "initandlisten", "Error setting up listener", json!({"error": err.to_string()}));
-            eprintln!("error: cannot listen on {}:{}: {err}", options.bind_ip, options.port);
+            log.error(
+                "NETWORK",
+                20568,
+                "initandlisten",
+                "Error setting up listener",
+                json!({"error": err.to_string()}),
+            );
             shutdown_engine(&log, &engine);
             return ExitCode::from(EXIT_NETWORK);
         }
@@ -125,36 +159,74 @@ async fn serve(options: ServerOptions, log: Log) -> ExitCode {
 
 fn refuse_start(log: &Log, options: &ServerOptions, err: StorageError) -> ExitCode {
     let locked = matches!(err, StorageError::DataDirectoryLocked(_));
-    log.error("STORAGE", 20557, "initandlisten", "Cannot open the data directory", json!({"error": err.to_string(), "dbPath": options.dbpath.display().to_string()}));
+    log.error(
+        "STORAGE",
+        20557,
+        "initandlisten",
+        "Cannot open the data directory",
+        json!({"error": err.to_string(), "dbPath": options.dbpath.display().to_string()}),
+    );
     if locked {
-        eprintln!(
-            "error: the data directory {} is in use by another slipstream process: {err}",
-            options.dbpath.display()
-        );
         ExitCode::from(EXIT_DBPATH_IN_USE)
     } else {
-        eprintln!("error: cannot open the data directory {}: {err}", options.dbpath.display());
         ExitCode::from(1)
     }
 }
 
 fn shutdown_engine(log: &Log, engine: &Arc<Engine>) -> bool {
+    let span = tracing::info_span!("initandlisten");
+    let _entered = span.enter();
     match engine.shutdown() {
         Ok(()) => {
-            log.info("STORAGE", 22261, "initandlisten", "Storage engine shut down (final checkpoint written)", serde_json::Value::Null);
+            log.info(
+                "STORAGE",
+                22261,
+                "initandlisten",
+                "Storage engine shut down (final checkpoint written)",
+                serde_json::Value::Null,
+            );
             true
         }
         Err(err) => {
-            log.error("STORAGE", 22262, "initandlisten", "Storage engine shutdown failed", json!({"error": err.to_string()}));
+            log.error(
+                "STORAGE",
+                22262,
+                "initandlisten",
+                "Storage engine shutdown failed",
+                json!({"error": err.to_string()}),
+            );
             false
         }
     }
 }
 
+/// Sends panics to the log as fatal lines instead of to stderr. A panic in
+/// a connection's task does not end the process (tokio catches it), so
+/// this is the only record of it.
+fn log_panics(log: Log) {
+    std::panic::set_hook(Box::new(move |info| {
+        let message = match info.payload().downcast_ref::<&str>() {
+            Some(text) => (*text).to_owned(),
+            None => info.payload().downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        let location = info.location().map(|at| format!("{}:{}", at.file(), at.line())).unwrap_or_default();
+        let thread = std::thread::current();
+        let attr = json!({"message": message, "location": location});
+        log.write(Severity::Fatal, "CONTROL", 23079, thread.name().unwrap_or("-"), "Panic", attr);
+    }));
+}
+
 /// Turns SIGTERM or SIGINT into the node's shutdown signal.
 async fn watch_signals(state: Arc<ServerState>) {
-    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        state.log.error("CONTROL", 23377, "signalProcessingThread", "cannot install signal handlers", serde_json::Value::Null);
+    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        state.log.error(
+            "CONTROL",
+            23377,
+            "signalProcessingThread",
+            "cannot install signal handlers",
+            serde_json::Value::Null,
+        );
         return;
     };
     let name = tokio::select! {

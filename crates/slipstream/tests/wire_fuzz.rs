@@ -177,10 +177,21 @@ fn random_and_mutated_messages_never_stop_the_node() {
 fn second_node_on_the_same_dbpath_is_refused() {
     let first = Node::start(&[]);
     let port = common::free_port();
-    let output = serve_command(&first.dbpath, port, &[]).output().expect("run a second slipstream serve");
-    assert!(!output.status.success(), "the second node must fail");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("in use"), "stderr names the lock: {stderr}");
+    let output = serve_command(&first.dbpath, port, &[])
+        .stdout(std::process::Stdio::piped())
+        .output()
+        .expect("run a second slipstream serve");
+    assert_eq!(output.status.code(), Some(100), "MongoDB's exit code for a dbpath in use");
+    // The refusal is a line of the node's log (stdout without --logpath), as
+    // mongod's is; stderr stays empty.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let refusal = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("every line is JSON"))
+        .find(|line| line["s"] == "E" && line["c"] == "STORAGE")
+        .unwrap_or_else(|| panic!("no storage error in the log: {stdout}"));
+    assert!(refusal["attr"]["error"].as_str().unwrap().contains("lock"), "the error names the lock: {refusal}");
     // The first node is unaffected.
     assert_eq!(first.client().command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
 }

@@ -51,12 +51,16 @@ impl Node {
 
     pub fn start_at(dbpath: &Path, extra: &[&str]) -> Node {
         let port = free_port();
-        // stderr goes to a file, not a pipe nobody drains: a full pipe would
-        // block the node's writes.
+        // The node's log (stdout, without --logpath) and stderr go to a
+        // file, not a pipe nobody drains: a full pipe would block the node's
+        // writes.
         std::fs::create_dir_all(dbpath).unwrap();
-        let stderr_path = dbpath.with_extension("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let child = serve_command(dbpath, port, extra).stderr(stderr).spawn().expect("spawn slipstream serve");
+        let output = std::fs::File::create(dbpath.with_extension("output.log")).unwrap();
+        let child = serve_command(dbpath, port, extra)
+            .stdout(output.try_clone().unwrap())
+            .stderr(output)
+            .spawn()
+            .expect("spawn slipstream serve");
         let mut node = Node { port, dbpath: dbpath.to_owned(), child: Some(child), _dir: None };
         node.wait_ready();
         node
@@ -66,8 +70,8 @@ impl Node {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                let stderr = std::fs::read_to_string(self.dbpath.with_extension("stderr.log")).unwrap_or_default();
-                panic!("node exited during startup with {status}: {stderr}");
+                let output = std::fs::read_to_string(self.dbpath.with_extension("output.log")).unwrap_or_default();
+                panic!("node exited during startup with {status}: {output}");
             }
             if let Ok(mut client) = Client::connect(self.port) {
                 if let Ok(reply) = client.command(&doc! {"ping": 1, "$db": "admin"}) {

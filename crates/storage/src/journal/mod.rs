@@ -41,7 +41,9 @@ use crate::io::{IoBackend, IoFile};
 use crate::{StorageError, Timestamp};
 
 pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
-pub use segment::{encode_header as segment_header, segment_file_name, SEGMENT_HEADER_BYTES};
+pub use segment::{
+    encode_header as segment_header, segment_file_name, SEGMENT_BYTES_MAX, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 
 use frame::{check_entry_shape, check_frame, encode_frame, FrameCheck};
 use index::{Index, Location, RecentCache};
@@ -280,6 +282,7 @@ impl Journal {
     /// `StorageError::Corruption` naming the file and offset.
     pub fn open(dir: &Path, io: Arc<dyn IoBackend>, options: JournalOptions) -> Result<Journal, StorageError> {
         assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
+        assert!(options.segment_size_bytes <= SEGMENT_BYTES_MAX, "segment_size_bytes too large");
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
         let segment_count = recovered.segments.len();

@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// One open file. Every method is positional, so one handle can be shared
 /// by the group-commit thread (writing) and readers (reading) at once.
@@ -167,9 +167,21 @@ struct FileModel {
     name_durable: bool,
 }
 
+/// Where a held fsync is (see `FaultyIo::hold_next_sync`).
+#[derive(Debug, PartialEq, Eq)]
+enum Hold {
+    /// The next fsync of this file will wait.
+    Armed(PathBuf),
+    /// An fsync of this file is waiting for `release_held_sync`.
+    Holding(PathBuf),
+    /// The waiting fsync may go on.
+    Released,
+}
+
 #[derive(Default)]
 struct FaultState {
     fault: Option<Fault>,
+    hold: Option<Hold>,
     writes_since_arm: u64,
     syncs_since_arm: u64,
     counters: FaultCounters,
@@ -187,11 +199,14 @@ struct FaultState {
 pub struct FaultyIo {
     inner: Arc<dyn IoBackend>,
     state: Arc<Mutex<FaultState>>,
+    /// Signalled when a held fsync starts waiting or is released
+    /// (guarded by `state`).
+    hold_changed: Arc<Condvar>,
 }
 
 impl FaultyIo {
     pub fn new(inner: Arc<dyn IoBackend>) -> FaultyIo {
-        FaultyIo { inner, state: Arc::new(Mutex::new(FaultState::default())) }
+        FaultyIo { inner, state: Arc::new(Mutex::new(FaultState::default())), hold_changed: Arc::new(Condvar::new()) }
     }
 
     /// Over the real file system.
@@ -215,6 +230,54 @@ impl FaultyIo {
 
     pub fn counters(&self) -> FaultCounters {
         self.state.lock().counters
+    }
+
+    /// Makes the next fsync of `path` wait until `release_held_sync`, as a
+    /// slow disk would: a test can then order what happens while it is in
+    /// flight. The fsync runs (or fails, after `power_off`) once released.
+    pub fn hold_next_sync(&self, path: &Path) {
+        let mut state = self.state.lock();
+        assert!(state.hold.is_none(), "one held fsync at a time");
+        state.hold = Some(Hold::Armed(path.to_path_buf()));
+    }
+
+    /// Waits until the held fsync has started waiting; false after `timeout`.
+    pub fn wait_until_sync_held(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while !matches!(state.hold, Some(Hold::Holding(_))) {
+            if self.hold_changed.wait_until(&mut state, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Lets the held fsync go on.
+    pub fn release_held_sync(&self) {
+        let mut state = self.state.lock();
+        state.hold = Some(Hold::Released);
+        self.hold_changed.notify_all();
+    }
+
+    /// The length `path` had at its last successful fsync through this
+    /// backend (what a crash keeps), if it has seen the file.
+    pub fn synced_len(&self, path: &Path) -> Option<u64> {
+        self.state.lock().files.get(path).map(|model| model.synced_len)
+    }
+
+    /// Waits here if this fsync of `path` is the one to hold.
+    fn hold_if_armed(&self, path: &Path) {
+        let mut state = self.state.lock();
+        if state.hold != Some(Hold::Armed(path.to_path_buf())) {
+            return;
+        }
+        state.hold = Some(Hold::Holding(path.to_path_buf()));
+        self.hold_changed.notify_all();
+        while state.hold != Some(Hold::Released) {
+            self.hold_changed.wait(&mut state);
+        }
+        state.hold = None;
     }
 
     /// Makes every later write and fsync fail, as if the machine lost
@@ -326,6 +389,7 @@ impl IoFile for FaultyFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        self.io.hold_if_armed(&self.path);
         if self.io.on_sync() {
             return Err(injected("fsync"));
         }
@@ -334,6 +398,7 @@ impl IoFile for FaultyFile {
     }
 
     fn sync_all(&self) -> io::Result<()> {
+        self.io.hold_if_armed(&self.path);
         if self.io.on_sync() {
             return Err(injected("fsync"));
         }

@@ -15,9 +15,12 @@
 //! 2. Take `io_lock`, then swap the pending chunks out under the state lock
 //!    (appends go on into a fresh buffer meanwhile).
 //! 3. Outside the state lock: write each chunk at its offset. Before a new
-//!    segment is created, the previous one is fsynced, so a later segment
-//!    never exists on disk next to an unsynced earlier one; a new segment's
-//!    header is fsynced, then the directory.
+//!    segment is created, the previous one is fsynced through its main
+//!    handle, whether its last bytes were written by this batch or by an
+//!    earlier one whose fsync is still in flight on a worker: a later
+//!    segment must never exist on disk next to an unsynced earlier one. A
+//!    new segment's header is fsynced, then the directory, before any frame
+//!    is written to it.
 //! 4. Under the state lock: record the batch as in flight and hand the
 //!    fsync of its last file to sync worker `batch_no % SYNC_WORKERS`; go
 //!    back to step 1 without waiting for it.
@@ -192,6 +195,10 @@ struct Batch {
     /// Each chunk with its segment's file and sync handles, None for a
     /// segment to create.
     chunks: Vec<(PendingChunk, Option<SegmentHandles>)>,
+    /// When the first chunk starts a new segment: the main handle of the
+    /// segment before it, whose tail an earlier batch wrote and whose
+    /// fsync may still be in flight on a worker.
+    previous_segment: Option<Arc<dyn IoFile>>,
     last_ts: Timestamp,
 }
 
@@ -208,7 +215,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     if !chunks.is_empty() {
         state.next_batch_no += 1;
     }
-    let chunks = chunks
+    let chunks: Vec<_> = chunks
         .into_iter()
         .map(|chunk| {
             let segment = state.segment(chunk.seq).expect("pending chunk's segment");
@@ -216,9 +223,13 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
             (chunk, handles)
         })
         .collect();
+    let previous_segment = match chunks.first() {
+        Some((chunk, None)) => chunk.seq.checked_sub(1).and_then(|seq| state.segment(seq)).and_then(|s| s.file.clone()),
+        _ => None,
+    };
     // Appenders held back by the pending-bytes maximum may go on.
     shared.progress.notify_all();
-    Batch { batch_no, waiters, chunks, last_ts }
+    Batch { batch_no, waiters, chunks, previous_segment, last_ts }
 }
 
 /// What writing a batch did, to be recorded under the lock.
@@ -235,14 +246,18 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
     let mut created = Vec::new();
     let mut bytes = 0;
     let mut fsyncs = 0;
-    let mut unsynced: Option<Arc<dyn IoFile>> = None;
+    // The file that may hold bytes not yet fsynced, to be fsynced before a
+    // new segment is created after it.
+    let mut unsynced: Option<Arc<dyn IoFile>> = batch.previous_segment.clone();
     let mut last_sync_file = None;
     for (chunk, handles) in &batch.chunks {
         let (file, sync_files) = match handles {
             Some((file, sync_files)) => (file.clone(), sync_files.clone()),
             None => {
                 // A later segment must never exist next to an unsynced
-                // earlier one (recovery would call its torn tail corruption).
+                // earlier one: after a crash recovery would call its torn
+                // tail corruption, and after a power loss the earlier
+                // segment could lose entries the later one keeps.
                 if let Some(previous) = unsynced.take() {
                     previous.sync_data()?;
                     fsyncs += 1;

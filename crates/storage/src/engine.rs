@@ -47,6 +47,7 @@ use crate::kv::KvEngine;
 use crate::lock_file::LockFile;
 use crate::mvcc::{ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, OpKind, OplogEntry};
+use crate::poison::PoisonPolicy;
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
@@ -66,6 +67,9 @@ pub struct EngineOptions {
     /// How often the state at the stable timestamp is checkpointed
     /// (`CHECKPOINT_INTERVAL_MS_DEFAULT` unless set).
     pub checkpoint_interval_ms: u64,
+    /// What a failed journal or checkpoint write or fsync does (by default:
+    /// log the cause and abort the process, see `poison.rs`).
+    pub poison_policy: PoisonPolicy,
 }
 
 impl EngineOptions {
@@ -75,6 +79,7 @@ impl EngineOptions {
             journal_commit_interval_ms: 100,
             oplog_size_bytes: 1024 * 1024 * 1024,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
+            poison_policy: PoisonPolicy::default(),
         }
     }
 }
@@ -369,6 +374,7 @@ impl Engine {
             commit_interval_ms: options.journal_commit_interval_ms,
             segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
             size_cap_bytes: options.oplog_size_bytes,
+            poison_policy: options.poison_policy,
         };
         let recovered = crate::recovery::recover(&options, io, journal_options)?;
         let (visible_tx, _) = tokio::sync::watch::channel(recovered.last_applied.ts);
@@ -396,7 +402,7 @@ impl Engine {
         let thread_inner = inner.clone();
         let thread = std::thread::Builder::new()
             .name("storage-checkpoint".to_string())
-            .spawn(move || crate::checkpoint::run_thread(thread_inner))?;
+            .spawn(move || crate::checkpoint::run_thread_guarded(thread_inner))?;
         Ok(Arc::new(Engine { inner, checkpoint_thread: Mutex::new(Some(thread)) }))
     }
 

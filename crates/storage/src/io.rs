@@ -11,7 +11,9 @@
 //! renamed or removed.
 //!
 //! `FaultyIo` is public (not `cfg(test)`) so that integration tests and the
-//! engine's own tests can use it; nothing in the server should.
+//! engine's own tests can use it; nothing in the server should. Tests that
+//! let it fail something open the journal with
+//! `PoisonPolicy::RefuseLaterCalls`, or the process would abort.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -143,6 +145,10 @@ pub enum Fault {
     Write { nth: u64, partial_bytes: Option<usize> },
     /// The Nth fsync from now (1-based, file or directory) fails.
     Sync { nth: u64 },
+    /// The Nth write from now panics, as a bug in the thread doing it would.
+    WritePanics { nth: u64 },
+    /// The Nth fsync from now (file or directory) panics.
+    SyncPanics { nth: u64 },
 }
 
 /// What a `FaultyIo` has counted.
@@ -322,13 +328,18 @@ impl FaultyIo {
             state.counters.ops_after_fault += 1;
         }
         state.writes_since_arm += 1;
-        if let Some(Fault::Write { nth, partial_bytes }) = state.fault {
-            if state.writes_since_arm == nth {
+        match state.fault {
+            Some(Fault::Write { nth, partial_bytes }) if state.writes_since_arm == nth => {
                 state.counters.fired = true;
-                return Some(partial_bytes);
+                Some(partial_bytes)
             }
+            Some(Fault::WritePanics { nth }) if state.writes_since_arm == nth => {
+                state.counters.fired = true;
+                drop(state);
+                panic!("injected panic in write {nth}");
+            }
+            _ => None,
         }
-        None
     }
 
     /// Counts one fsync; true if it must fail.
@@ -342,13 +353,18 @@ impl FaultyIo {
             state.counters.ops_after_fault += 1;
         }
         state.syncs_since_arm += 1;
-        if let Some(Fault::Sync { nth }) = state.fault {
-            if state.syncs_since_arm == nth {
+        match state.fault {
+            Some(Fault::Sync { nth }) if state.syncs_since_arm == nth => {
                 state.counters.fired = true;
-                return true;
+                true
             }
+            Some(Fault::SyncPanics { nth }) if state.syncs_since_arm == nth => {
+                state.counters.fired = true;
+                drop(state);
+                panic!("injected panic in fsync {nth}");
+            }
+            _ => false,
         }
-        false
     }
 }
 

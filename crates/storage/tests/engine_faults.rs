@@ -10,10 +10,13 @@ use std::sync::Arc;
 use bson::{doc, Bson};
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::io::{Fault, FaultyIo};
+use slipstream_storage::poison::PoisonPolicy;
 use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError};
 
 fn options(dir: &std::path::Path) -> EngineOptions {
     let mut options = EngineOptions::new(dir);
+    // FaultyIo fails I/O on purpose: refuse later calls instead of aborting.
+    options.poison_policy = PoisonPolicy::RefuseLaterCalls;
     options.checkpoint_interval_ms = 60_000;
     // Long enough that nothing is synced unless a writer waits for it.
     options.journal_commit_interval_ms = 10_000;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use slipstream_storage::io::{Fault, FaultyIo};
+use slipstream_storage::poison::PoisonPolicy;
 use slipstream_storage::journal::{
     segment_file_name, Journal, JournalOptions, FRAME_HEADER_BYTES, SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES,
 };
@@ -21,7 +22,12 @@ const ROUNDS_MAX: u32 = 40;
 fn fault_options() -> JournalOptions {
     // The thread syncs only when asked, so durability is exactly what the
     // test asked for.
-    JournalOptions { commit_interval_ms: 3_600_000, segment_size_bytes: 4096, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 3_600_000,
+        segment_size_bytes: 4096,
+        size_cap_bytes: u64::MAX,
+        poison_policy: PoisonPolicy::RefuseLaterCalls,
+    }
 }
 
 /// Segments large enough that no batch of these tests rolls over: each
@@ -317,5 +323,47 @@ fn a_segment_becomes_durable_only_after_the_previous_one_is() {
             "keep {keep_unsynced_bytes}: recovered entries are not a prefix of the appended ones"
         );
         assert!(recovered.last() >= Some(&durable), "keep {keep_unsynced_bytes}: lost durable entries");
+    }
+}
+
+/// Joins `handle` if it finishes within `timeout`.
+fn join_within<T>(handle: std::thread::JoinHandle<T>, timeout: Duration) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    while !handle.is_finished() {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Some(handle.join().unwrap())
+}
+
+#[test]
+fn a_panic_in_a_journal_thread_poisons_instead_of_leaving_waiters_blocked() {
+    // A panic while writing a batch (the group-commit thread) and while
+    // fsyncing it (a sync worker): the journal must refuse everything
+    // afterwards, as after a failed fsync, and wake every waiter.
+    for fault in [Fault::WritePanics { nth: 1 }, Fault::SyncPanics { nth: 1 }] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = FaultyIo::over_std();
+        let journal = Arc::new(Journal::open(dir.path(), io.as_backend(), fault_options()).unwrap());
+        journal.append(ts(0), &entry(ts(0), 300)).unwrap();
+        journal.sync_now().unwrap();
+        io.arm(fault);
+        journal.append(ts(1), &entry(ts(1), 300)).unwrap();
+        let waiter = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.wait_durable(ts(1)))
+        };
+        let result = join_within(waiter, STEP_TIMEOUT);
+        assert!(io.counters().fired, "{fault:?} never fired");
+        assert!(matches!(result, Some(Err(StorageError::Poisoned(_)))), "{fault:?}: the waiter got {result:?}");
+        let mut counted = false;
+        assert!(matches!(journal.request_durable(ts(1), &mut counted), Err(StorageError::Poisoned(_))));
+        assert!(matches!(journal.append(ts(2), &entry(ts(2), 300)), Err(StorageError::Poisoned(_))));
+        assert!(matches!(journal.close(), Err(StorageError::Poisoned(_))));
+        drop(journal);
+        let reopened = open(dir.path(), fault_options());
+        assert_eq!(all_timestamps(&reopened).first(), Some(&ts(0)));
     }
 }

@@ -50,7 +50,10 @@
 //! handle sees every later error.
 //!
 //! A failed write or fsync poisons the journal: the threads stop, nothing
-//! is retried, and `durable_ts` never moves again.
+//! is retried, and `durable_ts` never moves again. A panic in either kind
+//! of thread does the same (`run_guarded`, `run_sync_worker_guarded`):
+//! otherwise the waiters whose batch it held would wait forever. Under the
+//! default policy poisoning aborts the process (`poison.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +61,7 @@ use std::time::{Duration, Instant};
 use crate::io::{IoBackend, IoFile};
 use crate::journal::segment::{encode_header, segment_path, SegmentState};
 use crate::journal::{PendingChunk, Shared, State};
+use crate::poison::panic_message;
 use crate::Timestamp;
 
 /// The longest the thread waits for more writers before an fsync that
@@ -91,7 +95,30 @@ pub(crate) fn open_sync_files(io: &Arc<dyn IoBackend>, path: &std::path::Path) -
     (0..SYNC_WORKERS).map(|_| io.open(path)).collect()
 }
 
-pub(crate) fn run(shared: Arc<Shared>) {
+/// The group-commit thread: `run`, with a panic turned into poison.
+pub(crate) fn run_guarded(shared: Arc<Shared>) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(shared.clone())));
+    if let Err(payload) = result {
+        // The guards the thread held were released while unwinding.
+        let mut state = shared.state.lock();
+        shared.poison(&mut state, format!("the journal's group-commit thread panicked: {}", panic_message(&*payload)));
+        state.thread_exited = true;
+        shared.sync_work.iter().for_each(|worker| {
+            worker.notify_all();
+        });
+    }
+}
+
+/// Sync worker `slot`: `run_sync_worker`, with a panic turned into poison.
+pub(crate) fn run_sync_worker_guarded(shared: Arc<Shared>, slot: usize) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_sync_worker(shared.clone(), slot)));
+    if let Err(payload) = result {
+        let mut state = shared.state.lock();
+        shared.poison(&mut state, format!("journal sync worker {slot} panicked: {}", panic_message(&*payload)));
+    }
+}
+
+fn run(shared: Arc<Shared>) {
     while wait_for_work(&shared) {
         let io_guard = shared.io_lock.lock();
         let batch = {
@@ -354,7 +381,7 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
 
 /// Sync worker `slot`: runs the fsyncs of batches `slot`, `slot +
 /// SYNC_WORKERS`, ... and completes them in order.
-pub(crate) fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
+fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
     loop {
         let job = {
             let mut state = shared.state.lock();

@@ -12,10 +12,13 @@
 //! durability (`j: true`) asks for an immediate sync; otherwise the thread
 //! syncs at least every `commit_interval_ms` while data is unsynced.
 //!
-//! A failed write or fsync poisons the journal: every later call and every
-//! waiter gets `StorageError::Poisoned`, and nothing is retried (after a
-//! failed fsync the kernel may have dropped the dirty pages; retrying
-//! would report durability that is not there).
+//! A failed write or fsync, or a panic in one of its threads, poisons the
+//! journal: nothing is retried (after a failed fsync the kernel may have
+//! dropped the dirty pages; retrying would report durability that is not
+//! there). Under the default `PoisonPolicy` the cause is logged and the
+//! process aborts, so that it restarts from what is durable; under
+//! `RefuseLaterCalls` (tests) every later call and every waiter gets
+//! `StorageError::Poisoned`.
 //!
 //! Read path: an index `ts -> (segment, offset, len)` covers every entry;
 //! recent entries are served from a bounded cache, older ones are read from
@@ -38,6 +41,7 @@ use parking_lot::{Condvar, Mutex};
 use tokio::sync::watch;
 
 use crate::io::{IoBackend, IoFile};
+use crate::poison::{FailedPart, PoisonPolicy};
 use crate::{StorageError, Timestamp};
 
 pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
@@ -71,6 +75,9 @@ pub struct JournalOptions {
     /// The oplog's size cap (`--oplog-size-mb`): whole old segments are
     /// deleted to stay near it, never past the retain point.
     pub size_cap_bytes: u64,
+    /// What a failed write or fsync, or a panic in one of the journal's
+    /// threads, does (by default: log and abort the process).
+    pub poison_policy: PoisonPolicy,
 }
 
 impl Default for JournalOptions {
@@ -79,6 +86,7 @@ impl Default for JournalOptions {
             commit_interval_ms: 100,
             segment_size_bytes: 64 * 1024 * 1024,
             size_cap_bytes: 1024 * 1024 * 1024,
+            poison_policy: PoisonPolicy::default(),
         }
     }
 }
@@ -223,9 +231,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Marks the journal poisoned and wakes everybody. Returns the error.
+    /// Logs the failure and, under the default policy, aborts the process;
+    /// otherwise marks the journal poisoned and wakes everybody. Returns
+    /// the error.
     pub fn poison(&self, state: &mut State, reason: String) -> StorageError {
-        tracing::error!(target: "journal", reason = %reason, "journal poisoned by an I/O failure");
+        self.options.poison_policy.on_failure(FailedPart::Journal, &reason);
         if state.poisoned.is_none() {
             state.poisoned = Some(reason);
         }
@@ -363,7 +373,7 @@ impl Journal {
         let thread_shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("journal-group-commit".to_string())
-            .spawn(move || group_commit::run(thread_shared));
+            .spawn(move || group_commit::run_guarded(thread_shared));
         // On a failed spawn, dropping `journal` closes it and joins the
         // threads already started.
         journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
@@ -371,7 +381,7 @@ impl Journal {
             let worker_shared = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("journal-sync-{slot}"))
-                .spawn(move || group_commit::run_sync_worker(worker_shared, slot));
+                .spawn(move || group_commit::run_sync_worker_guarded(worker_shared, slot));
             journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         }
         Ok(journal)

@@ -1,5 +1,7 @@
 """Durability through real processes: SIGKILL, restart, lock file, clean shutdown (issue 2, items 1 and 6)."""
 
+import resource
+import signal
 import subprocess
 import threading
 import time
@@ -116,3 +118,30 @@ def test_shutdown_command(fresh_node):
         pass  # The server closes the connection as it goes down.
     client.close()
     assert fresh_node.process.wait(timeout=60) == 0
+
+
+def test_failed_journal_fsync_aborts_and_restart_keeps_durable_writes(fresh_node):
+    """Issue 6 item 6: after a failed journal fsync the node logs the cause and
+    aborts instead of serving writes that would vanish; a restart recovers
+    every j:true write acknowledged before it."""
+    # The abort is the expected outcome: leave no core file behind.
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    fresh_node.start()
+    client = connect(fresh_node)
+    coll = client.test.get_collection("poison", write_concern=WriteConcern(j=True))
+    coll.insert_many([{"_id": i} for i in range(50)])
+    client.admin.command({"configureFailPoint": "failJournalFsync", "mode": "alwaysOn"})
+    with pytest.raises(PyMongoError):
+        coll.insert_one({"_id": "doomed"})
+    client.close()
+    assert fresh_node.process.wait(timeout=60) == -signal.SIGABRT
+    log = fresh_node.log_tail(400)
+    assert "durability can no longer be promised" in log, log
+    assert "failJournalFsync" in log, log
+
+    fresh_node.start()
+    client = connect(fresh_node)
+    present = {d["_id"] for d in client.test.poison.find({}, {"_id": 1})}
+    assert set(range(50)) <= present
+    client.close()

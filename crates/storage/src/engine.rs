@@ -733,6 +733,13 @@ impl Engine {
         Ok(())
     }
 
+    /// The `failJournalFsync` fail point (test commands only): when
+    /// `armed`, the journal's next fsync fails, which poisons it (and by
+    /// default aborts the process).
+    pub fn fail_next_journal_fsync(&self, armed: bool) {
+        self.inner.journal.fail_next_sync(armed);
+    }
+
     pub fn stats(&self) -> EngineStats {
         let journal = self.inner.journal.stats();
         EngineStats {

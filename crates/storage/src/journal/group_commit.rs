@@ -399,7 +399,11 @@ fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
             }
         };
         let started = Instant::now();
-        let result = job.file.sync_data();
+        let result = if shared.fail_next_sync.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            Err(std::io::Error::other("fsync failed by the failJournalFsync fail point"))
+        } else {
+            job.file.sync_data()
+        };
         let mut state = shared.state.lock();
         match result {
             Ok(()) => {

@@ -33,6 +33,7 @@ mod segment;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -226,6 +227,9 @@ pub(crate) struct Shared {
     /// batch write: the group-commit thread and `truncate_after`. Taken
     /// before `state`, never after.
     pub io_lock: Mutex<()>,
+    /// Set by `fail_next_sync` (a test fail point); taken by the sync
+    /// worker whose fsync it fails.
+    pub fail_next_sync: AtomicBool,
     pub durable_tx: watch::Sender<Timestamp>,
     pub appended_tx: watch::Sender<Timestamp>,
 }
@@ -366,6 +370,7 @@ impl Journal {
             sync_work: std::array::from_fn(|_| Condvar::new()),
             progress: Condvar::new(),
             io_lock: Mutex::new(()),
+            fail_next_sync: AtomicBool::new(false),
             durable_tx,
             appended_tx,
         });
@@ -639,6 +644,14 @@ impl Journal {
             state.cap_check_requested = true;
             self.shared.work.notify_one();
         }
+    }
+
+    /// A fail point for tests through the real binary: when `armed`, the
+    /// next batch fsync fails as a failing disk's would (the journal is
+    /// poisoned; by default the process aborts). Only reachable with test
+    /// commands enabled.
+    pub fn fail_next_sync(&self, armed: bool) {
+        self.shared.fail_next_sync.store(armed, Ordering::Release);
     }
 
     pub fn stats(&self) -> JournalStats {

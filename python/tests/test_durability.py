@@ -1,6 +1,8 @@
 """Durability through real processes: SIGKILL, restart, lock file, clean shutdown (issue 2, items 1 and 6)."""
 
+import os
 import resource
+import shutil
 import signal
 import subprocess
 import threading
@@ -144,4 +146,41 @@ def test_failed_journal_fsync_aborts_and_restart_keeps_durable_writes(fresh_node
     client = connect(fresh_node)
     present = {d["_id"] for d in client.test.poison.find({}, {"_id": 1})}
     assert set(range(50)) <= present
+    client.close()
+
+
+def test_lost_journal_stops_the_node_until_the_loss_is_accepted(fresh_node):
+    """Issue 6 item 4: a node whose journal directory was deleted refuses to
+    start with a clear error; --accept-journal-loss starts it from the
+    checkpoint, after which it restarts without the flag."""
+    fresh_node.start()
+    client = connect(fresh_node)
+    client.test.get_collection("lost", write_concern=WriteConcern(j=True)).insert_many(
+        [{"_id": i} for i in range(20)])
+    client.close()
+    assert fresh_node.stop() == 0  # a clean stop writes a final checkpoint
+    journal = os.path.join(fresh_node.dbpath, "journal")
+    shutil.rmtree(journal)
+
+    result = subprocess.run(
+        [str(binary_path()), "serve", "--port", str(free_port()), "--bind-ip", "127.0.0.1",
+         "--dbpath", fresh_node.dbpath], capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "journal directory" in output and "--accept-journal-loss" in output, output
+    assert not os.path.exists(journal), "the refusal changed the data directory"
+
+    fresh_node.extra_args = ["--accept-journal-loss"]
+    fresh_node.start()
+    client = connect(fresh_node)
+    lost = client.test.get_collection("lost", write_concern=WriteConcern(j=True))
+    assert sorted(d["_id"] for d in lost.find()) == list(range(20))
+    lost.insert_one({"_id": 20})
+    client.close()
+    fresh_node.kill()
+
+    fresh_node.extra_args = []
+    fresh_node.start()
+    client = connect(fresh_node)
+    assert sorted(d["_id"] for d in client.test.lost.find()) == list(range(21))
     client.close()

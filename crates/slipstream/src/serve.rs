@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 use slipstream_server::log::Log;
 use slipstream_server::{ServerOptions, ServerState};
+use slipstream_storage::io::StdIo;
 use slipstream_storage::{Engine, EngineOptions, StorageError};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -71,11 +72,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(options, log))
+    runtime.block_on(serve(options, args.accept_journal_loss, log))
 }
 
-async fn serve(options: ServerOptions, log: Log) -> ExitCode {
-    if let Err(err) = std::fs::create_dir_all(&options.dbpath) {
+async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> ExitCode {
+    if let Err(err) = slipstream_storage::lock_file::create_data_directory(&*StdIo::new(), &options.dbpath) {
         log.error("STORAGE", 20557, "initandlisten", "cannot create the data directory", json!({"error": err.to_string()}));
         eprintln!("error: cannot create --dbpath {}: {err}", options.dbpath.display());
         return ExitCode::from(1);
@@ -83,6 +84,7 @@ async fn serve(options: ServerOptions, log: Log) -> ExitCode {
     let mut engine_options = EngineOptions::new(options.dbpath.clone());
     engine_options.journal_commit_interval_ms = options.journal_commit_interval_ms;
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
+    engine_options.accept_journal_loss = accept_journal_loss;
     let opened = tokio::task::spawn_blocking(move || Engine::open(engine_options)).await;
     let engine = match opened {
         Ok(Ok(engine)) => engine,
@@ -132,6 +134,13 @@ fn refuse_start(log: &Log, options: &ServerOptions, err: StorageError) -> ExitCo
             options.dbpath.display()
         );
         ExitCode::from(EXIT_DBPATH_IN_USE)
+    } else if matches!(err, StorageError::JournalLost(_)) {
+        eprintln!(
+            "error: cannot open the data directory {}: {err}. Writes acknowledged as durable are gone. \
+             To start from the checkpoint and give them up, restart with --accept-journal-loss.",
+            options.dbpath.display()
+        );
+        ExitCode::from(1)
     } else {
         eprintln!("error: cannot open the data directory {}: {err}", options.dbpath.display());
         ExitCode::from(1)

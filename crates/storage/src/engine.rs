@@ -44,7 +44,7 @@ use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{Journal, JournalOptions};
 use crate::kv::KvEngine;
-use crate::lock_file::LockFile;
+use crate::lock_file::{create_data_directory, LockFile};
 use crate::mvcc::{ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, OpKind, OplogEntry};
 use crate::poison::PoisonPolicy;
@@ -70,6 +70,10 @@ pub struct EngineOptions {
     /// What a failed journal or checkpoint write or fsync does (by default:
     /// log the cause and abort the process, see `poison.rs`).
     pub poison_policy: PoisonPolicy,
+    /// Start from the checkpoint even when the journal no longer reaches
+    /// it (`--accept-journal-loss`): the writes it held are given up on
+    /// purpose. Without it such an open fails with `JournalLost`.
+    pub accept_journal_loss: bool,
 }
 
 impl EngineOptions {
@@ -80,6 +84,7 @@ impl EngineOptions {
             oplog_size_bytes: 1024 * 1024 * 1024,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             poison_policy: PoisonPolicy::default(),
+            accept_journal_loss: false,
         }
     }
 }
@@ -369,6 +374,7 @@ impl Engine {
     /// `open` with the journal's file I/O going through `io` (tests pass a
     /// fault-injecting backend).
     pub fn open_with_io(options: EngineOptions, io: Arc<dyn IoBackend>) -> Result<Arc<Engine>> {
+        create_data_directory(&*io, &options.dbpath)?;
         let lock_file = LockFile::acquire(&options.dbpath)?;
         let journal_options = JournalOptions {
             commit_interval_ms: options.journal_commit_interval_ms,

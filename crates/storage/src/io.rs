@@ -44,6 +44,8 @@ pub trait IoFile: Send + Sync {
 /// The file system as the journal sees it.
 pub trait IoBackend: Send + Sync {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Whether a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
     /// The names of the regular files directly inside `dir`.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Opens an existing file for reading and writing.
@@ -104,6 +106,10 @@ impl IoBackend for StdIo {
         std::fs::create_dir_all(dir)
     }
 
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
+    }
+
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -159,7 +165,8 @@ pub struct FaultCounters {
     /// Whether the armed fault has fired.
     pub fired: bool,
     /// Writes and syncs attempted after the fault fired: a poisoned journal
-    /// must attempt none (it never retries an fsync).
+    /// must attempt none (it never retries an fsync). `ops_after_fault_under`
+    /// counts those of one directory.
     pub ops_after_fault: u64,
 }
 
@@ -188,6 +195,11 @@ enum Hold {
 struct FaultState {
     fault: Option<Fault>,
     hold: Option<Hold>,
+    /// The paths of the writes and syncs counted in `ops_after_fault`.
+    paths_after_fault: Vec<PathBuf>,
+    /// Directories created through this backend, and whether each one's
+    /// name is durable (its parent was fsynced after it was created).
+    dirs: BTreeMap<PathBuf, bool>,
     writes_since_arm: u64,
     syncs_since_arm: u64,
     counters: FaultCounters,
@@ -199,8 +211,10 @@ struct FaultState {
 /// An `IoBackend` over another one (normally `StdIo`) that fails the Nth
 /// write or fsync and can simulate a crash: `crash` cuts every file it has
 /// seen back to its last fsynced length (optionally keeping some of the
-/// unsynced bytes, as a torn write would) and removes files whose names
-/// were never made durable by a directory fsync.
+/// unsynced bytes, as a torn write would) and removes files and
+/// directories whose names were never made durable by an fsync of the
+/// directory holding them. It models lengths only: a file overwritten in
+/// place (the checkpoint) keeps unsynced overwrites.
 #[derive(Clone)]
 pub struct FaultyIo {
     inner: Arc<dyn IoBackend>,
@@ -232,10 +246,17 @@ impl FaultyIo {
         state.syncs_since_arm = 0;
         state.counters.fired = false;
         state.counters.ops_after_fault = 0;
+        state.paths_after_fault.clear();
     }
 
     pub fn counters(&self) -> FaultCounters {
         self.state.lock().counters
+    }
+
+    /// Writes and syncs attempted after the fault fired on files in `dir`
+    /// (or on `dir` itself).
+    pub fn ops_after_fault_under(&self, dir: &Path) -> u64 {
+        self.state.lock().paths_after_fault.iter().filter(|path| path.starts_with(dir)).count() as u64
     }
 
     /// Makes the next fsync of `path` wait until `release_held_sync`, as a
@@ -300,6 +321,12 @@ impl FaultyIo {
     /// journal is dropped, then reopen over the real file system.
     pub fn crash(&self, keep_unsynced_bytes: u64) -> io::Result<()> {
         let state = self.state.lock();
+        for (dir, name_durable) in &state.dirs {
+            // A directory whose name is lost takes everything in it along.
+            if !name_durable && dir.exists() {
+                std::fs::remove_dir_all(dir)?;
+            }
+        }
         for (path, model) in &state.files {
             if !path.exists() {
                 continue;
@@ -318,7 +345,7 @@ impl FaultyIo {
     }
 
     /// Counts one write; returns Some(partial) if this write must fail.
-    fn on_write(&self) -> Option<Option<usize>> {
+    fn on_write(&self, path: &Path) -> Option<Option<usize>> {
         let mut state = self.state.lock();
         if state.powered_off {
             return Some(None);
@@ -326,6 +353,7 @@ impl FaultyIo {
         state.counters.writes += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
+            state.paths_after_fault.push(path.to_path_buf());
         }
         state.writes_since_arm += 1;
         match state.fault {
@@ -343,7 +371,7 @@ impl FaultyIo {
     }
 
     /// Counts one fsync; true if it must fail.
-    fn on_sync(&self) -> bool {
+    fn on_sync(&self, path: &Path) -> bool {
         let mut state = self.state.lock();
         if state.powered_off {
             return true;
@@ -351,6 +379,7 @@ impl FaultyIo {
         state.counters.syncs += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
+            state.paths_after_fault.push(path.to_path_buf());
         }
         state.syncs_since_arm += 1;
         match state.fault {
@@ -394,7 +423,7 @@ impl IoFile for FaultyFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if let Some(partial) = self.io.on_write() {
+        if let Some(partial) = self.io.on_write(&self.path) {
             if let Some(bytes) = partial {
                 let bytes = bytes.min(buf.len());
                 self.inner.write_all_at(&buf[..bytes], offset)?;
@@ -406,7 +435,7 @@ impl IoFile for FaultyFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.io.hold_if_armed(&self.path);
-        if self.io.on_sync() {
+        if self.io.on_sync(&self.path) {
             return Err(injected("fsync"));
         }
         self.inner.sync_data()?;
@@ -415,7 +444,7 @@ impl IoFile for FaultyFile {
 
     fn sync_all(&self) -> io::Result<()> {
         self.io.hold_if_armed(&self.path);
-        if self.io.on_sync() {
+        if self.io.on_sync(&self.path) {
             return Err(injected("fsync"));
         }
         self.inner.sync_all()?;
@@ -449,7 +478,22 @@ impl FaultyFile {
 
 impl IoBackend for FaultyIo {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
+        let mut created = Vec::new();
+        let mut missing = Some(dir);
+        while let Some(path) = missing.filter(|path| !path.exists()) {
+            created.push(path.to_path_buf());
+            missing = path.parent();
+        }
+        self.inner.create_dir_all(dir)?;
+        let mut state = self.state.lock();
+        for path in created {
+            state.dirs.insert(path, false);
+        }
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.inner.exists(path)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -483,7 +527,7 @@ impl IoBackend for FaultyIo {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if self.on_sync() {
+        if self.on_sync(dir) {
             return Err(injected("directory fsync"));
         }
         self.inner.sync_dir(dir)?;
@@ -491,6 +535,11 @@ impl IoBackend for FaultyIo {
         for (path, model) in state.files.iter_mut() {
             if path.parent() == Some(dir) {
                 model.name_durable = true;
+            }
+        }
+        for (path, name_durable) in state.dirs.iter_mut() {
+            if path.parent() == Some(dir) {
+                *name_durable = true;
             }
         }
         Ok(())

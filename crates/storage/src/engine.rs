@@ -152,6 +152,10 @@ pub struct EngineStats {
     pub oplog_first: Timestamp,
     pub oplog_last: Timestamp,
     pub oplog_size_bytes: u64,
+    /// How long the oldest write that is not yet fsynced has waited (a
+    /// `w: 1` write is acknowledged before its fsync); zero when every
+    /// write is durable.
+    pub oldest_unsynced_write_age_ms: u64,
 }
 
 /// Per-collection sizes for `collStats` / `dbStats`.
@@ -759,6 +763,7 @@ impl Engine {
             oplog_first: journal.first_ts.unwrap_or_default(),
             oplog_last: journal.last_ts.unwrap_or_default(),
             oplog_size_bytes: journal.size_bytes,
+            oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
         }
     }
 

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,6 +38,12 @@ pub trait IoFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// `fsync`: data and every metadata change (used after `set_len`).
     fn sync_all(&self) -> io::Result<()>;
+    /// Writes the file's dirty pages to the device and waits for them
+    /// (`sync_file_range`), without flushing the device's cache or the
+    /// file's metadata: NOT a durability point. The checkpoint calls it
+    /// every few megabytes so that its final fsync, which the journal's
+    /// fsyncs queue behind on the same file system, has little left to do.
+    fn write_back(&self) -> io::Result<()>;
     fn size_bytes(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
@@ -90,6 +97,17 @@ impl IoFile for StdFile {
 
     fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
+    }
+
+    fn write_back(&self) -> io::Result<()> {
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: sync_file_range on a descriptor we own, over the whole
+        // file (offset 0, length 0); it touches no memory of ours.
+        let result = unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, flags) };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     fn size_bytes(&self) -> io::Result<u64> {
@@ -168,6 +186,9 @@ pub struct FaultCounters {
     /// must attempt none (it never retries an fsync). `ops_after_fault_under`
     /// counts those of one directory.
     pub ops_after_fault: u64,
+    /// `IoFile::write_back` calls (not durability points, not counted as
+    /// syncs).
+    pub write_backs: u64,
 }
 
 /// Per-file bookkeeping that lets `crash` drop unsynced data.
@@ -178,13 +199,16 @@ struct FileModel {
     /// Whether the file's name is durable (the directory was fsynced after
     /// it was created).
     name_durable: bool,
+    /// Bytes written to the file since its last fsync.
+    written_since_sync: u64,
 }
 
 /// Where a held fsync is (see `FaultyIo::hold_next_sync`).
 #[derive(Debug, PartialEq, Eq)]
 enum Hold {
-    /// The next fsync of this file will wait.
-    Armed(PathBuf),
+    /// The next fsync of this file after at least this many bytes were
+    /// written to it since its previous fsync will wait.
+    Armed(PathBuf, u64),
     /// An fsync of this file is waiting for `release_held_sync`.
     Holding(PathBuf),
     /// The waiting fsync may go on.
@@ -265,7 +289,16 @@ impl FaultyIo {
     pub fn hold_next_sync(&self, path: &Path) {
         let mut state = self.state.lock();
         assert!(state.hold.is_none(), "one held fsync at a time");
-        state.hold = Some(Hold::Armed(path.to_path_buf()));
+        state.hold = Some(Hold::Armed(path.to_path_buf(), 0));
+    }
+
+    /// `hold_next_sync` for the first fsync of `path` that follows at
+    /// least `written_bytes` written to it since its previous fsync (a
+    /// commit's final fsync, not one made while the file grows).
+    pub fn hold_next_sync_after_writes(&self, path: &Path, written_bytes: u64) {
+        let mut state = self.state.lock();
+        assert!(state.hold.is_none(), "one held fsync at a time");
+        state.hold = Some(Hold::Armed(path.to_path_buf(), written_bytes));
     }
 
     /// Waits until the held fsync has started waiting; false after `timeout`.
@@ -296,7 +329,8 @@ impl FaultyIo {
     /// Waits here if this fsync of `path` is the one to hold.
     fn hold_if_armed(&self, path: &Path) {
         let mut state = self.state.lock();
-        if state.hold != Some(Hold::Armed(path.to_path_buf())) {
+        let written = state.files.get(path).map_or(0, |model| model.written_since_sync);
+        if !matches!(&state.hold, Some(Hold::Armed(armed, at_least)) if armed == path && written >= *at_least) {
             return;
         }
         state.hold = Some(Hold::Holding(path.to_path_buf()));
@@ -430,7 +464,10 @@ impl IoFile for FaultyFile {
             }
             return Err(injected("write"));
         }
-        self.inner.write_all_at(buf, offset)
+        self.inner.write_all_at(buf, offset)?;
+        let mut state = self.io.state.lock();
+        state.files.entry(self.path.clone()).or_default().written_since_sync += buf.len() as u64;
+        Ok(())
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -449,6 +486,14 @@ impl IoFile for FaultyFile {
         }
         self.inner.sync_all()?;
         self.record_synced()
+    }
+
+    fn write_back(&self) -> io::Result<()> {
+        // Not a durability point: a crash may still drop what it wrote, so
+        // the crash model does not change.
+        self.io.check_power()?;
+        self.io.state.lock().counters.write_backs += 1;
+        self.inner.write_back()
     }
 
     fn size_bytes(&self) -> io::Result<u64> {
@@ -471,7 +516,9 @@ impl FaultyFile {
     fn record_synced(&self) -> io::Result<()> {
         let len = self.inner.size_bytes()?;
         let mut state = self.io.state.lock();
-        state.files.entry(self.path.clone()).or_default().synced_len = len;
+        let model = state.files.entry(self.path.clone()).or_default();
+        model.synced_len = len;
+        model.written_since_sync = 0;
         Ok(())
     }
 }
@@ -507,7 +554,8 @@ impl IoBackend for FaultyIo {
             // fully durable (it was opened, not created, by this process).
             let len = inner.size_bytes()?;
             let mut state = self.state.lock();
-            state.files.entry(path.to_path_buf()).or_insert(FileModel { synced_len: len, name_durable: true });
+            let model = FileModel { synced_len: len, name_durable: true, written_since_sync: 0 };
+            state.files.entry(path.to_path_buf()).or_insert(model);
         }
         Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
     }

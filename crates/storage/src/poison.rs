@@ -38,12 +38,18 @@ impl PoisonPolicy {
     pub(crate) fn on_failure(self, part: FailedPart, reason: &str) {
         let aborting = self == PoisonPolicy::AbortProcess;
         match part {
-            FailedPart::Journal => {
-                tracing::error!(target: "journal", error = %reason, aborting, "the journal failed: durability can no longer be promised");
-            }
-            FailedPart::Checkpoint => {
-                tracing::error!(target: "storage", error = %reason, aborting, "a checkpoint failed: durability can no longer be promised");
-            }
+            FailedPart::Journal => tracing::error!(
+                target: "journal",
+                error = %reason,
+                aborting,
+                "the journal failed: durability can no longer be promised"
+            ),
+            FailedPart::Checkpoint => tracing::error!(
+                target: "storage",
+                error = %reason,
+                aborting,
+                "a checkpoint failed: durability can no longer be promised"
+            ),
         }
         if aborting {
             // The process restarts from what is durable; nothing in memory

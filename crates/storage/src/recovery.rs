@@ -94,7 +94,11 @@ fn check_journal_loss(options: &EngineOptions, reason: String) -> Result<(), Sto
     if !options.accept_journal_loss {
         return Err(StorageError::JournalLost(reason));
     }
-    tracing::warn!(target: "storage", reason = %reason, "accepting the loss of journal entries: starting from the checkpoint");
+    tracing::warn!(
+        target: "storage",
+        reason = %reason,
+        "accepting the loss of journal entries: starting from the checkpoint"
+    );
     Ok(())
 }
 
@@ -103,7 +107,8 @@ fn check_journal_loss(options: &EngineOptions, reason: String) -> Result<(), Sto
 /// starts after it, so it changes nothing).
 fn mark_accepted_loss(journal: &Journal, checkpoint_ts: Timestamp) -> Result<(), StorageError> {
     let message = format!("journal entries up to {checkpoint_ts} were lost; the loss was accepted");
-    let o = bson::RawDocumentBuf::try_from(&doc! {"msg": message}).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
+    let o = bson::RawDocumentBuf::try_from(&doc! {"msg": message})
+        .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
     let entry = build_raw(checkpoint_ts, UNINITIALIZED_TERM, OpKind::Noop, "", None, &o, None, bson::DateTime::now());
     journal.append(checkpoint_ts, &entry)?;
     journal.sync_now()?;
@@ -143,7 +148,8 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
         check_journal_loss(
             options,
             format!(
-                "the journal {ends}, before the checkpoint at {checkpoint_ts}: the entry at the checkpoint and any after it are gone"
+                "the journal {ends}, before the checkpoint at {checkpoint_ts}: \
+                 the entry at the checkpoint and any after it are gone"
             ),
         )?;
         mark_accepted_loss(&journal, checkpoint_ts)?;

@@ -72,7 +72,8 @@ fn check_child_aborts(name: &str, fault: Fault, cause: &str) {
     let mut stderr = String::new();
     child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGABRT), "{name}: the child ended with {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let output = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{name}: the child ended with {status:?}\n{output}");
     assert!(stderr.contains("durability can no longer be promised"), "{name}: no error logged:\n{stderr}");
     assert!(stderr.contains(cause), "{name}: the log does not say {cause:?}:\n{stderr}");
     let journal = open(dir.path(), small_options());

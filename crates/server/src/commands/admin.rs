@@ -297,6 +297,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "bytesWritten": stats.journal_bytes_written as i64,
                 "fsyncs": stats.journal_fsyncs as i64,
                 "entries": stats.journal_entries as i64,
+                "oldestUnsyncedWriteAgeMillis": stats.oldest_unsynced_write_age_ms as i64,
             },
             "checkpoint": {
                 "count": stats.checkpoints as i64,

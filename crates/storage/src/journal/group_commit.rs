@@ -81,6 +81,8 @@ pub(crate) struct InFlightBatch {
     pub waiters: usize,
     /// Fsyncs done while writing (segment rollover), counted at the end.
     pub fsyncs: u64,
+    /// When the batch's first entry was appended.
+    pub appended_since: Instant,
     pub done: bool,
 }
 
@@ -227,13 +229,18 @@ struct Batch {
     /// fsync may still be in flight on a worker.
     previous_segment: Option<Arc<dyn IoFile>>,
     last_ts: Timestamp,
+    /// When the batch's first entry was appended.
+    appended_since: Instant,
 }
 
 fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     let chunks = std::mem::take(&mut state.pending);
     state.pending_bytes = 0;
     state.pending_entries = 0;
-    state.pending_since = None;
+    let appended_since = state.pending_since.take().unwrap_or_else(Instant::now);
+    if !chunks.is_empty() {
+        state.writing_since = Some(appended_since);
+    }
     state.sync_requested = false;
     let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
     state.in_flight_ts = last_ts;
@@ -256,7 +263,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     };
     // Appenders held back by the pending-bytes maximum may go on.
     shared.progress.notify_all();
-    Batch { batch_no, waiters, chunks, previous_segment, last_ts }
+    Batch { batch_no, waiters, chunks, previous_segment, last_ts, appended_since }
 }
 
 /// What writing a batch did, to be recorded under the lock.
@@ -371,8 +378,10 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
         bytes: written.bytes,
         waiters: batch.waiters,
         fsyncs: written.fsyncs,
+        appended_since: batch.appended_since,
         done: false,
     });
+    state.writing_since = None;
     let slot = (batch.batch_no % SYNC_WORKERS as u64) as usize;
     assert!(state.sync_jobs[slot].is_none(), "sync worker {slot} still busy");
     state.sync_jobs[slot] = Some(SyncJob { batch_no: batch.batch_no, file: written.last_sync_file });

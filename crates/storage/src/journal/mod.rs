@@ -115,6 +115,10 @@ pub struct JournalStats {
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
     pub durable_ts: Timestamp,
+    /// How long ago the oldest entry that is not yet fsynced was appended
+    /// (for a `w: 1` write: acknowledged, but not yet durable); zero when
+    /// everything is durable.
+    pub oldest_unsynced_age_ms: u64,
     /// Bytes cut from a torn tail when the journal was opened.
     pub torn_bytes_cut_at_open: u64,
 }
@@ -140,6 +144,9 @@ pub(crate) struct State {
     pub pending_entries: usize,
     /// When the oldest pending frame was appended.
     pub pending_since: Option<Instant>,
+    /// When the oldest frame of the batch the group-commit thread is
+    /// writing now (taken, not yet in flight) was appended.
+    pub writing_since: Option<Instant>,
     /// Entries at or below this are in their files (maybe not fsynced).
     pub written_ts: Timestamp,
     /// Entries at or below this are fsynced.
@@ -200,6 +207,13 @@ impl State {
 
     fn size_bytes(&self) -> u64 {
         self.segments.iter().map(|segment| segment.end).sum()
+    }
+
+    /// When the oldest entry that is not yet durable was appended: the
+    /// first batch in flight, else the batch being written, else the
+    /// pending buffer (batches retire in order, so that is the oldest).
+    fn oldest_unsynced_since(&self) -> Option<Instant> {
+        self.in_flight.front().map(|batch| batch.appended_since).or(self.writing_since).or(self.pending_since)
     }
 
     fn segment(&self, seq: u64) -> Option<&SegmentState> {
@@ -340,6 +354,7 @@ impl Journal {
             pending_bytes: 0,
             pending_entries: 0,
             pending_since: None,
+            writing_since: None,
             written_ts: durable_ts,
             durable_ts,
             in_flight_ts: durable_ts,
@@ -665,6 +680,8 @@ impl Journal {
         stats.first_ts = state.index.first();
         stats.last_ts = state.last_ts();
         stats.durable_ts = state.durable_ts;
+        stats.oldest_unsynced_age_ms =
+            state.oldest_unsynced_since().map_or(0, |since| since.elapsed().as_millis() as u64);
         stats
     }
 

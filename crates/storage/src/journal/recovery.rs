@@ -142,11 +142,9 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         let file = io.open(&path).map_err(|err| io_error(&path, "opening journal segment", err))?;
         let len = file.size_bytes().map_err(|err| io_error(&path, "reading the length of", err))?;
         if len > SEGMENT_FILE_BYTES_MAX {
-            return Err(corruption(
-                &path,
-                0,
-                &format!("the file is {len} bytes, larger than any segment the journal writes ({SEGMENT_FILE_BYTES_MAX})"),
-            ));
+            let limit = SEGMENT_FILE_BYTES_MAX;
+            let reason = format!("the file is {len} bytes, larger than any segment the journal writes ({limit} bytes)");
+            return Err(corruption(&path, 0, &reason));
         }
         let mut data = vec![0u8; len as usize];
         file.read_exact_at(&mut data, 0).map_err(|err| io_error(&path, "reading", err))?;

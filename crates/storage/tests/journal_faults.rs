@@ -367,3 +367,20 @@ fn a_panic_in_a_journal_thread_poisons_instead_of_leaving_waiters_blocked() {
         assert_eq!(all_timestamps(&reopened).first(), Some(&ts(0)));
     }
 }
+
+#[test]
+fn a_journal_directory_the_journal_creates_survives_a_power_loss() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("journal");
+    let io = FaultyIo::over_std();
+    let journal = Journal::open(&dir, io.as_backend(), fault_options()).unwrap();
+    for i in 0..5 {
+        journal.append(ts(i), &entry(ts(i), 300)).unwrap();
+    }
+    journal.sync_now().unwrap();
+    io.power_off();
+    drop(journal);
+    io.crash(0).unwrap();
+    let journal = open(&dir, fault_options());
+    assert_eq!(all_timestamps(&journal), (0..5).map(ts).collect::<Vec<_>>());
+}

@@ -118,7 +118,14 @@ fn valid_frame_after_bad_one(data: &[u8], offset: usize) -> Option<usize> {
 }
 
 pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, StorageError> {
+    let created = !io.exists(dir).map_err(|err| io_error(dir, "looking for the journal directory", err))?;
     io.create_dir_all(dir).map_err(|err| io_error(dir, "creating journal directory", err))?;
+    if created {
+        // The directory's own name must be durable before any entry in it
+        // is called durable.
+        let parent = dir.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        io.sync_dir(parent).map_err(|err| io_error(parent, "fsyncing", err))?;
+    }
     let names = io.list_dir(dir).map_err(|err| io_error(dir, "listing journal directory", err))?;
     let mut seqs: Vec<u64> = names.iter().filter_map(|name| parse_segment_file_name(name)).collect();
     seqs.sort_unstable();

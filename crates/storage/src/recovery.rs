@@ -4,10 +4,11 @@
 //! 1. A checkpoint file without a journal directory means the journal was
 //!    lost: refuse (`JournalLost`) before anything is created, so that the
 //!    refusal holds on every start until the loss is accepted.
-//! 2. Open the key-value store (`dbpath/checkpoint.redb`) and read the
+//! 2. Open the journal (`dbpath/journal/`): it checks every frame, cuts a
+//!    torn tail and refuses any other damage. It comes first so that a
+//!    crash before step 3 never leaves a checkpoint without a journal.
+//! 3. Open the key-value store (`dbpath/checkpoint.redb`) and read the
 //!    checkpoint timestamp and the catalog committed with it.
-//! 3. Open the journal (`dbpath/journal/`): it checks every frame, cuts a
-//!    torn tail and refuses any other damage.
 //! 4. Fsync the data directory: the names `journal/` and `checkpoint.redb`
 //!    (created by the first open) are durable before any write is
 //!    acknowledged.
@@ -130,12 +131,14 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
             ),
         )?;
     }
+    // The journal directory is created before the checkpoint file, so that
+    // a crash between the two never looks like a lost journal.
+    let journal = Journal::open(&journal_dir, io.clone(), journal_options)?;
     let (kv, _) = RedbEngine::open(&checkpoint_path, &io)?;
     let kv: Arc<dyn KvEngine> = Arc::new(kv);
+    io.sync_dir(&options.dbpath).map_err(StorageError::Io)?;
     let snapshot = kv.snapshot()?;
     let (checkpoint_ts, catalog) = read_checkpoint(&*snapshot)?;
-    let journal = Journal::open(&journal_dir, io.clone(), journal_options)?;
-    io.sync_dir(&options.dbpath).map_err(StorageError::Io)?;
     if let Some(first) = journal.first_ts() {
         if checkpoint_ts != Timestamp::ZERO && first > checkpoint_ts {
             return Err(StorageError::Corruption(format!(

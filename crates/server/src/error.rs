@@ -101,6 +101,7 @@ impl From<StorageError> for CommandError {
             StorageError::Query(query) => CommandError::from(query),
             StorageError::DataDirectoryLocked(_)
             | StorageError::Corruption(_)
+            | StorageError::JournalLost(_)
             | StorageError::Poisoned(_)
             | StorageError::Io(_)
             | StorageError::Kv(_) => CommandError::new(1, message),

@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// The most simultaneous client connections.
     #[arg(long = "max-connections", alias = "maxConns", default_value_t = slipstream_server::state::MAX_CONNECTIONS_DEFAULT)]
     pub max_connections: usize,
+    /// Start from the checkpoint even though the journal no longer reaches
+    /// it (deleted, or cut short), giving up the writes it held. Without it
+    /// such a node refuses to start.
+    #[arg(long = "accept-journal-loss")]
+    pub accept_journal_loss: bool,
     /// MongoDB's `--setParameter name=value` (only enableTestCommands).
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     pub set_parameter: Vec<String>,

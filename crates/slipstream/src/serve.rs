@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::json;
 use slipstream_server::log::{Log, Severity};
 use slipstream_server::{ServerOptions, ServerState};
+use slipstream_storage::io::StdIo;
 use slipstream_storage::{Engine, EngineOptions, StorageError};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -82,11 +83,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(options, log))
+    runtime.block_on(serve(options, args.accept_journal_loss, log))
 }
 
-async fn serve(options: ServerOptions, log: Log) -> ExitCode {
-    if let Err(err) = std::fs::create_dir_all(&options.dbpath) {
+async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> ExitCode {
+    if let Err(err) = slipstream_storage::lock_file::create_data_directory(&*StdIo::new(), &options.dbpath) {
         log.error(
             "STORAGE",
             20557,
@@ -99,6 +100,7 @@ async fn serve(options: ServerOptions, log: Log) -> ExitCode {
     let mut engine_options = EngineOptions::new(options.dbpath.clone());
     engine_options.journal_commit_interval_ms = options.journal_commit_interval_ms;
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
+    engine_options.accept_journal_loss = accept_journal_loss;
     // The span names the context of recovery's lines, as MongoDB's
     // startup thread does.
     let startup = tracing::info_span!("initandlisten");
@@ -168,6 +170,16 @@ fn refuse_start(log: &Log, options: &ServerOptions, err: StorageError) -> ExitCo
     );
     if locked {
         ExitCode::from(EXIT_DBPATH_IN_USE)
+    } else if matches!(err, StorageError::JournalLost(_)) {
+        log.error(
+            "STORAGE",
+            20557,
+            "initandlisten",
+            "The journal no longer reaches the checkpoint: writes acknowledged as durable are gone. \
+             To start from the checkpoint and give them up, restart with --accept-journal-loss.",
+            json!({"dbPath": options.dbpath.display().to_string()}),
+        );
+        ExitCode::from(1)
     } else {
         ExitCode::from(1)
     }

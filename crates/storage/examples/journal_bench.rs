@@ -27,7 +27,12 @@ fn main() {
     let seconds: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);
     let entry_bytes: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1024);
     let scratch = tempfile::tempdir_in(args.get(4).map(String::as_str).unwrap_or(".")).unwrap();
-    let options = JournalOptions { commit_interval_ms: 100, segment_size_bytes: 64 * 1024 * 1024, size_cap_bytes: 256 * 1024 * 1024 };
+    let options = JournalOptions {
+        commit_interval_ms: 100,
+        segment_size_bytes: 64 * 1024 * 1024,
+        size_cap_bytes: 256 * 1024 * 1024,
+        ..JournalOptions::default()
+    };
     let journal = Arc::new(Journal::open(scratch.path(), StdIo::new(), options).unwrap());
     // Let the size cap delete old segments as the run goes on.
     journal.set_retain_from(Timestamp::MAX);

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use slipstream_storage::io::StdIo;
 use slipstream_storage::kv::{KvBatch, KvEngine};
 use slipstream_storage::redb_engine::RedbEngine;
 
@@ -84,7 +85,7 @@ fn main() {
     let args = parse_args();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("checkpoint.redb");
-    let engine: Arc<dyn KvEngine> = Arc::new(RedbEngine::open(&path).unwrap());
+    let engine: Arc<dyn KvEngine> = Arc::new(RedbEngine::open(&path, &StdIo::new()).unwrap().0);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let value = vec![0xABu8; args.value_bytes];
 
@@ -125,7 +126,7 @@ fn main() {
 
     let size = directory_size(dir.path());
     let reopen_started = Instant::now();
-    let engine = RedbEngine::open(&path).unwrap();
+    let engine = RedbEngine::open(&path, &StdIo::new()).unwrap().0;
     let reopen_ms = reopen_started.elapsed().as_secs_f64() * 1000.0;
     drop(engine);
 

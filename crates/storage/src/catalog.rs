@@ -167,7 +167,9 @@ impl Catalog {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Catalog, StorageError> {
-        let document = Document::from_reader(bytes).map_err(|e| bad_catalog(&e.to_string()))?;
+        // Parsed in place: the leading length must match the bytes present.
+        let parse = |bytes| Document::try_from(bson::RawDocument::from_bytes(bytes)?);
+        let document = parse(bytes).map_err(|e: bson::error::Error| bad_catalog(&e.to_string()))?;
         if document.get_i32("formatVersion").ok() != Some(CATALOG_FORMAT_VERSION) {
             return Err(bad_catalog("unknown formatVersion"));
         }

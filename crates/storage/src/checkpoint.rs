@@ -11,7 +11,9 @@
 //!    memory (a tombstone becomes a delete), skipping tables whose drop is
 //!    at or below S; add a range delete for each such table; add the
 //!    catalog as of S and S itself as metadata.
-//! 3. Commit the batch (one fsync). A failure poisons the engine.
+//! 3. Commit the batch (one fsync). A failure poisons the engine: under
+//!    the default policy the cause is logged and the process aborts
+//!    (`poison.rs`), as it does when the checkpoint thread panics.
 //! 4. Make the new checkpoint the base of new readers, fold the catalog
 //!    history, prune memory versions every base holds.
 //! 5. Let the journal delete segments below S (its size cap).
@@ -26,6 +28,7 @@ use crate::catalog::checkpoint_catalog;
 use crate::engine::Inner;
 use crate::kv::KvBatch;
 use crate::mvcc::BaseView;
+use crate::poison::{panic_message, FailedPart};
 use crate::recovery::{CHECKPOINT_FORMAT_VERSION, META_CATALOG, META_CHECKPOINT_TS, META_FORMAT_VERSION};
 use crate::{StorageError, Timestamp};
 
@@ -34,7 +37,18 @@ use crate::{StorageError, Timestamp};
 /// `shutdown`). A checkpoint that takes longer than the interval is
 /// followed at once by the next, so that memory does not grow while the
 /// thread sleeps.
-pub(crate) fn run_thread(inner: Arc<Inner>) {
+/// The checkpoint thread: `run_thread`, with a panic turned into poison
+/// (without checkpoints, memory grows until the node falls over).
+pub(crate) fn run_thread_guarded(inner: Arc<Inner>) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_thread(inner.clone())));
+    if let Err(payload) = result {
+        let reason = format!("the checkpoint thread panicked: {}", panic_message(&*payload));
+        inner.options.poison_policy.on_failure(FailedPart::Checkpoint, &reason);
+        inner.poisoned.lock().get_or_insert(reason);
+    }
+}
+
+fn run_thread(inner: Arc<Inner>) {
     let interval = Duration::from_millis(inner.options.checkpoint_interval_ms.max(1));
     let mut next = Instant::now() + interval;
     loop {
@@ -108,6 +122,7 @@ pub(crate) fn checkpoint(inner: &Inner) -> Result<Timestamp, StorageError> {
     batch.set_metadata(META_CATALOG, catalog_bytes);
     if let Err(err) = inner.kv.commit(batch) {
         let reason = format!("checkpoint commit at {stable} failed: {err}");
+        inner.options.poison_policy.on_failure(FailedPart::Checkpoint, &reason);
         *inner.poisoned.lock() = Some(reason.clone());
         return Err(StorageError::Poisoned(reason));
     }

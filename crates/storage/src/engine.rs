@@ -44,9 +44,10 @@ use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{Journal, JournalOptions};
 use crate::kv::KvEngine;
-use crate::lock_file::LockFile;
+use crate::lock_file::{create_data_directory, LockFile};
 use crate::mvcc::{ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, OpKind, OplogEntry};
+use crate::poison::PoisonPolicy;
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
@@ -66,6 +67,13 @@ pub struct EngineOptions {
     /// How often the state at the stable timestamp is checkpointed
     /// (`CHECKPOINT_INTERVAL_MS_DEFAULT` unless set).
     pub checkpoint_interval_ms: u64,
+    /// What a failed journal or checkpoint write or fsync does (by default:
+    /// log the cause and abort the process, see `poison.rs`).
+    pub poison_policy: PoisonPolicy,
+    /// Start from the checkpoint even when the journal no longer reaches
+    /// it (`--accept-journal-loss`): the writes it held are given up on
+    /// purpose. Without it such an open fails with `JournalLost`.
+    pub accept_journal_loss: bool,
 }
 
 impl EngineOptions {
@@ -75,6 +83,8 @@ impl EngineOptions {
             journal_commit_interval_ms: 100,
             oplog_size_bytes: 1024 * 1024 * 1024,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
+            poison_policy: PoisonPolicy::default(),
+            accept_journal_loss: false,
         }
     }
 }
@@ -142,6 +152,10 @@ pub struct EngineStats {
     pub oplog_first: Timestamp,
     pub oplog_last: Timestamp,
     pub oplog_size_bytes: u64,
+    /// How long the oldest write that is not yet fsynced has waited (a
+    /// `w: 1` write is acknowledged before its fsync); zero when every
+    /// write is durable.
+    pub oldest_unsynced_write_age_ms: u64,
 }
 
 /// Per-collection sizes for `collStats` / `dbStats`.
@@ -364,11 +378,13 @@ impl Engine {
     /// `open` with the journal's file I/O going through `io` (tests pass a
     /// fault-injecting backend).
     pub fn open_with_io(options: EngineOptions, io: Arc<dyn IoBackend>) -> Result<Arc<Engine>> {
+        create_data_directory(&*io, &options.dbpath)?;
         let lock_file = LockFile::acquire(&options.dbpath)?;
         let journal_options = JournalOptions {
             commit_interval_ms: options.journal_commit_interval_ms,
             segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
             size_cap_bytes: options.oplog_size_bytes,
+            poison_policy: options.poison_policy,
         };
         let recovered = crate::recovery::recover(&options, io, journal_options)?;
         let (visible_tx, _) = tokio::sync::watch::channel(recovered.last_applied.ts);
@@ -396,7 +412,7 @@ impl Engine {
         let thread_inner = inner.clone();
         let thread = std::thread::Builder::new()
             .name("storage-checkpoint".to_string())
-            .spawn(move || crate::checkpoint::run_thread(thread_inner))?;
+            .spawn(move || crate::checkpoint::run_thread_guarded(thread_inner))?;
         Ok(Arc::new(Engine { inner, checkpoint_thread: Mutex::new(Some(thread)) }))
     }
 
@@ -727,6 +743,13 @@ impl Engine {
         Ok(())
     }
 
+    /// The `failJournalFsync` fail point (test commands only): when
+    /// `armed`, the journal's next fsync fails, which poisons it (and by
+    /// default aborts the process).
+    pub fn fail_next_journal_fsync(&self, armed: bool) {
+        self.inner.journal.fail_next_sync(armed);
+    }
+
     pub fn stats(&self) -> EngineStats {
         let journal = self.inner.journal.stats();
         EngineStats {
@@ -740,6 +763,7 @@ impl Engine {
             oplog_first: journal.first_ts.unwrap_or_default(),
             oplog_last: journal.last_ts.unwrap_or_default(),
             oplog_size_bytes: journal.size_bytes,
+            oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
         }
     }
 

@@ -30,6 +30,11 @@ pub enum StorageError {
     /// The journal holds corrupt data that is not a torn tail: the node
     /// must not start.
     Corruption(String),
+    /// The journal no longer reaches the checkpoint (it ends before the
+    /// checkpoint's timestamp, or its directory is gone): acknowledged
+    /// writes were lost. The node must not start unless the loss is
+    /// accepted on purpose (`EngineOptions::accept_journal_loss`).
+    JournalLost(String),
     /// A write or fsync failed earlier; the engine refuses further work
     /// until the process restarts (never retry an fsync).
     Poisoned(String),
@@ -58,6 +63,7 @@ impl fmt::Display for StorageError {
             StorageError::InvalidDocument(msg) => write!(f, "{msg}"),
             StorageError::DataDirectoryLocked(msg) => write!(f, "{msg}"),
             StorageError::Corruption(msg) => write!(f, "journal corruption: {msg}"),
+            StorageError::JournalLost(msg) => write!(f, "journal entries lost: {msg}"),
             StorageError::Poisoned(msg) => write!(f, "storage engine poisoned by an earlier I/O failure: {msg}"),
             StorageError::ShuttingDown => write!(f, "the storage engine is shutting down"),
             StorageError::Query(err) => write!(f, "{err}"),

@@ -11,16 +11,19 @@
 //! renamed or removed.
 //!
 //! `FaultyIo` is public (not `cfg(test)`) so that integration tests and the
-//! engine's own tests can use it; nothing in the server should.
+//! engine's own tests can use it; nothing in the server should. Tests that
+//! let it fail something open the journal with
+//! `PoisonPolicy::RefuseLaterCalls`, or the process would abort.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// One open file. Every method is positional, so one handle can be shared
 /// by the group-commit thread (writing) and readers (reading) at once.
@@ -35,6 +38,12 @@ pub trait IoFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// `fsync`: data and every metadata change (used after `set_len`).
     fn sync_all(&self) -> io::Result<()>;
+    /// Writes the file's dirty pages to the device and waits for them
+    /// (`sync_file_range`), without flushing the device's cache or the
+    /// file's metadata: NOT a durability point. The checkpoint calls it
+    /// every few megabytes so that its final fsync, which the journal's
+    /// fsyncs queue behind on the same file system, has little left to do.
+    fn write_back(&self) -> io::Result<()>;
     fn size_bytes(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
@@ -42,6 +51,8 @@ pub trait IoFile: Send + Sync {
 /// The file system as the journal sees it.
 pub trait IoBackend: Send + Sync {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Whether a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
     /// The names of the regular files directly inside `dir`.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Opens an existing file for reading and writing.
@@ -88,6 +99,17 @@ impl IoFile for StdFile {
         self.file.sync_all()
     }
 
+    fn write_back(&self) -> io::Result<()> {
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: sync_file_range on a descriptor we own, over the whole
+        // file (offset 0, length 0); it touches no memory of ours.
+        let result = unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, flags) };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
@@ -100,6 +122,10 @@ impl IoFile for StdFile {
 impl IoBackend for StdIo {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -143,6 +169,10 @@ pub enum Fault {
     Write { nth: u64, partial_bytes: Option<usize> },
     /// The Nth fsync from now (1-based, file or directory) fails.
     Sync { nth: u64 },
+    /// The Nth write from now panics, as a bug in the thread doing it would.
+    WritePanics { nth: u64 },
+    /// The Nth fsync from now (file or directory) panics.
+    SyncPanics { nth: u64 },
 }
 
 /// What a `FaultyIo` has counted.
@@ -153,8 +183,12 @@ pub struct FaultCounters {
     /// Whether the armed fault has fired.
     pub fired: bool,
     /// Writes and syncs attempted after the fault fired: a poisoned journal
-    /// must attempt none (it never retries an fsync).
+    /// must attempt none (it never retries an fsync). `ops_after_fault_under`
+    /// counts those of one directory.
     pub ops_after_fault: u64,
+    /// `IoFile::write_back` calls (not durability points, not counted as
+    /// syncs).
+    pub write_backs: u64,
 }
 
 /// Per-file bookkeeping that lets `crash` drop unsynced data.
@@ -165,11 +199,31 @@ struct FileModel {
     /// Whether the file's name is durable (the directory was fsynced after
     /// it was created).
     name_durable: bool,
+    /// Bytes written to the file since its last fsync.
+    written_since_sync: u64,
+}
+
+/// Where a held fsync is (see `FaultyIo::hold_next_sync`).
+#[derive(Debug, PartialEq, Eq)]
+enum Hold {
+    /// The next fsync of this file after at least this many bytes were
+    /// written to it since its previous fsync will wait.
+    Armed(PathBuf, u64),
+    /// An fsync of this file is waiting for `release_held_sync`.
+    Holding(PathBuf),
+    /// The waiting fsync may go on.
+    Released,
 }
 
 #[derive(Default)]
 struct FaultState {
     fault: Option<Fault>,
+    hold: Option<Hold>,
+    /// The paths of the writes and syncs counted in `ops_after_fault`.
+    paths_after_fault: Vec<PathBuf>,
+    /// Directories created through this backend, and whether each one's
+    /// name is durable (its parent was fsynced after it was created).
+    dirs: BTreeMap<PathBuf, bool>,
     writes_since_arm: u64,
     syncs_since_arm: u64,
     counters: FaultCounters,
@@ -181,17 +235,22 @@ struct FaultState {
 /// An `IoBackend` over another one (normally `StdIo`) that fails the Nth
 /// write or fsync and can simulate a crash: `crash` cuts every file it has
 /// seen back to its last fsynced length (optionally keeping some of the
-/// unsynced bytes, as a torn write would) and removes files whose names
-/// were never made durable by a directory fsync.
+/// unsynced bytes, as a torn write would) and removes files and
+/// directories whose names were never made durable by an fsync of the
+/// directory holding them. It models lengths only: a file overwritten in
+/// place (the checkpoint) keeps unsynced overwrites.
 #[derive(Clone)]
 pub struct FaultyIo {
     inner: Arc<dyn IoBackend>,
     state: Arc<Mutex<FaultState>>,
+    /// Signalled when a held fsync starts waiting or is released
+    /// (guarded by `state`).
+    hold_changed: Arc<Condvar>,
 }
 
 impl FaultyIo {
     pub fn new(inner: Arc<dyn IoBackend>) -> FaultyIo {
-        FaultyIo { inner, state: Arc::new(Mutex::new(FaultState::default())) }
+        FaultyIo { inner, state: Arc::new(Mutex::new(FaultState::default())), hold_changed: Arc::new(Condvar::new()) }
     }
 
     /// Over the real file system.
@@ -211,10 +270,75 @@ impl FaultyIo {
         state.syncs_since_arm = 0;
         state.counters.fired = false;
         state.counters.ops_after_fault = 0;
+        state.paths_after_fault.clear();
     }
 
     pub fn counters(&self) -> FaultCounters {
         self.state.lock().counters
+    }
+
+    /// Writes and syncs attempted after the fault fired on files in `dir`
+    /// (or on `dir` itself).
+    pub fn ops_after_fault_under(&self, dir: &Path) -> u64 {
+        self.state.lock().paths_after_fault.iter().filter(|path| path.starts_with(dir)).count() as u64
+    }
+
+    /// Makes the next fsync of `path` wait until `release_held_sync`, as a
+    /// slow disk would: a test can then order what happens while it is in
+    /// flight. The fsync runs (or fails, after `power_off`) once released.
+    pub fn hold_next_sync(&self, path: &Path) {
+        let mut state = self.state.lock();
+        assert!(state.hold.is_none(), "one held fsync at a time");
+        state.hold = Some(Hold::Armed(path.to_path_buf(), 0));
+    }
+
+    /// `hold_next_sync` for the first fsync of `path` that follows at
+    /// least `written_bytes` written to it since its previous fsync (a
+    /// commit's final fsync, not one made while the file grows).
+    pub fn hold_next_sync_after_writes(&self, path: &Path, written_bytes: u64) {
+        let mut state = self.state.lock();
+        assert!(state.hold.is_none(), "one held fsync at a time");
+        state.hold = Some(Hold::Armed(path.to_path_buf(), written_bytes));
+    }
+
+    /// Waits until the held fsync has started waiting; false after `timeout`.
+    pub fn wait_until_sync_held(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while !matches!(state.hold, Some(Hold::Holding(_))) {
+            if self.hold_changed.wait_until(&mut state, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Lets the held fsync go on.
+    pub fn release_held_sync(&self) {
+        let mut state = self.state.lock();
+        state.hold = Some(Hold::Released);
+        self.hold_changed.notify_all();
+    }
+
+    /// The length `path` had at its last successful fsync through this
+    /// backend (what a crash keeps), if it has seen the file.
+    pub fn synced_len(&self, path: &Path) -> Option<u64> {
+        self.state.lock().files.get(path).map(|model| model.synced_len)
+    }
+
+    /// Waits here if this fsync of `path` is the one to hold.
+    fn hold_if_armed(&self, path: &Path) {
+        let mut state = self.state.lock();
+        let written = state.files.get(path).map_or(0, |model| model.written_since_sync);
+        if !matches!(&state.hold, Some(Hold::Armed(armed, at_least)) if armed == path && written >= *at_least) {
+            return;
+        }
+        state.hold = Some(Hold::Holding(path.to_path_buf()));
+        self.hold_changed.notify_all();
+        while state.hold != Some(Hold::Released) {
+            self.hold_changed.wait(&mut state);
+        }
+        state.hold = None;
     }
 
     /// Makes every later write and fsync fail, as if the machine lost
@@ -231,6 +355,12 @@ impl FaultyIo {
     /// journal is dropped, then reopen over the real file system.
     pub fn crash(&self, keep_unsynced_bytes: u64) -> io::Result<()> {
         let state = self.state.lock();
+        for (dir, name_durable) in &state.dirs {
+            // A directory whose name is lost takes everything in it along.
+            if !name_durable && dir.exists() {
+                std::fs::remove_dir_all(dir)?;
+            }
+        }
         for (path, model) in &state.files {
             if !path.exists() {
                 continue;
@@ -249,7 +379,7 @@ impl FaultyIo {
     }
 
     /// Counts one write; returns Some(partial) if this write must fail.
-    fn on_write(&self) -> Option<Option<usize>> {
+    fn on_write(&self, path: &Path) -> Option<Option<usize>> {
         let mut state = self.state.lock();
         if state.powered_off {
             return Some(None);
@@ -257,19 +387,25 @@ impl FaultyIo {
         state.counters.writes += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
+            state.paths_after_fault.push(path.to_path_buf());
         }
         state.writes_since_arm += 1;
-        if let Some(Fault::Write { nth, partial_bytes }) = state.fault {
-            if state.writes_since_arm == nth {
+        match state.fault {
+            Some(Fault::Write { nth, partial_bytes }) if state.writes_since_arm == nth => {
                 state.counters.fired = true;
-                return Some(partial_bytes);
+                Some(partial_bytes)
             }
+            Some(Fault::WritePanics { nth }) if state.writes_since_arm == nth => {
+                state.counters.fired = true;
+                drop(state);
+                panic!("injected panic in write {nth}");
+            }
+            _ => None,
         }
-        None
     }
 
     /// Counts one fsync; true if it must fail.
-    fn on_sync(&self) -> bool {
+    fn on_sync(&self, path: &Path) -> bool {
         let mut state = self.state.lock();
         if state.powered_off {
             return true;
@@ -277,15 +413,21 @@ impl FaultyIo {
         state.counters.syncs += 1;
         if state.counters.fired {
             state.counters.ops_after_fault += 1;
+            state.paths_after_fault.push(path.to_path_buf());
         }
         state.syncs_since_arm += 1;
-        if let Some(Fault::Sync { nth }) = state.fault {
-            if state.syncs_since_arm == nth {
+        match state.fault {
+            Some(Fault::Sync { nth }) if state.syncs_since_arm == nth => {
                 state.counters.fired = true;
-                return true;
+                true
             }
+            Some(Fault::SyncPanics { nth }) if state.syncs_since_arm == nth => {
+                state.counters.fired = true;
+                drop(state);
+                panic!("injected panic in fsync {nth}");
+            }
+            _ => false,
         }
-        false
     }
 }
 
@@ -315,18 +457,22 @@ impl IoFile for FaultyFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if let Some(partial) = self.io.on_write() {
+        if let Some(partial) = self.io.on_write(&self.path) {
             if let Some(bytes) = partial {
                 let bytes = bytes.min(buf.len());
                 self.inner.write_all_at(&buf[..bytes], offset)?;
             }
             return Err(injected("write"));
         }
-        self.inner.write_all_at(buf, offset)
+        self.inner.write_all_at(buf, offset)?;
+        let mut state = self.io.state.lock();
+        state.files.entry(self.path.clone()).or_default().written_since_sync += buf.len() as u64;
+        Ok(())
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        if self.io.on_sync() {
+        self.io.hold_if_armed(&self.path);
+        if self.io.on_sync(&self.path) {
             return Err(injected("fsync"));
         }
         self.inner.sync_data()?;
@@ -334,11 +480,20 @@ impl IoFile for FaultyFile {
     }
 
     fn sync_all(&self) -> io::Result<()> {
-        if self.io.on_sync() {
+        self.io.hold_if_armed(&self.path);
+        if self.io.on_sync(&self.path) {
             return Err(injected("fsync"));
         }
         self.inner.sync_all()?;
         self.record_synced()
+    }
+
+    fn write_back(&self) -> io::Result<()> {
+        // Not a durability point: a crash may still drop what it wrote, so
+        // the crash model does not change.
+        self.io.check_power()?;
+        self.io.state.lock().counters.write_backs += 1;
+        self.inner.write_back()
     }
 
     fn size_bytes(&self) -> io::Result<u64> {
@@ -361,14 +516,31 @@ impl FaultyFile {
     fn record_synced(&self) -> io::Result<()> {
         let len = self.inner.size_bytes()?;
         let mut state = self.io.state.lock();
-        state.files.entry(self.path.clone()).or_default().synced_len = len;
+        let model = state.files.entry(self.path.clone()).or_default();
+        model.synced_len = len;
+        model.written_since_sync = 0;
         Ok(())
     }
 }
 
 impl IoBackend for FaultyIo {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
+        let mut created = Vec::new();
+        let mut missing = Some(dir);
+        while let Some(path) = missing.filter(|path| !path.exists()) {
+            created.push(path.to_path_buf());
+            missing = path.parent();
+        }
+        self.inner.create_dir_all(dir)?;
+        let mut state = self.state.lock();
+        for path in created {
+            state.dirs.insert(path, false);
+        }
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.inner.exists(path)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -382,7 +554,8 @@ impl IoBackend for FaultyIo {
             // fully durable (it was opened, not created, by this process).
             let len = inner.size_bytes()?;
             let mut state = self.state.lock();
-            state.files.entry(path.to_path_buf()).or_insert(FileModel { synced_len: len, name_durable: true });
+            let model = FileModel { synced_len: len, name_durable: true, written_since_sync: 0 };
+            state.files.entry(path.to_path_buf()).or_insert(model);
         }
         Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
     }
@@ -402,7 +575,7 @@ impl IoBackend for FaultyIo {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if self.on_sync() {
+        if self.on_sync(dir) {
             return Err(injected("directory fsync"));
         }
         self.inner.sync_dir(dir)?;
@@ -410,6 +583,11 @@ impl IoBackend for FaultyIo {
         for (path, model) in state.files.iter_mut() {
             if path.parent() == Some(dir) {
                 model.name_durable = true;
+            }
+        }
+        for (path, name_durable) in state.dirs.iter_mut() {
+            if path.parent() == Some(dir) {
+                *name_durable = true;
             }
         }
         Ok(())

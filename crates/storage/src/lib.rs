@@ -28,6 +28,8 @@
 //! - `checkpoint`, `recovery`: the two halves of durability for data.
 //! - `engine`: the facade (`Engine`) the server uses.
 //! - `lock_file`: `dbpath/mongod.lock`, one process per data directory.
+//! - `poison`: what a failed write or fsync (or a panicked durability
+//!   thread) does: log the cause and abort the process, by default.
 //!
 //! On-disk formats: `docs/storage/checkpoint-format.md` (checkpoint and
 //! key layout) and `docs/storage/journal-format.md` (the journal).
@@ -47,6 +49,7 @@ pub mod kv;
 pub mod lock_file;
 pub mod mvcc;
 pub mod oplog_entry;
+pub mod poison;
 pub mod recovery;
 pub mod redb_engine;
 

@@ -12,9 +12,32 @@ use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::io::IoBackend;
 use crate::StorageError;
 
 pub const LOCK_FILE_NAME: &str = "mongod.lock";
+
+/// Creates the data directory (and any missing parent) if needed. Each
+/// directory created here has its name made durable by an fsync of its
+/// parent: otherwise a power loss could take the whole data directory
+/// away after writes in it were acknowledged.
+pub fn create_data_directory(io: &dyn IoBackend, dbpath: &Path) -> Result<(), StorageError> {
+    let mut created = Vec::new();
+    let mut missing = Some(dbpath);
+    while let Some(dir) = missing.filter(|dir| !dir.as_os_str().is_empty()) {
+        if io.exists(dir)? {
+            break;
+        }
+        created.push(dir);
+        missing = dir.parent();
+    }
+    io.create_dir_all(dbpath)?;
+    for dir in created {
+        let parent = dir.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        io.sync_dir(parent)?;
+    }
+    Ok(())
+}
 
 #[derive(Debug)]
 pub struct LockFile {
@@ -23,10 +46,10 @@ pub struct LockFile {
 }
 
 impl LockFile {
-    /// Creates the directory if needed and takes the lock, or fails with
-    /// `DataDirectoryLocked` when another holder has it.
+    /// Takes the lock on an existing data directory (see
+    /// `create_data_directory`), or fails with `DataDirectoryLocked` when
+    /// another holder has it.
     pub fn acquire(dbpath: &Path) -> Result<LockFile, StorageError> {
-        std::fs::create_dir_all(dbpath)?;
         let path = dbpath.join(LOCK_FILE_NAME);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         // SAFETY: flock on a file descriptor we own; it has no memory effects.
@@ -70,6 +93,7 @@ mod tests {
     fn second_holder_is_refused_until_the_first_releases() {
         let dir = tempfile::tempdir().unwrap();
         let first = LockFile::acquire(dir.path()).unwrap();
+        assert!(dir.path().join(LOCK_FILE_NAME).exists());
         match LockFile::acquire(dir.path()) {
             Err(StorageError::DataDirectoryLocked(message)) => {
                 assert!(message.contains("Another slipstream process is using this dbpath"), "{message}");

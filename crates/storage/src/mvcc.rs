@@ -416,7 +416,7 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, RedbEngine, VersionedStore) {
         let dir = tempfile::tempdir().unwrap();
-        let engine = RedbEngine::open(&dir.path().join("kv.redb")).unwrap();
+        let (engine, _) = RedbEngine::open(&dir.path().join("kv.redb"), &crate::io::StdIo::new()).unwrap();
         let mut batch = KvBatch::default();
         batch.put(b"a".to_vec(), b"a0".to_vec());
         batch.put(b"c".to_vec(), b"c0".to_vec());

@@ -125,7 +125,10 @@ impl OplogEntry {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<OplogEntry, StorageError> {
-        let doc = Document::from_reader(bytes).map_err(|e| corrupt(format!("oplog entry is not BSON: {e}")))?;
+        // Parsed in place: the leading length must match the bytes present
+        // (`Document::from_reader` would reserve whatever it claims first).
+        let parse = |bytes| Document::try_from(RawDocument::from_bytes(bytes)?);
+        let doc = parse(bytes).map_err(|e: bson::error::Error| corrupt(format!("oplog entry is not BSON: {e}")))?;
         OplogEntry::from_document(&doc)
     }
 
@@ -201,6 +204,13 @@ pub fn command_namespace(db: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_length_that_claims_more_than_the_bytes_present_is_refused() {
+        let mut bytes = bson::doc! {"ts": bson::Timestamp { time: 1, increment: 1 }}.to_vec().unwrap();
+        bytes[0..4].copy_from_slice(&i32::MAX.to_le_bytes());
+        assert!(matches!(OplogEntry::from_bytes(&bytes), Err(StorageError::Corruption(_))));
+    }
     use bson::doc;
 
     #[test]

@@ -1,22 +1,37 @@
 //! Recovery: open the checkpoint, replay the oplog from its timestamp.
 //!
 //! Steps (a crash between any two of them repeats them on the next open):
-//! 1. Open the key-value store (`dbpath/checkpoint.redb`) and read the
-//!    checkpoint timestamp and the catalog committed with it.
+//! 1. A checkpoint file without a journal directory means the journal was
+//!    lost: refuse (`JournalLost`) before anything is created, so that the
+//!    refusal holds on every start until the loss is accepted.
 //! 2. Open the journal (`dbpath/journal/`): it checks every frame, cuts a
-//!    torn tail and refuses any other damage.
-//! 3. Check that the journal still holds the entry at the checkpoint
-//!    timestamp (the checkpoint moves the journal's retain point only after
-//!    its commit), so no entry between the two is missing.
-//! 4. Replay every entry above the checkpoint timestamp through `apply`,
+//!    torn tail and refuses any other damage. It comes first so that a
+//!    crash before step 3 never leaves a checkpoint without a journal.
+//! 3. Open the key-value store (`dbpath/checkpoint.redb`) and read the
+//!    checkpoint timestamp and the catalog committed with it.
+//! 4. Fsync the data directory: the names `journal/` and `checkpoint.redb`
+//!    (created by the first open) are durable before any write is
+//!    acknowledged.
+//! 5. Check that the journal still reaches the checkpoint: it starts at or
+//!    before the checkpoint timestamp (the size cap never deletes past the
+//!    retain point; otherwise `Corruption`) and ends at or after it (the
+//!    checkpoint never covers more than is durable; otherwise writes were
+//!    lost: `JournalLost`). When the loss is accepted on purpose, a no-op
+//!    entry is appended at the checkpoint timestamp and fsynced, so that
+//!    the journal reaches the checkpoint again and later opens need no
+//!    flag.
+//! 6. Replay every entry above the checkpoint timestamp through `apply`,
 //!    in replay mode (idempotent), into the versioned store.
 //!
 //! Recovery time depends on the entries above the checkpoint, never on the
 //! size of the data.
 
 use std::ops::Bound;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
+
+use bson::doc;
 
 use crate::apply::{Applier, Strictness};
 use crate::catalog::{Catalog, CatalogHistory};
@@ -25,7 +40,7 @@ use crate::io::IoBackend;
 use crate::journal::{Journal, JournalOptions};
 use crate::kv::{KvEngine, KvSnapshot};
 use crate::mvcc::{BaseView, VersionedStore};
-use crate::oplog_entry::OplogEntry;
+use crate::oplog_entry::{build_raw, OpKind, OplogEntry};
 use crate::redb_engine::RedbEngine;
 use crate::timestamp::UNINITIALIZED_TERM;
 use crate::{OpTime, StorageError, Timestamp};
@@ -74,12 +89,56 @@ pub(crate) fn read_checkpoint(snapshot: &dyn KvSnapshot) -> Result<(Timestamp, C
     Ok((ts, Catalog::from_bytes(&catalog_bytes)?))
 }
 
+/// A journal that lost entries stops the open, unless the loss is accepted
+/// on purpose (then it is logged).
+fn check_journal_loss(options: &EngineOptions, reason: String) -> Result<(), StorageError> {
+    if !options.accept_journal_loss {
+        return Err(StorageError::JournalLost(reason));
+    }
+    tracing::warn!(
+        target: "storage",
+        reason = %reason,
+        "accepting the loss of journal entries: starting from the checkpoint"
+    );
+    Ok(())
+}
+
+/// After an accepted loss: a durable no-op entry at the checkpoint
+/// timestamp, so that the journal reaches the checkpoint again (replay
+/// starts after it, so it changes nothing).
+fn mark_accepted_loss(journal: &Journal, checkpoint_ts: Timestamp) -> Result<(), StorageError> {
+    let message = format!("journal entries up to {checkpoint_ts} were lost; the loss was accepted");
+    let o = bson::RawDocumentBuf::try_from(&doc! {"msg": message})
+        .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
+    let entry = build_raw(checkpoint_ts, UNINITIALIZED_TERM, OpKind::Noop, "", None, &o, None, bson::DateTime::now());
+    journal.append(checkpoint_ts, &entry)?;
+    journal.sync_now()?;
+    Ok(())
+}
+
 pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_options: JournalOptions) -> Result<Recovered, StorageError> {
     let started = Instant::now();
-    let kv: Arc<dyn KvEngine> = Arc::new(RedbEngine::open(&options.dbpath.join(CHECKPOINT_FILE_NAME))?);
+    let checkpoint_path = options.dbpath.join(CHECKPOINT_FILE_NAME);
+    let journal_dir = options.dbpath.join(JOURNAL_DIR_NAME);
+    let exists = |path: &Path| io.exists(path).map_err(StorageError::Io);
+    if exists(&checkpoint_path)? && !exists(&journal_dir)? {
+        check_journal_loss(
+            options,
+            format!(
+                "the journal directory {} is missing while the checkpoint {} exists",
+                journal_dir.display(),
+                checkpoint_path.display()
+            ),
+        )?;
+    }
+    // The journal directory is created before the checkpoint file, so that
+    // a crash between the two never looks like a lost journal.
+    let journal = Journal::open(&journal_dir, io.clone(), journal_options)?;
+    let (kv, _) = RedbEngine::open(&checkpoint_path, &io)?;
+    let kv: Arc<dyn KvEngine> = Arc::new(kv);
+    io.sync_dir(&options.dbpath).map_err(StorageError::Io)?;
     let snapshot = kv.snapshot()?;
     let (checkpoint_ts, catalog) = read_checkpoint(&*snapshot)?;
-    let journal = Journal::open(&options.dbpath.join(JOURNAL_DIR_NAME), io, journal_options)?;
     if let Some(first) = journal.first_ts() {
         if checkpoint_ts != Timestamp::ZERO && first > checkpoint_ts {
             return Err(StorageError::Corruption(format!(
@@ -87,8 +146,16 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
             )));
         }
     }
-    if journal.last_ts().is_none_or(|last| last < checkpoint_ts) && checkpoint_ts != Timestamp::ZERO {
-        tracing::warn!(target: "storage", checkpoint = %checkpoint_ts, "the journal ends before the checkpoint; starting from the checkpoint");
+    if checkpoint_ts != Timestamp::ZERO && journal.last_ts().is_none_or(|last| last < checkpoint_ts) {
+        let ends = journal.last_ts().map_or("is empty".to_string(), |last| format!("ends at {last}"));
+        check_journal_loss(
+            options,
+            format!(
+                "the journal {ends}, before the checkpoint at {checkpoint_ts}: \
+                 the entry at the checkpoint and any after it are gone"
+            ),
+        )?;
+        mark_accepted_loss(&journal, checkpoint_ts)?;
     }
     let store = VersionedStore::new(BaseView { kv: snapshot, ts: checkpoint_ts });
     let mut history = CatalogHistory::new(catalog);

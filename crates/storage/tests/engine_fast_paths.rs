@@ -11,10 +11,13 @@ use bson::{doc, Bson};
 use slipstream_query::index_key::record_key;
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::io::{Fault, FaultyIo};
+use slipstream_storage::poison::PoisonPolicy;
 use slipstream_storage::{Engine, ReadAt, StorageError};
 
 fn options(dir: &std::path::Path) -> EngineOptions {
     let mut options = EngineOptions::new(dir);
+    // FaultyIo fails I/O on purpose: refuse later calls instead of aborting.
+    options.poison_policy = PoisonPolicy::RefuseLaterCalls;
     options.checkpoint_interval_ms = 60_000;
     // Far longer than any test waits: a write becomes durable only because
     // its waiter asked for a sync.

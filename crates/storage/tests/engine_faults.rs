@@ -10,10 +10,14 @@ use std::sync::Arc;
 use bson::{doc, Bson};
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::io::{Fault, FaultyIo};
+use slipstream_storage::poison::PoisonPolicy;
+use slipstream_storage::recovery::JOURNAL_DIR_NAME;
 use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError};
 
 fn options(dir: &std::path::Path) -> EngineOptions {
     let mut options = EngineOptions::new(dir);
+    // FaultyIo fails I/O on purpose: refuse later calls instead of aborting.
+    options.poison_policy = PoisonPolicy::RefuseLaterCalls;
     options.checkpoint_interval_ms = 60_000;
     // Long enough that nothing is synced unless a writer waits for it.
     options.journal_commit_interval_ms = 10_000;
@@ -76,7 +80,10 @@ fn failed_fsync_poisons_and_keeps_every_durable_write() {
         assert!(matches!(engine.wait_durable(last.ts), Err(StorageError::Poisoned(_))));
         assert!(matches!(engine.writer().insert("db.c", doc! {"_id": 31}), Err(StorageError::Poisoned(_))));
         drop(engine);
-        assert_eq!(faulty.counters().ops_after_fault, 0, "the journal retried I/O after a failed fsync");
+        // The checkpoint file may still be closed by redb; the journal must
+        // not have touched the disk again.
+        let journal = dir.path().join(JOURNAL_DIR_NAME);
+        assert_eq!(faulty.ops_after_fault_under(&journal), 0, "the journal retried I/O after a failed fsync");
         faulty.crash(0).unwrap();
         check_prefix(dir.path(), 20, 31);
     }
@@ -142,4 +149,37 @@ fn updates_and_deletes_replay_idempotently_after_a_crash() {
     assert_eq!(reader.get("db.c", &Bson::Int32(4)).unwrap(), Some(doc! {"_id": 4, "k": 1, "n": 8}));
     assert!(engine.validate("db.c").unwrap().valid);
     engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_new_data_directory_keeps_its_journal_and_checkpoint_after_a_power_loss() {
+    // `journal/` and `checkpoint.redb` are created by the first open; their
+    // names are durable only once the data directory itself is fsynced,
+    // which must happen before any write is acknowledged.
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyIo::over_std();
+    let engine = Engine::open_with_io(options(dir.path()), faulty.as_backend()).unwrap();
+    insert_range(&engine, 0, 20, true).unwrap();
+    engine.checkpoint_now().unwrap();
+    insert_range(&engine, 20, 30, true).unwrap();
+    faulty.power_off();
+    drop(engine);
+    faulty.crash(0).unwrap();
+    check_prefix(dir.path(), 30, 30);
+}
+
+#[test]
+fn a_data_directory_the_engine_creates_survives_a_power_loss() {
+    // The engine creates the data directory and its missing parent; each
+    // one's name must be durable before writes in it are acknowledged.
+    let root = tempfile::tempdir().unwrap();
+    let dbpath = root.path().join("new").join("db");
+    let faulty = FaultyIo::over_std();
+    let engine = Engine::open_with_io(options(&dbpath), faulty.as_backend()).unwrap();
+    insert_range(&engine, 0, 10, true).unwrap();
+    faulty.power_off();
+    drop(engine);
+    faulty.crash(0).unwrap();
+    assert!(dbpath.exists(), "the data directory itself was lost");
+    check_prefix(&dbpath, 10, 10);
 }

@@ -66,7 +66,12 @@ fn old_entries_are_read_back_from_the_files() {
     // More data than the recent-entry cache holds, so that early entries
     // come from positional reads of the segment files.
     let dir = tempfile::tempdir().unwrap();
-    let options = JournalOptions { commit_interval_ms: 1, segment_size_bytes: 1 << 20, size_cap_bytes: u64::MAX };
+    let options = JournalOptions {
+        commit_interval_ms: 1,
+        segment_size_bytes: 1 << 20,
+        size_cap_bytes: u64::MAX,
+        ..JournalOptions::default()
+    };
     let journal = open(dir.path(), options);
     let size = 64 * 1024;
     let count = (slipstream_storage::journal::RECENT_CACHE_BYTES_MAX / size) as u32 + 200;
@@ -125,7 +130,12 @@ fn truncate_after_removes_newer_entries_durably() {
 #[test]
 fn the_size_cap_deletes_old_segments_but_never_past_the_retain_point() {
     let dir = tempfile::tempdir().unwrap();
-    let options = JournalOptions { commit_interval_ms: 1, segment_size_bytes: 4096, size_cap_bytes: 16 * 1024 };
+    let options = JournalOptions {
+        commit_interval_ms: 1,
+        segment_size_bytes: 4096,
+        size_cap_bytes: 16 * 1024,
+        ..JournalOptions::default()
+    };
     let journal = open(dir.path(), options.clone());
     for i in 0..200 {
         journal.append(ts(i), &entry(ts(i), 500)).unwrap();
@@ -230,7 +240,12 @@ fn an_entry_larger_than_a_segment_gets_a_segment_of_its_own() {
 #[test]
 fn the_size_cap_keeps_the_journal_starting_at_or_before_a_retain_point_between_entries() {
     let dir = tempfile::tempdir().unwrap();
-    let options = JournalOptions { commit_interval_ms: 1, segment_size_bytes: 4096, size_cap_bytes: 8 * 1024 };
+    let options = JournalOptions {
+        commit_interval_ms: 1,
+        segment_size_bytes: 4096,
+        size_cap_bytes: 8 * 1024,
+        ..JournalOptions::default()
+    };
     let journal = open(dir.path(), options);
     // Even counters only, so that an odd retain point falls between entries.
     for i in 0..200 {

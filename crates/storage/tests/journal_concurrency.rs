@@ -16,7 +16,12 @@ const WRITERS: u32 = 16;
 const APPENDS_PER_WRITER: u32 = 150;
 
 fn concurrency_options() -> JournalOptions {
-    JournalOptions { commit_interval_ms: 50, segment_size_bytes: 64 * 1024, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 50,
+        segment_size_bytes: 64 * 1024,
+        size_cap_bytes: u64::MAX,
+        ..JournalOptions::default()
+    }
 }
 
 /// Follows the journal with `appended_watch`, as a tailable cursor does,
@@ -103,7 +108,12 @@ fn concurrent_writers_share_fsyncs_and_lose_nothing() {
 #[test]
 fn readers_racing_truncations_see_consistent_entries() {
     let dir = tempfile::tempdir().unwrap();
-    let options = JournalOptions { commit_interval_ms: 2, segment_size_bytes: 8 * 1024, size_cap_bytes: u64::MAX };
+    let options = JournalOptions {
+        commit_interval_ms: 2,
+        segment_size_bytes: 8 * 1024,
+        size_cap_bytes: u64::MAX,
+        ..JournalOptions::default()
+    };
     let journal = Arc::new(open(dir.path(), options));
     let write_lock = Arc::new(Mutex::new(0u32));
     let stop = Arc::new(AtomicBool::new(false));

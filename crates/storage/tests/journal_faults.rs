@@ -6,8 +6,14 @@
 mod journal_common;
 
 use journal_common::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use slipstream_storage::io::{Fault, FaultyIo};
-use slipstream_storage::journal::{Journal, JournalOptions};
+use slipstream_storage::poison::PoisonPolicy;
+use slipstream_storage::journal::{
+    segment_file_name, Journal, JournalOptions, FRAME_HEADER_BYTES, SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 use slipstream_storage::{StorageError, Timestamp};
 
 const ENTRIES_PER_ROUND: u32 = 3;
@@ -16,14 +22,19 @@ const ROUNDS_MAX: u32 = 40;
 fn fault_options() -> JournalOptions {
     // The thread syncs only when asked, so durability is exactly what the
     // test asked for.
-    JournalOptions { commit_interval_ms: 3_600_000, segment_size_bytes: 4096, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 3_600_000,
+        segment_size_bytes: 4096,
+        size_cap_bytes: u64::MAX,
+        poison_policy: PoisonPolicy::RefuseLaterCalls,
+    }
 }
 
 /// Segments large enough that no batch of these tests rolls over: each
 /// batch is one write and one fsync, so a crash that keeps nothing unsynced
 /// must bring back exactly the acknowledged entries.
 fn one_segment_options() -> JournalOptions {
-    JournalOptions { segment_size_bytes: 1 << 30, ..fault_options() }
+    JournalOptions { segment_size_bytes: SEGMENT_BYTES_MAX, ..fault_options() }
 }
 
 /// What a run against a faulty backend observed.
@@ -235,4 +246,141 @@ fn a_failed_directory_fsync_while_deleting_old_segments_poisons() {
     let journal = open(dir.path(), options);
     let recovered = all_timestamps(&journal);
     assert_eq!(recovered.last(), Some(&ts(59)));
+}
+
+/// Entries of `ROLLOVER_ENTRY_BYTES` fill a 4096-byte segment after this
+/// many (the next one starts segment 2).
+const ENTRIES_PER_SEGMENT: u32 = 12;
+const ROLLOVER_ENTRY_BYTES: usize = 300;
+/// How long a test waits for the journal's threads to reach a point.
+const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[test]
+fn a_segment_becomes_durable_only_after_the_previous_one_is() {
+    // Segment 1's last entry and segment 2's first fall in two batches; the
+    // first batch's fsync is held (a slow disk) while the second creates
+    // segment 2 and fsyncs it. Then the power fails. Recovery must find a
+    // prefix of what was appended: never segment 2 without the end of
+    // segment 1 (lost silently), nor a torn frame in segment 1 followed by
+    // segment 2 (the node would refuse to start).
+    for keep_unsynced_bytes in [0u64, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = FaultyIo::over_std();
+        let journal = Arc::new(Journal::open(dir.path(), io.as_backend(), fault_options()).unwrap());
+        let entry_bytes = entry(ts(0), ROLLOVER_ENTRY_BYTES).len();
+        let frame_bytes = (FRAME_HEADER_BYTES + entry_bytes) as u64;
+        assert!(SEGMENT_HEADER_BYTES + u64::from(ENTRIES_PER_SEGMENT) * frame_bytes <= 4096);
+        assert!(SEGMENT_HEADER_BYTES + u64::from(ENTRIES_PER_SEGMENT + 1) * frame_bytes > 4096);
+        for i in 0..ENTRIES_PER_SEGMENT - 1 {
+            journal.append(ts(i), &entry(ts(i), ROLLOVER_ENTRY_BYTES)).unwrap();
+        }
+        journal.sync_now().unwrap();
+        let durable = journal.durable_ts();
+
+        // Batch k: the last entry of segment 1, its fsync held.
+        io.hold_next_sync(&dir.path().join(segment_file_name(1)));
+        let last_of_first = ts(ENTRIES_PER_SEGMENT - 1);
+        journal.append(last_of_first, &entry(last_of_first, ROLLOVER_ENTRY_BYTES)).unwrap();
+        let waiter_k = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.wait_durable(last_of_first))
+        };
+        assert!(io.wait_until_sync_held(STEP_TIMEOUT), "batch k never reached its fsync");
+
+        // Batch k + 1: two entries that start segment 2.
+        let appended: Vec<_> = (0..ENTRIES_PER_SEGMENT + 2).map(ts).collect();
+        for &t in &appended[ENTRIES_PER_SEGMENT as usize..] {
+            journal.append(t, &entry(t, ROLLOVER_ENTRY_BYTES)).unwrap();
+        }
+        let waiter_k1 = {
+            let journal = journal.clone();
+            let last = *appended.last().unwrap();
+            std::thread::spawn(move || journal.wait_durable(last))
+        };
+        let second = dir.path().join(segment_file_name(2));
+        let second_end = SEGMENT_HEADER_BYTES + 2 * frame_bytes;
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while io.synced_len(&second).is_none_or(|len| len < second_end) {
+            assert!(Instant::now() < deadline, "batch k + 1 was never fsynced");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Neither batch is acknowledged: k's fsync has not returned.
+        assert_eq!(journal.durable_ts(), durable);
+
+        io.power_off();
+        io.release_held_sync();
+        assert!(matches!(waiter_k.join().unwrap(), Err(StorageError::Poisoned(_))));
+        assert!(matches!(waiter_k1.join().unwrap(), Err(StorageError::Poisoned(_))));
+        drop(journal);
+        io.crash(keep_unsynced_bytes).unwrap();
+
+        let reopened = Journal::open(dir.path(), std_io(), fault_options())
+            .unwrap_or_else(|err| panic!("keep {keep_unsynced_bytes}: the journal does not open: {err}"));
+        let recovered = all_timestamps(&reopened);
+        assert_eq!(
+            &recovered[..],
+            &appended[..recovered.len()],
+            "keep {keep_unsynced_bytes}: recovered entries are not a prefix of the appended ones"
+        );
+        assert!(recovered.last() >= Some(&durable), "keep {keep_unsynced_bytes}: lost durable entries");
+    }
+}
+
+/// Joins `handle` if it finishes within `timeout`.
+fn join_within<T>(handle: std::thread::JoinHandle<T>, timeout: Duration) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    while !handle.is_finished() {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Some(handle.join().unwrap())
+}
+
+#[test]
+fn a_panic_in_a_journal_thread_poisons_instead_of_leaving_waiters_blocked() {
+    // A panic while writing a batch (the group-commit thread) and while
+    // fsyncing it (a sync worker): the journal must refuse everything
+    // afterwards, as after a failed fsync, and wake every waiter.
+    for fault in [Fault::WritePanics { nth: 1 }, Fault::SyncPanics { nth: 1 }] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = FaultyIo::over_std();
+        let journal = Arc::new(Journal::open(dir.path(), io.as_backend(), fault_options()).unwrap());
+        journal.append(ts(0), &entry(ts(0), 300)).unwrap();
+        journal.sync_now().unwrap();
+        io.arm(fault);
+        journal.append(ts(1), &entry(ts(1), 300)).unwrap();
+        let waiter = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.wait_durable(ts(1)))
+        };
+        let result = join_within(waiter, STEP_TIMEOUT);
+        assert!(io.counters().fired, "{fault:?} never fired");
+        assert!(matches!(result, Some(Err(StorageError::Poisoned(_)))), "{fault:?}: the waiter got {result:?}");
+        let mut counted = false;
+        assert!(matches!(journal.request_durable(ts(1), &mut counted), Err(StorageError::Poisoned(_))));
+        assert!(matches!(journal.append(ts(2), &entry(ts(2), 300)), Err(StorageError::Poisoned(_))));
+        assert!(matches!(journal.close(), Err(StorageError::Poisoned(_))));
+        drop(journal);
+        let reopened = open(dir.path(), fault_options());
+        assert_eq!(all_timestamps(&reopened).first(), Some(&ts(0)));
+    }
+}
+
+#[test]
+fn a_journal_directory_the_journal_creates_survives_a_power_loss() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("journal");
+    let io = FaultyIo::over_std();
+    let journal = Journal::open(&dir, io.as_backend(), fault_options()).unwrap();
+    for i in 0..5 {
+        journal.append(ts(i), &entry(ts(i), 300)).unwrap();
+    }
+    journal.sync_now().unwrap();
+    io.power_off();
+    drop(journal);
+    io.crash(0).unwrap();
+    let journal = open(&dir, fault_options());
+    assert_eq!(all_timestamps(&journal), (0..5).map(ts).collect::<Vec<_>>());
 }

@@ -10,7 +10,9 @@ mod journal_common;
 use std::path::{Path, PathBuf};
 
 use journal_common::*;
-use slipstream_storage::journal::{segment_file_name, Journal, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use slipstream_storage::journal::{
+    segment_file_name, Journal, FRAME_HEADER_BYTES, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 use slipstream_storage::StorageError;
 
 /// Entries in each fixture image.
@@ -63,7 +65,13 @@ fn frame_offset(n: u32) -> u64 {
 
 #[test]
 fn a_torn_tail_is_cut_and_only_the_torn_frame_is_lost() {
-    for name in ["journal_torn_tail", "journal_torn_zeroed_tail", "journal_torn_header_of_frame"] {
+    for name in [
+        "journal_torn_tail",
+        "journal_torn_zeroed_tail",
+        "journal_torn_header_of_frame",
+        "journal_torn_frame_holding_a_frame",
+        "journal_torn_zeroed_frame_holding_a_frame",
+    ] {
         let (dir, result) = open_fixture(name);
         let journal = result.unwrap_or_else(|err| panic!("{name}: {err}"));
         assert_eq!(all_timestamps(&journal), (0..FIXTURE_ENTRIES - 1).map(ts).collect::<Vec<_>>(), "{name}");
@@ -119,20 +127,89 @@ fn a_damaged_segment_header_is_corruption() {
     expect_corruption("journal_corrupt_segment_header", &segment_file_name(1), 0);
 }
 
+#[test]
+fn a_length_field_that_disagrees_with_its_payload_is_corruption() {
+    // Frame 5's length now runs past the end of the file, which alone would
+    // look like a torn tail; its payload's own length shows where it really
+    // ends, and a valid frame starts there.
+    expect_corruption("journal_corrupt_frame_length", &segment_file_name(1), frame_offset(4));
+}
+
+#[test]
+fn a_segment_larger_than_any_the_journal_writes_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_clean(dir.path(), 1 << 20);
+    // A sparse file: nothing is written, but a reader that trusted the
+    // length would allocate and read all of it.
+    let file = std::fs::OpenOptions::new().write(true).open(segment(dir.path(), 1)).unwrap();
+    file.set_len(SEGMENT_FILE_BYTES_MAX + 1).unwrap();
+    drop(file);
+    let started = std::time::Instant::now();
+    match Journal::open(dir.path(), std_io(), small_options()) {
+        Err(StorageError::Corruption(message)) => {
+            assert!(message.contains(&segment_file_name(1)), "{message}");
+            assert!(message.contains("larger than"), "{message}");
+        }
+        Err(other) => panic!("expected Corruption, got {other:?}"),
+        Ok(_) => panic!("a segment of {} bytes opened", SEGMENT_FILE_BYTES_MAX + 1),
+    }
+    // Nothing was cut: the operator decides what to do with the file.
+    assert_eq!(std::fs::metadata(segment(dir.path(), 1)).unwrap().len(), SEGMENT_FILE_BYTES_MAX + 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the open read the whole file");
+}
+
 // ---------------------------------------------------------------------
 // Generating the images.
 
 /// Writes a clean journal of `FIXTURE_ENTRIES` entries into `dir` with one
 /// segment (or several, if `segment_size_bytes` is small).
 fn write_clean(dir: &Path, segment_size_bytes: u64) {
+    write_entries(dir, segment_size_bytes, None);
+}
+
+/// `write_clean`, with `last` as the payload of the last entry when given.
+fn write_entries(dir: &Path, segment_size_bytes: u64, last: Option<&[u8]>) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
     let options = slipstream_storage::journal::JournalOptions { segment_size_bytes, ..small_options() };
     let journal = Journal::open(dir, std_io(), options).unwrap();
     for i in 0..FIXTURE_ENTRIES {
-        journal.append(ts(i), &entry(ts(i), FIXTURE_ENTRY_BYTES)).unwrap();
+        let normal = entry(ts(i), FIXTURE_ENTRY_BYTES);
+        let payload = match last {
+            Some(last) if i + 1 == FIXTURE_ENTRIES => last,
+            _ => &normal,
+        };
+        journal.append(ts(i), payload).unwrap();
     }
     journal.close().unwrap();
+}
+
+/// A user's document whose binary field holds a complete, valid frame (of a
+/// timestamp after every fixture entry), followed by more data: what a
+/// client can put in an oplog entry. Returns the entry and the frame.
+fn entry_holding_a_frame(t: slipstream_storage::Timestamp) -> (Vec<u8>, Vec<u8>) {
+    let inner_ts = ts(FIXTURE_ENTRIES + 50);
+    let frame = raw_frame(inner_ts, &entry(inner_ts, 60));
+    let document = bson::doc! {
+        "ts": t.to_bson(),
+        "t": -1i64,
+        "op": "i",
+        "ns": "test.journal",
+        "o": {
+            "_id": t.as_u64() as i64,
+            "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: frame.clone() },
+            "pad": "z".repeat(100),
+        },
+    };
+    (document.to_vec().unwrap(), frame)
+}
+
+/// Where `needle` ends in `haystack` (it must occur exactly once).
+fn end_of_only(haystack: &[u8], needle: &[u8]) -> usize {
+    let starts: Vec<usize> =
+        haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect();
+    assert_eq!(starts.len(), 1, "the needle occurs {} times", starts.len());
+    starts[0] + needle.len()
 }
 
 fn segment(dir: &Path, seq: u64) -> PathBuf {
@@ -188,6 +265,35 @@ fn regenerate_fixtures() {
     let dir = root.join("journal_torn_segment_header");
     write_clean(&dir, one_segment);
     std::fs::write(segment(&dir, 2), &b"SLIPJRNL\x01\x00"[..]).unwrap();
+
+    // The last entry is a document whose binary field holds a valid frame;
+    // the file is cut after that inner frame but inside the outer one.
+    let (holding, inner) = entry_holding_a_frame(ts(FIXTURE_ENTRIES - 1));
+    let dir = root.join("journal_torn_frame_holding_a_frame");
+    write_entries(&dir, one_segment, Some(&holding));
+    edit(&segment(&dir, 1), |bytes| {
+        let cut = end_of_only(bytes, &inner) + 40;
+        assert!(cut < bytes.len());
+        bytes.truncate(cut);
+    });
+
+    // The same entry whole in length, its bytes after the inner frame
+    // zeroed (a page of the write never reached the disk).
+    let dir = root.join("journal_torn_zeroed_frame_holding_a_frame");
+    write_entries(&dir, one_segment, Some(&holding));
+    edit(&segment(&dir, 1), |bytes| {
+        let from = end_of_only(bytes, &inner) + 40;
+        bytes[from..].fill(0);
+    });
+
+    // The length field of the fifth frame of ten claims more than the
+    // file holds; its payload (and the frames after it) are intact.
+    let dir = root.join("journal_corrupt_frame_length");
+    write_clean(&dir, one_segment);
+    edit(&segment(&dir, 1), |bytes| {
+        let at = frame_offset(4) as usize;
+        bytes[at..at + 4].copy_from_slice(&100_000u32.to_le_bytes());
+    });
 
     // One flipped bit inside the payload of the fifth frame of ten.
     let dir = root.join("journal_corrupt_crc");

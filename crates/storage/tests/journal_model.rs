@@ -11,6 +11,7 @@ use std::ops::Bound;
 use journal_common::*;
 use proptest::prelude::*;
 use slipstream_storage::io::FaultyIo;
+use slipstream_storage::poison::PoisonPolicy;
 use slipstream_storage::journal::{Journal, JournalOptions};
 use slipstream_storage::Timestamp;
 
@@ -44,7 +45,12 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 
 fn model_options() -> JournalOptions {
     // Syncs happen only when asked, so the model knows the synced prefix.
-    JournalOptions { commit_interval_ms: 3_600_000, segment_size_bytes: 2048, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 3_600_000,
+        segment_size_bytes: 2048,
+        size_cap_bytes: u64::MAX,
+        poison_policy: PoisonPolicy::RefuseLaterCalls,
+    }
 }
 
 struct Model {

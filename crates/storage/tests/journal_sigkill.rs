@@ -20,7 +20,12 @@ const CHILD_DIR_ENV: &str = "SLIPSTREAM_JOURNAL_SIGKILL_CHILD_DIR";
 const CHILD_WRITERS: u32 = 8;
 
 fn sigkill_options() -> JournalOptions {
-    JournalOptions { commit_interval_ms: 100, segment_size_bytes: 256 * 1024, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 100,
+        segment_size_bytes: 256 * 1024,
+        size_cap_bytes: u64::MAX,
+        ..JournalOptions::default()
+    }
 }
 
 /// The child's side: append and acknowledge until killed.

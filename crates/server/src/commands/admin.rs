@@ -230,7 +230,34 @@ pub async fn configure_fail_point(ctx: &CommandContext, req: &CommandRequest) ->
     if req.db != "admin" {
         return Err(CommandError::new(13, "configureFailPoint may only be run against the admin database."));
     }
+    if req.body.get_str("configureFailPoint").is_ok_and(|name| name == JOURNAL_FSYNC_FAIL_POINT) {
+        return configure_journal_fsync_fail_point(ctx, &req.body);
+    }
     ctx.state.fail_points.configure(&req.body)
+}
+
+/// Makes the journal's next fsync fail: the node logs the cause and
+/// aborts, as on a failing disk (tests of what survives a restart).
+const JOURNAL_FSYNC_FAIL_POINT: &str = "failJournalFsync";
+
+fn configure_journal_fsync_fail_point(ctx: &CommandContext, body: &Document) -> CommandResult {
+    let armed = match body.get("mode") {
+        Some(Bson::String(mode)) if mode == "off" => false,
+        Some(Bson::String(mode)) if mode == "alwaysOn" => true,
+        Some(Bson::Document(mode)) if mode.get("times").and_then(as_count).is_some_and(|times| times > 0) => true,
+        _ => return Err(CommandError::bad_value("failJournalFsync takes mode 'off', 'alwaysOn' or {times: n}")),
+    };
+    ctx.state.engine.fail_next_journal_fsync(armed);
+    Ok(doc! {"count": 0_i64})
+}
+
+fn as_count(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        Bson::Double(n) if n.fract() == 0.0 => Some(*n as i64),
+        _ => None,
+    }
 }
 
 pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {
@@ -270,6 +297,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "bytesWritten": stats.journal_bytes_written as i64,
                 "fsyncs": stats.journal_fsyncs as i64,
                 "entries": stats.journal_entries as i64,
+                "oldestUnsyncedWriteAgeMillis": stats.oldest_unsynced_write_age_ms as i64,
             },
             "checkpoint": {
                 "count": stats.checkpoints as i64,

@@ -157,6 +157,19 @@ mod tests {
     }
 
     #[test]
+    fn an_absurd_length_is_refused_before_anything_is_read() {
+        let mut header = vec![0u8; FRAME_HEADER_BYTES];
+        header[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(check_frame(&header), FrameCheck::Bad(_)));
+        assert!(!is_valid_frame_start(&header));
+        // A plausible length with too few bytes present is incomplete, not
+        // a reason to read further.
+        header[0..4].copy_from_slice(&(ENTRY_BYTES_MAX as u32).to_le_bytes());
+        assert_eq!(check_frame(&header), FrameCheck::Incomplete);
+        assert!(!is_valid_frame_start(&header));
+    }
+
+    #[test]
     fn entries_that_are_not_bson_shaped_are_refused() {
         assert!(check_entry_shape(&[1, 2, 3]).is_err());
         assert!(check_entry_shape(&[7, 0, 0, 0, 0, 0]).is_err());

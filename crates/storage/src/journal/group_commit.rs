@@ -15,9 +15,12 @@
 //! 2. Take `io_lock`, then swap the pending chunks out under the state lock
 //!    (appends go on into a fresh buffer meanwhile).
 //! 3. Outside the state lock: write each chunk at its offset. Before a new
-//!    segment is created, the previous one is fsynced, so a later segment
-//!    never exists on disk next to an unsynced earlier one; a new segment's
-//!    header is fsynced, then the directory.
+//!    segment is created, the previous one is fsynced through its main
+//!    handle, whether its last bytes were written by this batch or by an
+//!    earlier one whose fsync is still in flight on a worker: a later
+//!    segment must never exist on disk next to an unsynced earlier one. A
+//!    new segment's header is fsynced, then the directory, before any frame
+//!    is written to it.
 //! 4. Under the state lock: record the batch as in flight and hand the
 //!    fsync of its last file to sync worker `batch_no % SYNC_WORKERS`; go
 //!    back to step 1 without waiting for it.
@@ -47,7 +50,10 @@
 //! handle sees every later error.
 //!
 //! A failed write or fsync poisons the journal: the threads stop, nothing
-//! is retried, and `durable_ts` never moves again.
+//! is retried, and `durable_ts` never moves again. A panic in either kind
+//! of thread does the same (`run_guarded`, `run_sync_worker_guarded`):
+//! otherwise the waiters whose batch it held would wait forever. Under the
+//! default policy poisoning aborts the process (`poison.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +61,7 @@ use std::time::{Duration, Instant};
 use crate::io::{IoBackend, IoFile};
 use crate::journal::segment::{encode_header, segment_path, SegmentState};
 use crate::journal::{PendingChunk, Shared, State};
+use crate::poison::panic_message;
 use crate::Timestamp;
 
 /// The longest the thread waits for more writers before an fsync that
@@ -74,6 +81,8 @@ pub(crate) struct InFlightBatch {
     pub waiters: usize,
     /// Fsyncs done while writing (segment rollover), counted at the end.
     pub fsyncs: u64,
+    /// When the batch's first entry was appended.
+    pub appended_since: Instant,
     pub done: bool,
 }
 
@@ -88,7 +97,30 @@ pub(crate) fn open_sync_files(io: &Arc<dyn IoBackend>, path: &std::path::Path) -
     (0..SYNC_WORKERS).map(|_| io.open(path)).collect()
 }
 
-pub(crate) fn run(shared: Arc<Shared>) {
+/// The group-commit thread: `run`, with a panic turned into poison.
+pub(crate) fn run_guarded(shared: Arc<Shared>) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(shared.clone())));
+    if let Err(payload) = result {
+        // The guards the thread held were released while unwinding.
+        let mut state = shared.state.lock();
+        shared.poison(&mut state, format!("the journal's group-commit thread panicked: {}", panic_message(&*payload)));
+        state.thread_exited = true;
+        shared.sync_work.iter().for_each(|worker| {
+            worker.notify_all();
+        });
+    }
+}
+
+/// Sync worker `slot`: `run_sync_worker`, with a panic turned into poison.
+pub(crate) fn run_sync_worker_guarded(shared: Arc<Shared>, slot: usize) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_sync_worker(shared.clone(), slot)));
+    if let Err(payload) = result {
+        let mut state = shared.state.lock();
+        shared.poison(&mut state, format!("journal sync worker {slot} panicked: {}", panic_message(&*payload)));
+    }
+}
+
+fn run(shared: Arc<Shared>) {
     while wait_for_work(&shared) {
         let io_guard = shared.io_lock.lock();
         let batch = {
@@ -192,14 +224,23 @@ struct Batch {
     /// Each chunk with its segment's file and sync handles, None for a
     /// segment to create.
     chunks: Vec<(PendingChunk, Option<SegmentHandles>)>,
+    /// When the first chunk starts a new segment: the main handle of the
+    /// segment before it, whose tail an earlier batch wrote and whose
+    /// fsync may still be in flight on a worker.
+    previous_segment: Option<Arc<dyn IoFile>>,
     last_ts: Timestamp,
+    /// When the batch's first entry was appended.
+    appended_since: Instant,
 }
 
 fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     let chunks = std::mem::take(&mut state.pending);
     state.pending_bytes = 0;
     state.pending_entries = 0;
-    state.pending_since = None;
+    let appended_since = state.pending_since.take().unwrap_or_else(Instant::now);
+    if !chunks.is_empty() {
+        state.writing_since = Some(appended_since);
+    }
     state.sync_requested = false;
     let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
     state.in_flight_ts = last_ts;
@@ -208,7 +249,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     if !chunks.is_empty() {
         state.next_batch_no += 1;
     }
-    let chunks = chunks
+    let chunks: Vec<_> = chunks
         .into_iter()
         .map(|chunk| {
             let segment = state.segment(chunk.seq).expect("pending chunk's segment");
@@ -216,9 +257,13 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
             (chunk, handles)
         })
         .collect();
+    let previous_segment = match chunks.first() {
+        Some((chunk, None)) => chunk.seq.checked_sub(1).and_then(|seq| state.segment(seq)).and_then(|s| s.file.clone()),
+        _ => None,
+    };
     // Appenders held back by the pending-bytes maximum may go on.
     shared.progress.notify_all();
-    Batch { batch_no, waiters, chunks, last_ts }
+    Batch { batch_no, waiters, chunks, previous_segment, last_ts, appended_since }
 }
 
 /// What writing a batch did, to be recorded under the lock.
@@ -235,14 +280,18 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
     let mut created = Vec::new();
     let mut bytes = 0;
     let mut fsyncs = 0;
-    let mut unsynced: Option<Arc<dyn IoFile>> = None;
+    // The file that may hold bytes not yet fsynced, to be fsynced before a
+    // new segment is created after it.
+    let mut unsynced: Option<Arc<dyn IoFile>> = batch.previous_segment.clone();
     let mut last_sync_file = None;
     for (chunk, handles) in &batch.chunks {
         let (file, sync_files) = match handles {
             Some((file, sync_files)) => (file.clone(), sync_files.clone()),
             None => {
                 // A later segment must never exist next to an unsynced
-                // earlier one (recovery would call its torn tail corruption).
+                // earlier one: after a crash recovery would call its torn
+                // tail corruption, and after a power loss the earlier
+                // segment could lose entries the later one keeps.
                 if let Some(previous) = unsynced.take() {
                     previous.sync_data()?;
                     fsyncs += 1;
@@ -329,8 +378,10 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
         bytes: written.bytes,
         waiters: batch.waiters,
         fsyncs: written.fsyncs,
+        appended_since: batch.appended_since,
         done: false,
     });
+    state.writing_since = None;
     let slot = (batch.batch_no % SYNC_WORKERS as u64) as usize;
     assert!(state.sync_jobs[slot].is_none(), "sync worker {slot} still busy");
     state.sync_jobs[slot] = Some(SyncJob { batch_no: batch.batch_no, file: written.last_sync_file });
@@ -339,7 +390,7 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
 
 /// Sync worker `slot`: runs the fsyncs of batches `slot`, `slot +
 /// SYNC_WORKERS`, ... and completes them in order.
-pub(crate) fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
+fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
     loop {
         let job = {
             let mut state = shared.state.lock();
@@ -357,7 +408,11 @@ pub(crate) fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
             }
         };
         let started = Instant::now();
-        let result = job.file.sync_data();
+        let result = if shared.fail_next_sync.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            Err(std::io::Error::other("fsync failed by the failJournalFsync fail point"))
+        } else {
+            job.file.sync_data()
+        };
         let mut state = shared.state.lock();
         match result {
             Ok(()) => {

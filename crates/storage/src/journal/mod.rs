@@ -12,10 +12,13 @@
 //! durability (`j: true`) asks for an immediate sync; otherwise the thread
 //! syncs at least every `commit_interval_ms` while data is unsynced.
 //!
-//! A failed write or fsync poisons the journal: every later call and every
-//! waiter gets `StorageError::Poisoned`, and nothing is retried (after a
-//! failed fsync the kernel may have dropped the dirty pages; retrying
-//! would report durability that is not there).
+//! A failed write or fsync, or a panic in one of its threads, poisons the
+//! journal: nothing is retried (after a failed fsync the kernel may have
+//! dropped the dirty pages; retrying would report durability that is not
+//! there). Under the default `PoisonPolicy` the cause is logged and the
+//! process aborts, so that it restarts from what is durable; under
+//! `RefuseLaterCalls` (tests) every later call and every waiter gets
+//! `StorageError::Poisoned`.
 //!
 //! Read path: an index `ts -> (segment, offset, len)` covers every entry;
 //! recent entries are served from a bounded cache, older ones are read from
@@ -30,6 +33,7 @@ mod segment;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -38,10 +42,13 @@ use parking_lot::{Condvar, Mutex};
 use tokio::sync::watch;
 
 use crate::io::{IoBackend, IoFile};
+use crate::poison::{FailedPart, PoisonPolicy};
 use crate::{StorageError, Timestamp};
 
 pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
-pub use segment::{encode_header as segment_header, segment_file_name, SEGMENT_HEADER_BYTES};
+pub use segment::{
+    encode_header as segment_header, segment_file_name, SEGMENT_BYTES_MAX, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 
 use frame::{check_entry_shape, check_frame, encode_frame, FrameCheck};
 use index::{Index, Location, RecentCache};
@@ -69,6 +76,9 @@ pub struct JournalOptions {
     /// The oplog's size cap (`--oplog-size-mb`): whole old segments are
     /// deleted to stay near it, never past the retain point.
     pub size_cap_bytes: u64,
+    /// What a failed write or fsync, or a panic in one of the journal's
+    /// threads, does (by default: log and abort the process).
+    pub poison_policy: PoisonPolicy,
 }
 
 impl Default for JournalOptions {
@@ -77,6 +87,7 @@ impl Default for JournalOptions {
             commit_interval_ms: 100,
             segment_size_bytes: 64 * 1024 * 1024,
             size_cap_bytes: 1024 * 1024 * 1024,
+            poison_policy: PoisonPolicy::default(),
         }
     }
 }
@@ -104,6 +115,10 @@ pub struct JournalStats {
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
     pub durable_ts: Timestamp,
+    /// How long ago the oldest entry that is not yet fsynced was appended
+    /// (for a `w: 1` write: acknowledged, but not yet durable); zero when
+    /// everything is durable.
+    pub oldest_unsynced_age_ms: u64,
     /// Bytes cut from a torn tail when the journal was opened.
     pub torn_bytes_cut_at_open: u64,
 }
@@ -129,6 +144,9 @@ pub(crate) struct State {
     pub pending_entries: usize,
     /// When the oldest pending frame was appended.
     pub pending_since: Option<Instant>,
+    /// When the oldest frame of the batch the group-commit thread is
+    /// writing now (taken, not yet in flight) was appended.
+    pub writing_since: Option<Instant>,
     /// Entries at or below this are in their files (maybe not fsynced).
     pub written_ts: Timestamp,
     /// Entries at or below this are fsynced.
@@ -191,6 +209,13 @@ impl State {
         self.segments.iter().map(|segment| segment.end).sum()
     }
 
+    /// When the oldest entry that is not yet durable was appended: the
+    /// first batch in flight, else the batch being written, else the
+    /// pending buffer (batches retire in order, so that is the oldest).
+    fn oldest_unsynced_since(&self) -> Option<Instant> {
+        self.in_flight.front().map(|batch| batch.appended_since).or(self.writing_since).or(self.pending_since)
+    }
+
     fn segment(&self, seq: u64) -> Option<&SegmentState> {
         let first = self.segments.front()?.seq;
         let position = seq.checked_sub(first)? as usize;
@@ -216,14 +241,19 @@ pub(crate) struct Shared {
     /// batch write: the group-commit thread and `truncate_after`. Taken
     /// before `state`, never after.
     pub io_lock: Mutex<()>,
+    /// Set by `fail_next_sync` (a test fail point); taken by the sync
+    /// worker whose fsync it fails.
+    pub fail_next_sync: AtomicBool,
     pub durable_tx: watch::Sender<Timestamp>,
     pub appended_tx: watch::Sender<Timestamp>,
 }
 
 impl Shared {
-    /// Marks the journal poisoned and wakes everybody. Returns the error.
+    /// Logs the failure and, under the default policy, aborts the process;
+    /// otherwise marks the journal poisoned and wakes everybody. Returns
+    /// the error.
     pub fn poison(&self, state: &mut State, reason: String) -> StorageError {
-        tracing::error!(target: "journal", reason = %reason, "journal poisoned by an I/O failure");
+        self.options.poison_policy.on_failure(FailedPart::Journal, &reason);
         if state.poisoned.is_none() {
             state.poisoned = Some(reason);
         }
@@ -280,6 +310,7 @@ impl Journal {
     /// `StorageError::Corruption` naming the file and offset.
     pub fn open(dir: &Path, io: Arc<dyn IoBackend>, options: JournalOptions) -> Result<Journal, StorageError> {
         assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
+        assert!(options.segment_size_bytes <= SEGMENT_BYTES_MAX, "segment_size_bytes too large");
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
         let segment_count = recovered.segments.len();
@@ -323,6 +354,7 @@ impl Journal {
             pending_bytes: 0,
             pending_entries: 0,
             pending_since: None,
+            writing_since: None,
             written_ts: durable_ts,
             durable_ts,
             in_flight_ts: durable_ts,
@@ -353,6 +385,7 @@ impl Journal {
             sync_work: std::array::from_fn(|_| Condvar::new()),
             progress: Condvar::new(),
             io_lock: Mutex::new(()),
+            fail_next_sync: AtomicBool::new(false),
             durable_tx,
             appended_tx,
         });
@@ -360,7 +393,7 @@ impl Journal {
         let thread_shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("journal-group-commit".to_string())
-            .spawn(move || group_commit::run(thread_shared));
+            .spawn(move || group_commit::run_guarded(thread_shared));
         // On a failed spawn, dropping `journal` closes it and joins the
         // threads already started.
         journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
@@ -368,7 +401,7 @@ impl Journal {
             let worker_shared = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("journal-sync-{slot}"))
-                .spawn(move || group_commit::run_sync_worker(worker_shared, slot));
+                .spawn(move || group_commit::run_sync_worker_guarded(worker_shared, slot));
             journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         }
         Ok(journal)
@@ -628,6 +661,14 @@ impl Journal {
         }
     }
 
+    /// A fail point for tests through the real binary: when `armed`, the
+    /// next batch fsync fails as a failing disk's would (the journal is
+    /// poisoned; by default the process aborts). Only reachable with test
+    /// commands enabled.
+    pub fn fail_next_sync(&self, armed: bool) {
+        self.shared.fail_next_sync.store(armed, Ordering::Release);
+    }
+
     pub fn stats(&self) -> JournalStats {
         let state = self.shared.state.lock();
         let mut stats = state.stats.clone();
@@ -639,6 +680,8 @@ impl Journal {
         stats.first_ts = state.index.first();
         stats.last_ts = state.last_ts();
         stats.durable_ts = state.durable_ts;
+        stats.oldest_unsynced_age_ms =
+            state.oldest_unsynced_since().map_or(0, |since| since.elapsed().as_millis() as u64);
         stats
     }
 

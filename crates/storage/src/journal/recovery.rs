@@ -8,15 +8,23 @@
 //!    each must be whole, pass its CRC, and carry a timestamp above the one
 //!    before it (across segments too).
 //! 3. The first frame that fails in the LAST segment is a torn tail when no
-//!    valid frame starts anywhere after it: the group commit appends at the
-//!    end only, so a crash can leave a partial or garbled frame at the end
-//!    but never a good frame after a bad one. The file is cut at the bad
-//!    frame, fsynced, and the cut is logged. A last segment whose header is
-//!    torn and that holds no valid frame was being created when the process
-//!    died (frames are written only after the header is fsynced): it is
-//!    removed.
+//!    valid frame starts after the end it declares: the group commit
+//!    appends at the end only, so a crash can leave a partial or garbled
+//!    frame at the end but never a good frame after a bad one. Offsets
+//!    inside the bad frame do not count, because its payload is a user's
+//!    document and may hold bytes that form a valid frame; so a frame that
+//!    runs past the end of the file is a torn tail. The file is cut at the
+//!    bad frame, fsynced, and the cut is logged. A last segment whose header
+//!    is torn and that holds no valid frame was being created when the
+//!    process died (frames are written only after the header is fsynced):
+//!    it is removed.
 //! 4. Any other failure (in an earlier segment, or with a valid frame after
 //!    it) is corruption: open fails naming the file and the offset.
+//!
+//! No length read from a file is trusted before it is checked: a segment
+//! file larger than any the journal writes is refused before it is read,
+//! and a frame's length is checked against its range and the bytes present
+//! before anything is read or computed over it (`frame.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +32,10 @@ use std::sync::Arc;
 use crate::io::{IoBackend, IoFile};
 use crate::journal::frame::{check_frame, is_valid_frame_start, FrameCheck, FRAME_HEADER_BYTES};
 use crate::journal::index::Location;
-use crate::journal::segment::{check_header, parse_segment_file_name, segment_path, SEGMENT_HEADER_BYTES};
+use crate::journal::frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN};
+use crate::journal::segment::{
+    check_header, parse_segment_file_name, segment_path, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 use crate::{StorageError, Timestamp};
 
 /// One segment as found on disk.
@@ -54,14 +65,67 @@ fn corruption(path: &Path, offset: u64, reason: &str) -> StorageError {
     StorageError::Corruption(format!("{} at offset {offset}: {reason}", path.display()))
 }
 
-/// The first offset after `from` at which a valid frame starts, if any.
+/// The first offset at or after `from` at which a valid frame starts, if any.
 fn find_valid_frame_after(data: &[u8], from: usize) -> Option<usize> {
     let last_start = data.len().checked_sub(FRAME_HEADER_BYTES)?;
     (from..=last_start).find(|&start| is_valid_frame_start(&data[start..]))
 }
 
+fn read_u32_le(bytes: &[u8]) -> usize {
+    u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize
+}
+
+fn is_plausible_payload_len(len: usize) -> bool {
+    (ENTRY_BYTES_MIN..=ENTRY_BYTES_MAX).contains(&len)
+}
+
+/// Where a valid frame starts after the bad frame at `offset` of the last
+/// segment, if one does: then the damage is not a torn tail.
+///
+/// Only offsets after the end the bad frame declares are candidates: its
+/// payload is a user's document, which may hold bytes forming a valid
+/// frame. A frame that runs past the end of the file therefore has nothing
+/// after it. Two refinements keep damage from hiding behind that rule:
+/// - a length field that disagrees with the payload's own leading length
+///   was damaged (the journal writes them equal); if a valid frame starts
+///   where the payload says the frame ends, that is corruption;
+/// - a length field out of range tells nothing: the payload's length is
+///   used if plausible, otherwise every later offset is a candidate.
+fn valid_frame_after_bad_one(data: &[u8], offset: usize) -> Option<usize> {
+    let frame = &data[offset..];
+    if frame.len() < FRAME_HEADER_BYTES {
+        return None;
+    }
+    let declared = read_u32_le(&frame[0..4]);
+    let payload_declared = frame
+        .get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + 4)
+        .map(read_u32_le)
+        .filter(|len| is_plausible_payload_len(*len));
+    if let Some(payload_len) = payload_declared.filter(|len| *len != declared) {
+        let end = offset + FRAME_HEADER_BYTES + payload_len;
+        if end < data.len() && is_valid_frame_start(&data[end..]) {
+            return Some(end);
+        }
+    }
+    let search_from = if is_plausible_payload_len(declared) {
+        offset + FRAME_HEADER_BYTES + declared
+    } else if let Some(payload_len) = payload_declared {
+        offset + FRAME_HEADER_BYTES + payload_len
+    } else {
+        offset + 1
+    };
+    find_valid_frame_after(data, search_from)
+}
+
 pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, StorageError> {
+    let created = !io.exists(dir).map_err(|err| io_error(dir, "looking for the journal directory", err))?;
     io.create_dir_all(dir).map_err(|err| io_error(dir, "creating journal directory", err))?;
+    if created {
+        // The directory's own name must be durable before any entry in it
+        // is called durable.
+        let parent = dir.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        io.sync_dir(parent).map_err(|err| io_error(parent, "fsyncing", err))?;
+    }
     let names = io.list_dir(dir).map_err(|err| io_error(dir, "listing journal directory", err))?;
     let mut seqs: Vec<u64> = names.iter().filter_map(|name| parse_segment_file_name(name)).collect();
     seqs.sort_unstable();
@@ -84,6 +148,11 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         let path = segment_path(dir, seq);
         let file = io.open(&path).map_err(|err| io_error(&path, "opening journal segment", err))?;
         let len = file.size_bytes().map_err(|err| io_error(&path, "reading the length of", err))?;
+        if len > SEGMENT_FILE_BYTES_MAX {
+            let limit = SEGMENT_FILE_BYTES_MAX;
+            let reason = format!("the file is {len} bytes, larger than any segment the journal writes ({limit} bytes)");
+            return Err(corruption(&path, 0, &reason));
+        }
         let mut data = vec![0u8; len as usize];
         file.read_exact_at(&mut data, 0).map_err(|err| io_error(&path, "reading", err))?;
 
@@ -174,7 +243,7 @@ fn scan_frames(
         if !is_last {
             return Err(corruption(path, offset as u64, &format!("{reason} (not the last segment)")));
         }
-        if let Some(valid) = find_valid_frame_after(data, offset + 1) {
+        if let Some(valid) = valid_frame_after_bad_one(data, offset) {
             return Err(corruption(
                 path,
                 offset as u64,

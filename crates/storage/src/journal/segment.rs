@@ -19,9 +19,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::io::IoFile;
+use crate::journal::frame::{ENTRY_BYTES_MAX, FRAME_HEADER_BYTES};
 use crate::Timestamp;
 
 pub const SEGMENT_HEADER_BYTES: u64 = 32;
+/// The largest `segment_size_bytes` a journal accepts.
+pub const SEGMENT_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// The largest segment file the journal ever writes: a segment rolls over
+/// before a frame would take it past `segment_size_bytes`, unless it holds
+/// that one frame alone. Recovery refuses a larger file before reading it.
+pub const SEGMENT_FILE_BYTES_MAX: u64 = {
+    let single_frame = SEGMENT_HEADER_BYTES + (FRAME_HEADER_BYTES + ENTRY_BYTES_MAX) as u64;
+    if single_frame > SEGMENT_BYTES_MAX {
+        single_frame
+    } else {
+        SEGMENT_BYTES_MAX
+    }
+};
 pub const SEGMENT_MAGIC: [u8; 8] = *b"SLIPJRNL";
 pub const FORMAT_VERSION: u32 = 1;
 

@@ -41,7 +41,12 @@ pub fn assert_entry(ts: Timestamp, bytes: &[u8]) {
 
 /// Options for tests: small segments, a short commit interval, no cap.
 pub fn small_options() -> JournalOptions {
-    JournalOptions { commit_interval_ms: 5, segment_size_bytes: 4096, size_cap_bytes: u64::MAX }
+    JournalOptions {
+        commit_interval_ms: 5,
+        segment_size_bytes: 4096,
+        size_cap_bytes: u64::MAX,
+        ..JournalOptions::default()
+    }
 }
 
 pub fn std_io() -> Arc<dyn IoBackend> {

@@ -13,6 +13,7 @@ use slipstream_storage::io::StdIo;
 use slipstream_storage::journal::{Journal, JournalOptions};
 use slipstream_storage::timestamp::OplogClock;
 use slipstream_storage::Timestamp;
+use slipstream_storage::TimestampBson;
 
 fn entry(ts: Timestamp, size: usize) -> Vec<u8> {
     let pad = "x".repeat(size.saturating_sub(100));

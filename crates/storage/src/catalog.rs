@@ -21,6 +21,7 @@ use slipstream_query::index_key::KeyPattern;
 
 use crate::engine::{CollectionInfo, IndexSpec};
 use crate::{StorageError, Timestamp};
+use crate::timestamp::TimestampBson;
 
 /// Format version of the serialized catalog.
 const CATALOG_FORMAT_VERSION: i32 = 1;

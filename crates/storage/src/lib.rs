@@ -40,7 +40,7 @@ pub mod journal;
 pub mod timestamp;
 
 pub use error::StorageError;
-pub use timestamp::{OpTime, Timestamp};
+pub use timestamp::{bson_timestamp, from_bson_timestamp, OpTime, Timestamp, TimestampBson};
 pub mod engine;
 pub mod apply;
 pub mod catalog;

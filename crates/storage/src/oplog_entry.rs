@@ -14,6 +14,7 @@ use bson::spec::BinarySubtype;
 use bson::{Bson, Document};
 
 use crate::{StorageError, Timestamp};
+use crate::timestamp::TimestampBson;
 
 /// The operation of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,67 +1,33 @@
-//! Oplog timestamps and OpTimes.
-//!
-//! A `Timestamp` is MongoDB's BSON Timestamp: wall-clock seconds and an
-//! increment within that second (seed 001, A1.2). It orders by seconds,
-//! then increment. An `OpTime` pairs it with the term of the primary that
-//! wrote the entry and orders by term first (seed 000, 3.1).
+//! Oplog timestamps and OpTimes: the types are `slipstream_clock`'s (one
+//! definition for storage and consensus); this module adds their BSON form
+//! and the oplog clock, the only thing in a node that hands out timestamps.
 
-use std::fmt;
+pub use slipstream_clock::{OpTime, Timestamp, UNINITIALIZED_TERM};
 
-/// A BSON timestamp `(seconds, increment)`, ordered lexicographically.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp {
-    pub secs: u32,
-    pub inc: u32,
+/// BSON conversions of a `Timestamp` (the clock crate knows nothing of BSON).
+pub trait TimestampBson: Sized {
+    fn to_bson(self) -> bson::Timestamp;
+    fn from_bson(ts: bson::Timestamp) -> Self;
 }
 
-impl Timestamp {
-    pub const ZERO: Timestamp = Timestamp { secs: 0, inc: 0 };
-    pub const MAX: Timestamp = Timestamp { secs: u32::MAX, inc: u32::MAX };
-
-    pub fn new(secs: u32, inc: u32) -> Self {
-        Timestamp { secs, inc }
-    }
-
-    /// The timestamp as one u64 (seconds in the high half): the same order.
-    pub fn as_u64(self) -> u64 {
-        (u64::from(self.secs) << 32) | u64::from(self.inc)
-    }
-
-    pub fn from_u64(value: u64) -> Self {
-        Timestamp { secs: (value >> 32) as u32, inc: value as u32 }
-    }
-
-    pub fn to_bson(self) -> bson::Timestamp {
+impl TimestampBson for Timestamp {
+    fn to_bson(self) -> bson::Timestamp {
         bson::Timestamp { time: self.secs, increment: self.inc }
     }
 
-    pub fn from_bson(ts: bson::Timestamp) -> Self {
+    fn from_bson(ts: bson::Timestamp) -> Self {
         Timestamp { secs: ts.time, inc: ts.increment }
     }
 }
 
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Timestamp({}, {})", self.secs, self.inc)
-    }
+/// `ts` as a BSON Timestamp.
+pub fn bson_timestamp(ts: Timestamp) -> bson::Timestamp {
+    ts.to_bson()
 }
 
-/// The position of an oplog entry: `(term, timestamp)`, ordered by term
-/// first, then timestamp.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OpTime {
-    pub term: i64,
-    pub ts: Timestamp,
-}
-
-/// The term written into oplog entries before any election (a standalone
-/// node), as MongoDB's uninitialized term.
-pub const UNINITIALIZED_TERM: i64 = -1;
-
-impl OpTime {
-    pub fn new(ts: Timestamp, term: i64) -> Self {
-        OpTime { term, ts }
-    }
+/// A BSON Timestamp as a `Timestamp`.
+pub fn from_bson_timestamp(ts: bson::Timestamp) -> Timestamp {
+    Timestamp::from_bson(ts)
 }
 
 /// Ticks oplog timestamps: wall-clock seconds with an increment within the
@@ -121,9 +87,9 @@ mod tests {
     }
 
     #[test]
-    fn optime_orders_by_term_first() {
-        let older_term = OpTime::new(Timestamp::new(200, 1), 1);
-        let newer_term = OpTime::new(Timestamp::new(100, 1), 2);
-        assert!(older_term < newer_term);
+    fn bson_round_trip() {
+        let ts = Timestamp::new(1_700_000_000, 7);
+        assert_eq!(from_bson_timestamp(bson_timestamp(ts)), ts);
+        assert_eq!(bson_timestamp(ts), bson::Timestamp { time: 1_700_000_000, increment: 7 });
     }
 }

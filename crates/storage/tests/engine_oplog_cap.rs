@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use bson::doc;
 use slipstream_storage::engine::EngineOptions;
+use slipstream_storage::TimestampBson;
 use slipstream_storage::{Engine, ReadAt, Timestamp};
 
 fn options(dir: &std::path::Path) -> EngineOptions {

@@ -14,6 +14,7 @@ use slipstream_storage::journal::{
     segment_file_name, Journal, FRAME_HEADER_BYTES, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
 };
 use slipstream_storage::StorageError;
+use slipstream_storage::TimestampBson;
 
 /// Entries in each fixture image.
 const FIXTURE_ENTRIES: u32 = 10;

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use slipstream_query::index_key::{index_keys, record_key, KeyPattern};
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::TimestampBson;
 
 const COLLECTIONS: [&str; 2] = ["db.a", "db.b"];
 

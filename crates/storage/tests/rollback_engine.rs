@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document};
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::TimestampBson;
 
 fn options(dir: &std::path::Path) -> EngineOptions {
     let mut options = EngineOptions::new(dir);

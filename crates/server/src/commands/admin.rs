@@ -10,6 +10,7 @@ use serde_json::json;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
 use crate::state::ServerState;
+use slipstream_storage::TimestampBson;
 
 /// The MongoDB release whose behaviour Slipstream follows (wire version 21).
 pub const MONGODB_VERSION: &str = "7.0.0";

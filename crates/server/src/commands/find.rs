@@ -22,6 +22,7 @@ use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
 use slipstream_storage::{Engine, ReadAt, Reader};
+use slipstream_storage::TimestampBson;
 
 use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bson::{doc, Bson, DateTime, Document};
 use slipstream_storage::OpTime;
+use slipstream_storage::TimestampBson;
 use slipstream_wire::{MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
 
 use super::{CommandContext, CommandRequest, CommandResult};

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, Bson, Document};
 use slipstream_query::filter::Filter;
 use slipstream_storage::{Engine, EngineOptions, IndexSpec, ReadAt};
+use slipstream_storage::TimestampBson;
 
 use super::batch::{Batch, BatchLimits};
 use super::oplog::{read_newest, tail_batch, OplogQuery, TsBounds};

@@ -14,6 +14,7 @@ use bson::{Bson, Document, RawDocumentBuf};
 use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_storage::{Engine, Timestamp};
+use slipstream_storage::TimestampBson;
 
 use super::batch::{Batch, BatchLimits};
 use super::limits::{BLOCKING_SORT_MEMORY_BYTES_MAX, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX};

@@ -9,6 +9,7 @@
 
 use bson::{Bson, Document};
 use slipstream_storage::{ReadAt, Timestamp};
+use slipstream_storage::TimestampBson;
 
 use crate::error::CommandError;
 

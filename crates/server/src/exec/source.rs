@@ -13,6 +13,7 @@ use slipstream_query::aggregate::CollectionSource;
 use slipstream_query::filter::Filter;
 use slipstream_query::QueryError;
 use slipstream_storage::{Engine, ReadAt, Reader, Timestamp};
+use slipstream_storage::TimestampBson;
 
 use super::limits::{
     BLOCKING_SORT_MEMORY_BYTES_MAX, OPLOG_READ_CHUNK_ENTRIES, REPLY_BATCH_BYTES_MAX, SCAN_CHUNK_RECORDS,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use slipstream_storage::io::{IoBackend, StdIo};
 use slipstream_storage::journal::{Journal, JournalOptions};
 use slipstream_storage::Timestamp;
+use slipstream_storage::TimestampBson;
 
 /// The i-th timestamp of a test: several increments per second, so that
 /// both halves of the timestamp take part in ordering.

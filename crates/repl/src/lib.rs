@@ -1,0 +1,21 @@
+//! Replication: everything between the consensus core's decisions and the
+//! world. It owns the `Topology` trait the server asks (role, write and
+//! read concern waits, `hello` fields, reply metadata) and its two
+//! implementations: `Standalone`, a node without `--replSet`, and (next)
+//! `ReplicaSet`, a member whose coordinator thread owns the
+//! `consensus::Node` and carries out its actions through the heartbeat
+//! sender, oplog fetcher, applier, position reporter and election runner.
+//!
+//! Must not depend on the server crate: the server depends on this one and
+//! holds an `Arc<dyn Topology>`; nothing else in the server knows whether
+//! the node is a member of a set. See `docs/replication.md`.
+
+pub mod concern;
+pub mod error;
+pub mod standalone;
+pub mod topology;
+
+pub use concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};
+pub use error::ReplError;
+pub use standalone::Standalone;
+pub use topology::{BoxFuture, CommandAccess, Topology};

@@ -62,8 +62,8 @@ pub enum ReplError {
     BadArgument { code: i32, message: String },
     /// The operation is valid but not supported here (115).
     CommandNotSupported(String),
-    /// A storage failure underneath.
-    Storage(StorageError),
+    /// A storage failure underneath (boxed: storage errors carry documents).
+    Storage(Box<StorageError>),
 }
 
 impl ReplError {
@@ -86,7 +86,7 @@ impl ReplError {
 
 impl From<StorageError> for ReplError {
     fn from(err: StorageError) -> Self {
-        ReplError::Storage(err)
+        ReplError::Storage(Box::new(err))
     }
 }
 

@@ -9,9 +9,11 @@
 //!   UnknownReplWriteConcern (79).
 //! - Read concern: `local`, `available` and `majority` read the latest
 //!   state (everything applied is the whole "set"'s); `linearizable` and
-//!   `snapshot` need a replica set (NotAReplicaSet, 123), as in MongoDB.
-//!   `afterClusterTime` is satisfied at once: the node's cluster time is its
-//!   own last oplog timestamp, so it has applied every time it handed out.
+//!   `snapshot` need a replica set (NotAReplicaSet, 123), and so do
+//!   `afterClusterTime` and `atClusterTime` (IllegalOperation, 20: a
+//!   standalone keeps no cluster time), in that order, as MongoDB's
+//!   `waitForReadConcern` checks them. Drivers only send `afterClusterTime`
+//!   after a reply carried `operationTime`, which a standalone never sends.
 //! - Replication commands answer NoReplicationEnabled (76).
 
 use std::sync::Arc;
@@ -109,16 +111,26 @@ impl Topology for Standalone {
     ) -> BoxFuture<'a, Result<ReadAt, ReplError>> {
         Box::pin(async move {
             match concern.effective_level() {
-                ReadConcernLevel::Local | ReadConcernLevel::Available | ReadConcernLevel::Majority => {
-                    Ok(ReadAt::Latest)
-                }
+                ReadConcernLevel::Local | ReadConcernLevel::Available | ReadConcernLevel::Majority => {}
                 ReadConcernLevel::Linearizable => {
-                    Err(ReplError::NotAReplicaSet("node needs to be a replica set member to use read concern".into()))
+                    return Err(ReplError::NotAReplicaSet(
+                        "node needs to be a replica set member to use read concern".into(),
+                    ))
                 }
-                ReadConcernLevel::Snapshot => Err(ReplError::NotAReplicaSet(
-                    "node needs to be a replica set member to use readConcern: snapshot".into(),
-                )),
+                ReadConcernLevel::Snapshot => {
+                    return Err(ReplError::NotAReplicaSet(
+                        "node needs to be a replica set member to use readConcern: snapshot".into(),
+                    ))
+                }
             }
+            let named = match (concern.after_cluster_time, concern.at_cluster_time) {
+                (Some(_), _) => "afterClusterTime",
+                (None, Some(_)) => "atClusterTime",
+                (None, None) => return Ok(ReadAt::Latest),
+            };
+            Err(ReplError::IllegalOperation(format!(
+                "Cannot specify {named} readConcern without replication enabled"
+            )))
         })
     }
 

@@ -165,3 +165,43 @@ impl Topology for Standalone {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+    use slipstream_storage::EngineOptions;
+
+    fn read_point(standalone: &Standalone, body: Document) -> Result<ReadAt, ReplError> {
+        let args = ReadConcernArgs::parse(&body).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(standalone.read_point(&args, None))
+    }
+
+    #[test]
+    fn concerns_a_standalone_refuses_as_mongodb_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(EngineOptions::new(dir.path())).unwrap();
+        let standalone = Standalone::new(engine.clone());
+        for level in ["local", "available", "majority"] {
+            assert_eq!(read_point(&standalone, doc! {"readConcern": {"level": level}}).unwrap(), ReadAt::Latest);
+        }
+        let code = |result: Result<ReadAt, ReplError>| match result.unwrap_err() {
+            ReplError::NotAReplicaSet(_) => 123,
+            ReplError::IllegalOperation(_) => 20,
+            other => panic!("{other:?}"),
+        };
+        let ts = bson::Timestamp { time: 1, increment: 1 };
+        assert_eq!(code(read_point(&standalone, doc! {"readConcern": {"level": "linearizable"}})), 123);
+        // snapshot is refused before its atClusterTime is looked at.
+        let at = doc! {"readConcern": {"level": "snapshot", "atClusterTime": ts}};
+        assert_eq!(code(read_point(&standalone, at)), 123);
+        assert_eq!(code(read_point(&standalone, doc! {"readConcern": {"afterClusterTime": ts}})), 20);
+        assert!(standalone.check_write_concern(&WriteConcern::majority()).is_ok());
+        let two = WriteConcern { w: W::Nodes(2), ..WriteConcern::w1() };
+        assert!(matches!(standalone.check_write_concern(&two), Err(ReplError::BadArgument { code: 2, .. })));
+        let tag = WriteConcern { w: W::Tag("dc".into()), ..WriteConcern::w1() };
+        assert!(matches!(standalone.check_write_concern(&tag), Err(ReplError::UnknownReplWriteConcern(_))));
+        engine.shutdown().unwrap();
+    }
+}

@@ -175,9 +175,10 @@ fn max_time_deadline(body: &Document) -> Option<Instant> {
     (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
 }
 
-/// A received `$clusterTime` (a client's or another member's gossip).
+/// A received `$clusterTime` (a client's or another member's gossip). A
+/// standalone keeps no cluster time and ignores it, as MongoDB's does.
 fn observe_cluster_time(topology: &dyn Topology, body: &Document) -> Result<(), CommandError> {
-    let Some(value) = body.get("$clusterTime") else {
+    let Some(value) = body.get("$clusterTime").filter(|_| topology.is_replica_set()) else {
         return Ok(());
     };
     let cluster_time = match value {

@@ -326,7 +326,7 @@ mod tests {
         let result = runtime.block_on(CatchUnwind {
             inner: Box::pin(async { panic!("boom") }),
         });
-        let panic: Box<dyn std::any::Any + Send> = result.map(|()| ()).unwrap_err();
+        let panic: Box<dyn std::any::Any + Send> = result.unwrap_err();
         assert_eq!(panic_message(panic.as_ref()), "boom");
     }
 

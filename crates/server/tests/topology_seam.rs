@@ -478,7 +478,7 @@ fn hello_serverstatus_and_replset_commands_ask_the_topology() {
     runtime().block_on(async {
         let node = node(Role::Primary);
         let hello = node.run(doc! {"hello": 1, "$db": "admin"}).await;
-        assert_eq!(hello.get_bool("isWritablePrimary").unwrap(), true);
+        assert!(hello.get_bool("isWritablePrimary").unwrap());
         assert_eq!(hello.get_str("setName").unwrap(), "rs");
         let version = hello.get_document("topologyVersion").unwrap().clone();
         assert_eq!(version.get("counter"), Some(&Bson::Int64(3)));
@@ -498,7 +498,7 @@ fn hello_serverstatus_and_replset_commands_ask_the_topology() {
             "waited {:?}",
             started.elapsed()
         );
-        assert_eq!(awaited.get_bool("isWritablePrimary").unwrap(), false);
+        assert!(!awaited.get_bool("isWritablePrimary").unwrap());
         assert_eq!(
             awaited.get_document("topologyVersion").unwrap().get("counter"),
             Some(&Bson::Int64(4))

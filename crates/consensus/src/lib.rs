@@ -24,6 +24,7 @@ mod node_tests;
 mod heartbeat;
 pub mod io;
 pub mod message;
+mod mutation;
 pub mod node;
 pub mod optime;
 mod replication;

@@ -421,7 +421,8 @@ impl Cluster {
             queue.push_back((i, Event::RollbackFailed { source: id }));
             return;
         }
-        let source_log = &self.members[source].log;
+        let source_member = &self.members[source];
+        let source_log = &source_member.log;
         let log = &self.members[i].log;
         let common_point = log
             .iter()
@@ -429,7 +430,10 @@ impl Cluster {
             .find(|e| source_log.binary_search(e).is_ok())
             .copied()
             .unwrap_or(OpTime::NULL);
-        queue.push_back((i, Event::CommonPointFound { source: id, common_point }));
+        // Read in the same instant as the search, as the event requires.
+        let source_last = source_member.last();
+        let source_commit_point = source_member.node.as_ref().expect("alive").commit_point();
+        queue.push_back((i, Event::CommonPointFound { source: id, common_point, source_last, source_commit_point }));
     }
 
     /// Truncates after `common_point`.

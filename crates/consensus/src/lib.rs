@@ -25,6 +25,8 @@ mod heartbeat;
 pub mod io;
 pub mod message;
 mod mutation;
+#[cfg(test)]
+mod mutation_tests;
 pub mod node;
 pub mod optime;
 mod replication;

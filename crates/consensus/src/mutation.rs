@@ -21,6 +21,15 @@ pub(crate) enum Mutation {
     UncheckedSendOrder,
 }
 
+/// Every mutation, for tools that pick them by name.
+#[cfg(test)]
+pub(crate) const ALL: [Mutation; 4] = [
+    Mutation::VotePersistedAfterReply,
+    Mutation::BareRollbackRule,
+    Mutation::RollbackRuleWithoutSourceTerm,
+    Mutation::UncheckedSendOrder,
+];
+
 #[cfg(test)]
 thread_local! {
     static ACTIVE: std::cell::RefCell<Vec<Mutation>> = const { std::cell::RefCell::new(Vec::new()) };

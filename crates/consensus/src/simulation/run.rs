@@ -400,9 +400,10 @@ fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash
 /// the primary (and any candidate) restarts as it begins and messages in
 /// flight are lost, so the shape holds from the first moment; members not
 /// kept down run without crashes and leave maintenance mode; message loss
-/// (at most 1%), duplication, delays and clock drift go on. Progress is
-/// checked inside the partition, and the phase runs to its end after
-/// progress was made, so that safety is checked under the partition too.
+/// (at most 1%), duplication, delays and clock drift go on; election
+/// timeouts get their full random range. Progress is checked inside the
+/// partition, and the phase runs to its end after progress was made, so
+/// that safety is checked under the partition too.
 fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, outcome: &mut PartitionOutcome) {
     // A primary left over from before could keep writing from outside the
     // electable set and make a member the electable ones cannot reach the
@@ -426,8 +427,13 @@ fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, ou
     cluster.faults.crash_after_vote_per_million = 0;
     cluster.faults.crash_in_step_per_million = 0;
     // A winner may need every vote it can reach; heavy loss would make the
-    // bound a matter of luck.
+    // bound a matter of luck. Likewise election timeouts are randomized
+    // over a whole election timeout, far more than a message delay (Raft's
+    // liveness argument; the safety phase's tiny jitter makes split votes
+    // common on purpose, and two candidates needing each other's vote could
+    // split for the whole phase).
     cluster.faults.drop_per_million = cluster.faults.drop_per_million.min(PARTITION_DROP_PER_MILLION_MAX);
+    cluster.faults.election_jitter_max_ms = None;
     // Messages sent before the cut would blur the shape the expectation
     // was computed for (a member could still append from one now down).
     cluster.drop_in_flight();

@@ -282,9 +282,10 @@ mod tests {
         p.down[1] = true;
         let mut c = config(3, &[]);
         c.members[0].priority = 0.0;
-        let logs = [OpTime::new(5, 90), OpTime::NULL, OpTime::new(2, 40)];
+        let term = |term: u64| OpTime { term, ..OpTime::NULL };
+        let logs = [term(5), OpTime::NULL, term(2)];
         assert_eq!(p.expectation(&c, &logs), None);
-        let logs = [OpTime::new(5, 90), OpTime::NULL, OpTime::new(5, 90)];
+        let logs = [term(5), OpTime::NULL, term(5)];
         assert_eq!(p.expectation(&c, &logs).unwrap().electable, vec![2]);
     }
 

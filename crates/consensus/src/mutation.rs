@@ -26,17 +26,21 @@ pub(crate) enum Mutation {
     /// Without rule 5 of `reconfig.rs`: such a set's primary commits under
     /// a configuration that is not committed yet.
     CommitInUncommittedConfig,
+    /// Safe reconfig without rule 1 of `reconfig.rs`: a new configuration
+    /// replaces one that a majority does not hold yet.
+    ReconfigBeforeConfigCommitted,
 }
 
 /// Every mutation, for tools that pick them by name.
 #[cfg(test)]
-pub(crate) const ALL: [Mutation; 6] = [
+pub(crate) const ALL: [Mutation; 7] = [
     Mutation::VotePersistedAfterReply,
     Mutation::BareRollbackRule,
     Mutation::RollbackRuleWithoutSourceTerm,
     Mutation::UncheckedSendOrder,
     Mutation::NewVoterWithoutCommitPoint,
     Mutation::CommitInUncommittedConfig,
+    Mutation::ReconfigBeforeConfigCommitted,
 ];
 
 #[cfg(test)]

@@ -80,6 +80,14 @@ fn a_commit_under_an_uncommitted_config_is_lost_in_an_arbiter_heavy_set() {
     assert_tells_apart(7, 477, &[Mutation::CommitInUncommittedConfig], "LeaderCompleteness");
 }
 
+#[test]
+fn a_reconfig_before_the_configuration_is_committed_is_seen() {
+    // Rule 1 of reconfig.rs: seeds 24, 26, 58, 67, ... (7 of the first 200
+    // with three members) replace a configuration only one voter holds.
+    let mutations = [Mutation::ReconfigBeforeConfigCommitted];
+    assert_tells_apart(3, 24, &mutations, "ConfigCommittedBeforeReconfig");
+}
+
 /// Lists the seeds that fail with the mutations named in `SIM_MUTATIONS`
 /// (comma-separated), for `SIM_MEMBERS` members, seeds `SIM_FIRST_SEED`
 /// onwards (`SIM_SEEDS` of them).

@@ -133,7 +133,7 @@ impl Node {
         // Step-up raised the configuration's term to ours, and only a force
         // reconfig writes another.
         assert!(self.config.term == self.term || self.config.term == UNINITIALIZED_TERM);
-        if !self.is_config_committed() {
+        if !self.is_config_committed() && !mutation::on(Mutation::ReconfigBeforeConfigCommitted) {
             return Err(ReconfigError::ConfigNotCommitted);
         }
         if !self.is_oplog_committed_in_config() {

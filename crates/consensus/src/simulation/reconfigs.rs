@@ -61,7 +61,11 @@ pub fn next_config(
 /// liveness checks promise progress, so the draws avoid such sets; the
 /// initial configurations never are.
 pub fn electable_and_arbiters_are_a_majority(config: &ReplSetConfig) -> bool {
-    let free_votes = config.members.iter().filter(|m| m.is_electable() || m.arbiter_only).count();
+    let free_votes = config
+        .members
+        .iter()
+        .filter(|m| m.is_electable() || m.arbiter_only)
+        .count();
     free_votes >= config.majority()
 }
 

@@ -185,7 +185,9 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
     let mut config = ReplSetConfig::new("sim", list);
     config.settings = settings;
     config.validate().expect("drawn configuration is valid");
-    assert!(crate::simulation::reconfigs::electable_and_arbiters_are_a_majority(&config));
+    assert!(crate::simulation::reconfigs::electable_and_arbiters_are_a_majority(
+        &config
+    ));
     config
 }
 

@@ -496,7 +496,7 @@ pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageEr
 pub fn encode_document(document: &Document) -> Result<Value> {
     let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
     if bytes.len() > DOCUMENT_BYTES_MAX {
-        return Err(StorageError::InvalidDocument(format!(
+        return Err(StorageError::DocumentTooLarge(format!(
             "object to insert too large. size in bytes: {}, max size: {DOCUMENT_BYTES_MAX}",
             bytes.len()
         )));

@@ -504,7 +504,7 @@ impl Engine {
     pub fn rename_collection(&self, from: &str, to: &str, drop_target: bool) -> Result<OpTime> {
         let (from_db, _) = split_namespace(from).ok_or_else(|| StorageError::NamespaceNotFound(from.to_string()))?;
         if split_namespace(to).is_none() {
-            return Err(StorageError::InvalidDocument(format!("Invalid target namespace: {to}")));
+            return Err(StorageError::InvalidNamespace(format!("Invalid target namespace: {to}")));
         }
         let o = doc! {"renameCollection": from, "to": to, "dropTarget": drop_target};
         let mut writer = self.writer();
@@ -873,7 +873,7 @@ impl Writer<'_> {
     }
 
     fn create_collection(&mut self, ns: &str, options: Document) -> Result<OpTime> {
-        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::InvalidDocument(format!("Invalid namespace: {ns}")))?;
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::InvalidNamespace(format!("Invalid namespace: {ns}")))?;
         let mut o = doc! {"create": coll};
         o.extend(options.clone());
         let uuid = bson::Uuid::new();

@@ -412,7 +412,7 @@ impl Journal {
     /// at once and durable at the next group commit. Callers serialize
     /// appends (the engine's write lock).
     pub fn append(&self, ts: Timestamp, entry: &[u8]) -> Result<(), StorageError> {
-        check_entry_shape(entry).map_err(StorageError::InvalidDocument)?;
+        check_entry_shape(entry)?;
         let shared = &self.shared;
         let mut state = shared.state.lock();
         state.check_usable()?;

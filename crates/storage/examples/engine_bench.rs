@@ -152,7 +152,5 @@ fn apply_phase(primary: &Arc<Engine>, batch_entries: usize, entries_max: usize) 
 }
 
 fn apply(secondary: &Engine, batch: &[bson::RawDocumentBuf]) -> slipstream_storage::Timestamp {
-    let documents: Vec<bson::Document> = batch.iter().map(|raw| bson::Document::try_from(raw.as_ref()).unwrap()).collect();
-    secondary.apply_oplog_entries(&documents).unwrap();
-    secondary.last_applied().ts
+    secondary.apply_batch(batch).unwrap().ts
 }

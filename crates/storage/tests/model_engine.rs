@@ -12,7 +12,7 @@ use bson::{doc, Bson, Document};
 use proptest::prelude::*;
 use slipstream_query::index_key::{index_keys, record_key, KeyPattern};
 use slipstream_storage::engine::EngineOptions;
-use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp, WriteGate};
 use slipstream_storage::TimestampBson;
 
 const COLLECTIONS: [&str; 2] = ["db.a", "db.b"];
@@ -315,7 +315,10 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
                 }
                 let position = candidates[candidates.len() - 1 - back];
                 let ts = history[position].0;
-                match engine.rollback_to(ts) {
+                engine.set_write_gate(WriteGate::Closed);
+                let result = engine.rollback_to(ts);
+                engine.set_write_gate(WriteGate::Open { term: -1 });
+                match result {
                     Ok(()) => {}
                     // A background checkpoint passed `ts` meanwhile.
                     Err(StorageError::SnapshotTooOld(_)) if engine.checkpoint_timestamp() > ts => continue,

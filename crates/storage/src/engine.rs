@@ -44,17 +44,20 @@ use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{EntryMeta, Journal, JournalOptions};
 use crate::kv::KvEngine;
+use crate::local_store::{LocalDocuments, LocalStore};
 use crate::lock_file::{create_data_directory, LockFile};
 use crate::mvcc::{ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, EntryFields, OpKind, OplogEntry};
 use crate::poison::PoisonPolicy;
 use crate::position::{Position, PositionCell};
+use local_view::{local_collection_info, local_document, local_get, local_namespaces, local_scan};
 use crate::session::{RetryImage, StatementSession};
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
 mod apply_batch;
 mod cluster_time;
+mod local_view;
 mod validate;
 mod write_gate;
 
@@ -226,6 +229,9 @@ pub(crate) struct Inner {
     pub catalog: RwLock<CatalogHistory>,
     /// The oplog (locks internally).
     pub journal: Journal,
+    /// The durable documents of `local` that are not oplog entries (locks
+    /// internally).
+    pub local: LocalStore,
     /// The single write lock: every change of data, catalog and journal.
     pub write: Mutex<WriteState>,
     /// The newest applied and visible entry: its timestamp (readers at
@@ -276,6 +282,8 @@ pub struct Reader {
     inner: Arc<Inner>,
     view: ReadView,
     catalog: Arc<Catalog>,
+    /// The local documents when the reader was made.
+    local: LocalDocuments,
 }
 
 fn wall_clock_secs() -> u32 {
@@ -415,7 +423,7 @@ impl Inner {
             };
             if let Some(view) = self.store.view(ts) {
                 let catalog = history.at(ts);
-                return Ok(Reader { inner: self.clone(), view, catalog });
+                return Ok(Reader { inner: self.clone(), view, catalog, local: self.local.snapshot() });
             }
             // A checkpoint may pass a Latest timestamp read a moment ago;
             // the newer visible timestamp is then above it.
@@ -459,7 +467,8 @@ impl Engine {
             size_cap_bytes: options.oplog_size_bytes,
             poison_policy: options.poison_policy,
         };
-        let recovered = crate::recovery::recover(&options, io, journal_options)?;
+        let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
+        let local = LocalStore::open(&options.dbpath, io, options.poison_policy)?;
         let last_applied = recovered.last_applied;
         let (visible_tx, _) = tokio::sync::watch::channel(last_applied.optime.ts);
         // A member takes no client write until replication opens the gate
@@ -474,6 +483,7 @@ impl Engine {
             store: recovered.store,
             catalog: RwLock::new(recovered.catalog),
             journal: recovered.journal,
+            local,
             write: Mutex::new(WriteState { clock: OplogClock::new(last_applied.optime.ts), gate }),
             applied: PositionCell::new(last_applied),
             cluster_time: AtomicU64::new(last_applied.optime.ts.as_u64()),
@@ -532,15 +542,40 @@ impl Engine {
     }
 
     pub fn list_databases(&self) -> Vec<String> {
-        self.inner.catalog.read().latest().databases()
+        let mut databases = self.inner.catalog.read().latest().databases();
+        if !self.inner.local.names().is_empty() && !databases.iter().any(|db| db == "local") {
+            databases.push("local".to_string());
+            databases.sort();
+        }
+        databases
     }
 
+    /// The collections of `db`, in namespace order; in `local`, the local
+    /// documents' collections too (see `local_view.rs`).
     pub fn list_collections(&self, db: &str) -> Vec<CollectionInfo> {
-        self.inner.catalog.read().latest().collections_in(db).iter().map(|c| c.info()).collect()
+        let mut collections: Vec<CollectionInfo> =
+            self.inner.catalog.read().latest().collections_in(db).iter().map(|c| c.info()).collect();
+        if db == "local" {
+            let local = self.inner.local.snapshot();
+            collections.retain(|c| local_document(&local, &c.ns).is_none());
+            collections.extend(local_namespaces(&local).map(|ns| local_collection_info(&ns)));
+            collections.sort_by(|a, b| a.ns.cmp(&b.ns));
+        }
+        collections
     }
 
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        if local_document(&self.inner.local.snapshot(), ns).is_some() {
+            return Some(local_collection_info(ns));
+        }
         self.inner.catalog.read().latest().get(ns).map(|c| c.info())
+    }
+
+    /// The durable documents of `local` that are not oplog entries (a
+    /// member's vote, config, rollback id): `read` / `write` by name,
+    /// durable on return; readable through `find` on `local.<name>`.
+    pub fn local(&self) -> &LocalStore {
+        &self.inner.local
     }
 
     /// Logs `{op: "c", o: {create: coll, ...options}}`. `NamespaceExists` if present.
@@ -1196,6 +1231,9 @@ impl Reader {
 
     /// The collection as of this reader's timestamp.
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        if local_document(&self.local, ns).is_some() {
+            return Some(local_collection_info(ns));
+        }
         self.catalog.get(ns).map(|c| c.info())
     }
 
@@ -1215,6 +1253,9 @@ impl Reader {
     }
 
     pub fn get(&self, ns: &str, id: &Bson) -> Result<Option<Document>> {
+        if let Some(document) = local_document(&self.local, ns) {
+            return Ok(local_get(document, id));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(None);
         };
@@ -1227,6 +1268,9 @@ impl Reader {
 
     /// Documents in record-key (`_id`) order within the key range.
     pub fn scan(&self, ns: &str, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Document)>> {
+        if let Some(document) = local_document(&self.local, ns) {
+            return Ok(local_scan(document, &start, &end, limit));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(Vec::new());
         };
@@ -1248,24 +1292,15 @@ impl Reader {
         resume_after: Option<(Vec<u8>, Vec<u8>)>,
         limit: usize,
     ) -> Result<Vec<IndexEntry>> {
+        if index_name == "_id_" {
+            return self.scan_id_index(ns, start, end, reverse, resume_after, limit);
+        }
+        if local_document(&self.local, ns).is_some() {
+            return Err(StorageError::IndexNotFound(format!("index not found with name [{index_name}]")));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(Vec::new());
         };
-        if index_name == "_id_" {
-            let (mut start, mut end) = (start, end);
-            if let Some((_, record_key)) = resume_after {
-                if reverse {
-                    end = tighter_upper(end, record_key);
-                } else {
-                    start = tighter_lower(start, record_key);
-                }
-            }
-            let documents = self.scan(ns, start, end, reverse, limit)?;
-            return Ok(documents
-                .into_iter()
-                .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
-                .collect());
-        }
         let index = collection
             .index(index_name)
             .ok_or_else(|| StorageError::IndexNotFound(format!("index not found with name [{index_name}]")))?;
@@ -1296,7 +1331,35 @@ impl Reader {
         Ok(out)
     }
 
+    /// `scan_index` of `_id_`: the record table itself.
+    fn scan_id_index(
+        &self,
+        ns: &str,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        reverse: bool,
+        resume_after: Option<(Vec<u8>, Vec<u8>)>,
+        limit: usize,
+    ) -> Result<Vec<IndexEntry>> {
+        let (mut start, mut end) = (start, end);
+        if let Some((_, record_key)) = resume_after {
+            if reverse {
+                end = tighter_upper(end, record_key);
+            } else {
+                start = tighter_lower(start, record_key);
+            }
+        }
+        let documents = self.scan(ns, start, end, reverse, limit)?;
+        Ok(documents
+            .into_iter()
+            .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
+            .collect())
+    }
+
     pub fn count(&self, ns: &str) -> Result<u64> {
+        if local_document(&self.local, ns).is_some() {
+            return Ok(1);
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(0);
         };

@@ -33,6 +33,8 @@
 //! - `session`: retryable-write bookkeeping (`config.transactions`, retry
 //!   images), derived from oplog entries alike on every member.
 //! - `lock_file`: `dbpath/mongod.lock`, one process per data directory.
+//! - `local_store`: the durable documents of `local` that are not oplog
+//!   entries (a member's vote, config, rollback id), under `dbpath/local/`.
 //! - `poison`: what a failed write or fsync (or a panicked durability
 //!   thread) does: log the cause and abort the process, by default.
 //!
@@ -51,6 +53,7 @@ pub mod apply;
 pub mod catalog;
 pub mod checkpoint;
 pub mod kv;
+pub mod local_store;
 pub mod lock_file;
 pub mod mvcc;
 pub mod oplog_entry;

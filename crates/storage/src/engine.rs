@@ -17,13 +17,22 @@
 //!   timestamp find nothing (`Ok(None)`, empty, 0) rather than an error;
 //!   `scan_index` with an unknown index name answers `IndexNotFound`.
 //!
+//! - Client writes commit only while the write gate is open (checked in
+//!   the commit's critical section), with the gate's term; entries from a
+//!   sync source go through `apply_batch` instead, which bypasses the gate
+//!   and makes each batch visible whole.
+//!
 //! The engine's parts: `lock_file` (one process per dbpath), `redb_engine`
 //! behind `kv` (checkpoints), `mvcc` (versions above the checkpoint),
 //! `catalog`, `journal` (the oplog), `apply` (one entry's changes),
-//! `checkpoint` and `recovery`. Writes follow one path (`Inner::commit`):
-//! tick the clock, compute the entry's changes against the newest state
-//! (checks first, nothing written yet), append the entry to the journal,
-//! commit the changes to memory at the entry's timestamp, publish it.
+//! `checkpoint` and `recovery`, `local_store` (the local documents); here,
+//! `write_gate`, `apply_batch`, `cluster_time` and `local_view` (local
+//! documents as collections). Client writes follow one path
+//! (`Inner::commit`): check the gate, tick the clock, compute the entry's
+//! changes against the newest state (checks first, nothing written yet),
+//! add a retryable write's session bookkeeping, append the entry to the
+//! journal, commit the changes to memory at the entry's timestamp, publish
+//! it.
 
 use std::ops::Bound;
 use std::path::PathBuf;

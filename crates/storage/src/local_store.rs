@@ -13,6 +13,7 @@
 //! 3. Rename it over `<name>.bson` (atomic: the name points at the old
 //!    file or the new one).
 //! 4. fsync the directory: the rename itself survives a power loss.
+//!
 //! A crash before 3 leaves the old file and a temporary one, which the next
 //! open deletes; a crash between 3 and 4 may bring the old name back, with
 //! the old (complete) file. A failed write, fsync or rename poisons the

@@ -118,14 +118,17 @@ fn main() {
             let _ = reader.get("bench.c", &Bson::Int64(id)).unwrap();
         }),
     );
-    apply_phase(&engine, arg("--apply-batch", 64) as usize, arg("--apply-entries", 20_000) as usize);
+    let (batch, entries) = (arg("--apply-batch", 64) as usize, arg("--apply-entries", 20_000) as usize);
+    apply_phase(&engine, batch, entries, true);
+    apply_phase(&engine, batch, entries, false);
     engine.shutdown().unwrap();
 }
 
 /// A secondary's apply path: batches of the primary's oplog, each applied
 /// and then made durable before the next (what the applier does before it
-/// reports its position).
-fn apply_phase(primary: &Arc<Engine>, batch_entries: usize, entries_max: usize) {
+/// reports its position); without `durable`, the CPU cost of applying
+/// alone (the journal syncs at its interval).
+fn apply_phase(primary: &Arc<Engine>, batch_entries: usize, entries_max: usize, durable: bool) {
     let entries = primary.oplog_read(std::ops::Bound::Unbounded, entries_max, usize::MAX).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut options = EngineOptions::new(dir.path());
@@ -136,13 +139,16 @@ fn apply_phase(primary: &Arc<Engine>, batch_entries: usize, entries_max: usize) 
     for batch in entries.chunks(batch_entries.max(1)) {
         let t = Instant::now();
         let last = apply(&secondary, batch);
-        secondary.wait_durable(last).unwrap();
+        if durable {
+            secondary.wait_durable(last).unwrap();
+        }
         latencies.push(t.elapsed().as_micros() as u64);
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort_unstable();
     println!(
-        "{{\"workload\":\"apply\",\"batch_entries\":{batch_entries},\"entries\":{},\"seconds\":{elapsed:.1},\"entries_per_sec\":{:.0},\"batch_p50_us\":{},\"batch_p99_us\":{}}}",
+        "{{\"workload\":\"{}\",\"batch_entries\":{batch_entries},\"entries\":{},\"seconds\":{elapsed:.1},\"entries_per_sec\":{:.0},\"batch_p50_us\":{},\"batch_p99_us\":{}}}",
+        if durable { "apply-j" } else { "apply" },
         entries.len(),
         entries.len() as f64 / elapsed,
         percentile(&latencies, 0.5),

@@ -59,7 +59,7 @@ use crate::mvcc::{ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, EntryFields, OpKind, OplogEntry};
 use crate::poison::PoisonPolicy;
 use crate::position::{Position, PositionCell};
-use local_view::{local_collection_info, local_document, local_get, local_namespaces, local_scan};
+use local_view::{is_local_namespace, local_collection_info, local_document, local_get, local_namespaces, local_scan};
 use crate::session::{RetryImage, StatementSession};
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
@@ -574,7 +574,7 @@ impl Engine {
     }
 
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
-        if local_document(&self.inner.local.snapshot(), ns).is_some() {
+        if is_local_namespace(ns) && local_document(&self.inner.local.snapshot(), ns).is_some() {
             return Some(local_collection_info(ns));
         }
         self.inner.catalog.read().latest().get(ns).map(|c| c.info())

@@ -160,3 +160,48 @@ fn the_oplog_clock_never_ticks_at_or_below_the_cluster_time() {
     assert!(engine.writer().insert("db.c", doc! {"_id": 3}).unwrap().ts > next.ts);
     engine.shutdown().unwrap();
 }
+
+/// After a rollback the positions are the new last entry's, with its own
+/// term and date: at once, while the next write's fsync is outstanding,
+/// and after a restart.
+#[test]
+fn rollback_restores_the_positions_of_the_common_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyIo::over_std();
+    let engine = Engine::open_with_io(options(dir.path()), faulty.as_backend()).unwrap();
+    engine.set_write_gate(WriteGate::Open { term: 1 });
+    engine.writer().insert("db.c", doc! {"_id": 1}).unwrap();
+    engine.wait_durable(engine.last_applied().ts).unwrap();
+    let common = newest(&engine);
+    std::thread::sleep(Duration::from_millis(5));
+    engine.set_write_gate(WriteGate::Open { term: 2 });
+    for i in 2..5 {
+        engine.writer().insert("db.c", doc! {"_id": i}).unwrap();
+    }
+    engine.wait_durable(engine.last_applied().ts).unwrap();
+    assert_eq!(engine.last_applied().term, 2);
+    engine.set_write_gate(WriteGate::Closed);
+    engine.rollback_to(common.0.ts).unwrap();
+    assert_eq!(engine.last_applied_wall(), common);
+    assert_eq!(engine.last_durable_wall(), common);
+    // The next entry is not durable yet: the durable position is still the
+    // common point's, not the rolled-back entries'.
+    engine.set_write_gate(WriteGate::Open { term: 3 });
+    faulty.hold_next_sync(&dir.path().join(JOURNAL_DIR_NAME).join(segment_file_name(1)));
+    let next = engine.writer().insert("db.c", doc! {"_id": 9}).unwrap();
+    let waiter = {
+        let engine = engine.clone();
+        std::thread::spawn(move || engine.wait_durable(next.ts))
+    };
+    assert!(faulty.wait_until_sync_held(Duration::from_secs(30)));
+    assert_eq!(engine.last_durable_wall(), common);
+    faulty.release_held_sync();
+    waiter.join().unwrap().unwrap();
+    engine.set_write_gate(WriteGate::Closed);
+    engine.rollback_to(common.0.ts).unwrap();
+    drop(engine);
+    let engine = Engine::open(options(dir.path())).unwrap();
+    assert_eq!(engine.last_applied_wall(), common);
+    assert_eq!(engine.last_durable_wall(), common);
+    engine.shutdown().unwrap();
+}

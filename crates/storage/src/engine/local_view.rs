@@ -18,6 +18,12 @@ use crate::Timestamp;
 
 const LOCAL_PREFIX: &str = "local.";
 
+/// Whether `ns` is in the `local` database (a cheap test before looking
+/// at the documents).
+pub(crate) fn is_local_namespace(ns: &str) -> bool {
+    ns.starts_with(LOCAL_PREFIX)
+}
+
 /// The local document `ns` names, if any.
 pub(crate) fn local_document<'a>(documents: &'a LocalDocuments, ns: &str) -> Option<&'a Document> {
     ns.strip_prefix(LOCAL_PREFIX).and_then(|name| documents.get(name))

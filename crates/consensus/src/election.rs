@@ -5,6 +5,7 @@
 
 use crate::io::Action;
 use crate::message::{Heartbeat, Message, VoteRequest, VoteResponse};
+use crate::mutation::{self, Mutation};
 use crate::node::{CatchUp, Election, Node, Role, PRIORITY_TAKEOVER_FRESHNESS_MS};
 use crate::optime::MemberId;
 
@@ -132,10 +133,16 @@ impl Node {
 
     pub(crate) fn on_request_vote(&mut self, from: MemberId, request: VoteRequest) {
         let (granted, reason) = self.decide_vote(from, &request);
-        if granted && !request.dry_run {
+        let persist_vote = granted && !request.dry_run;
+        let persist_late = persist_vote && mutation::on(Mutation::VotePersistedAfterReply);
+        if persist_vote {
             self.voted_for = Some(request.candidate);
-            // The vote must be durable before the reply that grants it.
-            self.out.push(Action::PersistTermAndVote { term: self.term, voted_for: self.voted_for });
+            // The vote must be durable before the reply that grants it: a
+            // voter that crashes after replying must not vote again in this
+            // term after the restart.
+            if !persist_late {
+                self.out.push(Action::PersistTermAndVote { term: self.term, voted_for: self.voted_for });
+            }
             self.reset_election_timer();
         }
         let response = VoteResponse {
@@ -146,6 +153,9 @@ impl Node {
             reason,
         };
         self.out.push(Action::Send { to: from, message: Message::VoteResponse(response) });
+        if persist_late {
+            self.out.push(Action::PersistTermAndVote { term: self.term, voted_for: self.voted_for });
+        }
     }
 
     /// Raft's RequestVote receiver rules with OpTime for index.
@@ -208,6 +218,9 @@ impl Node {
     }
 
     fn become_primary(&mut self) {
+        // A primary's log only grows while it is primary; Leader
+        // Completeness and the rollback rule rely on it.
+        assert!(!self.rolling_back, "elected while rolling back");
         self.role = Role::Primary;
         self.election = None;
         self.catch_up = Some(CatchUp { started_at: self.now, target: self.last_applied, responded: vec![self.me] });

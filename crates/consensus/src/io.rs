@@ -79,12 +79,22 @@ pub enum Event {
         /// The member that did not answer.
         source: MemberId,
     },
-    /// `Action::FindCommonPoint` found the last entry both logs share.
+    /// `Action::FindCommonPoint` found the last entry both logs share. The
+    /// source's last entry and commit point must be read together with the
+    /// search, from the same state of the source's oplog (MongoDB checks
+    /// the source's rollback id before and after and fails the rollback if
+    /// the source rolled back meanwhile): the rollback rule reasons about
+    /// what follows the common point on the source, and a value from an
+    /// earlier pull may describe a log the source no longer has.
     CommonPointFound {
         /// The source searched.
         source: MemberId,
         /// The last entry both logs share (`OpTime::NULL` if none).
         common_point: OpTime,
+        /// The source's last entry when it was searched.
+        source_last: OpTime,
+        /// The source's commit point when it was searched.
+        source_commit_point: OpTime,
     },
     /// A rollback asked for by `Action::Rollback` finished: the oplog was
     /// truncated after `common_point` and its effects undone.

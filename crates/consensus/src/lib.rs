@@ -24,6 +24,9 @@ mod node_tests;
 mod heartbeat;
 pub mod io;
 pub mod message;
+mod mutation;
+#[cfg(test)]
+mod mutation_tests;
 pub mod node;
 pub mod optime;
 mod replication;

@@ -129,8 +129,6 @@ pub struct Node {
     pub(crate) append_in_flight: bool,
     pub(crate) pending_source_commit_point: Option<OpTime>,
     pub(crate) rolling_back: bool,
-    /// The commit point the rollback source advertised with the divergent batch.
-    pub(crate) rollback_source_commit_point: OpTime,
     pub(crate) next_heartbeat_at: Millis,
     pub(crate) positions_dirty: bool,
     pub(crate) next_update_position_at: Millis,
@@ -188,7 +186,6 @@ impl Node {
             append_in_flight: false,
             pending_source_commit_point: None,
             rolling_back: false,
-            rollback_source_commit_point: OpTime::NULL,
             next_heartbeat_at: now,
             positions_dirty: false,
             next_update_position_at: now,
@@ -213,7 +210,9 @@ impl Node {
             Event::Durable { last_durable } => self.on_durable(last_durable),
             Event::Pulled(batch) => self.on_pulled(batch),
             Event::PullFailed { source } => self.on_pull_failed(source),
-            Event::CommonPointFound { source, common_point } => self.on_common_point_found(source, common_point),
+            Event::CommonPointFound { source, common_point, source_last, source_commit_point } => {
+                self.on_common_point_found(source, common_point, source_last, source_commit_point)
+            }
             Event::RollbackComplete { common_point } => self.on_rollback_complete(common_point),
             Event::RollbackFailed { source } => self.on_rollback_failed(source),
             Event::StepDown(request) => self.on_step_down(request),

@@ -2,7 +2,7 @@
 //! behaviour is tested by the scenario scripts and the simulator.
 
 use crate::config::{MemberConfig, ReplSetConfig};
-use crate::io::{Action, Event};
+use crate::io::{Action, Event, PullBatch};
 use crate::message::{Heartbeat, MemberPosition, Message, UpdatePosition, VoteRequest, VoteResponse};
 use crate::node::{Node, Persisted};
 use crate::optime::{Millis, OpTime};
@@ -254,4 +254,68 @@ mod quorum_quick {
             prop_assert_eq!(node.majority_durable(), naive(&config, &durable));
         }
     }
+}
+
+/// Member 2 of 3 with its own branch `1.5 1.20`, having heard (at `term`)
+/// that member 3 is ahead at `source_last`, pulls a batch from 3 that does
+/// not overlap its log; returns it waiting for the common point search.
+fn diverged_secondary(term: u64, source_last: OpTime, batch_commit_point: OpTime) -> Node {
+    let mut s = node(3, 2, OpTime::new(1, 20));
+    let hb = heartbeat(term, MemberState::Secondary, source_last, OpTime::NULL);
+    let actions = receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+    let batch = PullBatch {
+        source: 3,
+        first: Some(OpTime::new(1, 10)),
+        last: Some(source_last),
+        source_commit_point: batch_commit_point,
+        source_term: term,
+    };
+    let actions = s.step(Event::Pulled(batch), Millis(11));
+    assert!(actions.contains(&Action::FindCommonPoint { source: 3 }), "{actions:?}");
+    assert_eq!(s.state(), MemberState::Rollback);
+    s
+}
+
+/// Feeds the search's result (common point 1.10) and says whether it rolled back.
+fn found(s: &mut Node, source_last: OpTime, source_commit_point: OpTime) -> bool {
+    let common_point = OpTime::new(1, 10);
+    let event = Event::CommonPointFound { source: 3, common_point, source_last, source_commit_point };
+    let actions = s.step(event, Millis(12));
+    let rolled_back = actions.contains(&Action::Rollback { common_point });
+    assert_eq!(s.state() == MemberState::Rollback, rolled_back);
+    rolled_back
+}
+
+#[test]
+fn rollback_against_a_secondary_whose_last_entry_is_in_our_term() {
+    // The source is no primary and its commit point is behind the common
+    // point, but its 2.30 was written by term 2's primary after 1.10, so
+    // our 1.20 was never committed in term 2 or before (bug 6).
+    let mut s = diverged_secondary(2, OpTime::new(2, 30), OpTime::new(1, 5));
+    assert!(found(&mut s, OpTime::new(2, 30), OpTime::new(1, 5)));
+}
+
+#[test]
+fn no_rollback_against_a_branch_older_than_our_term_without_a_commit_point_past_the_common_point() {
+    // We know term 3; 1.20 may have been committed in term 3 by a primary
+    // that never wrote to this source, whose branch ends in term 2 (bug 3).
+    let mut s = diverged_secondary(3, OpTime::new(2, 30), OpTime::new(1, 5));
+    assert!(!found(&mut s, OpTime::new(2, 30), OpTime::new(1, 5)));
+    assert_eq!(s.sync_source(), None, "the source is given up");
+}
+
+#[test]
+fn rollback_when_the_source_commit_point_lies_past_the_common_point() {
+    let mut s = diverged_secondary(3, OpTime::new(2, 30), OpTime::new(2, 25));
+    assert!(found(&mut s, OpTime::new(2, 30), OpTime::new(2, 25)));
+}
+
+#[test]
+fn the_source_facts_read_with_the_search_decide_not_the_earlier_batch() {
+    // The batch advertised a commit point past the common point; by the
+    // search the source had restarted (its commit point forgotten) and its
+    // log had shrunk back to the common point: nothing proves 1.20 uncommitted.
+    let mut s = diverged_secondary(3, OpTime::new(2, 30), OpTime::new(2, 25));
+    assert!(!found(&mut s, OpTime::new(1, 10), OpTime::NULL));
 }

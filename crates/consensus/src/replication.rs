@@ -12,6 +12,7 @@
 
 use crate::io::{Action, PullBatch};
 use crate::message::{Message, MemberPosition, UpdatePosition};
+use crate::mutation::{self, Mutation};
 use crate::node::{Node, Role};
 use crate::optime::{MemberId, OpTime};
 
@@ -45,33 +46,34 @@ impl Node {
         } else if last <= self.last_applied {
             self.deny(batch.source);
             self.clear_sync_source();
-        } else if self.role == Role::Primary {
+        } else if self.role != Role::Secondary {
             // A primary never rolls back: catch-up gives up on this source.
+            // Nor does a candidate, which could win while its log shrinks.
             self.deny(batch.source);
             self.clear_sync_source();
         } else {
             self.rolling_back = true;
-            self.rollback_source_commit_point = batch.source_commit_point;
             self.out.push(Action::FindCommonPoint { source: batch.source });
             self.report_state();
         }
     }
 
-    /// Rolls back only against a source whose branch provably holds every
-    /// entry committed in a term this member knows of:
-    /// - the source's commit point lies past the common point: committed
-    ///   entries continue on the source's branch, so none of ours after the
-    ///   common point is committed at all; or
-    /// - the source is the primary of our current term: by Leader
-    ///   Completeness it holds everything committed in earlier terms, and
-    ///   everything committed in this term it wrote itself.
-    ///
-    /// A secondary whose log is merely newer (the rule in seed 000 3.2.1)
-    /// may sit on a dead branch it has not rolled back yet; following it
-    /// removed committed entries in the simulator (README, bugs found).
-    pub(crate) fn on_common_point_found(&mut self, source: MemberId, common_point: OpTime) {
+    /// The second half of the overlap check: the logs share `common_point`,
+    /// and this member's entries after it (the divergent suffix) would be
+    /// truncated in favour of the source's branch. `source_last` and
+    /// `source_commit_point` were read from the source together with the
+    /// search (see `Event::CommonPointFound`).
+    pub(crate) fn on_common_point_found(
+        &mut self,
+        source: MemberId,
+        common_point: OpTime,
+        source_last: OpTime,
+        source_commit_point: OpTime,
+    ) {
         assert!(self.rolling_back);
         assert!(common_point <= self.last_applied);
+        assert!(common_point <= source_last, "the common point is an entry of the source's log");
+        assert!(source_commit_point <= source_last, "the source's commit point is in its log");
         if common_point == self.last_applied {
             // The source's oplog changed since the batch (it rolled back
             // itself and now holds our whole log): nothing to undo. Found by
@@ -80,10 +82,9 @@ impl Node {
             self.report_state();
             return;
         }
-        let source_is_primary = self
-            .known_primary_index()
-            .is_some_and(|p| self.config.members[p].id == source);
-        if common_point < self.rollback_source_commit_point || source_is_primary {
+        // An entry of a newer term proves a newer election.
+        self.observe_term(source_last.term);
+        if self.rollback_is_proven_safe(source, common_point, source_last, source_commit_point) {
             self.out.push(Action::Rollback { common_point });
             return;
         }
@@ -91,6 +92,63 @@ impl Node {
         self.deny(source);
         self.clear_sync_source();
         self.report_state();
+    }
+
+    /// True if no entry of our divergent suffix can have been committed in
+    /// a term this member knows of (a term at or below ours), so that
+    /// truncating it removes nothing committed. Committed entries form one
+    /// sequence, so it is enough to show this for the suffix's first entry,
+    /// `d1`, whose only possible predecessor in any log is `common_point`
+    /// (Log Matching). Either fact, both read from the source's oplog at one
+    /// moment, proves it:
+    ///
+    /// 1. **The source's commit point lies past the common point.** The
+    ///    committed sequence continues with the source's entry after the
+    ///    common point, not with `d1`, so `d1` is never committed.
+    /// 2. **The source's last entry lies past the common point and its term
+    ///    `u` is at least ours.** The primary of term `u` wrote that entry, so
+    ///    its log then held the source's log up to it (Log Matching): the
+    ///    common point followed by the source's next entry, which is not
+    ///    `d1`. A primary only appends while it is primary, so `d1` was not in
+    ///    its log at any time since its election. By Leader Completeness
+    ///    nothing committed before term `u` is missing from that log, so `d1`
+    ///    was not committed before `u`; in term `u` only that log's entries
+    ///    commit. So `d1` is committed in no term up to `u`, and `u` is at
+    ///    least every term we know of. The same argument makes our own commit
+    ///    point lie at or before the common point (asserted on completion).
+    ///
+    /// Seed 000 (section 3.2.1 and Appendix A) rolls back whenever the
+    /// source's branch is newer. A secondary may still sit on a dead branch
+    /// of an older term whose last OpTime is newer than ours, and following
+    /// it removed entries committed in a term this member knew of (README,
+    /// bug 3). Fact 1 alone deadlocks when the commit needs this member
+    /// (P-S-A, bug 4), which the earlier rule repaired by also trusting the
+    /// primary of our own term, known from heartbeats. That still left a
+    /// member stuck when a lasting partial partition cut it off from the
+    /// primary and its only source was a secondary whose commit point could
+    /// not pass the common point without this member (README, bug 6). Fact
+    /// 2 covers both: a secondary that pulled the current primary's entries
+    /// carries the proof in its own oplog, and so does the primary itself
+    /// once it has written its term's first entry. Unlike "the source is
+    /// primary", which came from a heartbeat that can be stale, it rests
+    /// only on the oplog read with the search.
+    fn rollback_is_proven_safe(
+        &self,
+        source: MemberId,
+        common_point: OpTime,
+        source_last: OpTime,
+        source_commit_point: OpTime,
+    ) -> bool {
+        if mutation::on(Mutation::BareRollbackRule) {
+            return true;
+        }
+        let commit_point_past = common_point < source_commit_point;
+        if mutation::on(Mutation::RollbackRuleWithoutSourceTerm) {
+            let source_is_primary = self.known_primary_index().is_some_and(|p| self.config.members[p].id == source);
+            return commit_point_past || source_is_primary;
+        }
+        let branch_of_our_term = common_point < source_last && source_last.term >= self.term;
+        commit_point_past || branch_of_our_term
     }
 
     pub(crate) fn on_pull_failed(&mut self, source: MemberId) {

@@ -321,3 +321,4 @@ scenario!(catch_up_preserves_entries);
 scenario!(arbiter_psa);
 scenario!(non_voting_members);
 scenario!(catch_up_takeover);
+scenario!(partial_partition_stuck_member);

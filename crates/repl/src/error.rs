@@ -32,6 +32,9 @@ pub enum ReplError {
     NoReplicationEnabled,
     /// A read or write concern that needs a replica set on a standalone (123).
     NotAReplicaSet(String),
+    /// An argument the node's mode rules out (20), e.g. `afterClusterTime`
+    /// on a standalone, which keeps no cluster time.
+    IllegalOperation(String),
     /// The member has no configuration yet (94).
     NotYetInitialized,
     /// `replSetInitiate` on an initiated member (23).
@@ -108,6 +111,7 @@ impl fmt::Display for ReplError {
             ReplError::UnsatisfiableWriteConcern(m)
             | ReplError::UnknownReplWriteConcern(m)
             | ReplError::NotAReplicaSet(m)
+            | ReplError::IllegalOperation(m)
             | ReplError::InvalidReplicaSetConfig(m)
             | ReplError::NewReplicaSetConfigurationIncompatible(m)
             | ReplError::NodeNotFound(m)

@@ -12,10 +12,12 @@
 
 pub mod concern;
 pub mod error;
+pub mod fault;
 pub mod standalone;
 pub mod topology;
 
 pub use concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};
 pub use error::ReplError;
+pub use fault::MemberBlocklist;
 pub use standalone::Standalone;
 pub use topology::{BoxFuture, CommandAccess, Topology};

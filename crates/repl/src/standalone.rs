@@ -9,9 +9,11 @@
 //!   UnknownReplWriteConcern (79).
 //! - Read concern: `local`, `available` and `majority` read the latest
 //!   state (everything applied is the whole "set"'s); `linearizable` and
-//!   `snapshot` need a replica set (NotAReplicaSet, 123), as in MongoDB.
-//!   `afterClusterTime` is satisfied at once: the node's cluster time is its
-//!   own last oplog timestamp, so it has applied every time it handed out.
+//!   `snapshot` need a replica set (NotAReplicaSet, 123), and so do
+//!   `afterClusterTime` and `atClusterTime` (IllegalOperation, 20: a
+//!   standalone keeps no cluster time), in that order, as MongoDB's
+//!   `waitForReadConcern` checks them. Drivers only send `afterClusterTime`
+//!   after a reply carried `operationTime`, which a standalone never sends.
 //! - Replication commands answer NoReplicationEnabled (76).
 
 use std::sync::Arc;
@@ -106,16 +108,26 @@ impl Topology for Standalone {
     ) -> BoxFuture<'a, Result<ReadAt, ReplError>> {
         Box::pin(async move {
             match concern.effective_level() {
-                ReadConcernLevel::Local | ReadConcernLevel::Available | ReadConcernLevel::Majority => {
-                    Ok(ReadAt::Latest)
-                }
+                ReadConcernLevel::Local | ReadConcernLevel::Available | ReadConcernLevel::Majority => {}
                 ReadConcernLevel::Linearizable => {
-                    Err(ReplError::NotAReplicaSet("node needs to be a replica set member to use read concern".into()))
+                    return Err(ReplError::NotAReplicaSet(
+                        "node needs to be a replica set member to use read concern".into(),
+                    ))
                 }
-                ReadConcernLevel::Snapshot => Err(ReplError::NotAReplicaSet(
-                    "node needs to be a replica set member to use readConcern: snapshot".into(),
-                )),
+                ReadConcernLevel::Snapshot => {
+                    return Err(ReplError::NotAReplicaSet(
+                        "node needs to be a replica set member to use readConcern: snapshot".into(),
+                    ))
+                }
             }
+            let named = match (concern.after_cluster_time, concern.at_cluster_time) {
+                (Some(_), _) => "afterClusterTime",
+                (None, Some(_)) => "atClusterTime",
+                (None, None) => return Ok(ReadAt::Latest),
+            };
+            Err(ReplError::IllegalOperation(format!(
+                "Cannot specify {named} readConcern without replication enabled"
+            )))
         })
     }
 
@@ -148,5 +160,45 @@ impl Topology for Standalone {
 
     fn server_status(&self) -> Option<Document> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+    use slipstream_storage::EngineOptions;
+
+    fn read_point(standalone: &Standalone, body: Document) -> Result<ReadAt, ReplError> {
+        let args = ReadConcernArgs::parse(&body).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(standalone.read_point(&args, None))
+    }
+
+    #[test]
+    fn concerns_a_standalone_refuses_as_mongodb_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(EngineOptions::new(dir.path())).unwrap();
+        let standalone = Standalone::new(engine.clone());
+        for level in ["local", "available", "majority"] {
+            assert_eq!(read_point(&standalone, doc! {"readConcern": {"level": level}}).unwrap(), ReadAt::Latest);
+        }
+        let code = |result: Result<ReadAt, ReplError>| match result.unwrap_err() {
+            ReplError::NotAReplicaSet(_) => 123,
+            ReplError::IllegalOperation(_) => 20,
+            other => panic!("{other:?}"),
+        };
+        let ts = bson::Timestamp { time: 1, increment: 1 };
+        assert_eq!(code(read_point(&standalone, doc! {"readConcern": {"level": "linearizable"}})), 123);
+        // snapshot is refused before its atClusterTime is looked at.
+        let at = doc! {"readConcern": {"level": "snapshot", "atClusterTime": ts}};
+        assert_eq!(code(read_point(&standalone, at)), 123);
+        assert_eq!(code(read_point(&standalone, doc! {"readConcern": {"afterClusterTime": ts}})), 20);
+        assert!(standalone.check_write_concern(&WriteConcern::majority()).is_ok());
+        let two = WriteConcern { w: W::Nodes(2), ..WriteConcern::w1() };
+        assert!(matches!(standalone.check_write_concern(&two), Err(ReplError::BadArgument { code: 2, .. })));
+        let tag = WriteConcern { w: W::Tag("dc".into()), ..WriteConcern::w1() };
+        assert!(matches!(standalone.check_write_concern(&tag), Err(ReplError::UnknownReplWriteConcern(_))));
+        engine.shutdown().unwrap();
     }
 }

@@ -31,41 +31,62 @@ pub enum CommandAccess {
 }
 
 /// The replication questions the server asks. Implemented by
-/// `Standalone` and by `ReplicaSet`.
+/// `Standalone` and by `ReplicaSet`. Each method says where the server
+/// calls it (`crates/server/src/...`); `operation.rs` is the one pipeline
+/// every command goes through.
+///
+/// Futures returned here may be dropped before they finish (a client goes
+/// away; a `blockMembers`-blocked member's command is cut off): they must
+/// be cancel-safe, e.g. a write concern waiter deregisters on drop.
 pub trait Topology: Send + Sync {
-    /// True on a replica set member (replies then carry `$clusterTime` and
-    /// `operationTime`, and retryable writes are accepted).
+    /// True on a replica set member: replies then carry `$clusterTime` and
+    /// `operationTime`, a received `$clusterTime` is observed, and
+    /// `txnNumber` is considered (`operation.rs`, `session.rs`).
     fn is_replica_set(&self) -> bool;
 
     /// Adds the topology's fields to a `hello` / `isMaster` reply:
     /// `isWritablePrimary` (or `ismaster` when `legacy`), `secondary`,
     /// `setName`, `hosts`, `passives`, `arbiters`, `primary`, `me`,
     /// `setVersion`, `electionId`, `arbiterOnly`, `hidden`, `tags`,
-    /// `lastWrite`, as the node's state has them.
+    /// `lastWrite`, as the node's state has them. Inserted first in the
+    /// reply, before the server's own fields (`commands/handshake.rs`).
     fn hello_fields(&self, legacy: bool, reply: &mut Document);
 
-    /// `topologyVersion.counter`: moves on every change of state a driver
-    /// cares about.
+    /// `topologyVersion.counter` (sent as Int64): moves on every change of
+    /// state a driver cares about (`commands/handshake.rs`).
     fn topology_counter(&self) -> i64;
 
-    /// Resolves once the counter has moved past `seen` (awaitable `hello`).
-    /// Never resolves on a topology that cannot change.
+    /// Resolves once the counter has moved past `seen`: an awaitable
+    /// `hello` (and each round of its exhaust stream) races it against
+    /// `maxAwaitTimeMS` and shutdown. Never resolves on a topology that
+    /// cannot change.
     fn topology_changed(&self, seen: i64) -> BoxFuture<'_, ()>;
 
     /// May a command of this kind run on `db` now? `secondary_ok` is true
-    /// when the client's read preference allows a secondary.
+    /// when the client's read preference allows a secondary. Called once
+    /// per command, before its concerns and handler, with the access of
+    /// its dispatch-table row (`operation.rs`). Expected: Write on a
+    /// non-primary 10107; Read on a SECONDARY without secondaryOk 13435;
+    /// Read in any other non-primary state 13436; Always never refused.
     fn check_access(&self, access: CommandAccess, db: &str, secondary_ok: bool) -> Result<(), ReplError>;
 
-    /// The write concern of a command that named none.
+    /// The write concern of a command that named none, and the `w` of one
+    /// that named only `j` / `wtimeout` (`concern.rs`).
     fn default_write_concern(&self) -> WriteConcern;
 
-    /// Refuses a write concern this topology cannot satisfy (before the
-    /// write happens): `w > 1` on a standalone, an unknown tag, ...
+    /// Refuses a write concern this topology cannot satisfy, before the
+    /// write happens (an error reply, nothing written): `w > 1` on a
+    /// standalone, more nodes than the set has (100), an unknown tag (79).
+    /// Called for every command whose row takes a write concern
+    /// (`concern.rs`).
     fn check_write_concern(&self, concern: &WriteConcern) -> Result<(), ReplError>;
 
     /// Waits until the write concern holds for every write up to
-    /// `last_write` (the command's last entry, or the last applied one when
-    /// the command wrote nothing).
+    /// `last_write` (the command's last entry, or `last_applied()` when the
+    /// command wrote nothing), after the handler, whether it succeeded or
+    /// not; never for `w: 0`. A failure becomes the reply's
+    /// `writeConcernError` beside `ok: 1` (`WriteConcernTimeout` adds
+    /// `errInfo.wtimeout: true`) (`operation.rs`).
     fn wait_for_write_concern<'a>(
         &'a self,
         last_write: OpTime,
@@ -74,35 +95,51 @@ pub trait Topology: Send + Sync {
 
     /// Where a read with these arguments reads, waiting first where the
     /// concern says so (`afterClusterTime` not yet applied, no majority
-    /// snapshot yet) until `deadline`.
+    /// snapshot yet) until `deadline` (from `maxTimeMS`). Called before the
+    /// handler of any command that carries a non-empty `readConcern` the
+    /// command's row admits (writes too: causal sessions send
+    /// `afterClusterTime` on them; their answer is only waited for).
+    /// `ReadAt::At(ts)` is kept by the cursor for every `getMore`; with
+    /// level `snapshot` and `ReadAt::Latest` the server pins the first
+    /// batch's timestamp and reports it as `atClusterTime` (`concern.rs`,
+    /// `exec/read_concern.rs`).
     fn read_point<'a>(
         &'a self,
         concern: &'a ReadConcernArgs,
         deadline: Option<Instant>,
     ) -> BoxFuture<'a, Result<ReadAt, ReplError>>;
 
-    /// After a `linearizable` read: proves this member was still primary
-    /// when the read ran (a no-op write that reaches the majority).
+    /// After a `linearizable` read succeeded and before its reply: proves
+    /// this member was still primary when the read ran (a no-op write that
+    /// reaches the majority); an error replaces the reply (`operation.rs`).
     fn linearizable_barrier(&self, deadline: Option<Instant>) -> BoxFuture<'_, Result<(), ReplError>>;
 
-    /// A `$clusterTime` received from a client or a member (gossip).
+    /// A `$clusterTime` received from a client or a member (gossip), before
+    /// the command runs; an error (e.g. drift, 262) is the reply. Only
+    /// called on a replica set member (`operation.rs`).
     fn observe_cluster_time(&self, cluster_time: Timestamp) -> Result<(), ReplError>;
 
-    /// The greatest cluster time this node knows, for replies.
+    /// The greatest cluster time this node knows: `$clusterTime.clusterTime`
+    /// of every reply on a member (`operation.rs`).
     fn cluster_time(&self) -> Timestamp;
 
-    /// The last applied OpTime (`operationTime` of a command that wrote
-    /// nothing).
+    /// The last applied OpTime: `operationTime` of a command that wrote
+    /// nothing, and where such a command's write concern waits.
     fn last_applied(&self) -> OpTime;
 
-    /// `$replData` / `$oplogQueryData` for replies to an oplog fetcher's
-    /// `find` / `getMore` on `local.oplog.rs`; `None` on a standalone.
+    /// `{$replData: ..., $oplogQueryData: ...}`, merged into the reply of a
+    /// `find` / `getMore` on `local.oplog.rs` whose request carries
+    /// `$replData` or `$oplogQueryData`; `None` on a standalone
+    /// (`operation.rs`).
     fn oplog_query_metadata(&self) -> Option<Document>;
 
     /// Runs a replication command (`replSetInitiate`, `replSetGetStatus`,
-    /// `replSetHeartbeat`, ...). A standalone answers NoReplicationEnabled.
+    /// `replSetHeartbeat`, ... `appendOplogNote`; the list is
+    /// `commands::COMMANDS`), sent to the admin database (`commands/repl.rs`).
+    /// The reply is the command's fields without `ok`. A standalone
+    /// answers NoReplicationEnabled.
     fn run_command<'a>(&'a self, name: &'a str, body: &'a Document) -> BoxFuture<'a, Result<Document, ReplError>>;
 
-    /// `serverStatus.repl`, or `None` on a standalone.
+    /// `serverStatus.repl`, or `None` on a standalone (`commands/admin.rs`).
     fn server_status(&self) -> Option<Document>;
 }

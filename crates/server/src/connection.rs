@@ -6,26 +6,22 @@
 //! caught and answered with InternalError, so one bad request never
 //! affects another connection.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bson::{doc, Bson, Document};
 use serde_json::json;
 use slipstream_wire::{
-    check_frame, encode_op_msg, encode_op_reply, opcode, parse_message, reply_flags, Message, MsgHeader, OpMsg,
-    OpQuery, WireError,
+    check_frame, encode_op_msg, encode_op_reply, opcode, parse_message, query_flags, reply_flags, Message, MsgHeader,
+    OpMsg, OpQuery, WireError,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{self, CommandContext, CommandRequest};
+use crate::commands::{CommandContext, CommandRequest};
 use crate::error::CommandError;
-use crate::metrics::SELF_COUNTING_COMMANDS;
+use crate::operation::execute;
 use crate::state::ServerState;
 
 /// Bytes reserved for reading when the buffer is full and no frame length
@@ -50,12 +46,7 @@ pub async fn run(state: Arc<ServerState>, mut stream: TcpStream, peer: SocketAdd
         json!({"remote": peer.to_string(), "connectionId": connection_id, "connectionCount": state.metrics.connections_current()}),
     );
     let _ = stream.set_nodelay(true);
-    let ctx = CommandContext {
-        state: state.clone(),
-        connection_id,
-        client_address: peer.to_string(),
-        app_name: parking_lot::Mutex::new(None),
-    };
+    let ctx = CommandContext::new(state.clone(), connection_id, peer.to_string());
     let end = serve_connection(&ctx, &mut stream).await;
     state.metrics.connection_closed();
     state.log.info(
@@ -73,11 +64,22 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
     let state = &ctx.state;
     let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     loop {
+        if is_member_blocked(ctx) {
+            return MEMBER_BLOCKED.into();
+        }
         match check_frame(&buffer) {
             Ok(length) => {
                 state.metrics.count_request(length as u64);
-                let outcome = handle_frame(ctx, &buffer[..length]).await;
+                let outcome = tokio::select! {
+                    outcome = handle_frame(ctx, &buffer[..length]) => outcome,
+                    _ = member_blocked(ctx) => return MEMBER_BLOCKED.into(),
+                };
                 buffer.drain(..length);
+                if is_member_blocked(ctx) {
+                    // The handshake that named the member, or a command
+                    // that ran while it was blocked: no reply leaves.
+                    return MEMBER_BLOCKED.into();
+                }
                 let written = match outcome {
                     Outcome::NoReply => Ok(()),
                     Outcome::Reply(bytes) => write_reply(ctx, stream, &bytes).await,
@@ -93,6 +95,7 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                 let read = tokio::select! {
                     read = stream.read_buf(&mut buffer) => read,
                     _ = state.shutdown.wait() => return "shutting down".into(),
+                    _ = member_blocked(ctx) => return MEMBER_BLOCKED.into(),
                 };
                 match read {
                     Ok(0) => return "end of stream".into(),
@@ -106,6 +109,28 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                 return format!("unframeable input: {err}");
             }
         }
+    }
+}
+
+/// Why a connection from a blocked member ends.
+const MEMBER_BLOCKED: &str = "closed: its member is blocked by the blockMembers fail point";
+
+/// Whether this connection comes from a member the `blockMembers` fault
+/// hook blocks (never true for a driver's connection).
+fn is_member_blocked(ctx: &CommandContext) -> bool {
+    let member = ctx.member.lock();
+    member.as_deref().is_some_and(|host| ctx.state.member_blocklist.is_blocked(host))
+}
+
+/// Resolves once this connection's member is blocked; never for a
+/// connection that named no member. The command it races is dropped then:
+/// commands run by members (replication commands, oplog reads) must be
+/// cancel-safe.
+async fn member_blocked(ctx: &CommandContext) {
+    let member = ctx.member.lock().clone();
+    match member {
+        Some(host) => ctx.state.member_blocklist.wait_until_blocked(&host).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -178,8 +203,12 @@ fn stream_continues(request: &CommandRequest, reply: &Document) -> bool {
 async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &CommandRequest, first_request_id: i32) -> std::io::Result<()> {
     let mut response_to = first_request_id;
     loop {
-        let Some(reply) = execute(ctx, request).await else {
-            return Err(std::io::Error::other("closed by the failCommand fail point"));
+        let executed = tokio::select! {
+            executed = execute(ctx, request) => executed,
+            _ = member_blocked(ctx) => None,
+        };
+        let Some(reply) = executed.filter(|_| !is_member_blocked(ctx)) else {
+            return Err(std::io::Error::other("closed by a fail point"));
         };
         let more = stream_continues(request, &reply) && !ctx.state.shutdown.is_triggered();
         let request_id = next_request_id();
@@ -278,7 +307,29 @@ pub fn request_from_op_msg(body: Document) -> Result<CommandRequest, CommandErro
         Some(_) => return Err(CommandError::type_mismatch("$db must be a string")),
         None => return Err(CommandError::new(40571, "OP_MSG requests require a $db argument")),
     };
-    Ok(CommandRequest { db, name, body })
+    let secondary_ok = read_preference_allows_secondary(body.get("$readPreference"))?;
+    Ok(CommandRequest { db, name, body, secondary_ok })
+}
+
+/// Whether a `$readPreference` lets a secondary answer: any mode but
+/// `primary`.
+fn read_preference_allows_secondary(preference: Option<&Bson>) -> Result<bool, CommandError> {
+    let Some(preference) = preference else {
+        return Ok(false);
+    };
+    let mode = match preference {
+        Bson::Document(preference) if !preference.contains_key("mode") => Some("primary"),
+        Bson::Document(preference) => preference.get_str("mode").ok(),
+        _ => None,
+    };
+    match mode {
+        Some("primary") => Ok(false),
+        Some("primaryPreferred" | "secondary" | "secondaryPreferred" | "nearest") => Ok(true),
+        _ => Err(CommandError::new(
+            9,
+            format!("Could not parse $readPreference: mode must be one of primary, primaryPreferred, secondary, secondaryPreferred, nearest; got {preference}"),
+        )),
+    }
 }
 
 /// Builds the command of a legacy OP_QUERY on `<db>.$cmd`, unwrapping the
@@ -286,6 +337,7 @@ pub fn request_from_op_msg(body: Document) -> Result<CommandRequest, CommandErro
 /// preference. Any other namespace is refused: legacy queries on
 /// collections were removed from MongoDB (5.1).
 pub fn request_from_op_query(query: OpQuery) -> Result<CommandRequest, CommandError> {
+    let secondary_ok_flag = query.flags & query_flags::SECONDARY_OK != 0;
     let Some(db) = query.full_collection_name.strip_suffix(".$cmd") else {
         return Err(CommandError::new(
             352,
@@ -300,101 +352,20 @@ pub fn request_from_op_query(query: OpQuery) -> Result<CommandRequest, CommandEr
         Some((key, Bson::Document(inner))) if key == "$query" || key == "query" => Some(inner.clone()),
         _ => None,
     };
+    // The wrapped form carries the read preference beside the command.
+    let secondary_ok = secondary_ok_flag || read_preference_allows_secondary(body.get("$readPreference"))?;
     if let Some(inner) = wrapped {
         body = inner;
     }
     let name = command_name(&body)?;
     body.insert("$db", db);
-    Ok(CommandRequest { db: db.to_owned(), name, body })
+    Ok(CommandRequest { db: db.to_owned(), name, body, secondary_ok })
 }
 
 fn command_name(body: &Document) -> Result<String, CommandError> {
     match body.keys().next() {
         Some(name) => Ok(name.clone()),
         None => Err(CommandError::new(9, "the command document is empty")),
-    }
-}
-
-/// Remembers `client.application.name` from a handshake.
-fn note_app_name(ctx: &CommandContext, request: &CommandRequest) {
-    if !matches!(request.name.as_str(), "hello" | "isMaster" | "ismaster") {
-        return;
-    }
-    let name = request
-        .body
-        .get_document("client")
-        .and_then(|client| client.get_document("application"))
-        .and_then(|application| application.get_str("name"));
-    if let Ok(name) = name {
-        *ctx.app_name.lock() = Some(name.to_owned());
-    }
-}
-
-/// Runs one command with panics caught, and forms the reply document:
-/// the handler's fields plus `ok: 1`, or the error fields. `None` means
-/// the connection is to be closed without a reply (test fail point).
-pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<Document> {
-    if !SELF_COUNTING_COMMANDS.contains(&request.name.as_str()) {
-        ctx.state.metrics.count_command();
-    }
-    note_app_name(ctx, request);
-    if let Err(error) = commands::check_generic_arguments(request) {
-        return Some(error.to_reply());
-    }
-    let mut write_concern_error = None;
-    if ctx.state.options.enable_test_commands {
-        let app_name = ctx.app_name.lock().clone();
-        if let Some(action) = ctx.state.fail_points.check(&request.name, app_name.as_deref()) {
-            if let Some(ms) = action.block_ms {
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
-            if action.close_connection {
-                return None;
-            }
-            if let Some(reply) = action.error_reply {
-                return Some(reply);
-            }
-            write_concern_error = action.write_concern_error;
-        }
-        if let Some(reply) = ctx.state.fail_points.check_max_time(&request.body) {
-            return Some(reply);
-        }
-    }
-    Some(run_command(ctx, request, write_concern_error).await)
-}
-
-async fn run_command(ctx: &CommandContext, request: &CommandRequest, write_concern_error: Option<Document>) -> Document {
-    let outcome = CatchUnwind { inner: Box::pin(commands::dispatch(ctx, request)) }.await;
-    match outcome {
-        Ok(Ok(mut reply)) => {
-            if let Some(error) = write_concern_error {
-                reply.insert("writeConcernError", error);
-            }
-            reply.insert("ok", 1.0);
-            reply
-        }
-        Ok(Err(error)) => error.to_reply(),
-        Err(panic) => {
-            let message = panic_message(panic.as_ref());
-            ctx.state.log.error(
-                "COMMAND",
-                4915702,
-                &format!("conn{}", ctx.connection_id),
-                "command panicked",
-                json!({"command": request.name, "db": request.db, "panic": message}),
-            );
-            CommandError::internal(format!("command {} failed with an internal error: {message}", request.name)).to_reply()
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "unknown panic".into()
     }
 }
 
@@ -413,25 +384,6 @@ fn encode_legacy_reply(response_to: i32, flags: i32, reply: &Document) -> Vec<u8
         encode_op_reply(next_request_id(), response_to, reply_flags::QUERY_FAILURE, 0, &[error])
             .expect("a small error reply encodes")
     })
-}
-
-/// A future adapter that turns a panic while polling into an `Err`, so a
-/// command's panic is answered instead of killing the connection task.
-struct CatchUnwind<F> {
-    inner: Pin<Box<F>>,
-}
-
-impl<F: Future> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.inner.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
-            Err(panic) => Poll::Ready(Err(panic)),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -464,13 +416,24 @@ mod tests {
         let wrapped = request_from_op_query(query("test.$cmd", doc! {"$query": {"ping": 1}, "$readPreference": {}})).unwrap();
         assert_eq!((wrapped.db.as_str(), wrapped.name.as_str()), ("test", "ping"));
         assert_eq!(request_from_op_query(query("test.coll", doc! {"a": 1})).unwrap_err().code, 352);
+        assert!(!wrapped.secondary_ok);
+        let preferring_secondaries =
+            doc! {"$query": {"find": "c"}, "$readPreference": {"mode": "secondaryPreferred"}};
+        assert!(request_from_op_query(query("test.$cmd", preferring_secondaries)).unwrap().secondary_ok);
+        let mut flagged = query("test.$cmd", doc! {"count": "c"});
+        flagged.flags = query_flags::SECONDARY_OK;
+        assert!(request_from_op_query(flagged).unwrap().secondary_ok);
     }
 
     #[test]
-    fn catch_unwind_turns_a_panic_into_an_error() {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let result = runtime.block_on(CatchUnwind { inner: Box::pin(async { panic!("boom") }) });
-        let panic: Box<dyn std::any::Any + Send> = result.map(|()| ()).unwrap_err();
-        assert_eq!(panic_message(panic.as_ref()), "boom");
+    fn secondary_ok_follows_the_read_preference_mode() {
+        let with = |preference: Bson| request_from_op_msg(doc! {"find": "c", "$db": "d", "$readPreference": preference});
+        assert!(!request_from_op_msg(doc! {"find": "c", "$db": "d"}).unwrap().secondary_ok);
+        assert!(!with(Bson::Document(doc! {"mode": "primary"})).unwrap().secondary_ok);
+        for mode in ["primaryPreferred", "secondary", "secondaryPreferred", "nearest"] {
+            assert!(with(Bson::Document(doc! {"mode": mode})).unwrap().secondary_ok, "{mode}");
+        }
+        assert_eq!(with(Bson::Document(doc! {"mode": "sideways"})).unwrap_err().code, 9);
+        assert_eq!(with(Bson::Int32(1)).unwrap_err().code, 9);
     }
 }

@@ -1,9 +1,14 @@
 //! `CommandError`, the error every command returns, and the one table that
 //! maps lower layers' errors to MongoDB error codes and code names.
 
+use std::borrow::Cow;
+
 use bson::Document;
 use slipstream_query::QueryError;
+use slipstream_repl::ReplError;
 use slipstream_storage::StorageError;
+
+pub use crate::error_codes::code_name;
 
 /// An error reply: `{ok: 0, errmsg, code, codeName, ...extra}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,7 +25,7 @@ impl CommandError {
     }
 
     /// The MongoDB code name of this error's code.
-    pub fn code_name(&self) -> &'static str {
+    pub fn code_name(&self) -> Cow<'static, str> {
         code_name(self.code)
     }
 
@@ -51,7 +56,7 @@ impl CommandError {
             "ok": 0.0,
             "errmsg": self.message.clone(),
             "code": self.code,
-            "codeName": self.code_name(),
+            "codeName": self.code_name().into_owned(),
         };
         for (key, value) in &self.extra {
             reply.insert(key.clone(), value.clone());
@@ -116,58 +121,56 @@ impl From<slipstream_wire::WireError> for CommandError {
     }
 }
 
-/// MongoDB code names (from MongoDB's error_codes.yml) for the codes
-/// Slipstream sends.
-pub fn code_name(code: i32) -> &'static str {
-    match code {
-        1 => "InternalError",
-        2 => "BadValue",
-        4 => "NoSuchKey",
-        9 => "FailedToParse",
-        11 => "UserNotFound",
-        13 => "Unauthorized",
-        14 => "TypeMismatch",
-        20 => "IllegalOperation",
-        22 => "InvalidBSON",
-        26 => "NamespaceNotFound",
-        27 => "IndexNotFound",
-        28 => "PathNotViable",
-        40 => "ConflictingUpdateOperators",
-        43 => "CursorNotFound",
-        48 => "NamespaceExists",
-        50 => "MaxTimeMSExpired",
-        52 => "DollarPrefixedFieldName",
-        56 => "EmptyFieldName",
-        59 => "CommandNotFound",
-        61 => "ShardKeyNotFound",
-        66 => "ImmutableField",
-        67 => "CannotCreateIndex",
-        72 => "InvalidOptions",
-        73 => "InvalidNamespace",
-        85 => "IndexOptionsConflict",
-        86 => "IndexKeySpecsConflict",
-        91 => "ShutdownInProgress",
-        152 => "OplogOutOfOrder",
-        96 => "OperationFailed",
-        115 => "CommandNotSupported",
-        166 => "CommandNotSupportedOnView",
-        168 => "InvalidPipelineOperator",
-        171 => "CannotIndexParallelArrays",
-        197 => "InvalidIndexSpecificationOption",
-        224 => "QueryFeatureNotAllowed",
-        225 => "TransactionTooOld",
-        239 => "SnapshotTooOld",
-        10107 => "NotWritablePrimary",
-        10334 => "BSONObjectTooLarge",
-        11000 => "DuplicateKey",
-        11600 => "InterruptedAtShutdown",
-        40571 => "Location40571",
-        40413 => "Location40413",
-        352 => "UnsupportedOpQueryCommand",
-        10065 => "Location10065",
-        13435 => "NotPrimaryNoSecondaryOk",
-        _ => "Location",
+/// THE table from replication errors to MongoDB codes: every `ReplError`
+/// a client sees (from the topology: access, concerns, replSet commands)
+/// passes through here. Labels are added per command, not per error: see
+/// `retryable_write_labels`.
+impl From<ReplError> for CommandError {
+    fn from(err: ReplError) -> Self {
+        let message = err.to_string();
+        let code = match err {
+            ReplError::Storage(storage) => return CommandError::from(*storage),
+            ReplError::BadArgument { code, .. } => code,
+            ReplError::NotWritablePrimary => 10107,
+            ReplError::NotPrimaryNoSecondaryOk => 13435,
+            ReplError::NotPrimaryOrSecondary => 13436,
+            ReplError::PrimarySteppedDown => 189,
+            ReplError::InterruptedDueToReplStateChange => 11602,
+            ReplError::WriteConcernTimeout { .. } => 64,
+            ReplError::UnsatisfiableWriteConcern(_) => 100,
+            ReplError::UnknownReplWriteConcern(_) => 79,
+            ReplError::NoReplicationEnabled => 76,
+            ReplError::NotAReplicaSet(_) => 123,
+            ReplError::IllegalOperation(_) => 20,
+            ReplError::NotYetInitialized => 94,
+            ReplError::AlreadyInitialized => 23,
+            ReplError::InvalidReplicaSetConfig(_) => 93,
+            ReplError::NewReplicaSetConfigurationIncompatible(_) => 103,
+            ReplError::NodeNotFound(_) => 74,
+            ReplError::ExceededTimeLimit(_) | ReplError::ClusterTimeDrift(_) => 262,
+            ReplError::MaxTimeMsExpired => 50,
+            ReplError::ConflictingOperationInProgress(_) => 117,
+            ReplError::ShutdownInProgress => 91,
+            ReplError::ReadConcernMajorityNotAvailableYet => 134,
+            ReplError::SnapshotTooOld(_) => 239,
+            ReplError::CommandNotSupported(_) => 115,
+        };
+        CommandError::new(code, message)
     }
+}
+
+/// The codes after which a driver retries a retryable write (the
+/// retryable-writes specification's list, which MongoDB's server applies
+/// through its `RetriableError` category).
+pub const RETRYABLE_WRITE_CODES: &[i32] = &[11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001, 262];
+
+/// `errorLabels` of a reply to a retryable write (a command carrying
+/// `txnNumber` without `autocommit`): `RetryableWriteError` when the
+/// command's error or its write concern error has a retryable code, on the
+/// reply's top level, as MongoDB's `ErrorLabelBuilder` puts it.
+pub fn retryable_write_labels(error_code: Option<i32>, write_concern_code: Option<i32>) -> Option<Vec<&'static str>> {
+    let retryable = |code: Option<i32>| code.is_some_and(|code| RETRYABLE_WRITE_CODES.contains(&code));
+    (retryable(error_code) || retryable(write_concern_code)).then(|| vec!["RetryableWriteError"])
 }
 
 #[cfg(test)]
@@ -211,5 +214,34 @@ mod tests {
         for (error, code) in cases {
             assert_eq!(CommandError::from(error).code, code);
         }
+    }
+
+    #[test]
+    fn replication_errors_map_to_mongodb_codes() {
+        let cases = [
+            (ReplError::NotWritablePrimary, 10107, "NotWritablePrimary"),
+            (ReplError::NotPrimaryNoSecondaryOk, 13435, "NotPrimaryNoSecondaryOk"),
+            (ReplError::NotPrimaryOrSecondary, 13436, "NotPrimaryOrSecondary"),
+            (ReplError::PrimarySteppedDown, 189, "PrimarySteppedDown"),
+            (ReplError::WriteConcernTimeout { wtimeout_ms: 5 }, 64, "WriteConcernFailed"),
+            (ReplError::NoReplicationEnabled, 76, "NoReplicationEnabled"),
+            (ReplError::NotAReplicaSet("x".into()), 123, "NotAReplicaSet"),
+            (ReplError::IllegalOperation("x".into()), 20, "IllegalOperation"),
+            (ReplError::ClusterTimeDrift("x".into()), 262, "ExceededTimeLimit"),
+            (ReplError::invalid_options("x"), 72, "InvalidOptions"),
+            (ReplError::Storage(Box::new(StorageError::ShuttingDown)), 91, "ShutdownInProgress"),
+        ];
+        for (error, code, name) in cases {
+            let mapped = CommandError::from(error);
+            assert_eq!((mapped.code, mapped.code_name().as_ref()), (code, name));
+        }
+    }
+
+    #[test]
+    fn retryable_write_label_follows_either_code() {
+        assert_eq!(retryable_write_labels(Some(10107), None), Some(vec!["RetryableWriteError"]));
+        assert_eq!(retryable_write_labels(None, Some(91)), Some(vec!["RetryableWriteError"]));
+        assert_eq!(retryable_write_labels(Some(11000), Some(64)), None);
+        assert_eq!(retryable_write_labels(None, None), None);
     }
 }

@@ -4,17 +4,23 @@
 //! `commands/`, each parsing its arguments into a typed request before it
 //! touches storage.
 //!
-//! Must not depend on redb (only on `slipstream-storage`'s facade).
+//! Must not depend on redb (only on `slipstream-storage`'s facade), and
+//! must not know whether the node is a replica set member except through
+//! the `Arc<dyn Topology>` in `ServerState`.
 
 pub mod commands;
+pub mod concern;
 pub mod connection;
 pub mod cursor;
 pub mod error;
+pub mod error_codes;
 pub mod exec;
 pub mod failpoint;
 pub mod listener;
 pub mod log;
 pub mod metrics;
+pub mod operation;
+pub mod session;
 pub mod state;
 
 pub use listener::serve;

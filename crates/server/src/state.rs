@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::oid::ObjectId;
+use slipstream_repl::{MemberBlocklist, Topology};
 use slipstream_storage::Engine;
 use tokio::sync::watch;
 
@@ -95,20 +96,34 @@ pub struct ServerState {
     pub shutdown: ShutdownSignal,
     /// Test-only fail points; consulted only with `enable_test_commands`.
     pub fail_points: FailPoints,
+    /// Replication as the server sees it: the one handle that knows
+    /// whether this node is a standalone or a replica set member (role,
+    /// concerns, `hello` fields, reply metadata, replSet commands). Set at
+    /// start; the topology locks internally.
+    pub topology: Arc<dyn Topology>,
+    /// Members this node must not talk to (test-only `blockMembers` fault
+    /// hook), shared with the replication network; locks internally.
+    pub member_blocklist: Arc<MemberBlocklist>,
     /// `topologyVersion.processId`: new on every start so that monitors
     /// notice a restart (read-only).
     pub process_id: ObjectId,
-    /// `topologyVersion.counter`; a standalone's topology never changes.
-    pub topology_counter: i64,
     /// When the node started (read-only), for `uptime`.
     pub started_at: Instant,
     pub host_name: String,
 }
 
 impl ServerState {
-    pub fn new(engine: Arc<Engine>, options: ServerOptions, log: Log) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        topology: Arc<dyn Topology>,
+        member_blocklist: Arc<MemberBlocklist>,
+        options: ServerOptions,
+        log: Log,
+    ) -> Self {
         ServerState {
             engine,
+            topology,
+            member_blocklist,
             cursors: CursorManager::default(),
             options,
             metrics: Metrics::default(),
@@ -116,7 +131,6 @@ impl ServerState {
             shutdown: ShutdownSignal::default(),
             fail_points: FailPoints::default(),
             process_id: ObjectId::new(),
-            topology_counter: 0,
             started_at: Instant::now(),
             host_name: host_name(),
         }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use slipstream_server::log::{Log, Severity};
+use slipstream_repl::{MemberBlocklist, Standalone};
 use slipstream_server::{ServerOptions, ServerState};
 use slipstream_storage::io::StdIo;
 use slipstream_storage::{Engine, EngineOptions, StorageError};
@@ -146,7 +147,11 @@ async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> E
             return ExitCode::from(EXIT_NETWORK);
         }
     };
-    let state = Arc::new(ServerState::new(engine.clone(), options, log));
+    // A node without --replSet is a standalone; the replica set topology
+    // will share the member blocklist with its network.
+    let topology = Arc::new(Standalone::new(engine.clone()));
+    let member_blocklist = Arc::new(MemberBlocklist::default());
+    let state = Arc::new(ServerState::new(engine.clone(), topology, member_blocklist, options, log));
     let signals = tokio::spawn(watch_signals(state.clone()));
     slipstream_server::serve(state.clone(), listeners).await;
     signals.abort();

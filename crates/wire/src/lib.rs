@@ -70,6 +70,12 @@ pub mod msg_flags {
 }
 
 /// OP_REPLY `responseFlags` bits.
+/// OP_QUERY flag bits.
+pub mod query_flags {
+    /// The client lets a secondary answer (the legacy "slaveOk" bit).
+    pub const SECONDARY_OK: i32 = 1 << 2;
+}
+
 pub mod reply_flags {
     pub const CURSOR_NOT_FOUND: i32 = 1 << 0;
     pub const QUERY_FAILURE: i32 = 1 << 1;

@@ -21,6 +21,12 @@
 //! - LeaderCompleteness: a new primary holds every committed entry.
 //! - AckBackedByMajority: an acknowledged w:"majority" write is durable on
 //!   a majority of voters when acknowledged and held by every later primary.
+//! - DurableBeforeSend: no message leaves carrying a term, a vote request
+//!   or a granted vote that is not durable yet (seed 000 Appendix A:
+//!   persistent state is "updated on stable storage before responding to
+//!   RPCs"). The crash model (a crash after any prefix of a step's actions)
+//!   turns a violation into two primaries in one term, but only when the
+//!   crash lands in the gap; this check sees the gap itself on every run.
 //! - NoSyncSourceCycle: no cycle of sync sources lasts longer than
 //!   `SYNC_SOURCE_CYCLE_MAX_MS`. Members choose sources from heartbeat
 //!   information that may be stale (a source that crashed and lost its
@@ -29,6 +35,9 @@
 //!   "syncs from us" check, the idle-source check). The simulator found
 //!   that a strict "never" fails; see README, bugs found.
 
+use crate::message::Message;
+use crate::mutation::{self, Mutation};
+use crate::node::Persisted;
 use crate::optime::{MemberId, OpTime};
 use std::collections::{BTreeMap, HashMap};
 
@@ -81,6 +90,11 @@ impl Checker {
         self.committed.last().copied().unwrap_or(OpTime::NULL)
     }
 
+    /// True if `optime` is on the committed sequence.
+    pub fn is_committed(&self, optime: OpTime) -> bool {
+        contains(&self.committed, optime)
+    }
+
     /// Number of terms in which a primary was elected.
     pub fn elections(&self) -> usize {
         self.primaries.len()
@@ -109,6 +123,30 @@ impl Checker {
                 "LogMatching: member {member} holds {entry} after {previous}, but it was written after {p}"
             )),
             None => self.violation(format!("LogMatching: member {member} copied {entry}, never written")),
+        }
+    }
+
+    /// `member`, whose durable term and vote are `persisted`, sends `message` to `to`.
+    pub fn on_send(&mut self, member: MemberId, persisted: Persisted, to: MemberId, message: &Message) {
+        if mutation::on(Mutation::UncheckedSendOrder) {
+            return;
+        }
+        let (term, vote) = match message {
+            // A dry run asks for a term nobody records.
+            Message::RequestVote(request) if request.dry_run => return,
+            Message::RequestVote(request) => (request.term, Some(member)),
+            Message::VoteResponse(response) if response.granted && !response.dry_run => (response.term, Some(to)),
+            other => (other.term(), None),
+        };
+        if term > persisted.term {
+            self.violation(format!(
+                "DurableBeforeSend: member {member} sent term {term} to {to} with term {} durable",
+                persisted.term
+            ));
+        } else if vote.is_some() && (persisted.term != term || persisted.voted_for != vote) {
+            self.violation(format!(
+                "DurableBeforeSend: member {member} sent a vote for {vote:?} in term {term} to {to}, durable: {persisted:?}"
+            ));
         }
     }
 
@@ -236,5 +274,44 @@ impl Checker {
             ));
             self.cycle_since = Some(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Checker;
+    use crate::message::{Message, VoteRequest, VoteResponse};
+    use crate::node::Persisted;
+    use crate::optime::OpTime;
+
+    fn vote(term: u64, granted: bool) -> Message {
+        Message::VoteResponse(VoteResponse { term, request_term: term, dry_run: false, granted, reason: "" })
+    }
+
+    fn request(term: u64, dry_run: bool) -> Message {
+        Message::RequestVote(VoteRequest { term, candidate: 1, last_applied: OpTime::NULL, config_version: 1, dry_run })
+    }
+
+    fn durable(term: u64, voted_for: Option<u32>) -> Persisted {
+        Persisted { term, voted_for }
+    }
+
+    #[test]
+    fn durable_before_send() {
+        let mut checker = Checker::default();
+        // Allowed: a granted vote already durable, a refusal, a dry run
+        // asking for a term nobody records, a candidate's own durable vote.
+        checker.on_send(2, durable(3, Some(1)), 1, &vote(3, true));
+        checker.on_send(2, durable(3, None), 1, &vote(3, false));
+        checker.on_send(1, durable(2, None), 2, &request(3, true));
+        checker.on_send(1, durable(3, Some(1)), 2, &request(3, false));
+        assert!(checker.violations.is_empty(), "{:?}", checker.violations);
+        // A granted vote not durable yet, a term not durable yet, a
+        // candidate whose own vote is not durable.
+        checker.on_send(2, durable(3, None), 1, &vote(3, true));
+        checker.on_send(2, durable(2, Some(1)), 1, &vote(3, false));
+        checker.on_send(1, durable(3, None), 2, &request(3, false));
+        assert_eq!(checker.violations.len(), 3, "{:?}", checker.violations);
+        assert!(checker.violations.iter().all(|v| v.starts_with("DurableBeforeSend")));
     }
 }

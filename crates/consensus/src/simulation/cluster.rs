@@ -94,9 +94,16 @@ pub struct Faults {
     pub delay_max_ms: u64,
     /// Largest clock offset of a member against the global clock.
     pub clock_jitter_ms: u64,
-    /// Chance, in millionths, that a member crashes right after it sends a
-    /// granted vote (a targeted fault: a vote not yet durable is lost).
+    /// Chance, in millionths, that a member crashes right after the action
+    /// that sends a granted vote, before the rest of that step's actions (a
+    /// targeted fault: it loses whatever the step would have persisted
+    /// after the reply).
     pub crash_after_vote_per_million: u64,
+    /// Chance per step, in millionths, that the member crashes while the
+    /// step's actions are carried out: after a prefix of them, drawn
+    /// uniformly from none to all. What survives is what the actions before
+    /// the crash made durable.
+    pub crash_in_step_per_million: u64,
     /// Largest election timeout jitter (`None`: up to an election timeout).
     /// Small values make concurrent candidates, and split votes, common.
     pub election_jitter_max_ms: Option<u64>,
@@ -179,8 +186,8 @@ pub struct Cluster {
     pub step_down_results: Vec<Option<Result<(), StepDownError>>>,
     /// When each crashed member restarts (randomized runs).
     pub restart_at: Vec<Option<u64>>,
-    /// Members to crash once the current step finishes.
-    crash_pending: Vec<usize>,
+    /// Crashes in the middle of a step, for the report.
+    pub crashes_in_step: u64,
 }
 
 impl Cluster {
@@ -228,7 +235,7 @@ impl Cluster {
             lazy_durability: !manual,
             step_down_results: vec![None; n],
             restart_at: vec![None; n],
-            crash_pending: Vec::new(),
+            crashes_in_step: 0,
         };
         for i in 0..n {
             cluster.start(i);
@@ -294,7 +301,8 @@ impl Cluster {
         self.members[i].node.is_some()
     }
 
-    fn note(&mut self, line: String) {
+    /// Adds `line` to the trace (when tracing).
+    pub fn note(&mut self, line: String) {
         if self.tracing {
             let line = if self.manual { line } else { format!("{:>7} {line}", self.now) };
             self.trace.push(line);
@@ -302,6 +310,10 @@ impl Cluster {
     }
 
     /// Feeds `event` to member `i` and carries out everything that follows.
+    /// A randomized run may crash a member part way through a step's
+    /// actions (`Faults::crash_in_step_per_million`,
+    /// `Faults::crash_after_vote_per_million`): the caller carries them out
+    /// in order, and a process can die between any two.
     pub fn step(&mut self, i: usize, event: Event) {
         let mut queue = VecDeque::from([(i, event)]);
         while let Some((at, event)) = queue.pop_front() {
@@ -309,15 +321,43 @@ impl Cluster {
             let Some(node) = self.members[at].node.as_mut() else { continue };
             let actions = node.step(event, now);
             self.steps += 1;
-            for action in actions {
+            let mut crash_after = self.draw_crash_point(actions.len());
+            for (done, action) in actions.into_iter().enumerate() {
+                if crash_after == Some(done) {
+                    break;
+                }
+                let granted_vote =
+                    matches!(&action, Action::Send { message: Message::VoteResponse(r), .. } if r.granted && !r.dry_run);
                 self.apply(at, action, &mut queue);
+                if granted_vote && !self.manual && self.rng.chance(self.faults.crash_after_vote_per_million) {
+                    crash_after = Some(done + 1);
+                    break;
+                }
+            }
+            if crash_after.is_some() {
+                self.crash_in_step(at);
+                continue;
             }
             self.after_step(at);
         }
-        for i in std::mem::take(&mut self.crash_pending) {
-            self.crash(i);
-            self.restart_at[i] = Some(self.now + self.rng.range(1, 30));
+    }
+
+    /// How many of a step's `actions` run before a crash, if one is drawn.
+    fn draw_crash_point(&mut self, actions: usize) -> Option<usize> {
+        if self.manual || !self.rng.chance(self.faults.crash_in_step_per_million) {
+            return None;
         }
+        Some(self.rng.range(0, actions as u64) as usize)
+    }
+
+    /// Crashes member `i` part way through a step; it restarts soon, so that
+    /// whatever it forgot (a vote not yet durable) matters at once.
+    fn crash_in_step(&mut self, i: usize) {
+        self.crashes_in_step += 1;
+        let id = self.members[i].id;
+        self.note(format!("  {id}: crashes in the middle of a step"));
+        self.crash(i);
+        self.restart_at[i] = Some(self.now + self.rng.range(1, 30));
     }
 
     fn apply(&mut self, i: usize, action: Action, queue: &mut VecDeque<(usize, Event)>) {
@@ -327,11 +367,8 @@ impl Cluster {
         }
         match action {
             Action::Send { to, message } => {
+                self.checker.on_send(id, self.members[i].persisted, to, &message);
                 let to = self.index(to);
-                let granted_vote = matches!(&message, Message::VoteResponse(r) if r.granted && !r.dry_run);
-                if granted_vote && !self.manual && self.rng.chance(self.faults.crash_after_vote_per_million) {
-                    self.crash_pending.push(i);
-                }
                 self.send(i, to, Payload::Consensus(message));
             }
             Action::PersistTermAndVote { term, voted_for } => {
@@ -421,7 +458,8 @@ impl Cluster {
             queue.push_back((i, Event::RollbackFailed { source: id }));
             return;
         }
-        let source_log = &self.members[source].log;
+        let source_member = &self.members[source];
+        let source_log = &source_member.log;
         let log = &self.members[i].log;
         let common_point = log
             .iter()
@@ -429,7 +467,10 @@ impl Cluster {
             .find(|e| source_log.binary_search(e).is_ok())
             .copied()
             .unwrap_or(OpTime::NULL);
-        queue.push_back((i, Event::CommonPointFound { source: id, common_point }));
+        // Read in the same instant as the search, as the event requires.
+        let source_last = source_member.last();
+        let source_commit_point = source_member.node.as_ref().expect("alive").commit_point();
+        queue.push_back((i, Event::CommonPointFound { source: id, common_point, source_last, source_commit_point }));
     }
 
     /// Truncates after `common_point`.
@@ -662,8 +703,20 @@ impl Cluster {
         }
     }
 
-    /// Drops every message in flight (used when the network heals for the
-    /// liveness phase it is not needed; kept for scenario `drop`).
+    /// Loses every message in flight; fetchers stop waiting for answers
+    /// that will not come and pull again at once.
+    pub fn drop_in_flight(&mut self) {
+        self.in_flight.clear();
+        self.envelopes.clear();
+        self.free_slots.clear();
+        self.pending.clear();
+        for m in &mut self.members {
+            m.pull_in_flight = None;
+            m.next_pull_at = m.clock;
+        }
+    }
+
+    /// Messages in flight (randomized runs).
     pub fn in_flight_count(&self) -> usize {
         self.envelopes.len() - self.free_slots.len()
     }

@@ -6,8 +6,10 @@ pub mod checker;
 pub mod cluster;
 pub mod rng;
 pub mod run;
+pub mod topology;
 
 pub use checker::Checker;
 pub use cluster::{Cluster, Envelope, Faults, Payload};
 pub use rng::Rng;
 pub use run::{run_seed, RunOptions, RunReport};
+pub use topology::{Expectation, Partition};

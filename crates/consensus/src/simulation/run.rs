@@ -1,14 +1,24 @@
 //! One randomized run (tigerbeetle's VOPR in miniature): a configuration
-//! and a fault profile drawn from the seed, a safety phase full of faults
-//! with every invariant checked, then a liveness phase on a healed network
-//! in which a primary must be elected and a majority write's commit point
-//! must reach every member within a bounded simulated time.
+//! and a fault profile drawn from the seed, then three phases, every
+//! invariant checked after every step:
+//!
+//! 1. Safety: partitions that change every few seconds, message loss,
+//!    duplication and reordering, clock drift, crashes between steps and in
+//!    the middle of one, stepdowns, `replSetSyncFrom`, maintenance mode.
+//! 2. Lasting partial partition: a shape drawn once (some links cut, some
+//!    members down) that stays for the whole phase. When it owes progress
+//!    (`topology`), a primary must commit a write that every member of the
+//!    core holds and knows committed before the phase ends.
+//! 3. Liveness: the network heals, everyone restarts, and a write's commit
+//!    point must reach every data-bearing member within a bounded time.
 
 use crate::config::{MemberConfig, ReplSetConfig, Settings};
 use crate::io::{Event, StepDownRequest};
-use crate::state::MemberState;
+use crate::optime::OpTime;
 use crate::simulation::cluster::{Cluster, Faults};
 use crate::simulation::rng::Rng;
+use crate::simulation::topology::Partition;
+use crate::state::MemberState;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Global clock resolution of the simulation.
@@ -25,6 +35,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// Simulated length of the safety phase.
     pub safety_ms: u64,
+    /// Simulated length of the lasting partial partition phase, which is
+    /// also the bound on its progress (0 skips the phase).
+    pub partition_ms: u64,
     /// Bound on the liveness phase.
     pub liveness_ms: u64,
     /// Keep a trace of every message and action (slow; for replays).
@@ -34,7 +47,7 @@ pub struct RunOptions {
 impl RunOptions {
     /// Defaults used by `cargo test` and the simulator.
     pub fn new(members: usize, seed: u64) -> RunOptions {
-        RunOptions { members, seed, safety_ms: 20_000, liveness_ms: 20_000, trace: false }
+        RunOptions { members, seed, safety_ms: 20_000, partition_ms: 10_000, liveness_ms: 20_000, trace: false }
     }
 }
 
@@ -66,6 +79,15 @@ pub struct RunReport {
     /// Committed entries dropped from a member that had not heard of the
     /// term they were committed in (allowed; see the checker).
     pub late_commit_rollbacks: u64,
+    /// Crashes in the middle of a step.
+    pub crashes_in_step: u64,
+    /// The lasting partial partition drawn (empty if the phase was skipped).
+    pub partition: String,
+    /// The partition owed progress (`topology`), which was checked.
+    pub partition_owed_progress: bool,
+    /// The partition had a core member that reaches the electable members
+    /// only through a third member.
+    pub partition_needs_chain: bool,
 }
 
 /// Runs one seed; a panic inside a node (a failed assertion) is reported
@@ -97,7 +119,7 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
             m.priority = rng.range(1, 3) as f64;
         }
     }
-    if members >= 4 && members <= 7 && rng.chance(50_000) {
+    if (4..=7).contains(&members) && rng.chance(50_000) {
         // Arbiter-heavy: two data-bearing members, the rest arbiters, so
         // the write majority is both data members (fewer than a majority).
         for m in list.iter_mut().skip(2) {
@@ -149,6 +171,7 @@ fn random_faults(rng: &mut Rng) -> Faults {
         delay_max_ms: rng.range(delay_min_ms + 2, 120),
         clock_jitter_ms: rng.range(0, 50),
         crash_after_vote_per_million: if rng.chance(300_000) { rng.range(0, 300_000) } else { 0 },
+        crash_in_step_per_million: if rng.chance(500_000) { rng.range(0, 300) } else { 0 },
         election_jitter_max_ms: if rng.chance(300_000) { Some(rng.range(0, 30)) } else { None },
     }
 }
@@ -236,7 +259,7 @@ fn run(options: RunOptions) -> RunReport {
     let faults = random_faults(&mut rng);
     let crash_per_million = rng.range(0, 2_000);
     let profile = format!(
-        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} election_jitter_max={:?}",
+        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} crash_in_step={} election_jitter_max={:?}",
         options.members,
         config.members.iter().filter(|m| m.arbiter_only).count(),
         config.members.iter().any(|m| m.votes == 0),
@@ -249,12 +272,15 @@ fn run(options: RunOptions) -> RunReport {
         faults.clock_jitter_ms,
         crash_per_million,
         faults.crash_after_vote_per_million,
+        faults.crash_in_step_per_million,
         faults.election_jitter_max_ms,
     );
     let n = options.members;
     let mut cluster = Cluster::new(config, options.seed, faults, false);
     cluster.tracing = options.trace;
-    let outcome = catch_unwind(AssertUnwindSafe(|| phases(&mut cluster, &mut rng, options, crash_per_million)));
+    let mut partition = PartitionOutcome::default();
+    let outcome =
+        catch_unwind(AssertUnwindSafe(|| phases(&mut cluster, &mut rng, options, crash_per_million, &mut partition)));
     if let Err(panic) = outcome {
         let text = panic
             .downcast_ref::<String>()
@@ -275,6 +301,10 @@ fn run(options: RunOptions) -> RunReport {
         rollbacks: cluster.checker.rollbacks,
         cycles_formed: cluster.checker.cycles_formed,
         late_commit_rollbacks: cluster.checker.late_commit_rollbacks,
+        crashes_in_step: cluster.crashes_in_step,
+        partition: partition.description,
+        partition_owed_progress: partition.owed,
+        partition_needs_chain: partition.needs_chain,
         trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
     }
 }
@@ -282,12 +312,34 @@ fn run(options: RunOptions) -> RunReport {
 /// Lines of trace kept for a report.
 pub const TRACE_TAIL_LINES: usize = 20_000;
 
-/// The safety phase, then the liveness phase.
-fn phases(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_million: u64) {
+/// What the lasting partial partition phase drew, for the report.
+#[derive(Default)]
+struct PartitionOutcome {
+    description: String,
+    owed: bool,
+    needs_chain: bool,
+}
+
+/// The three phases.
+fn phases(
+    cluster: &mut Cluster,
+    rng: &mut Rng,
+    options: RunOptions,
+    crash_per_million: u64,
+    partition: &mut PartitionOutcome,
+) {
+    safety_phase(cluster, rng, options, crash_per_million);
+    if options.partition_ms > 0 && options.members >= 3 && cluster.checker.violations.is_empty() {
+        partition_phase(cluster, rng, options, partition);
+    }
+    if cluster.checker.violations.is_empty() {
+        liveness_phase(cluster, options);
+    }
+}
+
+fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_million: u64) {
     let n = options.members;
     let mut next_partition_at = rng.range(500, 3_000);
-
-    // Safety phase.
     while cluster.now < options.safety_ms && cluster.checker.violations.is_empty() {
         advance(cluster);
         if cluster.now >= next_partition_at {
@@ -342,50 +394,166 @@ fn phases(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_m
         }
         cluster.check_global_invariants();
     }
+}
 
-    // Liveness phase: heal everything, then demand progress.
-    let safety_end = cluster.now;
+/// A lasting partial partition: the drawn shape stays for the whole phase;
+/// the primary (and any candidate) restarts as it begins and messages in
+/// flight are lost, so the shape holds from the first moment; members not
+/// kept down run without crashes and leave maintenance mode; message loss
+/// (at most 1%), duplication, delays and clock drift go on; election
+/// timeouts get their full random range. Progress is checked inside the
+/// partition, and the phase runs to its end after progress was made, so
+/// that safety is checked under the partition too.
+fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, outcome: &mut PartitionOutcome) {
+    // A primary left over from before could keep writing from outside the
+    // electable set and make a member the electable ones cannot reach the
+    // freshest; the phase's first primary is elected under the partition.
+    for i in 0..options.members {
+        if cluster.members[i].node.as_ref().is_some_and(|n| n.primary() == Some(n.id()) || n.is_candidate()) {
+            cluster.crash(i);
+        }
+    }
+    let last_applied: Vec<OpTime> =
+        cluster.members.iter().map(|m| m.log.last().copied().unwrap_or(OpTime::NULL)).collect();
+    let drawn = Partition::draw(rng, &cluster.config, &last_applied);
+    let (partition, expectation) = match drawn {
+        Some((partition, expectation)) => (partition, Some(expectation)),
+        None => (Partition::random(rng, options.members), None),
+    };
+    outcome.description = partition.describe(&cluster.config);
+    outcome.owed = expectation.is_some();
+    outcome.needs_chain = expectation.as_ref().is_some_and(|e| e.needs_chain);
+    cluster.note(format!("lasting partial partition {}", outcome.description));
+    cluster.faults.crash_after_vote_per_million = 0;
+    cluster.faults.crash_in_step_per_million = 0;
+    // A winner may need every vote it can reach; heavy loss would make the
+    // bound a matter of luck. Likewise election timeouts are randomized
+    // over a whole election timeout, far more than a message delay (Raft's
+    // liveness argument; the safety phase's tiny jitter makes split votes
+    // common on purpose, and two candidates needing each other's vote could
+    // split for the whole phase).
+    cluster.faults.drop_per_million = cluster.faults.drop_per_million.min(PARTITION_DROP_PER_MILLION_MAX);
+    cluster.faults.election_jitter_max_ms = None;
+    // Messages sent before the cut would blur the shape the expectation
+    // was computed for (a member could still append from one now down).
+    cluster.drop_in_flight();
+    for i in 0..options.members {
+        cluster.restart_at[i] = None;
+        if partition.down[i] {
+            cluster.crash(i);
+        } else {
+            cluster.restart(i);
+            cluster.step(i, Event::ReportState(MemberState::Secondary));
+        }
+    }
+    cluster.link = partition.link.clone();
+    let end = cluster.now + options.partition_ms;
+    let core = expectation.map(|e| e.core).unwrap_or_default();
+    let mut progress = Progress::new(core.clone());
+    while cluster.checker.violations.is_empty() && cluster.now < end {
+        advance(cluster);
+        if rng.chance(50_000) {
+            if let Some(p) = cluster.writable_primary() {
+                cluster.client_write(p, true);
+            }
+        }
+        cluster.check_global_invariants();
+        if outcome.owed && cluster.now.is_multiple_of(PROGRESS_CHECK_MS) {
+            progress.check(cluster);
+        }
+    }
+    if outcome.owed && !progress.done && cluster.checker.violations.is_empty() {
+        let ids: Vec<String> = core.iter().map(|&i| cluster.members[i].id.to_string()).collect();
+        let status = cluster.status().join(" | ");
+        cluster.checker.violation(format!(
+            "Liveness in a lasting partial partition ({}): no write committed and known committed on core [{}] within {} ms: {status}",
+            outcome.description,
+            ids.join(" "),
+            options.partition_ms
+        ));
+    }
+}
+
+/// The network heals, crashed members restart, and progress is demanded.
+fn liveness_phase(cluster: &mut Cluster, options: RunOptions) {
+    let n = options.members;
+    let start = cluster.now;
     cluster.heal();
     cluster.faults = Faults { delay_min_ms: 1, delay_max_ms: 10, ..cluster.faults.clone() };
     cluster.faults.drop_per_million = 0;
     cluster.faults.duplicate_per_million = 0;
     cluster.faults.crash_after_vote_per_million = 0;
+    cluster.faults.crash_in_step_per_million = 0;
     for i in 0..n {
         cluster.restart_at[i] = None;
         cluster.restart(i);
         cluster.step(i, Event::ReportState(MemberState::Secondary));
     }
-    let mut target: Option<(usize, crate::optime::OpTime)> = None;
-    let mut done = false;
-    while cluster.checker.violations.is_empty() && cluster.now < safety_end + options.liveness_ms {
+    let data_bearing: Vec<usize> = (0..n).filter(|&i| cluster.config.members[i].is_data_bearing()).collect();
+    let mut progress = Progress::new(data_bearing);
+    while cluster.checker.violations.is_empty() && cluster.now < start + options.liveness_ms {
         advance(cluster);
         cluster.check_global_invariants();
-        if !cluster.now.is_multiple_of(100) {
-            continue;
-        }
-        if let Some((writer, optime)) = target {
-            let still = cluster.members[writer].node.as_ref().is_some_and(|n| n.term() == optime.term && n.is_writable_primary());
-            let reached = cluster.members.iter().zip(&cluster.config.members).all(|(m, c)| {
-                !c.is_data_bearing() || m.node.as_ref().is_some_and(|n| n.commit_point() >= optime)
-            });
-            if reached {
-                done = true;
-                break;
-            }
-            if !still {
-                target = None;
-            }
-        }
-        if target.is_none() {
-            if let Some(p) = cluster.writable_primary() {
-                target = cluster.client_write(p, true).map(|o| (p, o));
+        if cluster.now.is_multiple_of(PROGRESS_CHECK_MS) {
+            progress.check(cluster);
+            if progress.done {
+                return;
             }
         }
     }
-    if !done && cluster.checker.violations.is_empty() {
+    if cluster.checker.violations.is_empty() {
         let status = cluster.status().join(" | ");
         cluster
             .checker
             .violation(format!("Liveness: no commit point reached every member within {} ms: {status}", options.liveness_ms));
+    }
+}
+
+/// Most message loss in the lasting partial partition phase, in millionths.
+pub const PARTITION_DROP_PER_MILLION_MAX: u64 = 10_000;
+
+/// How often (simulated) progress is checked and a new write attempted.
+pub const PROGRESS_CHECK_MS: u64 = 100;
+
+/// The progress check shared by the partition and liveness phases: a write
+/// accepted by a writable primary must become committed, and every one of
+/// `members` must have a commit point at or past it (so it holds the write:
+/// its commit point is in its log and on the one committed sequence). A
+/// write whose primary lost its term is replaced by a new one.
+struct Progress {
+    members: Vec<usize>,
+    target: Option<(usize, OpTime)>,
+    done: bool,
+}
+
+impl Progress {
+    fn new(members: Vec<usize>) -> Progress {
+        Progress { members, target: None, done: false }
+    }
+
+    fn check(&mut self, cluster: &mut Cluster) {
+        if self.done {
+            return;
+        }
+        if let Some((writer, optime)) = self.target {
+            let knows = |i: usize| cluster.members[i].node.as_ref().is_some_and(|n| n.commit_point() >= optime);
+            let reached = cluster.checker.is_committed(optime) && self.members.iter().all(|&i| knows(i));
+            if reached {
+                self.done = true;
+                return;
+            }
+            let still = cluster.members[writer]
+                .node
+                .as_ref()
+                .is_some_and(|n| n.term() == optime.term && n.is_writable_primary());
+            if !still {
+                self.target = None;
+            }
+        }
+        if self.target.is_none() {
+            if let Some(p) = cluster.writable_primary() {
+                self.target = cluster.client_write(p, true).map(|o| (p, o));
+            }
+        }
     }
 }

@@ -231,10 +231,50 @@ pub async fn configure_fail_point(ctx: &CommandContext, req: &CommandRequest) ->
     if req.db != "admin" {
         return Err(CommandError::new(13, "configureFailPoint may only be run against the admin database."));
     }
-    if req.body.get_str("configureFailPoint").is_ok_and(|name| name == JOURNAL_FSYNC_FAIL_POINT) {
-        return configure_journal_fsync_fail_point(ctx, &req.body);
+    match req.body.get_str("configureFailPoint") {
+        Ok(JOURNAL_FSYNC_FAIL_POINT) => configure_journal_fsync_fail_point(ctx, &req.body),
+        Ok(BLOCK_MEMBERS_FAIL_POINT) => configure_block_members(ctx, &req.body),
+        _ => ctx.state.fail_points.configure(&req.body),
     }
-    ctx.state.fail_points.configure(&req.body)
+}
+
+/// Cuts this node off from the named members (`data.hosts`, `host:port`
+/// as each member's handshake names itself) until `mode: "off"`: see
+/// `slipstream_repl::fault`.
+const BLOCK_MEMBERS_FAIL_POINT: &str = "blockMembers";
+
+fn configure_block_members(ctx: &CommandContext, body: &Document) -> CommandResult {
+    let blocklist = &ctx.state.member_blocklist;
+    let previous = blocklist.hosts().len() as i64;
+    match body.get("mode") {
+        Some(Bson::String(mode)) if mode == "off" => blocklist.clear(),
+        Some(Bson::String(mode)) if mode == "alwaysOn" => {
+            let hosts = match body.get_document("data").ok().and_then(|data| data.get("hosts")) {
+                Some(Bson::Array(hosts)) => hosts
+                    .iter()
+                    .map(|host| host.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| CommandError::type_mismatch("blockMembers data.hosts must hold host:port strings"))?,
+                _ => return Err(CommandError::bad_value("blockMembers requires data.hosts, an array of host:port strings")),
+            };
+            blocklist.block(hosts).map_err(|too_many| {
+                CommandError::bad_value(format!(
+                    "blockMembers names {} hosts; a replica set has at most {}",
+                    too_many.0,
+                    slipstream_repl::fault::BLOCKED_MEMBERS_MAX
+                ))
+            })?;
+        }
+        _ => return Err(CommandError::bad_value("blockMembers takes mode 'alwaysOn' (with data.hosts) or 'off'")),
+    }
+    ctx.state.log.info(
+        "CONTROL",
+        23830,
+        &format!("conn{}", ctx.connection_id),
+        "blockMembers fail point set",
+        json!({"hosts": blocklist.hosts()}),
+    );
+    Ok(doc! {"count": previous})
 }
 
 /// Makes the journal's next fsync fail: the node logs the cause and
@@ -267,7 +307,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
     let stats = state.engine.stats();
     let resident_kb = proc_field_kb("/proc/self/status", "VmRSS:").unwrap_or(0);
     let virtual_kb = proc_field_kb("/proc/self/status", "VmSize:").unwrap_or(0);
-    Ok(doc! {
+    let mut status = doc! {
         "host": state.host_and_port(),
         "version": MONGODB_VERSION,
         "process": "slipstream",
@@ -312,7 +352,12 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
             },
             "versionsInMemory": stats.versions_in_memory as i64,
         },
-    })
+    };
+    // MongoDB reports `repl` only on a replica set member.
+    if let Some(repl) = state.topology.server_status() {
+        status.insert("repl", repl);
+    }
+    Ok(status)
 }
 
 /// A `Name:   1234 kB` field of a /proc file, in kB.

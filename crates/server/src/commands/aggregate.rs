@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use bson::{doc, Bson, Document};
 use slipstream_query::aggregate::Pipeline;
 use slipstream_query::filter::Filter;
+use slipstream_repl::CommandAccess;
 use slipstream_storage::Engine;
 
 use super::crud::command_let::CommandLet;
-use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::Cursor;
 use crate::error::CommandError;
@@ -26,7 +26,7 @@ use crate::exec::off_async_workers;
 use crate::exec::oplog::{is_oplog, TsBounds};
 use crate::exec::plan::{plan_query, QueryShape};
 use crate::exec::query::BufferedResults;
-use crate::exec::read_concern::ReadConcern;
+use crate::exec::read_concern::ReadPoint;
 use crate::exec::scan::ScanStats;
 use crate::exec::source::{OplogInput, ScanInput, StorageSource};
 use output::OutputStage;
@@ -41,7 +41,9 @@ pub(crate) struct AggregateRequest {
     pub batch_size: Option<usize>,
     pub explain: bool,
     pub hint: Option<Bson>,
-    pub read_concern: ReadConcern,
+    /// Where the pipeline reads: set from the command's read concern by
+    /// the handler (`ReadPoint::LATEST` as parsed).
+    pub read_point: ReadPoint,
     pub max_time_ms: Option<u64>,
     /// The command's `let` constants, evaluated once at parse time.
     pub lets: CommandLet,
@@ -116,7 +118,7 @@ impl AggregateRequest {
             batch_size,
             explain,
             hint,
-            read_concern: ReadConcern::parse(body)?,
+            read_point: ReadPoint::LATEST,
             max_time_ms: get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0),
             lets,
             output,
@@ -141,7 +143,7 @@ pub(crate) fn run_pipeline(
     let deadline = request.max_time_ms.map(|ms| start + Duration::from_millis(ms));
     let source = StorageSource {
         engine: Arc::clone(engine),
-        read_at: request.read_concern.read_at(),
+        read_at: request.read_point.at,
     };
     let variables = request.lets.variables();
     let starts_with_documents = request
@@ -172,7 +174,7 @@ pub(crate) fn run_pipeline(
             format!("{{aggregate: 1}} is not valid for '{first}'; a collection is required."),
         ));
     };
-    let read_at = request.read_concern.read_at();
+    let read_at = request.read_point.at;
     // The leading `$match` also filters the scan, so it sees the constants.
     let leading = request
         .lets
@@ -270,16 +272,31 @@ pub(crate) fn parse_resolving_views(
     Ok(request)
 }
 
+/// What an `aggregate` does to data: a pipeline ending in `$out` or
+/// `$merge` writes (a primary only), any other reads.
+pub fn access(body: &Document) -> CommandAccess {
+    let last_stage = match body.get("pipeline") {
+        Some(Bson::Array(stages)) => stages.last(),
+        _ => None,
+    };
+    let writes = match last_stage {
+        Some(Bson::Document(stage)) => stage.keys().next().is_some_and(|name| name == "$out" || name == "$merge"),
+        _ => false,
+    };
+    if writes {
+        CommandAccess::Write
+    } else {
+        CommandAccess::Read
+    }
+}
+
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    let request = parse_resolving_views(&ctx.state.engine, &req.db, &req.body)?;
+    let mut request = parse_resolving_views(&ctx.state.engine, &req.db, &req.body)?;
+    request.read_point = ctx.read_point();
     if request.explain {
         return super::explain::explain_aggregate(ctx, request, "queryPlanner").await;
     }
     let engine = &ctx.state.engine;
-    let write_concern = match request.output {
-        Some(_) => Some(WriteConcern::parse(&req.body)?),
-        None => None,
-    };
     let (request, run) = run_pipeline_blocking(engine, request).await?;
     if let Some(output) = &request.output {
         // A write stage returns no documents: the cursor is empty and
@@ -291,15 +308,8 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             let target = output.target_ns();
             ctx.state.cursors.kill_namespaces(|ns| ns == target);
         }
-        let mut reply = doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.cursor_ns}};
-        if let Some(error) = write_concern
-            .expect("parsed for write stages")
-            .wait(engine, last_write)
-            .await
-        {
-            reply.insert("writeConcernError", error);
-        }
-        return Ok(reply);
+        ctx.note_write(last_write);
+        return Ok(doc! {"cursor": {"firstBatch": [], "id": Bson::Int64(0), "ns": request.cursor_ns}});
     }
     let mut body = CursorBody::Buffered(BufferedResults::new(run.documents, run.stats));
     let limits = BatchLimits::first_batch(request.batch_size, None);

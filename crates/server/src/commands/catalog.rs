@@ -9,7 +9,6 @@ use md5::{Digest, Md5};
 use slipstream_query::filter::Filter;
 use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
-use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
 use crate::exec::views;
@@ -97,13 +96,10 @@ fn scale_of(body: &Document) -> Result<i64, CommandError> {
     Ok(scale)
 }
 
-/// Waits for the command's write concern after a catalog write and adds
-/// `writeConcernError` to the reply when it failed. The write concern was
-/// parsed (and refused if unsatisfiable) before the write.
-async fn acknowledge(ctx: &CommandContext, write_concern: &WriteConcern, last_write: Option<OpTime>, mut reply: Document) -> CommandResult {
-    if let Some(error) = write_concern.wait(&ctx.state.engine, last_write).await {
-        reply.insert("writeConcernError", error);
-    }
+/// The reply of a catalog write, noting its OpTime (if it wrote) for the
+/// write concern `operation::execute` waits for afterwards.
+fn acknowledge(ctx: &CommandContext, last_write: Option<OpTime>, reply: Document) -> CommandResult {
+    ctx.note_write(last_write);
     Ok(reply)
 }
 
@@ -209,7 +205,6 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
 
 pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
-    let write_concern = WriteConcern::parse(&req.body)?;
     let mut options = Document::new();
     for (key, value) in req.body.iter().skip(1) {
         if super::admin::is_generic_argument(key) {
@@ -232,12 +227,12 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         // MongoDB 7.0 answers a repeated create with identical options
         // with success.
         if existing.options == options {
-            return acknowledge(ctx, &write_concern, None, Document::new()).await;
+            return acknowledge(ctx, None, Document::new());
         }
         return Err(CommandError::new(48, format!("Collection {ns} already exists with different options.")));
     }
     let op_time = engine.create_collection(&ns, options)?;
-    acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
+    acknowledge(ctx, Some(op_time), Document::new())
 }
 
 /// A view's `viewOn` and `pipeline` (either alone is an error): `viewOn`
@@ -297,17 +292,16 @@ fn check_view_definition(engine: &Engine, db: &str, collection: &str, options: &
 
 pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
     match engine.drop_collection(&ns) {
         Ok(op_time) => {
             ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns == ns);
             let reply = doc! {"nIndexesWas": indexes_before.unwrap_or(1) as i32, "ns": ns};
-            acknowledge(ctx, &write_concern, Some(op_time), reply).await
+            acknowledge(ctx, Some(op_time), reply)
         }
         // MongoDB 7.0 treats dropping an absent collection as success.
-        Err(StorageError::NamespaceNotFound(_)) => acknowledge(ctx, &write_concern, None, Document::new()).await,
+        Err(StorageError::NamespaceNotFound(_)) => acknowledge(ctx, None, Document::new()),
         Err(err) => Err(err.into()),
     }
 }
@@ -317,13 +311,12 @@ pub async fn drop_database(ctx: &CommandContext, req: &CommandRequest) -> Comman
     if matches!(req.db.as_str(), "admin" | "local" | "config") {
         return Err(CommandError::new(20, format!("Dropping the '{}' database is prohibited.", req.db)));
     }
-    let write_concern = WriteConcern::parse(&req.body)?;
     let dropped = ctx.state.engine.drop_database(&req.db)?;
     let prefix = format!("{}.", req.db);
     ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns.starts_with(&prefix));
     match dropped {
-        Some(op_time) => acknowledge(ctx, &write_concern, Some(op_time), doc! {"dropped": req.db.clone()}).await,
-        None => acknowledge(ctx, &write_concern, None, Document::new()).await,
+        Some(op_time) => acknowledge(ctx, Some(op_time), doc! {"dropped": req.db.clone()}),
+        None => acknowledge(ctx, None, Document::new()),
     }
 }
 
@@ -354,13 +347,12 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
     if from == to {
         return Err(CommandError::new(20, "Can't rename a collection to itself"));
     }
-    let write_concern = WriteConcern::parse(&req.body)?;
     views::refuse_view(&ctx.state.engine, &from, "renameCollection")?;
     views::refuse_view(&ctx.state.engine, &to, "renameCollection")?;
     let op_time = ctx.state.engine.rename_collection(&from, &to, drop_target)?;
     // Cursors of the renamed collection and of a dropped target are closed.
     ctx.state.cursors.kill_namespaces(|cursor_ns| cursor_ns == from || cursor_ns == to);
-    acknowledge(ctx, &write_concern, Some(op_time), Document::new()).await
+    acknowledge(ctx, Some(op_time), Document::new())
 }
 
 pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

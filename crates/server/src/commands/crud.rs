@@ -10,7 +10,6 @@
 
 pub(crate) mod command_let;
 mod documents;
-pub(crate) mod write_concern;
 
 use std::sync::Arc;
 
@@ -30,7 +29,6 @@ use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
 use command_let::CommandLet;
 use documents::{check_stored, prepare_insert, with_id_first};
-use write_concern::WriteConcern;
 
 /// One entry of `writeErrors`.
 fn write_error(index: usize, error: CommandError) -> Document {
@@ -87,13 +85,11 @@ fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String),
     Ok((collection.clone(), namespace(&req.db, &collection)))
 }
 
-/// Adds `writeErrors` and `writeConcernError` to a write reply.
-fn finish_reply(mut reply: Document, write_errors: Vec<Document>, write_concern_error: Option<Document>) -> Document {
+/// Adds `writeErrors` to a write reply (the write concern, and its
+/// `writeConcernError`, are `operation::execute`'s).
+fn finish_reply(mut reply: Document, write_errors: Vec<Document>) -> Document {
     if !write_errors.is_empty() {
         reply.insert("writeErrors", write_errors);
-    }
-    if let Some(error) = write_concern_error {
-        reply.insert("writeConcernError", error);
     }
     reply
 }
@@ -148,7 +144,6 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let documents = statements(&req.body, "insert", "documents")?;
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     // Even one insert may wait for the write lock behind a long statement
     // of another connection, so inserts run off the async workers, except
@@ -160,11 +155,10 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered)),
     };
     ctx.state.metrics.count_insert(totals.applied);
-    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    ctx.note_write(totals.last_write);
     Ok(finish_reply(
         doc! {"n": totals.applied as i32},
         totals.write_errors,
-        write_concern_error,
     ))
 }
 
@@ -429,13 +423,12 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let updates = statements(&req.body, "update", "updates")?;
     check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
     let lets = CommandLet::parse(&req.body, "update", bson::DateTime::now())?;
     let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets));
     ctx.state.metrics.count_update(statement_count);
-    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    ctx.note_write(totals.last_write);
     let mut reply = doc! {
         "n": (totals.matched + totals.upserted.len() as u64) as i32,
         "nModified": totals.modified as i32,
@@ -443,7 +436,7 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     if !totals.upserted.is_empty() {
         reply.insert("upserted", totals.upserted);
     }
-    Ok(finish_reply(reply, totals.write_errors, write_concern_error))
+    Ok(finish_reply(reply, totals.write_errors))
 }
 
 /// What the statements of one `update` command did.
@@ -592,17 +585,15 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let deletes = statements(&req.body, "delete", "deletes")?;
     check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
     let lets = CommandLet::parse(&req.body, "delete", bson::DateTime::now())?;
     let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets));
     ctx.state.metrics.count_delete(statement_count);
-    let write_concern_error = write_concern.wait(engine, totals.last_write).await;
+    ctx.note_write(totals.last_write);
     Ok(finish_reply(
         doc! {"n": totals.applied as i32},
         totals.write_errors,
-        write_concern_error,
     ))
 }
 
@@ -726,7 +717,6 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     let (_, ns) = write_target(req, command_name)?;
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let request = FindAndModify::parse(&req.body)?;
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();
     let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request))?;
@@ -735,8 +725,8 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     } else {
         ctx.state.metrics.count_delete(1);
     }
-    let write_concern_error = write_concern.wait(engine, last_write).await;
-    Ok(finish_reply(reply, Vec::new(), write_concern_error))
+    ctx.note_write(last_write);
+    Ok(finish_reply(reply, Vec::new()))
 }
 
 fn run_find_and_modify(

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, Bson, Document};
 use slipstream_query::filter::Filter;
 use slipstream_query::sort::SortSpec;
+use slipstream_repl::CommandAccess;
 use slipstream_storage::{Engine, ReadAt};
 
 use super::aggregate::{run_pipeline_blocking, AggregateRequest};
@@ -88,6 +89,19 @@ fn reply(inner: &Document, planner: Document, execution: Option<Document>, verbo
     }
     reply.insert("command", inner.clone());
     reply
+}
+
+/// What an `explain` counts as: the explained command's access, as MongoDB
+/// checks it (explaining an `insert` on a secondary is NotWritablePrimary),
+/// although explaining writes nothing.
+pub fn access(body: &Document) -> CommandAccess {
+    match body.get("explain") {
+        Some(Bson::Document(inner)) => match inner.keys().next() {
+            Some(name) if name != "explain" => super::access_of(name, inner),
+            _ => CommandAccess::Read,
+        },
+        _ => CommandAccess::Read,
+    }
 }
 
 pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

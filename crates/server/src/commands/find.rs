@@ -37,7 +37,7 @@ use crate::exec::plan::{natural_direction, plan_query, QueryShape};
 use crate::exec::query::{
     collect_matches, count_matches, max_time_expired, run_sorted, BufferedResults, StreamingQuery,
 };
-use crate::exec::read_concern::ReadConcern;
+use crate::exec::read_concern::ReadPoint;
 use crate::exec::scan::ScanStats;
 use crate::exec::size::value_size;
 use crate::exec::source::OplogInput;
@@ -64,7 +64,9 @@ pub(crate) struct FindRequest {
     pub max_time_ms: Option<u64>,
     pub no_cursor_timeout: bool,
     pub allow_disk_use: bool,
-    pub read_concern: ReadConcern,
+    /// Where the query reads: set from the command's read concern by the
+    /// handler (`ReadPoint::LATEST` as parsed).
+    pub read_point: ReadPoint,
     /// `min` / `max`: bounds on the hinted index (see `IndexBounds`).
     pub min: Option<Document>,
     pub max: Option<Document>,
@@ -168,7 +170,7 @@ impl FindRequest {
             max_time_ms,
             no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
             allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
-            read_concern: ReadConcern::parse(body)?,
+            read_point: ReadPoint::LATEST,
             min: get_document(body, COMMAND, "min")?
                 .filter(|bound| !bound.is_empty())
                 .cloned(),
@@ -273,9 +275,9 @@ pub(crate) async fn open_find(
             reader: None,
         });
     }
-    let reader = engine.reader(request.read_concern.read_at())?;
-    let snapshot_ts = request.read_concern.pins_timestamp().then(|| reader.read_timestamp());
-    let read_at = snapshot_ts.map_or(ReadAt::Latest, ReadAt::At);
+    let reader = engine.reader(request.read_point.at)?;
+    let snapshot_ts = request.read_point.pinned.then(|| reader.read_timestamp());
+    let read_at = request.read_point.kept_by_cursor(reader.read_timestamp());
     if let Some(bounds) = bounds {
         return open_bounded_find(request, plan, bounds, reader, snapshot_ts).await;
     }
@@ -336,10 +338,10 @@ fn open_oplog_find(
             "local.oplog.rs can only be sorted by {$natural: 1} or {$natural: -1}",
         ));
     }
-    if request.read_concern != ReadConcern::Latest {
+    if !request.read_point.is_latest() {
         return Err(CommandError::new(
             115,
-            "local.oplog.rs does not support readConcern snapshot",
+            "local.oplog.rs is only read at its newest state (readConcern local)",
         ));
     }
     let bounds = TsBounds::from_filter(&request.filter_document);
@@ -400,7 +402,7 @@ fn point_read_id(request: &FindRequest) -> Option<&Bson> {
         || request.max.is_some()
         || request.skip > 0
         || request.batch_size == Some(0)
-        || request.read_concern != ReadConcern::Latest
+        || !request.read_point.is_latest()
         || request.filter_document.len() != 1
     {
         return None;
@@ -433,7 +435,8 @@ fn point_read(ctx: &CommandContext, request: &FindRequest, id: &Bson) -> Command
 
 pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let start = Instant::now();
-    let request = FindRequest::parse(&req.db, &req.body)?;
+    let mut request = FindRequest::parse(&req.db, &req.body)?;
+    request.read_point = ctx.read_point();
     ctx.state.metrics.count_query();
     let collection = request.ns.split_once('.').map_or("", |(_, collection)| collection);
     if !request.is_oplog && crate::exec::views::resolve(&ctx.state.engine, &req.db, collection)?.is_some() {
@@ -802,7 +805,7 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
         .map(i64::unsigned_abs)
         .filter(|n| *n > 0);
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
-    let read_at = ReadConcern::parse(&req.body)?.read_at();
+    let read_at = ctx.read_point().at;
     let engine = &ctx.state.engine;
     if crate::exec::views::resolve(engine, &req.db, &collection)?.is_some() {
         return on_view::count(ctx, &req.db, &collection, filter_document, skip, limit, &req.body).await;
@@ -847,7 +850,7 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
     let filter = Filter::parse(&filter_document)?;
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
-    let read_at = ReadConcern::parse(&req.body)?.read_at();
+    let read_at = ctx.read_point().at;
     if crate::exec::views::resolve(&ctx.state.engine, &req.db, &collection)?.is_some() {
         return on_view::distinct(ctx, &req.db, &collection, &key, filter_document, &req.body).await;
     }
@@ -961,10 +964,13 @@ mod tests {
             doc! {"find": "c", "filter": {"_id": 5}, "batchSize": 0},
             doc! {"find": "c", "filter": {"_id": 5}, "sort": {"a": 1}},
             doc! {"find": "c", "filter": {"_id": 5}, "hint": {"_id": 1}},
-            doc! {"find": "c", "filter": {"_id": 5}, "readConcern": {"level": "snapshot"}},
         ] {
             assert_eq!(id_of(body.clone()), None, "{body}");
         }
+        // A pinned snapshot read needs a cursor's reader.
+        let mut snapshot = FindRequest::parse("db", &doc! {"find": "c", "filter": {"_id": 5}}).unwrap();
+        snapshot.read_point = ReadPoint { at: ReadAt::Latest, pinned: true };
+        assert_eq!(point_read_id(&snapshot), None);
     }
 
     #[test]

@@ -11,7 +11,6 @@ use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
 use slipstream_storage::IndexSpec;
 
-use super::crud::write_concern::WriteConcern;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::Cursor;
 use crate::error::CommandError;
@@ -189,7 +188,6 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     if items.is_empty() {
         return Err(CommandError::bad_value("Must specify at least one index to create"));
     }
-    let write_concern = WriteConcern::parse(&req.body)?;
     let specs = items.iter().map(parse_index_spec).collect::<Result<Vec<_>, _>>()?;
     let engine = &ctx.state.engine;
     let info = engine.collection_info(&ns);
@@ -212,16 +210,12 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     }
     // Building an index reads the whole collection.
     let (before, after, optime) = off_async_workers(|| engine.create_indexes(&ns, new_specs))?;
-    let write_concern_error = write_concern.wait(engine, optime).await;
-    let mut reply = doc! {
+    ctx.note_write(optime);
+    Ok(doc! {
         "numIndexesBefore": before as i32,
         "numIndexesAfter": after as i32,
         "createdCollectionAutomatically": created_automatically,
-    };
-    if let Some(error) = write_concern_error {
-        reply.insert("writeConcernError", error);
-    }
-    Ok(reply)
+    })
 }
 
 /// An index as `listIndexes` shows it.
@@ -280,7 +274,6 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
-    let write_concern = WriteConcern::parse(&req.body)?;
     let engine = &ctx.state.engine;
     let info = engine
         .collection_info(&ns)
@@ -337,12 +330,8 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
         return Ok(doc! {"nIndexesWas": info.indexes.len() as i32, "msg": "non-_id indexes dropped for collection"});
     }
     let (before, optime) = off_async_workers(|| engine.drop_indexes(&ns, &names))?;
-    let write_concern_error = write_concern.wait(engine, Some(optime)).await;
-    let mut reply = doc! {"nIndexesWas": before as i32};
-    if let Some(error) = write_concern_error {
-        reply.insert("writeConcernError", error);
-    }
-    Ok(reply)
+    ctx.note_write(Some(optime));
+    Ok(doc! {"nIndexesWas": before as i32})
 }
 
 #[cfg(test)]

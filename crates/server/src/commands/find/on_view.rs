@@ -19,7 +19,7 @@ use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::query::{project, BufferedResults};
 
 /// The command options a view's pipeline passes on to `aggregate`.
-const PASSED_ON: &[&str] = &["maxTimeMS", "readConcern", "allowDiskUse", "hint"];
+const PASSED_ON: &[&str] = &["maxTimeMS", "allowDiskUse", "hint"];
 
 /// Runs `stages` over view `view` (in `db`) and returns its documents.
 async fn run_over_view(
@@ -35,7 +35,9 @@ async fn run_over_view(
             aggregate.insert(*field, value.clone());
         }
     }
-    let request = parse_resolving_views(&ctx.state.engine, db, &aggregate)?;
+    let mut request = parse_resolving_views(&ctx.state.engine, db, &aggregate)?;
+    // The view's pipeline reads where the command's read concern said.
+    request.read_point = ctx.read_point();
     let (_, run) = run_pipeline_blocking(&ctx.state.engine, request).await?;
     Ok(run.documents)
 }

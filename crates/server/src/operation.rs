@@ -1,0 +1,355 @@
+//! One command's run, in MongoDB's order:
+//!
+//! 1. find the command's table row (unknown: CommandNotFound, 59);
+//! 2. pass a received `$clusterTime` to the topology (gossip);
+//! 3. check the session arguments (`txnNumber`, transactions);
+//! 4. test-only fail points (`failCommand`, `maxTimeAlwaysTimeOut`);
+//! 5. check the command's access against the topology (a secondary
+//!    refuses writes, and reads without secondaryOk);
+//! 6. decide the read concern (the topology's read point, which may wait)
+//!    and the write concern (refused now if it cannot be satisfied); then
+//!    the retryable-write hook (`session::begin_retryable_write`);
+//! 7. run the handler, its panics caught;
+//! 8. wait for the write concern at the command's last write;
+//! 9. prove a `linearizable` read (`linearizable_barrier`) before replying;
+//! 10. add the reply's labels and, on a replica set member, its metadata
+//!     (`operationTime`, `$clusterTime`, and the oplog fetcher's
+//!     `$replData` / `$oplogQueryData`).
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use serde_json::json;
+use slipstream_repl::Topology;
+use slipstream_storage::{bson_timestamp, from_bson_timestamp};
+
+use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
+use crate::concern;
+use crate::error::{retryable_write_labels, CommandError};
+use crate::metrics::SELF_COUNTING_COMMANDS;
+use crate::session::{self, SessionArguments};
+
+/// Bytes of the (unsigned) `$clusterTime.signature.hash`.
+const CLUSTER_TIME_SIGNATURE_BYTES: usize = 20;
+
+/// Runs one command and forms its reply document: the handler's fields plus
+/// `ok: 1`, or the error fields. `None` means the connection is to be
+/// closed without a reply (test fail point).
+pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<Document> {
+    if !SELF_COUNTING_COMMANDS.contains(&request.name.as_str()) {
+        ctx.state.metrics.count_command();
+    }
+    note_handshake(ctx, request);
+    *ctx.operation.lock() = Operation::default();
+    let session = SessionArguments::of(&request.body);
+    let retryable_write = session.as_ref().is_ok_and(SessionArguments::is_retryable_write);
+    let mut reply = run(ctx, request, session).await?;
+    if retryable_write && !reply.contains_key("errorLabels") {
+        add_retryable_write_label(&mut reply);
+    }
+    add_replication_metadata(ctx, request, &mut reply);
+    Some(reply)
+}
+
+/// Steps 1 to 9; `None` closes the connection.
+async fn run(
+    ctx: &CommandContext,
+    request: &CommandRequest,
+    session: Result<SessionArguments, CommandError>,
+) -> Option<Document> {
+    let state = &ctx.state;
+    let topology: &dyn Topology = state.topology.as_ref();
+    let Some(spec) = find_command(&request.name, state.options.enable_test_commands) else {
+        return Some(CommandError::new(59, format!("no such command: '{}'", request.name)).to_reply());
+    };
+    if let Err(error) = observe_cluster_time(topology, &request.body) {
+        return Some(error.to_reply());
+    }
+    let session =
+        match session.and_then(|session| session::check(spec, &session, topology.is_replica_set()).map(|()| session)) {
+            Ok(session) => session,
+            Err(error) => return Some(error.to_reply()),
+        };
+    let mut injected_write_concern_error = None;
+    if state.options.enable_test_commands {
+        let app_name = ctx.app_name.lock().clone();
+        if let Some(action) = state.fail_points.check(&request.name, app_name.as_deref()) {
+            if let Some(ms) = action.block_ms {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            if action.close_connection {
+                return None;
+            }
+            if let Some(reply) = action.error_reply {
+                return Some(reply);
+            }
+            injected_write_concern_error = action.write_concern_error;
+        }
+        if let Some(reply) = state.fail_points.check_max_time(&request.body) {
+            return Some(reply);
+        }
+    }
+    let access = spec.access_of(&request.body);
+    if let Err(error) = topology.check_access(access, &request.db, request.secondary_ok) {
+        return Some(CommandError::from(error).to_reply());
+    }
+    let deadline = max_time_deadline(&request.body);
+    let read = match concern::decide_read(spec, &request.body, topology, deadline).await {
+        Ok(read) => read,
+        Err(error) => return Some(error.to_reply()),
+    };
+    let write_concern = match concern::decide_write(spec, access, &request.body, topology) {
+        Ok(write_concern) => write_concern,
+        Err(error) => return Some(error.to_reply()),
+    };
+    if let Err(error) = session::begin_retryable_write(spec, &session) {
+        return Some(error.to_reply());
+    }
+    ctx.operation.lock().read_point = read.point;
+    let mut outcome = run_handler(ctx, spec, request).await;
+    let write_concern_error = match (injected_write_concern_error, &write_concern) {
+        (Some(injected), _) => Some(injected),
+        (None, Some(concern)) if !concern.is_unacknowledged() => {
+            let last_write = ctx
+                .operation
+                .lock()
+                .last_write
+                .unwrap_or_else(|| topology.last_applied());
+            let waited = topology.wait_for_write_concern(last_write, concern).await;
+            waited.err().map(|error| concern::write_concern_error(error, concern))
+        }
+        (None, _) => None,
+    };
+    if read.linearizable && outcome.is_ok() {
+        if let Err(error) = topology.linearizable_barrier(deadline).await {
+            outcome = Err(error.into());
+        }
+    }
+    let mut reply = match outcome {
+        Ok(reply) => reply,
+        Err(error) => error.to_reply(),
+    };
+    if let Some(error) = write_concern_error {
+        reply.insert("writeConcernError", error);
+    }
+    if !reply.contains_key("ok") {
+        reply.insert("ok", 1.0);
+    }
+    Some(reply)
+}
+
+/// Remembers what a handshake (`hello` / `isMaster`) says about the
+/// client: its application name, and the member an internal client comes
+/// from (`slipstreamMember`).
+fn note_handshake(ctx: &CommandContext, request: &CommandRequest) {
+    if !matches!(request.name.as_str(), "hello" | "isMaster" | "ismaster") {
+        return;
+    }
+    let name = request
+        .body
+        .get_document("client")
+        .and_then(|client| client.get_document("application"))
+        .and_then(|application| application.get_str("name"));
+    if let Ok(name) = name {
+        *ctx.app_name.lock() = Some(name.to_owned());
+    }
+    if let Ok(member) = request.body.get_str("slipstreamMember") {
+        *ctx.member.lock() = Some(member.to_owned());
+    }
+}
+
+/// The deadline `maxTimeMS` sets for waits before and after the handler
+/// (a read point, a linearizable read). The handlers check the argument
+/// itself; a malformed one only sets no deadline here.
+fn max_time_deadline(body: &Document) -> Option<Instant> {
+    let ms = match body.get("maxTimeMS")? {
+        Bson::Int32(ms) => i64::from(*ms),
+        Bson::Int64(ms) => *ms,
+        Bson::Double(ms) if ms.fract() == 0.0 => *ms as i64,
+        _ => return None,
+    };
+    (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+/// A received `$clusterTime` (a client's or another member's gossip). A
+/// standalone keeps no cluster time and ignores it, as MongoDB's does.
+fn observe_cluster_time(topology: &dyn Topology, body: &Document) -> Result<(), CommandError> {
+    let Some(value) = body.get("$clusterTime").filter(|_| topology.is_replica_set()) else {
+        return Ok(());
+    };
+    let cluster_time = match value {
+        Bson::Document(gossip) => match gossip.get("clusterTime") {
+            Some(Bson::Timestamp(ts)) => from_bson_timestamp(*ts),
+            _ => return Err(CommandError::bad_value("$clusterTime.clusterTime must be a timestamp")),
+        },
+        _ => return Err(CommandError::type_mismatch("$clusterTime must be an object")),
+    };
+    Ok(topology.observe_cluster_time(cluster_time)?)
+}
+
+/// `RetryableWriteError` on a retryable write's reply whose error or write
+/// concern error has a retryable code (a fail point's own `errorLabels`
+/// stand instead).
+fn add_retryable_write_label(reply: &mut Document) {
+    let failed = reply.get_f64("ok").ok() != Some(1.0);
+    let error_code = if failed { reply.get_i32("code").ok() } else { None };
+    let write_concern_code = reply
+        .get_document("writeConcernError")
+        .ok()
+        .and_then(|error| error.get_i32("code").ok());
+    if let Some(labels) = retryable_write_labels(error_code, write_concern_code) {
+        reply.insert("errorLabels", labels);
+    }
+}
+
+/// A replica set member's reply metadata: `operationTime` (the command's
+/// last write, else the last applied entry) and `$clusterTime` (unsigned:
+/// a zero hash and key id), on every reply, errors too; and on an oplog
+/// fetcher's `find` / `getMore` that asks for them, `$replData` and
+/// `$oplogQueryData`.
+fn add_replication_metadata(ctx: &CommandContext, request: &CommandRequest, reply: &mut Document) {
+    let topology = &ctx.state.topology;
+    if !topology.is_replica_set() {
+        return;
+    }
+    let operation_time = ctx
+        .operation
+        .lock()
+        .last_write
+        .unwrap_or_else(|| topology.last_applied())
+        .ts;
+    reply.insert("operationTime", bson_timestamp(operation_time));
+    let signature = Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: vec![0; CLUSTER_TIME_SIGNATURE_BYTES],
+    };
+    reply.insert(
+        "$clusterTime",
+        doc! {
+            "clusterTime": bson_timestamp(topology.cluster_time()),
+            "signature": {"hash": signature, "keyId": 0_i64},
+        },
+    );
+    if is_oplog_fetch(request) {
+        if let Some(metadata) = topology.oplog_query_metadata() {
+            for (key, value) in metadata {
+                reply.insert(key, value);
+            }
+        }
+    }
+}
+
+/// A `find` or `getMore` on `local.oplog.rs` carrying `$replData` or
+/// `$oplogQueryData` (another member's oplog fetcher).
+fn is_oplog_fetch(request: &CommandRequest) -> bool {
+    if request.db != "local"
+        || !(request.body.contains_key("$replData") || request.body.contains_key("$oplogQueryData"))
+    {
+        return false;
+    }
+    let collection = match request.name.as_str() {
+        "find" => request.body.get_str("find"),
+        "getMore" => request.body.get_str("collection"),
+        _ => return false,
+    };
+    collection.is_ok_and(|collection| collection == "oplog.rs")
+}
+
+async fn run_handler(
+    ctx: &CommandContext,
+    spec: &CommandSpec,
+    request: &CommandRequest,
+) -> Result<Document, CommandError> {
+    match (CatchUnwind {
+        inner: (spec.handler)(ctx, request),
+    })
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message = panic_message(panic.as_ref());
+            ctx.state.log.error(
+                "COMMAND",
+                4915702,
+                &format!("conn{}", ctx.connection_id),
+                "command panicked",
+                json!({"command": request.name, "db": request.db, "panic": message}),
+            );
+            Err(CommandError::internal(format!(
+                "command {} failed with an internal error: {message}",
+                request.name
+            )))
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+/// A future adapter that turns a panic while polling into an `Err`, so a
+/// command's panic is answered instead of killing the connection task.
+struct CatchUnwind<F> {
+    inner: F,
+}
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = Pin::new(&mut self.inner);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catch_unwind_turns_a_panic_into_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let result = runtime.block_on(CatchUnwind {
+            inner: Box::pin(async { panic!("boom") }),
+        });
+        let panic: Box<dyn std::any::Any + Send> = result.unwrap_err();
+        assert_eq!(panic_message(panic.as_ref()), "boom");
+    }
+
+    #[test]
+    fn oplog_fetches_are_recognised() {
+        let request = |db: &str, body: Document| CommandRequest {
+            db: db.into(),
+            name: body.keys().next().unwrap().clone(),
+            body,
+            secondary_ok: true,
+        };
+        assert!(is_oplog_fetch(&request(
+            "local",
+            doc! {"find": "oplog.rs", "$replData": 1}
+        )));
+        assert!(is_oplog_fetch(&request(
+            "local",
+            doc! {"getMore": 5_i64, "collection": "oplog.rs", "$oplogQueryData": 1}
+        )));
+        assert!(!is_oplog_fetch(&request("local", doc! {"find": "oplog.rs"})));
+        assert!(!is_oplog_fetch(&request(
+            "other",
+            doc! {"find": "oplog.rs", "$replData": 1}
+        )));
+    }
+}

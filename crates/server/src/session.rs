@@ -1,0 +1,182 @@
+//! The session arguments of a command (`lsid`, `txnNumber`,
+//! `startTransaction`, `autocommit`) and what this node accepts of them.
+//!
+//! - A standalone refuses all three transaction fields with
+//!   IllegalOperation (20), as MongoDB's standalone does: executing the
+//!   command without its transaction would give the client other semantics.
+//! - A replica set member refuses multi-document transactions
+//!   (`startTransaction` / `autocommit`) with CommandNotSupported (115):
+//!   they are not implemented yet. `txnNumber` alone marks a retryable
+//!   write: it needs `lsid` (InvalidOptions, 72), must not be negative
+//!   (BadValue, 2), and only the retryable write commands take it
+//!   (NotARetryableWriteCommand, 50768). The retryable write itself must
+//!   answer a retry with the first attempt's outcome; until that exists
+//!   (`begin_retryable_write`), a member refuses it rather than risk
+//!   applying one statement twice.
+
+use bson::{Bson, Document};
+
+use crate::commands::CommandSpec;
+use crate::error::CommandError;
+
+/// The transaction fields of a command body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionArguments {
+    pub has_lsid: bool,
+    pub txn_number: Option<i64>,
+    pub start_transaction: bool,
+    pub autocommit: bool,
+}
+
+impl SessionArguments {
+    pub fn of(body: &Document) -> Result<SessionArguments, CommandError> {
+        let txn_number = match body.get("txnNumber") {
+            None => None,
+            Some(Bson::Int64(n)) => Some(*n),
+            Some(Bson::Int32(n)) => Some(i64::from(*n)),
+            Some(_) => return Err(CommandError::type_mismatch("txnNumber must be a 64-bit integer")),
+        };
+        Ok(SessionArguments {
+            has_lsid: body.contains_key("lsid"),
+            txn_number,
+            start_transaction: body.contains_key("startTransaction"),
+            autocommit: body.contains_key("autocommit"),
+        })
+    }
+
+    /// A retryable write: `txnNumber` without `autocommit` (MongoDB's
+    /// rule for the RetryableWriteError label).
+    pub fn is_retryable_write(&self) -> bool {
+        self.txn_number.is_some() && !self.autocommit
+    }
+
+    fn is_transaction(&self) -> bool {
+        self.start_transaction || self.autocommit
+    }
+}
+
+/// Refuses the session arguments this node cannot honour, before anything
+/// else about the command is looked at.
+pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: bool) -> Result<(), CommandError> {
+    if !is_replica_set {
+        if session.txn_number.is_some() || session.is_transaction() {
+            return Err(CommandError::new(
+                20,
+                "Transaction numbers are only allowed on a replica set member or mongos",
+            ));
+        }
+        return Ok(());
+    }
+    let Some(txn_number) = session.txn_number else {
+        if session.autocommit {
+            return Err(CommandError::new(
+                72,
+                "'autocommit' field requires a transaction number to also be specified",
+            ));
+        }
+        if session.start_transaction {
+            return Err(CommandError::new(
+                72,
+                "'startTransaction' field requires 'autocommit' field to also be specified",
+            ));
+        }
+        return Ok(());
+    };
+    if !session.has_lsid {
+        return Err(CommandError::new(
+            72,
+            "Transaction number requires a session ID to also be specified",
+        ));
+    }
+    if txn_number < 0 {
+        return Err(CommandError::bad_value("Transaction number cannot be negative"));
+    }
+    if session.is_transaction() {
+        return Err(CommandError::new(
+            115,
+            "multi-document transactions are not supported by Slipstream yet",
+        ));
+    }
+    if !spec.retryable_write {
+        return Err(CommandError::new(
+            50768,
+            format!(
+                "txnNumber may only be provided for multi-document transactions and retryable write commands. \
+                 autocommit:false was not provided, and {} is not a retryable write command.",
+                spec.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// THE HOOK for retryable writes, run after the command was admitted (so
+/// that a write reaching a secondary is NotWritablePrimary, which drivers
+/// retry on the new primary) and just before its handler: here a retried
+/// statement must be found in `config.transactions` / the oplog's
+/// `prevOpTime` chain and answered with its first outcome instead of
+/// running again. Until that exists, a retryable write is refused, so that
+/// nothing can apply a `txnNumber` write twice.
+pub fn begin_retryable_write(spec: &CommandSpec, session: &SessionArguments) -> Result<(), CommandError> {
+    if !session.is_retryable_write() {
+        return Ok(());
+    }
+    Err(CommandError::new(
+        115,
+        format!(
+            "retryable writes ({} with txnNumber) are not supported by Slipstream yet",
+            spec.name
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::find_command;
+    use bson::doc;
+
+    fn code(name: &str, body: Document, is_replica_set: bool) -> Option<i32> {
+        let session = SessionArguments::of(&body).unwrap();
+        check(find_command(name, false).unwrap(), &session, is_replica_set)
+            .err()
+            .map(|error| error.code)
+    }
+
+    #[test]
+    fn a_standalone_refuses_every_transaction_field() {
+        assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": 1_i64}, false), Some(20));
+        assert_eq!(code("find", doc! {"startTransaction": true}, false), Some(20));
+        assert_eq!(code("find", doc! {"autocommit": false}, false), Some(20));
+        assert_eq!(code("find", doc! {"lsid": {}}, false), None);
+    }
+
+    #[test]
+    fn a_member_refuses_transactions_and_non_retryable_txn_numbers() {
+        let txn = |extra: Document| {
+            let mut body = doc! {"lsid": {}, "txnNumber": 3_i64};
+            body.extend(extra);
+            body
+        };
+        assert_eq!(
+            code(
+                "insert",
+                txn(doc! {"autocommit": false, "startTransaction": true}),
+                true
+            ),
+            Some(115)
+        );
+        assert_eq!(code("find", txn(doc! {}), true), Some(50768));
+        assert_eq!(code("insert", doc! {"txnNumber": 1_i64}, true), Some(72));
+        assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": -1_i64}, true), Some(2));
+        assert_eq!(code("find", doc! {"autocommit": false}, true), Some(72));
+        assert_eq!(code("insert", txn(doc! {}), true), None);
+        // Until retried statements are answered from history, refused.
+        let session = SessionArguments::of(&txn(doc! {})).unwrap();
+        let insert = find_command("insert", false).unwrap();
+        assert_eq!(begin_retryable_write(insert, &session).unwrap_err().code, 115);
+        assert!(begin_retryable_write(insert, &SessionArguments::default()).is_ok());
+        assert_eq!(code("find", doc! {"lsid": {}}, true), None);
+        assert!(SessionArguments::of(&txn(doc! {})).unwrap().is_retryable_write());
+    }
+}

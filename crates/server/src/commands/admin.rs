@@ -171,16 +171,6 @@ pub async fn connection_status(_ctx: &CommandContext, req: &CommandRequest) -> C
     Ok(doc! {"authInfo": auth_info})
 }
 
-/// Sessions are not tracked on the server yet (no transactions, no
-/// retryable-write table), so ending them has nothing to release; the
-/// argument is still checked.
-pub async fn end_sessions(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    match req.body.get(&req.name) {
-        Some(Bson::Array(_)) => Ok(Document::new()),
-        _ => Err(CommandError::type_mismatch(format!("{} must be an array of session ids", req.name))),
-    }
-}
-
 /// Shuts the node down cleanly. Only from a loopback client and on the
 /// admin database, as MongoDB requires without authentication.
 pub async fn shutdown(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

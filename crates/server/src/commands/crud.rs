@@ -18,7 +18,7 @@ use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
 use slipstream_query::update::{oplog_update, upsert_seed, Update, UpdateContext};
-use slipstream_storage::{Engine, OpTime};
+use slipstream_storage::{Engine, OpTime, RetryImage, StatementSession};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
@@ -27,6 +27,7 @@ use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
 use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
+use crate::sessions::retryable::{self, RetryableWrite};
 use command_let::CommandLet;
 use documents::{check_stored, prepare_insert, with_id_first};
 
@@ -150,16 +151,25 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     // a single document that gets the lock without waiting: then the
     // hand-off of the worker (block_in_place) would cost more than the
     // insert itself.
-    let totals = match insert_single_inline(engine, &ns, documents).await {
-        Some(totals) => totals,
-        None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered)),
+    let retry = ctx.retryable_write();
+    let totals = match &retry {
+        // A retryable write runs off the workers: it may answer from history.
+        Some(retry) => {
+            retry.check_statement_count(documents.len())?;
+            off_async_workers(|| run_inserts(engine, &ns, documents, ordered, Some(retry)))?
+        }
+        None => match insert_single_inline(engine, &ns, documents).await {
+            Some(totals) => totals,
+            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None))?,
+        },
     };
     ctx.state.metrics.count_insert(totals.applied);
     ctx.note_write(totals.last_write);
-    Ok(finish_reply(
-        doc! {"n": totals.applied as i32},
-        totals.write_errors,
-    ))
+    let mut reply = doc! {"n": totals.applied as i32};
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
+    }
+    Ok(finish_reply(reply, totals.write_errors))
 }
 
 /// What a batch of write statements did.
@@ -171,10 +181,26 @@ struct WriteTotals {
     write_errors: Vec<Document>,
 }
 
-fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> WriteTotals {
+/// The statements of a batch; a retryable write's statements that already
+/// ran are answered from history instead (IncompleteTransactionHistory
+/// fails the command).
+fn run_inserts(
+    engine: &Engine,
+    ns: &str,
+    documents: &[Bson],
+    ordered: bool,
+    retry: Option<&RetryableWrite>,
+) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in documents.iter().enumerate() {
-        match insert_one(engine, ns, value) {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                retryable::insert_outcome(entry)?;
+                totals.applied += 1;
+                continue;
+            }
+        }
+        match insert_one(engine, ns, value, retry.map(|retry| retry.statement(index))) {
             Ok(optime) => {
                 totals.applied += 1;
                 totals.last_write = Some(optime);
@@ -187,7 +213,7 @@ fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> 
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 /// Attempts at the write lock, with a yield to other tasks between them,
@@ -229,9 +255,15 @@ fn insert_if_unlocked(engine: &Engine, ns: &str, value: &Bson) -> Option<WriteTo
     Some(totals)
 }
 
-fn insert_one(engine: &Engine, ns: &str, value: &Bson) -> Result<OpTime, CommandError> {
+fn insert_one(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<StatementSession>,
+) -> Result<OpTime, CommandError> {
     let document = prepare_insert(value)?;
     let mut writer = engine.writer();
+    writer.set_session(session);
     Ok(writer.insert(ns, document)?)
 }
 
@@ -426,7 +458,11 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
     let lets = CommandLet::parse(&req.body, "update", bson::DateTime::now())?;
-    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets));
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        retry.check_statement_count(updates.len())?;
+    }
+    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_update(statement_count);
     ctx.note_write(totals.last_write);
     let mut reply = doc! {
@@ -435,6 +471,9 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     };
     if !totals.upserted.is_empty() {
         reply.insert("upserted", totals.upserted);
+    }
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
     }
     Ok(finish_reply(reply, totals.write_errors))
 }
@@ -449,12 +488,34 @@ struct UpdateTotals {
     write_errors: Vec<Document>,
 }
 
-fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool, lets: &CommandLet) -> UpdateTotals {
+fn run_updates(
+    engine: &Engine,
+    ns: &str,
+    updates: &[Bson],
+    ordered: bool,
+    lets: &CommandLet,
+    retry: Option<&RetryableWrite>,
+) -> Result<UpdateTotals, CommandError> {
     let mut totals = UpdateTotals::default();
     for (index, value) in updates.iter().enumerate() {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                match retryable::update_outcome(entry)? {
+                    retryable::UpdateOutcome::Modified => {
+                        totals.matched += 1;
+                        totals.modified += 1;
+                    }
+                    retryable::UpdateOutcome::Upserted(id) => {
+                        totals.upserted.push(doc! {"index": index as i32, "_id": id});
+                    }
+                }
+                continue;
+            }
+        }
         let mut counts = UpdateOutcomeCounts::default();
-        let result =
-            UpdateStatement::parse(value, lets).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
+        let session = retry.map(|retry| retry.statement(index));
+        let result = UpdateStatement::parse(value, lets)
+            .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts));
         totals.matched += counts.matched;
         totals.modified += counts.modified;
         totals.last_write = counts.last_write.or(totals.last_write);
@@ -468,7 +529,7 @@ fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool, lets:
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 /// Runs one update statement under one `Writer`. Matches are collected
@@ -478,8 +539,15 @@ fn run_update(
     engine: &Engine,
     ns: &str,
     statement: &UpdateStatement,
+    session: Option<StatementSession>,
     counts: &mut UpdateOutcomeCounts,
 ) -> Result<(), CommandError> {
+    if session.is_some() && statement.multi {
+        return Err(CommandError::new(
+            72,
+            "Cannot use (or request) retryable writes with multi=true",
+        ));
+    }
     let plan = plan_write(
         engine,
         ns,
@@ -490,6 +558,7 @@ fn run_update(
     )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
+    writer.set_session(session);
     let max = if statement.multi { None } else { Some(1) };
     let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
     for old in matches {
@@ -588,21 +657,41 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
     let lets = CommandLet::parse(&req.body, "delete", bson::DateTime::now())?;
-    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets));
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        retry.check_statement_count(deletes.len())?;
+    }
+    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_delete(statement_count);
     ctx.note_write(totals.last_write);
-    Ok(finish_reply(
-        doc! {"n": totals.applied as i32},
-        totals.write_errors,
-    ))
+    let mut reply = doc! {"n": totals.applied as i32};
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
+    }
+    Ok(finish_reply(reply, totals.write_errors))
 }
 
-fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool, lets: &CommandLet) -> WriteTotals {
+fn run_deletes(
+    engine: &Engine,
+    ns: &str,
+    deletes: &[Bson],
+    ordered: bool,
+    lets: &CommandLet,
+    retry: Option<&RetryableWrite>,
+) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in deletes.iter().enumerate() {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                retryable::delete_outcome(entry)?;
+                totals.applied += 1;
+                continue;
+            }
+        }
         let mut deleted = 0u64;
+        let session = retry.map(|retry| retry.statement(index));
         let result = DeleteStatement::parse(value, lets)
-            .and_then(|statement| run_delete(engine, ns, &statement, &mut deleted, &mut totals.last_write));
+            .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write));
         totals.applied += deleted;
         if let Err(error) = result {
             totals.write_errors.push(write_error(index, error));
@@ -611,16 +700,23 @@ fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool, lets:
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 fn run_delete(
     engine: &Engine,
     ns: &str,
     statement: &DeleteStatement,
+    session: Option<StatementSession>,
     deleted: &mut u64,
     last_write: &mut Option<OpTime>,
 ) -> Result<(), CommandError> {
+    if session.is_some() && !statement.just_one {
+        return Err(CommandError::new(
+            72,
+            "Cannot use (or request) retryable writes with limit=0",
+        ));
+    }
     let plan = plan_write(
         engine,
         ns,
@@ -630,6 +726,7 @@ fn run_delete(
         statement.hint.as_ref(),
     )?;
     let mut writer = engine.writer();
+    writer.set_session(session);
     let max = if statement.just_one { Some(1) } else { None };
     let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
     for document in matches {
@@ -719,7 +816,14 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     let request = FindAndModify::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();
-    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request))?;
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        if let Some(reply) = off_async_workers(|| retried_find_and_modify(engine, &request, retry))? {
+            return Ok(reply);
+        }
+    }
+    let session = retry.as_ref().map(|retry| retry.statement(0));
+    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request, session))?;
     if is_update {
         ctx.state.metrics.count_update(1);
     } else {
@@ -729,10 +833,53 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     Ok(finish_reply(reply, Vec::new()))
 }
 
+/// The first outcome of a findAndModify that already ran in this
+/// retryable write (`None`: it has not), with `retriedStmtId`.
+fn retried_find_and_modify(
+    engine: &Arc<Engine>,
+    request: &FindAndModify,
+    retry: &RetryableWrite,
+) -> Result<Option<Document>, CommandError> {
+    let stmt_id = retry.stmt_id(0);
+    let Some(entry) = retry.executed(stmt_id)? else {
+        return Ok(None);
+    };
+    let image = engine
+        .reader(slipstream_storage::ReadAt::Latest)?
+        .retry_image(retry.lsid())?;
+    let shape = retryable::FindAndModifyShape {
+        remove: request.update.is_none(),
+        upsert: request.upsert,
+        return_new: request.return_new,
+    };
+    let (last_error, value) = retryable::find_and_modify_outcome(shape, entry, image.as_ref())?;
+    let value = match value {
+        Some(document) => project_value(request, &document)?,
+        None => Bson::Null,
+    };
+    Ok(Some(
+        doc! {"lastErrorObject": last_error, "value": value, "retriedStmtId": stmt_id},
+    ))
+}
+
+/// `fields` applied to a document findAndModify returns.
+fn project_value(request: &FindAndModify, document: &Document) -> Result<Bson, CommandError> {
+    match &request.projection {
+        None => Ok(Bson::Document(document.clone())),
+        Some(projection) => {
+            let details = request.filter.matches_with_details(document);
+            Ok(Bson::Document(projection.apply(document, Some(&details))?))
+        }
+    }
+}
+
+/// Runs a findAndModify; as a statement of a retryable write (`session`),
+/// its update or delete keeps the image a retry answers with.
 fn run_find_and_modify(
     engine: &Engine,
     ns: &str,
     request: &FindAndModify,
+    session: Option<StatementSession>,
 ) -> Result<(Document, Option<OpTime>), CommandError> {
     let plan = plan_write(
         engine,
@@ -744,6 +891,15 @@ fn run_find_and_modify(
     )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
+    if session.is_some() {
+        let image = if request.update.is_some() && request.return_new {
+            RetryImage::Post
+        } else {
+            RetryImage::Pre
+        };
+        writer.set_retry_image(Some(image));
+    }
+    writer.set_session(session);
     let found = collect_matches(
         &writer.reader(),
         ns,
@@ -753,15 +909,7 @@ fn run_find_and_modify(
         Some(1),
     )?
     .pop();
-    let project = |document: &Document| -> Result<Bson, CommandError> {
-        match &request.projection {
-            None => Ok(Bson::Document(document.clone())),
-            Some(projection) => {
-                let details = request.filter.matches_with_details(document);
-                Ok(Bson::Document(projection.apply(document, Some(&details))?))
-            }
-        }
-    };
+    let project = |document: &Document| project_value(request, document);
     let Some(update) = &request.update else {
         // remove: true
         let Some(old) = found else {

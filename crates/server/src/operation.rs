@@ -114,7 +114,7 @@ async fn run(
     };
     ctx.operation.lock().read_point = read.point;
     let mut outcome = run_handler(ctx, spec, request).await;
-    *ctx.retryable_write.lock() = None;
+    *ctx.session.lock() = None;
     let write_concern_error = match (injected_write_concern_error, &write_concern) {
         (Some(injected), _) => Some(injected),
         (None, Some(concern)) if !concern.is_unacknowledged() => {

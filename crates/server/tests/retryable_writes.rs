@@ -435,3 +435,39 @@ fn sessions_are_listed_until_ended() {
         assert_eq!(code(&misplaced), Some(73));
     });
 }
+
+#[test]
+fn a_cursor_belongs_to_its_session() {
+    runtime().block_on(async {
+        let node = node(1);
+        node.run(doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}, {"_id": 3}], "$db": "d"})
+            .await;
+        let (mine, other) = (doc! {"id": Uuid::new()}, doc! {"id": Uuid::new()});
+        let open = |lsid: Option<&Document>| {
+            let mut find = doc! {"find": "c", "batchSize": 1, "$db": "d"};
+            if let Some(lsid) = lsid {
+                find.insert("lsid", lsid.clone());
+            }
+            find
+        };
+        let more = |id: i64, lsid: Option<&Document>| {
+            let mut get_more = doc! {"getMore": id, "collection": "c", "batchSize": 1, "$db": "d"};
+            if let Some(lsid) = lsid {
+                get_more.insert("lsid", lsid.clone());
+            }
+            get_more
+        };
+        let cursor_id = |reply: Document| reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+        let id = cursor_id(node.run(open(Some(&mine))).await);
+        assert_eq!(code(&node.run(more(id, Some(&other))).await), Some(50738));
+        assert_eq!(code(&node.run(more(id, None)).await), Some(50737));
+        assert_eq!(code(&node.run(more(id, Some(&mine))).await), None);
+        let sessionless = cursor_id(node.run(open(None)).await);
+        assert_eq!(code(&node.run(more(sessionless, Some(&mine))).await), Some(50736));
+        assert_eq!(code(&node.run(more(sessionless, None)).await), None);
+        // killSessions closes the session's cursors, not the others.
+        node.run(doc! {"killSessions": [mine.clone()], "$db": "admin"}).await;
+        assert_eq!(code(&node.run(more(id, Some(&mine))).await), Some(43));
+        assert_eq!(code(&node.run(more(sessionless, None)).await), None);
+    });
+}

@@ -329,6 +329,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             no_cursor_timeout: false,
             time_left: None,
             body,
+            lsid: None,
         };
         super::find::register_cursor(ctx, cursor)?
     };

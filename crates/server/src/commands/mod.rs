@@ -25,7 +25,7 @@ use slipstream_storage::OpTime;
 
 use crate::error::CommandError;
 use crate::exec::read_concern::ReadPoint;
-use crate::sessions::{self, RetryableWrite};
+use crate::sessions::{self, CommandSession, RetryableWrite};
 use crate::state::ServerState;
 
 /// One command as a handler sees it: the database (`$db`), the command
@@ -58,9 +58,9 @@ pub struct CommandContext {
     /// time): reset by `operation::execute` before each handler, read and
     /// updated by the handler.
     pub operation: parking_lot::Mutex<Operation>,
-    /// The running command's retryable write (`lsid` + `txnNumber`), set
-    /// by `sessions::begin` before the handler.
-    pub retryable_write: parking_lot::Mutex<Option<Arc<RetryableWrite>>>,
+    /// The running command's session and retryable write, set by
+    /// `sessions::begin` before the handler.
+    pub session: parking_lot::Mutex<Option<CommandSession>>,
 }
 
 /// What a handler learns from, and tells, the code that runs it.
@@ -82,7 +82,7 @@ impl CommandContext {
             app_name: parking_lot::Mutex::new(None),
             member: parking_lot::Mutex::new(None),
             operation: parking_lot::Mutex::new(Operation::default()),
-            retryable_write: parking_lot::Mutex::new(None),
+            session: parking_lot::Mutex::new(None),
         }
     }
 
@@ -93,7 +93,12 @@ impl CommandContext {
 
     /// The running command's retryable write, if it is one.
     pub fn retryable_write(&self) -> Option<Arc<RetryableWrite>> {
-        self.retryable_write.lock().clone()
+        self.session.lock().as_ref().and_then(|session| session.retryable_write.clone())
+    }
+
+    /// The running command's session (`{id, uid}`), if it has one.
+    pub fn session_lsid(&self) -> Option<Document> {
+        self.session.lock().as_ref().map(|session| session.lsid.clone())
     }
 
     /// Records a write of this command (the latest one counts).

@@ -64,6 +64,7 @@ pub async fn kill_sessions(ctx: &CommandContext, req: &CommandRequest) -> Comman
         sessions = ctx.state.sessions.list().into_iter().map(|view| view.lsid).collect();
     }
     ctx.state.sessions.end(&sessions);
+    ctx.state.cursors.kill_sessions(&sessions);
     Ok(Document::new())
 }
 

@@ -28,6 +28,15 @@ use crate::session::SessionArguments;
 pub use retryable::RetryableWrite;
 pub use session_catalog::{CheckedOutSession, SessionCatalog, LOGICAL_SESSION_TIMEOUT_MINUTES};
 
+/// What a handler knows of its command's session.
+#[derive(Clone, Debug)]
+pub struct CommandSession {
+    /// `{id, uid}`.
+    pub lsid: Document,
+    /// Set for a retryable write (`txnNumber` on a retryable write command).
+    pub retryable_write: Option<Arc<RetryableWrite>>,
+}
+
 /// Checks out the command's session (waiting, up to the command's
 /// deadline, while another command of the same session runs) and, for a
 /// retryable write, loads what the session's transaction number has
@@ -41,19 +50,24 @@ pub async fn begin<'a>(
     arguments: &SessionArguments,
     deadline: Option<Instant>,
 ) -> Result<Option<CheckedOutSession<'a>>, CommandError> {
-    *ctx.retryable_write.lock() = None;
+    *ctx.session.lock() = None;
     let Some(value) = body.get("lsid") else {
         return Ok(None);
     };
     let lsid = lsid::parse(value)?;
     let session = ctx.state.sessions.check_out(lsid, deadline).await?;
+    let mut command_session = CommandSession {
+        lsid: session.lsid().clone(),
+        retryable_write: None,
+    };
     if let (Some(txn_number), true) = (
         arguments.txn_number,
         spec.retryable_write && arguments.is_retryable_write(),
     ) {
         session.begin_transaction(txn_number)?;
         let write = RetryableWrite::begin(&ctx.state.engine, session.lsid().clone(), txn_number, body)?;
-        *ctx.retryable_write.lock() = Some(Arc::new(write));
+        command_session.retryable_write = Some(Arc::new(write));
     }
+    *ctx.session.lock() = Some(command_session);
     Ok(Some(session))
 }

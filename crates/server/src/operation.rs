@@ -114,7 +114,10 @@ async fn run(
     };
     ctx.operation.lock().read_point = read.point;
     let mut outcome = run_handler(ctx, spec, request).await;
-    *ctx.session.lock() = None;
+    let retryable_write = ctx.session.lock().take().and_then(|session| session.retryable_write);
+    if retryable_write.is_some_and(|write| write.close_connection_requested()) {
+        return None;
+    }
     let write_concern_error = match (injected_write_concern_error, &write_concern) {
         (Some(injected), _) => Some(injected),
         (None, Some(concern)) if !concern.is_unacknowledged() => {

@@ -107,7 +107,8 @@ fn node(term: i64) -> Node {
     let topology = Arc::new(Primary {
         engine: Arc::clone(&engine),
     });
-    let options = ServerOptions::new(dir.path(), 0);
+    let mut options = ServerOptions::new(dir.path(), 0);
+    options.enable_test_commands = true;
     let log = Log::with_sink(Box::new(std::io::sink()));
     let state = Arc::new(ServerState::new(
         engine,
@@ -469,5 +470,38 @@ fn a_cursor_belongs_to_its_session() {
         node.run(doc! {"killSessions": [mine.clone()], "$db": "admin"}).await;
         assert_eq!(code(&node.run(more(id, Some(&mine))).await), Some(43));
         assert_eq!(code(&node.run(more(sessionless, None)).await), None);
+    });
+}
+
+#[test]
+fn a_lost_reply_is_retried_exactly_once() {
+    runtime().block_on(async {
+        let node = node(1);
+        let lsid = doc! {"id": Uuid::new()};
+        // The fail point closes the connection after each command that
+        // executed a statement, as a reply lost to a network failure.
+        let fail = doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": "alwaysOn", "$db": "admin"};
+        assert_eq!(code(&node.run(fail).await), None);
+        let insert = with_txn(doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]}, &lsid, 1);
+        let request = request_from_op_msg(insert.clone()).unwrap();
+        assert!(execute(&node.ctx, &request).await.is_none(), "the connection is closed");
+        let retry = node.run(insert).await;
+        assert_eq!(retry.get_i32("n").unwrap(), 2, "{retry}");
+        assert_eq!(node.documents("c").await.len(), 2);
+        // failBeforeCommitExceptionCode fails statements after the skip.
+        let fail = doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": {"skip": 1},
+        "data": {"failBeforeCommitExceptionCode": 1, "closeConnection": false}, "$db": "admin"};
+        node.run(fail).await;
+        let two = with_txn(doc! {"insert": "c", "documents": [{"_id": 3}, {"_id": 4}]}, &lsid, 2);
+        let reply = node.run(two.clone()).await;
+        assert_eq!(reply.get_i32("n").unwrap(), 1, "{reply}");
+        let errors = reply.get_array("writeErrors").unwrap();
+        assert_eq!(errors[0].as_document().unwrap().get_i32("index").unwrap(), 1);
+        node.run(doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": "off", "$db": "admin"})
+            .await;
+        let retry = node.run(two).await;
+        assert_eq!(retry.get_i32("n").unwrap(), 2, "{retry}");
+        assert_eq!(retry.get_array("retriedStmtIds").unwrap(), &vec![Bson::Int32(0)]);
+        assert_eq!(node.documents("c").await.len(), 4);
     });
 }

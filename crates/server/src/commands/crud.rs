@@ -200,7 +200,8 @@ fn run_inserts(
                 continue;
             }
         }
-        match insert_one(engine, ns, value, retry.map(|retry| retry.statement(index))) {
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        match session.and_then(|session| insert_one(engine, ns, value, session)) {
             Ok(optime) => {
                 totals.applied += 1;
                 totals.last_write = Some(optime);
@@ -513,9 +514,11 @@ fn run_updates(
             }
         }
         let mut counts = UpdateOutcomeCounts::default();
-        let session = retry.map(|retry| retry.statement(index));
-        let result = UpdateStatement::parse(value, lets)
-            .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts));
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        let result = session.and_then(|session| {
+            UpdateStatement::parse(value, lets)
+                .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts))
+        });
         totals.matched += counts.matched;
         totals.modified += counts.modified;
         totals.last_write = counts.last_write.or(totals.last_write);
@@ -689,9 +692,11 @@ fn run_deletes(
             }
         }
         let mut deleted = 0u64;
-        let session = retry.map(|retry| retry.statement(index));
-        let result = DeleteStatement::parse(value, lets)
-            .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write));
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        let result = session.and_then(|session| {
+            DeleteStatement::parse(value, lets)
+                .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write))
+        });
         totals.applied += deleted;
         if let Err(error) = result {
             totals.write_errors.push(write_error(index, error));
@@ -822,7 +827,7 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
             return Ok(reply);
         }
     }
-    let session = retry.as_ref().map(|retry| retry.statement(0));
+    let session = retry.as_ref().map(|retry| retry.statement(0)).transpose()?;
     let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request, session))?;
     if is_update {
         ctx.state.metrics.count_update(1);

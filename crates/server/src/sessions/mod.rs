@@ -65,7 +65,10 @@ pub async fn begin<'a>(
         spec.retryable_write && arguments.is_retryable_write(),
     ) {
         session.begin_transaction(txn_number)?;
-        let write = RetryableWrite::begin(&ctx.state.engine, session.lsid().clone(), txn_number, body)?;
+        let mut write = RetryableWrite::begin(&ctx.state.engine, session.lsid().clone(), txn_number, body)?;
+        if ctx.state.options.enable_test_commands {
+            write = write.with_fail_point(Arc::clone(&ctx.state.fail_points.transactional_write));
+        }
         command_session.retryable_write = Some(Arc::new(write));
     }
     *ctx.session.lock() = Some(command_session);

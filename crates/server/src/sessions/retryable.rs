@@ -29,6 +29,7 @@
 //! and are refused (InvalidOptions, 72), as MongoDB refuses them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bson::{Bson, Document};
@@ -38,6 +39,7 @@ use slipstream_storage::{Engine, OpTime, ReadAt, StatementSession};
 
 use crate::error::CommandError;
 use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
+use crate::failpoint::TransactionalWriteFailPoint;
 
 /// The longest `prevOpTime` chain walked: one entry per statement of a
 /// transaction number, and a command has at most
@@ -88,6 +90,10 @@ pub struct RetryableWrite {
     ids: StatementIds,
     /// Statements answered from history, for `retriedStmtIds`.
     retried: Mutex<Vec<i32>>,
+    /// The test-only `onPrimaryTransactionalWrite` fail point (with test
+    /// commands only), and whether it asked to close the connection.
+    fail_point: Option<Arc<TransactionalWriteFailPoint>>,
+    close_connection: AtomicBool,
 }
 
 impl RetryableWrite {
@@ -109,6 +115,8 @@ impl RetryableWrite {
             incomplete: false,
             ids,
             retried: Mutex::new(Vec::new()),
+            fail_point: None,
+            close_connection: AtomicBool::new(false),
         };
         let Some(record) = record else {
             return Ok(write);
@@ -197,13 +205,35 @@ impl RetryableWrite {
         }
     }
 
-    /// What storage needs to record the batch's `index`-th statement.
-    pub fn statement(&self, index: usize) -> StatementSession {
-        StatementSession {
+    /// Consults `onPrimaryTransactionalWrite` for the statements this
+    /// command executes.
+    pub fn with_fail_point(mut self, fail_point: Arc<TransactionalWriteFailPoint>) -> RetryableWrite {
+        self.fail_point = Some(fail_point);
+        self
+    }
+
+    /// What storage needs to record the batch's `index`-th statement,
+    /// which is about to run (the test-only fail point may fail it).
+    pub fn statement(&self, index: usize) -> Result<StatementSession, CommandError> {
+        if let Some(failure) = self.fail_point.as_ref().and_then(|fail_point| fail_point.fires()) {
+            if failure.close_connection {
+                self.close_connection.store(true, Ordering::Relaxed);
+            }
+            if let Some(code) = failure.fail_before_commit_code {
+                return Err(CommandError::new(code, "Failing write due to onPrimaryTransactionalWrite fail point"));
+            }
+        }
+        Ok(StatementSession {
             lsid: self.lsid.clone(),
             txn_number: self.txn_number,
             stmt_id: self.stmt_id(index),
-        }
+        })
+    }
+
+    /// The test-only fail point asked to close the connection after this
+    /// command.
+    pub fn close_connection_requested(&self) -> bool {
+        self.close_connection.load(Ordering::Relaxed)
     }
 
     /// The entry a first attempt wrote for `stmt_id`, if it ran (and is

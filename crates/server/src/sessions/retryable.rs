@@ -220,7 +220,10 @@ impl RetryableWrite {
                 self.close_connection.store(true, Ordering::Relaxed);
             }
             if let Some(code) = failure.fail_before_commit_code {
-                return Err(CommandError::new(code, "Failing write due to onPrimaryTransactionalWrite fail point"));
+                return Err(CommandError::new(
+                    code,
+                    "Failing write due to onPrimaryTransactionalWrite fail point",
+                ));
             }
         }
         Ok(StatementSession {

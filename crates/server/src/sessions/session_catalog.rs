@@ -201,15 +201,16 @@ impl SessionCatalog {
         known
     }
 
-    /// Every known session, for `$listLocalSessions`, in no set order.
+    /// Every known session, for `$listLocalSessions`, in the order of
+    /// their keys (not the map's, which varies from run to run).
     pub fn list(&self) -> Vec<SessionView> {
         let mut sessions = self.sessions.lock();
         self.reap_if_due(&mut sessions, Instant::now());
-        sessions
-            .map
-            .values()
-            .filter(|entry| !entry.ended)
-            .map(|entry| SessionView {
+        let mut listed: Vec<(&Vec<u8>, &Entry)> = sessions.map.iter().filter(|(_, entry)| !entry.ended).collect();
+        listed.sort_by(|a, b| a.0.cmp(b.0));
+        listed
+            .into_iter()
+            .map(|(_, entry)| SessionView {
                 lsid: entry.lsid.clone(),
                 last_use: entry.last_use_wall,
             })

@@ -472,9 +472,14 @@ mod tests {
     #[test]
     fn malformed_member_messages_are_refused() {
         let good = encode_heartbeat_request("rs", "a:1", Some(0), &heartbeat());
-        for field in ["replSetHeartbeat", "from", "term", "state", "opTime", "configVersion"] {
+        for field in ["term", "state", "opTime", "configVersion", "wallTime"] {
             let mut body = good.clone();
             body.insert(field, "garbage");
+            assert!(decode_heartbeat_request(&body).is_err(), "{field}");
+        }
+        for field in ["replSetHeartbeat", "from"] {
+            let mut body = good.clone();
+            body.insert(field, 5);
             assert!(decode_heartbeat_request(&body).is_err(), "{field}");
         }
         let mut body = good.clone();

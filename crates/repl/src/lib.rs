@@ -14,6 +14,7 @@ pub mod concern;
 pub mod error;
 pub mod fault;
 pub mod standalone;
+pub mod report;
 pub mod topology;
 
 pub use concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};

@@ -9,9 +9,7 @@
 
 use bson::oid::ObjectId;
 use slipstream_clock::{OpTime, Timestamp};
-use slipstream_consensus::{
-    ElectionCandidateMetrics, MemberId, MemberState, MemberView, Millis, Node, ReplSetConfig,
-};
+use slipstream_consensus::{ElectionCandidateMetrics, MemberId, MemberState, MemberView, Millis, Node, ReplSetConfig};
 
 /// What the I/O layer knows about one other member that the core does not
 /// keep (heartbeat details).
@@ -132,10 +130,7 @@ impl ReplSnapshot {
             in_maintenance: node.in_maintenance(),
             members: node.members(),
         };
-        ReplSnapshot {
-            extras,
-            set: Some(set),
-        }
+        ReplSnapshot { extras, set: Some(set) }
     }
 
     /// A member started with `--replSet` that holds no configuration yet.
@@ -154,9 +149,7 @@ impl ReplSnapshot {
     /// uninitialized.
     pub fn self_config(&self) -> Option<&slipstream_consensus::MemberConfig> {
         let set = self.set.as_ref()?;
-        set.config
-            .member(set.me)
-            .filter(|_| set.state != MemberState::Removed)
+        set.config.member(set.me).filter(|_| set.state != MemberState::Removed)
     }
 
     /// The host of the member with `_id` `id` in the configuration.
@@ -181,14 +174,11 @@ impl ReplSnapshot {
             return 0;
         };
         let commit = set.commit_point;
-        let known = [self.extras.applied, self.extras.durable]
-            .into_iter()
-            .chain(set.members.iter().flat_map(|m| {
-                [
-                    (m.applied, m.applied_wall_ms),
-                    (m.durable, m.durable_wall_ms),
-                ]
-            }));
+        let known = [self.extras.applied, self.extras.durable].into_iter().chain(
+            set.members
+                .iter()
+                .flat_map(|m| [(m.applied, m.applied_wall_ms), (m.durable, m.durable_wall_ms)]),
+        );
         for (op, wall) in known {
             if op == commit && !op.is_null() {
                 return wall;
@@ -218,14 +208,8 @@ pub(crate) mod tests {
             sync_source_host: None,
             info_message: String::new(),
             members: Vec::new(),
-            applied: (
-                OpTime::new(Timestamp::new(1_705_985_113, 5), 1),
-                1_705_985_113_319,
-            ),
-            durable: (
-                OpTime::new(Timestamp::new(1_705_985_113, 4), 1),
-                1_705_985_113_300,
-            ),
+            applied: (OpTime::new(Timestamp::new(1_705_985_113, 5), 1), 1_705_985_113_319),
+            durable: (OpTime::new(Timestamp::new(1_705_985_113, 4), 1), 1_705_985_113_300),
             read_concern_majority: OpTime::new(Timestamp::new(1_705_985_113, 2), 1),
             commit_point_wall_ms: None,
             last_stable_recovery_timestamp: None,
@@ -245,10 +229,7 @@ pub(crate) mod tests {
     }
 
     pub fn node(config: ReplSetConfig, me: MemberId) -> Node {
-        let positions = OplogPositions::at(
-            OpTime::new(Timestamp::new(1_705_985_000, 1), -1),
-            1_705_985_000_000,
-        );
+        let positions = OplogPositions::at(OpTime::new(Timestamp::new(1_705_985_000, 1), -1), 1_705_985_000_000);
         Node::new(
             config,
             me,
@@ -273,10 +254,7 @@ pub(crate) mod tests {
         assert_eq!(set.term, 0);
         assert_eq!(set.members.len(), 3);
         assert!(set.members[1].is_self);
-        assert_eq!(
-            snapshot.self_config().map(|m| m.host.as_str()),
-            Some("b:27017")
-        );
+        assert_eq!(snapshot.self_config().map(|m| m.host.as_str()), Some("b:27017"));
         assert_eq!(snapshot.host_of(2), Some("c:27017"));
     }
 
@@ -284,10 +262,7 @@ pub(crate) mod tests {
     fn removed_member_has_no_self_config() {
         let node = node(three_members(), 9);
         let snapshot = ReplSnapshot::capture(&node, extras("z:27017"));
-        assert_eq!(
-            snapshot.set.as_ref().map(|s| s.state),
-            Some(MemberState::Removed)
-        );
+        assert_eq!(snapshot.set.as_ref().map(|s| s.state), Some(MemberState::Removed));
         assert!(snapshot.self_config().is_none());
     }
 
@@ -306,8 +281,7 @@ pub(crate) mod tests {
         let set = snapshot.set.as_mut().expect("configured");
         set.commit_point = snapshot.extras.durable.0;
         assert_eq!(snapshot.commit_point_wall_ms(), 1_705_985_113_300);
-        snapshot.set.as_mut().expect("configured").commit_point =
-            OpTime::new(Timestamp::new(1_705_985_100, 9), 1);
+        snapshot.set.as_mut().expect("configured").commit_point = OpTime::new(Timestamp::new(1_705_985_100, 9), 1);
         assert_eq!(snapshot.commit_point_wall_ms(), 1_705_985_100_000);
         snapshot.extras.commit_point_wall_ms = Some(42);
         assert_eq!(snapshot.commit_point_wall_ms(), 42);

@@ -46,10 +46,7 @@ pub fn status_document(snapshot: &ReplSnapshot) -> Result<Document, ReplError> {
     insert_counts(&mut reply, set);
     reply.insert("optimes", optimes_document(snapshot, set));
     if let Some(ts) = snapshot.extras.last_stable_recovery_timestamp {
-        reply.insert(
-            "lastStableRecoveryTimestamp",
-            slipstream_storage::bson_timestamp(ts),
-        );
+        reply.insert("lastStableRecoveryTimestamp", slipstream_storage::bson_timestamp(ts));
     }
     if let Some(metrics) = &set.election_metrics {
         reply.insert(
@@ -68,11 +65,11 @@ fn own_sync_source(snapshot: &ReplSnapshot, set: &SetView) -> (String, i32) {
     if set.state == MemberState::Primary {
         return (String::new(), -1);
     }
-    let host = snapshot.extras.sync_source_host.clone().or_else(|| {
-        set.sync_source
-            .and_then(|id| snapshot.host_of(id))
-            .map(str::to_string)
-    });
+    let host = snapshot
+        .extras
+        .sync_source_host
+        .clone()
+        .or_else(|| set.sync_source.and_then(|id| snapshot.host_of(id)).map(str::to_string));
     match host {
         Some(host) => {
             let id = set
@@ -128,10 +125,7 @@ fn optimes_document(snapshot: &ReplSnapshot, set: &SetView) -> Document {
 
 /// `electionCandidateMetrics` (MongoDB's `ElectionCandidateMetrics` IDL);
 /// optional fields only once known.
-fn election_candidate_metrics(
-    snapshot: &ReplSnapshot,
-    metrics: &ElectionCandidateMetrics,
-) -> Document {
+fn election_candidate_metrics(snapshot: &ReplSnapshot, metrics: &ElectionCandidateMetrics) -> Document {
     let mut out = doc! {
         "lastElectionReason": metrics.reason.name(),
         "lastElectionDate": date(snapshot.wall_ms_at(metrics.started_at)),
@@ -152,10 +146,7 @@ fn election_candidate_metrics(
         out.insert("newTermStartDate", date(wall_ms));
     }
     if let Some(at) = metrics.w_majority_available_at {
-        out.insert(
-            "wMajorityWriteAvailabilityDate",
-            date(snapshot.wall_ms_at(at)),
-        );
+        out.insert("wMajorityWriteAvailabilityDate", date(snapshot.wall_ms_at(at)));
     }
     out
 }
@@ -207,10 +198,7 @@ fn self_entry(snapshot: &ReplSnapshot, set: &SetView, view: &MemberView) -> Docu
     entry.insert("infoMessage", extras.info_message.clone());
     if set.state == MemberState::Primary {
         if let Some(election) = set.election_time {
-            entry.insert(
-                "electionTime",
-                slipstream_storage::bson_timestamp(election.ts),
-            );
+            entry.insert("electionTime", slipstream_storage::bson_timestamp(election.ts));
             entry.insert("electionDate", timestamp_date(election.ts));
         }
     }
@@ -266,9 +254,7 @@ fn other_entry(snapshot: &ReplSnapshot, set: &SetView, view: &MemberView) -> Doc
         "lastHeartbeatMessage",
         extras.map_or(String::new(), |e| e.last_heartbeat_message.clone()),
     );
-    let source = view
-        .sync_source
-        .filter(|_| view.state != MemberState::Primary);
+    let source = view.sync_source.filter(|_| view.state != MemberState::Primary);
     match source.and_then(|id| snapshot.host_of(id)) {
         Some(host) => {
             entry.insert("syncSourceHost", host);
@@ -286,10 +272,7 @@ fn other_entry(snapshot: &ReplSnapshot, set: &SetView, view: &MemberView) -> Doc
             entry.insert("electionDate", timestamp_date(election));
         }
     }
-    entry.insert(
-        "configVersion",
-        append_number(view.config_version.unwrap_or(-1)),
-    );
+    entry.insert("configVersion", append_number(view.config_version.unwrap_or(-1)));
     entry.insert("configTerm", append_number(view.config_term.unwrap_or(-1)));
     entry
 }
@@ -374,17 +357,11 @@ mod tests {
         assert_eq!(reply.get("term"), Some(&Bson::Int64(4)));
         assert_eq!(reply.get_str("syncSourceHost").ok(), Some("a:27017"));
         assert_eq!(reply.get("syncSourceId"), Some(&Bson::Int32(0)));
-        assert_eq!(
-            reply.get("heartbeatIntervalMillis"),
-            Some(&Bson::Int64(2000))
-        );
+        assert_eq!(reply.get("heartbeatIntervalMillis"), Some(&Bson::Int64(2000)));
         assert_eq!(reply.get("majorityVoteCount"), Some(&Bson::Int32(2)));
         assert_eq!(reply.get("writeMajorityCount"), Some(&Bson::Int32(2)));
         assert_eq!(reply.get("votingMembersCount"), Some(&Bson::Int32(3)));
-        assert_eq!(
-            reply.get("writableVotingMembersCount"),
-            Some(&Bson::Int32(3))
-        );
+        assert_eq!(reply.get("writableVotingMembersCount"), Some(&Bson::Int32(3)));
     }
 
     #[test]
@@ -403,9 +380,7 @@ mod tests {
                 "lastDurableWallTime"
             ]
         );
-        let committed = optimes
-            .get_document("lastCommittedOpTime")
-            .expect("committed");
+        let committed = optimes.get_document("lastCommittedOpTime").expect("committed");
         assert_eq!(committed.get("t"), Some(&Bson::Int64(4)));
         assert_eq!(
             committed.get_timestamp("ts").ok(),
@@ -468,10 +443,7 @@ mod tests {
         assert_eq!(me.get("health"), Some(&Bson::Double(1.0)));
         assert_eq!(me.get_str("stateStr").ok(), Some("SECONDARY"));
         assert_eq!(me.get("uptime"), Some(&Bson::Int32(663)));
-        assert_eq!(
-            me.get_datetime("optimeDate").ok(),
-            Some(&dt(1_705_985_113_000))
-        );
+        assert_eq!(me.get_datetime("optimeDate").ok(), Some(&dt(1_705_985_113_000)));
         assert_eq!(me.get("configVersion"), Some(&Bson::Int32(1)));
         assert_eq!(me.get("configTerm"), Some(&Bson::Int32(0)));
         assert_eq!(me.get_bool("self").ok(), Some(true));
@@ -513,20 +485,14 @@ mod tests {
                 increment: 1
             })
         );
-        assert_eq!(
-            primary.get_datetime("electionDate").ok(),
-            Some(&dt(1_705_985_000_000))
-        );
+        assert_eq!(primary.get_datetime("electionDate").ok(), Some(&dt(1_705_985_000_000)));
         assert_eq!(primary.get("configTerm"), Some(&Bson::Int32(4)));
         assert!(primary.get("self").is_none());
 
         let down = members[2].as_document().expect("doc");
         assert_eq!(down.get("health"), Some(&Bson::Double(0.0)));
         assert_eq!(down.get("state"), Some(&Bson::Int32(8)));
-        assert_eq!(
-            down.get_str("stateStr").ok(),
-            Some("(not reachable/healthy)")
-        );
+        assert_eq!(down.get_str("stateStr").ok(), Some("(not reachable/healthy)"));
         assert_eq!(down.get("uptime"), Some(&Bson::Int32(0)));
         assert_eq!(down.get_datetime("lastHeartbeat").ok(), Some(&dt(0)));
         assert_eq!(down.get("configVersion"), Some(&Bson::Int32(-1)));
@@ -535,8 +501,7 @@ mod tests {
     #[test]
     fn never_heard_member_has_health_minus_one() {
         let node = node(three_members(), 0);
-        let reply =
-            status_document(&ReplSnapshot::capture(&node, extras("a:27017"))).expect("status");
+        let reply = status_document(&ReplSnapshot::capture(&node, extras("a:27017"))).expect("status");
         let members = reply.get_array("members").expect("members");
         let unknown = members[1].as_document().expect("doc");
         assert_eq!(unknown.get("health"), Some(&Bson::Double(-1.0)));
@@ -565,11 +530,7 @@ mod tests {
             .get_array("members")
             .expect("members")
             .iter()
-            .map(|m| {
-                m.as_document()
-                    .and_then(|d| d.get_i32("_id").ok())
-                    .expect("_id")
-            })
+            .map(|m| m.as_document().and_then(|d| d.get_i32("_id").ok()).expect("_id"))
             .collect();
         assert_eq!(ids, [2, 3, 5]);
         let arbiter = reply.get_array("members").expect("members")[1]
@@ -578,10 +539,7 @@ mod tests {
             .clone();
         assert!(arbiter.get("optime").is_none());
         assert!(arbiter.get("lastHeartbeat").is_some());
-        assert_eq!(
-            reply.get("writableVotingMembersCount"),
-            Some(&Bson::Int32(2))
-        );
+        assert_eq!(reply.get("writableVotingMembersCount"), Some(&Bson::Int32(2)));
         assert_eq!(reply.get("votingMembersCount"), Some(&Bson::Int32(3)));
         assert_eq!(reply.get("writeMajorityCount"), Some(&Bson::Int32(2)));
     }
@@ -589,10 +547,7 @@ mod tests {
     #[test]
     fn a_primary_shows_its_election_and_candidate_metrics() {
         let config = ReplSetConfig::new("solo", vec![MemberConfig::new(0, "a:1")]);
-        let positions = OplogPositions::at(
-            OpTime::new(Timestamp::new(1_705_985_000, 1), -1),
-            1_705_985_000_000,
-        );
+        let positions = OplogPositions::at(OpTime::new(Timestamp::new(1_705_985_000, 1), -1), 1_705_985_000_000);
         let mut node = Node::new(
             config,
             0,
@@ -605,12 +560,7 @@ mod tests {
             Millis(0),
         )
         .expect("valid config");
-        node.step(
-            Event::Tick {
-                election_jitter_ms: 0,
-            },
-            Millis(10),
-        );
+        node.step(Event::Tick { election_jitter_ms: 0 }, Millis(10));
         let noop = OpTime::new(Timestamp::new(1_705_985_112, 1), 1);
         node.step(
             Event::Appended {
@@ -639,9 +589,7 @@ mod tests {
             Some(""),
             "a primary has no sync source"
         );
-        let metrics = reply
-            .get_document("electionCandidateMetrics")
-            .expect("metrics");
+        let metrics = reply.get_document("electionCandidateMetrics").expect("metrics");
         assert_eq!(
             metrics.get_str("lastElectionReason").ok(),
             Some(ElectionReason::SingleNode.name())
@@ -649,10 +597,7 @@ mod tests {
         assert_eq!(metrics.get("electionTerm"), Some(&Bson::Int64(1)));
         assert_eq!(metrics.get("numVotesNeeded"), Some(&Bson::Int32(1)));
         assert_eq!(metrics.get("priorityAtElection"), Some(&Bson::Double(1.0)));
-        assert_eq!(
-            metrics.get("electionTimeoutMillis"),
-            Some(&Bson::Int64(10_000))
-        );
+        assert_eq!(metrics.get("electionTimeoutMillis"), Some(&Bson::Int64(10_000)));
         // Started at Millis(10), 990 ms before the snapshot's now.
         assert_eq!(
             metrics.get_datetime("lastElectionDate").ok(),
@@ -677,10 +622,7 @@ mod tests {
                 increment: 1
             })
         );
-        assert_eq!(
-            me.get_datetime("electionDate").ok(),
-            Some(&dt(1_705_985_112_000))
-        );
+        assert_eq!(me.get_datetime("electionDate").ok(), Some(&dt(1_705_985_112_000)));
         assert_eq!(
             me.get("configTerm"),
             Some(&Bson::Int32(1)),

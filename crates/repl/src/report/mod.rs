@@ -18,9 +18,13 @@
 //! (`now`, `now_wall_ms`) pair taken together, and every date derived from
 //! a `Millis` goes through it (`ReplSnapshot::wall_ms_at`).
 
+pub mod hello;
+pub mod server_status;
 pub mod snapshot;
 pub mod status;
 
+pub use hello::{election_id, hello_fields};
+pub use server_status::server_status_repl;
 pub use snapshot::{MemberExtras, ReplSnapshot, SetView, SnapshotExtras};
 pub use status::status_document;
 

@@ -19,11 +19,16 @@
 //! a `Millis` goes through it (`ReplSnapshot::wall_ms_at`).
 
 pub mod hello;
+pub mod metrics;
 pub mod server_status;
 pub mod snapshot;
 pub mod status;
 
 pub use hello::{election_id, hello_fields};
+pub use metrics::{
+    election_metrics_document, get_last_error_document, metrics_repl_document, ReplMetrics, SyncSourceSelection,
+    WRITE_CONCERN_WAIT_BUCKETS_MS,
+};
 pub use server_status::server_status_repl;
 pub use snapshot::{MemberExtras, ReplSnapshot, SetView, SnapshotExtras};
 pub use status::status_document;

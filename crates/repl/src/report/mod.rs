@@ -20,6 +20,7 @@
 
 pub mod hello;
 pub mod metrics;
+pub mod prometheus;
 pub mod server_status;
 pub mod snapshot;
 pub mod status;
@@ -29,6 +30,7 @@ pub use metrics::{
     election_metrics_document, get_last_error_document, metrics_repl_document, ReplMetrics, SyncSourceSelection,
     WRITE_CONCERN_WAIT_BUCKETS_MS,
 };
+pub use prometheus::prometheus_text;
 pub use server_status::server_status_repl;
 pub use snapshot::{MemberExtras, ReplSnapshot, SetView, SnapshotExtras};
 pub use status::status_document;

@@ -20,6 +20,7 @@
 
 pub mod hello;
 pub mod metrics;
+pub mod metrics_http;
 pub mod prometheus;
 pub mod server_status;
 pub mod snapshot;

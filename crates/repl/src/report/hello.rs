@@ -65,7 +65,11 @@ pub fn hello_fields(snapshot: &ReplSnapshot, legacy: bool) -> Document {
         reply.insert("primary", primary);
     }
     insert_self_flags(&mut reply, snapshot);
-    reply.insert("me", snapshot.extras.me_host.clone());
+    // `me` as the configuration spells this member, as MongoDB answers it.
+    let me = snapshot
+        .self_config()
+        .map_or(snapshot.extras.me_host.as_str(), |m| m.host.as_str());
+    reply.insert("me", me);
     if set.state == MemberState::Primary {
         reply.insert("electionId", election_id(set.term));
     }
@@ -329,7 +333,7 @@ mod tests {
 
     #[test]
     fn secondary_names_the_primary_and_its_tags() {
-        let mut snapshot = ReplSnapshot::capture(&node(mixed_config(), 1), extras("b:1"));
+        let mut snapshot = ReplSnapshot::capture(&node(mixed_config(), 1), extras("B:1"));
         snapshot.set.as_mut().expect("configured").primary = Some(0);
         let reply = hello_fields(&snapshot, false);
         assert_eq!(reply.get("isWritablePrimary"), Some(&Bson::Boolean(false)));
@@ -337,6 +341,11 @@ mod tests {
         assert_eq!(reply.get_str("primary").ok(), Some("a:1"));
         assert!(reply.get("electionId").is_none(), "only the primary sends electionId");
         assert_eq!(reply.get_document("tags").ok(), Some(&doc! {"dc": "east"}));
+        assert_eq!(
+            reply.get_str("me").ok(),
+            Some("b:1"),
+            "the configuration's spelling wins"
+        );
         assert!(reply.get("passive").is_none());
     }
 

@@ -242,6 +242,11 @@ impl ReplMetrics {
         (load(&self.buffer_count), load(&self.buffer_size_bytes))
     }
 
+    /// Write-concern waiters registered now.
+    pub fn write_concern_waiters(&self) -> u64 {
+        load(&self.write_concern_waiters)
+    }
+
     /// Times the sync source changed to a different member.
     pub fn sync_source_changes(&self) -> u64 {
         load(&self.sync_source_chose_different)

@@ -171,6 +171,18 @@ fn write_concern(out: &mut String, metrics: &ReplMetrics) {
         &[],
         metrics.write_concern_timeouts() as f64,
     );
+    family(
+        out,
+        "write_concern_waiters",
+        "gauge",
+        "Write concern waiters registered now.",
+    );
+    sample(
+        out,
+        "write_concern_waiters",
+        &[],
+        metrics.write_concern_waiters() as f64,
+    );
 }
 
 fn apply_and_network(out: &mut String, metrics: &ReplMetrics) {
@@ -449,6 +461,7 @@ mod tests {
         metrics.record_apply_batch(12, Duration::from_millis(2));
         metrics.record_getmore(12, 2_048, Duration::from_millis(1));
         metrics.record_election(ElectionReason::PriorityTakeover, true);
+        metrics.set_write_concern_waiters(5);
         let text = prometheus_text(&lagging_secondary(), &metrics);
         let samples = parse(&text);
         let role = ("member", "b:27017");
@@ -483,6 +496,7 @@ mod tests {
         assert_eq!(value_of(&samples, "slipstream_repl_apply_ops_total", None), 12.0);
         assert_eq!(value_of(&samples, "slipstream_repl_apply_seconds_total", None), 0.002);
         assert_eq!(value_of(&samples, "slipstream_repl_network_bytes_total", None), 2_048.0);
+        assert_eq!(value_of(&samples, "slipstream_repl_write_concern_waiters", None), 5.0);
         let won = ("reason", "priorityTakeover");
         assert_eq!(
             value_of(&samples, "slipstream_repl_elections_won_total", Some(won)),

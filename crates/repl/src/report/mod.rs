@@ -57,11 +57,15 @@ pub(crate) fn timestamp_date(ts: Timestamp) -> Bson {
 }
 
 /// A number as MongoDB's `BSONObjBuilder::appendNumber(long long)` writes
-/// it: an int while it is within +-2^30, a long beyond.
+/// it: an int strictly within +-2^30, a double strictly within +-2^40, a
+/// long beyond (`configVersion`, `TimerStats`' `num` / `totalMillis`).
 pub(crate) fn append_number(value: i64) -> Bson {
-    const INT_LIMIT: i64 = 1 << 30;
-    if (-INT_LIMIT..=INT_LIMIT).contains(&value) {
+    const INT_LIMIT: u64 = 1 << 30;
+    const DOUBLE_LIMIT: u64 = 1 << 40;
+    if value.unsigned_abs() < INT_LIMIT {
         Bson::Int32(value as i32)
+    } else if value.unsigned_abs() < DOUBLE_LIMIT {
+        Bson::Double(value as f64)
     } else {
         Bson::Int64(value)
     }
@@ -78,11 +82,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn append_number_switches_to_long_past_two_to_the_thirty() {
+    fn append_number_uses_int_then_double_then_long() {
         assert_eq!(append_number(1), Bson::Int32(1));
         assert_eq!(append_number(-1), Bson::Int32(-1));
-        assert_eq!(append_number(1 << 30), Bson::Int32(1 << 30));
-        assert_eq!(append_number((1 << 30) + 1), Bson::Int64((1 << 30) + 1));
+        assert_eq!(append_number((1 << 30) - 1), Bson::Int32((1 << 30) - 1));
+        assert_eq!(append_number(1 << 30), Bson::Double((1u64 << 30) as f64));
+        assert_eq!(append_number(-(1 << 30)), Bson::Double(-((1u64 << 30) as f64)));
+        assert_eq!(append_number((1 << 40) - 1), Bson::Double(((1u64 << 40) - 1) as f64));
+        assert_eq!(append_number(1 << 40), Bson::Int64(1 << 40));
+        assert_eq!(append_number(i64::MIN), Bson::Int64(i64::MIN));
         assert_eq!(counter(u64::MAX), Bson::Int64(i64::MAX));
     }
 

@@ -32,6 +32,7 @@ pub mod replica_set;
 pub mod rollback;
 pub mod snapshot;
 pub mod standalone;
+pub mod report;
 pub mod status;
 pub mod topology;
 

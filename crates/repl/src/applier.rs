@@ -45,9 +45,11 @@ impl Applier {
                 .collect();
             let count = entries.len();
             if !entries.is_empty() {
+                let started = std::time::Instant::now();
                 match engine.apply_batch(&entries) {
                     Ok(op) => {
-                        shared.metrics_batch_applied(count);
+                        shared.metrics.record_apply_batch(count as u64, started.elapsed());
+                        shared.metrics.set_buffer(0, 0);
                         let durable_target = op.ts;
                         let sync = shared.clone();
                         // Ask for the journal sync now; the durable watch

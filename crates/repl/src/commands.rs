@@ -157,11 +157,7 @@ fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
 }
 
 fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
-    let snapshot = set.shared().snapshot();
-    if snapshot.config.is_none() {
-        return Err(ReplError::NotYetInitialized);
-    }
-    Ok(crate::status::status_document(set.shared(), &snapshot))
+    crate::report::status_document(&set.shared().report_snapshot())
 }
 
 async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {

@@ -442,6 +442,7 @@ impl Coordinator {
                 tracing::info!(target: "repl", term, reason = reason.name(), dry_run, "election started");
             }
             Action::ElectionFinished { term, won, reason } => {
+                self.shared.metrics.record_election(reason, won);
                 let metrics = self.node.as_ref().and_then(|n| n.election_candidate_metrics().cloned());
                 let duration_ms = metrics.as_ref().map(|m| self.now().since(m.started_at));
                 tracing::info!(target: "repl", term, won, reason = reason.name(), duration_ms = ?duration_ms,
@@ -569,7 +570,14 @@ impl Coordinator {
             if waiter.reply.is_closed() {
                 continue;
             }
-            let result = match node.evaluate_write_concern(waiter.optime, &waiter.concern, waiter.started_at, now) {
+            let status = node.evaluate_write_concern(waiter.optime, &waiter.concern, waiter.started_at, now);
+            if status != WriteConcernStatus::Waiting {
+                let elapsed = Duration::from_millis(now.since(waiter.started_at));
+                self.shared
+                    .metrics
+                    .record_write_concern_wait(elapsed, status == WriteConcernStatus::TimedOut);
+            }
+            let result = match status {
                 WriteConcernStatus::Waiting => {
                     kept.push(waiter);
                     continue;
@@ -586,6 +594,7 @@ impl Coordinator {
             let _ = waiter.reply.send(result);
         }
         self.waiters = kept;
+        self.shared.metrics.set_write_concern_waiters(self.waiters.len() as u64);
     }
 
     fn fail_waiters(&mut self, error: impl Fn() -> ReplError) {

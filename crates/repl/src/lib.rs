@@ -20,7 +20,6 @@ pub mod election_runner;
 pub mod error;
 pub mod fault;
 pub mod heartbeat_sender;
-pub mod hello;
 pub mod local_state;
 pub mod network;
 pub mod noop_writer;
@@ -33,7 +32,6 @@ pub mod rollback;
 pub mod snapshot;
 pub mod standalone;
 pub mod report;
-pub mod status;
 pub mod topology;
 
 pub use concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};

@@ -41,6 +41,9 @@ pub const FETCH_BATCH_ENTRIES: i64 = 5_000;
 pub const FETCH_AWAIT_MS: i64 = 1_000;
 /// Network margin on top of a command's own wait.
 pub const FETCH_NETWORK_SLACK_MS: u64 = 10_000;
+/// Most bytes of fetched entries held for the applier (one batch of the
+/// storage's apply limit).
+pub const FETCH_BUFFER_BYTES_MAX: u64 = 100 * 1024 * 1024;
 /// Pause before querying again after the node passed on a batch.
 pub const FETCH_RESTART_PAUSE_MS: u64 = 50;
 
@@ -93,7 +96,7 @@ impl OplogFetcher {
 
 struct Reply {
     cursor_id: i64,
-    entries: Vec<Document>,
+    entries: Vec<RawDocumentBuf>,
     commit_point: OpTime,
     term: i64,
 }
@@ -138,10 +141,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
         };
         let mut has_new = prev_last > first || last.is_null();
         let meta = reply_meta(&reply);
-        let entries = match raw_entries(reply.entries) {
-            Ok(entries) => entries,
-            Err(err) => return err,
-        };
+        let entries = reply.entries;
         let mut cursor_id = reply.cursor_id;
         let mut outcome = deliver(shared, source, Some(first), Some(prev_last), &meta, entries).await;
         loop {
@@ -180,10 +180,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             prev_last = last;
             has_new = true;
             let meta = reply_meta(&next);
-            let entries = match raw_entries(next.entries) {
-                Ok(entries) => entries,
-                Err(err) => return err,
-            };
+            let entries = next.entries;
             outcome = deliver(shared, source, Some(first), Some(last), &meta, entries).await;
         }
         tokio::time::sleep(Duration::from_millis(FETCH_RESTART_PAUSE_MS)).await;
@@ -217,7 +214,8 @@ async fn deliver(
         source_commit_point: meta.commit_point,
         source_term: meta.term,
     };
-    shared.metrics_batch_fetched(entries.len());
+    let bytes: usize = entries.iter().map(|e| e.as_bytes().len()).sum();
+    shared.metrics.set_buffer(entries.len() as u64, bytes as u64);
     shared.input(Input::Pulled {
         batch,
         held: HeldBatch {
@@ -231,8 +229,14 @@ async fn deliver(
 
 async fn run(shared: &Arc<Shared>, host: &str, body: Document, wait_ms: u64) -> Result<Reply, NetError> {
     let timeout = Duration::from_millis(wait_ms + FETCH_NETWORK_SLACK_MS);
+    let started = std::time::Instant::now();
     let reply = shared.network.run(host, "local", body, timeout).await?;
-    parse_reply(&reply).map_err(NetError::Protocol)
+    let parsed = parse_reply(&reply).map_err(NetError::Protocol)?;
+    let bytes: usize = parsed.entries.iter().map(|e| e.as_bytes().len()).sum();
+    shared
+        .metrics
+        .record_getmore(parsed.entries.len() as u64, bytes as u64, started.elapsed());
+    Ok(parsed)
 }
 
 fn parse_reply(reply: &Document) -> Result<Reply, String> {
@@ -251,7 +255,7 @@ fn parse_reply(reply: &Document) -> Result<Reply, String> {
     let entries = batch
         .iter()
         .map(|entry| match entry {
-            Bson::Document(entry) => Ok(entry.clone()),
+            Bson::Document(entry) => RawDocumentBuf::try_from(entry).map_err(|err| err.to_string()),
             _ => Err("an oplog entry that is not a document".to_owned()),
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -272,23 +276,15 @@ fn parse_reply(reply: &Document) -> Result<Reply, String> {
     })
 }
 
-fn entry_optime(entry: &Document) -> Result<OpTime, NetError> {
-    let ts = match entry.get("ts") {
-        Some(Bson::Timestamp(ts)) => from_bson_timestamp(*ts),
-        _ => return Err(NetError::Protocol("an oplog entry without ts".into())),
-    };
+fn entry_optime(entry: &RawDocumentBuf) -> Result<OpTime, NetError> {
+    let ts = entry
+        .get_timestamp("ts")
+        .map_err(|_| NetError::Protocol("an oplog entry without ts".into()))?;
     let term = match entry.get("t") {
-        Some(Bson::Int64(t)) => *t,
-        Some(Bson::Int32(t)) => i64::from(*t),
-        None => -1,
+        Ok(Some(bson::RawBsonRef::Int64(t))) => t,
+        Ok(Some(bson::RawBsonRef::Int32(t))) => i64::from(t),
+        Ok(None) => -1,
         _ => return Err(NetError::Protocol("an oplog entry whose t is not a number".into())),
     };
-    Ok(OpTime::new(ts, term))
-}
-
-fn raw_entries(entries: Vec<Document>) -> Result<Vec<RawDocumentBuf>, NetError> {
-    entries
-        .iter()
-        .map(|entry| RawDocumentBuf::try_from(entry).map_err(|err| NetError::Protocol(err.to_string())))
-        .collect()
+    Ok(OpTime::new(from_bson_timestamp(ts), term))
 }

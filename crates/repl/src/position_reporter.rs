@@ -72,6 +72,7 @@ impl PositionReporter {
                 };
                 let (host, body) = next;
                 let timeout = Duration::from_millis(UPDATE_POSITION_TIMEOUT_MS);
+                shared.metrics.record_update_position_sent();
                 if let Err(err) = shared.network.run(&host, "admin", body, timeout).await {
                     tracing::debug!(target: "repl", host = %host, error = %err, "replSetUpdatePosition failed");
                 }

@@ -4,7 +4,7 @@
 //! questions from the coordinator's last published `Snapshot`; anything
 //! that needs the node goes through the coordinator's channel.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -27,6 +27,7 @@ use crate::network::Network;
 use crate::noop_writer::{write_note, NoopWriter};
 use crate::position_watcher::PositionWatcher;
 use crate::protocol::optime_document;
+use crate::report::{self, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
 use crate::snapshot::Snapshot;
 use crate::topology::{BoxFuture, CommandAccess, Topology};
 
@@ -63,10 +64,12 @@ pub struct Shared {
     rbid: AtomicI32,
     /// True while the applier has a batch in flight.
     pub applier_busy: watch::Sender<bool>,
-    pub batches_fetched: AtomicU64,
-    pub ops_fetched: AtomicU64,
-    pub batches_applied: AtomicU64,
-    pub ops_applied: AtomicU64,
+    /// Counters and histograms for serverStatus and Prometheus.
+    pub metrics: ReplMetrics,
+    /// `topologyVersion.processId` in the report module's documents.
+    process_id: bson::oid::ObjectId,
+    /// True once `stop` began.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -113,14 +116,53 @@ impl Shared {
         let _ = busy.wait_for(|busy| !*busy).await;
     }
 
-    pub fn metrics_batch_fetched(&self, entries: usize) {
-        self.batches_fetched.fetch_add(1, Ordering::Relaxed);
-        self.ops_fetched.fetch_add(entries as u64, Ordering::Relaxed);
-    }
-
-    pub fn metrics_batch_applied(&self, entries: usize) {
-        self.batches_applied.fetch_add(1, Ordering::Relaxed);
-        self.ops_applied.fetch_add(entries as u64, Ordering::Relaxed);
+    /// The report module's view of this member: the coordinator's last
+    /// snapshot plus what the I/O layer knows (storage positions, clocks,
+    /// identity).
+    pub fn report_snapshot(&self) -> ReplSnapshot {
+        let snapshot = self.snapshot();
+        let (applied, applied_wall) = self.engine.last_applied_wall();
+        let durable = self.engine.last_durable_wall();
+        let commit_point_wall_ms = Some(commit_wall_ms(self, snapshot.commit_point)).filter(|ms| *ms > 0);
+        let extras = SnapshotExtras {
+            me_host: self.me_host(),
+            rbid: self.rbid(),
+            topology_version_counter: *self.topology.borrow(),
+            process_id: self.process_id,
+            started_at_wall_ms: self.started_wall_ms,
+            now_wall_ms: bson::DateTime::now().timestamp_millis(),
+            now: self.now(),
+            sync_source_host: snapshot
+                .sync_source
+                .and_then(|s| snapshot.host_of(s))
+                .map(str::to_owned),
+            info_message: String::new(),
+            members: Vec::new(),
+            applied: (applied, applied_wall),
+            durable,
+            read_concern_majority: snapshot.commit_point.min(applied),
+            commit_point_wall_ms,
+            last_stable_recovery_timestamp: Some(self.engine.checkpoint_timestamp()),
+            in_shutdown: self.stopping.load(Ordering::SeqCst),
+        };
+        let Some(config) = snapshot.config.clone() else {
+            return ReplSnapshot::uninitialized(extras);
+        };
+        let set = SetView {
+            config,
+            me: snapshot.me.unwrap_or(u32::MAX),
+            state: snapshot.state,
+            term: snapshot.term,
+            writable_primary: snapshot.writable_primary,
+            primary: snapshot.primary,
+            commit_point: snapshot.commit_point,
+            sync_source: snapshot.sync_source,
+            election_time: snapshot.election_time,
+            election_metrics: snapshot.election_metrics.clone(),
+            in_maintenance: snapshot.in_maintenance,
+            members: snapshot.members.clone(),
+        };
+        ReplSnapshot { extras, set: Some(set) }
     }
 
     /// This member's `_id` in `config`: the member whose host is ours (its
@@ -187,10 +229,9 @@ impl ReplicaSet {
             me_host,
             rbid: AtomicI32::new(rbid),
             applier_busy: watch::channel(false).0,
-            batches_fetched: AtomicU64::new(0),
-            ops_fetched: AtomicU64::new(0),
-            batches_applied: AtomicU64::new(0),
-            ops_applied: AtomicU64::new(0),
+            metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
+            process_id: bson::oid::ObjectId::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         let node = match shared.local.read_config()? {
             Some(config) => Some(restart_node(&shared, config)?),
@@ -217,6 +258,7 @@ impl ReplicaSet {
 
     /// Stops the coordinator and the companions (before the engine shuts down).
     pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
         self.watcher.lock().stop();
         self.noop_writer.lock().stop();
         self.shared.input(Input::Stop);
@@ -332,7 +374,9 @@ impl Topology for ReplicaSet {
     }
 
     fn hello_fields(&self, legacy: bool, reply: &mut Document) {
-        crate::hello::hello_fields(&self.shared, &self.shared.snapshot(), legacy, reply);
+        for (key, value) in report::hello_fields(&self.shared.report_snapshot(), legacy) {
+            reply.insert(key, value);
+        }
     }
 
     fn topology_counter(&self) -> i64 {
@@ -551,7 +595,7 @@ impl Topology for ReplicaSet {
     }
 
     fn server_status(&self) -> Option<Document> {
-        Some(crate::status::server_status(&self.shared, &self.shared.snapshot()))
+        Some(report::server_status_repl(&self.shared.report_snapshot()))
     }
 }
 

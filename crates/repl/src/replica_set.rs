@@ -464,6 +464,10 @@ impl Topology for ReplicaSet {
                     if self.shared.snapshot().commit_point >= last_write {
                         return Ok(());
                     }
+                    // Majority writes are journaled: ask for this member's
+                    // sync now rather than at the group commit's interval
+                    // (the secondaries fetch and sync meanwhile).
+                    self.shared.engine.wait_durable_async(last_write.ts).await?;
                     CoreWriteConcern {
                         w: CoreW::Majority,
                         journal: true,

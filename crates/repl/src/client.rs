@@ -18,6 +18,8 @@ const MIN_WIRE_VERSION: i32 = 0;
 const MAX_WIRE_VERSION: i32 = 21;
 
 pub struct Connection {
+    /// The member name its handshake gave (the fault hook matches it).
+    pub me: String,
     stream: TcpStream,
     /// Bytes read but not yet framed.
     buffer: Vec<u8>,
@@ -33,6 +35,7 @@ impl Connection {
         // Small messages (heartbeats, positions) must not wait for Nagle.
         let _ = stream.set_nodelay(true);
         let mut connection = Connection {
+            me: me.to_owned(),
             stream,
             buffer: Vec::with_capacity(READ_CHUNK_BYTES),
             next_request_id: 1,

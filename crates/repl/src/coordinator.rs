@@ -246,6 +246,8 @@ impl Coordinator {
                 self.step(Event::Receive { from, message }, Some((from, reply)));
             }
             Input::Pulled { batch, held } => {
+                tracing::debug!(target: "repl", source = batch.source, first = ?batch.first, last = ?batch.last,
+                    node_last = ?self.node.as_ref().map(|n| n.last_applied()), "pulled");
                 self.held_batch = Some(held);
                 self.step(Event::Pulled(batch), None);
                 // Ignored (or turned into a rollback): the fetcher learns so.
@@ -366,7 +368,7 @@ impl Coordinator {
     }
 
     fn carry_out(&mut self, action: Action, request: &mut Option<(MemberId, oneshot::Sender<Option<Message>>)>) {
-        tracing::trace!(target: "repl", action = %action, "carry out");
+        tracing::debug!(target: "repl", action = %action, "carry out");
         match action {
             Action::Send { to, message } => {
                 let answers = matches!(message, Message::HeartbeatResponse(_) | Message::VoteResponse(_));

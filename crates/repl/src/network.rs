@@ -84,8 +84,15 @@ impl TcpNetwork {
         }
     }
 
+    /// An idle connection whose handshake named this member as it is
+    /// named now: one opened before the configuration gave this member its
+    /// name would escape the other side's `blockMembers` check.
     fn take_idle(&self, host: &str) -> Option<Connection> {
-        self.idle.lock().get_mut(host).and_then(Vec::pop)
+        let me = self.me.read().clone();
+        let mut idle = self.idle.lock();
+        let list = idle.get_mut(host)?;
+        list.retain(|connection| connection.me == me);
+        list.pop()
     }
 
     fn put_idle(&self, host: &str, connection: Connection) {

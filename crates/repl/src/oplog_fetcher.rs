@@ -122,6 +122,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             "$replData": 1,
             "$oplogQueryData": 1,
         };
+        tracing::debug!(target: "repl", source = %host, from = %last.ts, "oplog fetcher queries");
         let reply = match run(shared, host, find, 0).await {
             Ok(reply) => reply,
             Err(err) => return err,
@@ -164,6 +165,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
                 Err(err) => return err,
             };
             if has_new && !appended {
+                tracing::debug!(target: "repl", source = %host, "the node passed on a batch: query again");
                 break;
             }
             cursor_id = next.cursor_id;

@@ -318,6 +318,17 @@ impl ReplicaSet {
         }
     }
 
+    async fn wait_committed_for_concern(&self, op: OpTime, concern: &WriteConcern) -> Result<(), ReplError> {
+        let deadline = (concern.wtimeout_ms > 0).then(|| Instant::now() + Duration::from_millis(concern.wtimeout_ms));
+        match self.wait_committed(op.ts, deadline).await {
+            Ok(_) => Ok(()),
+            Err(ReplError::MaxTimeMsExpired) => Err(ReplError::WriteConcernTimeout {
+                wtimeout_ms: concern.wtimeout_ms,
+            }),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn wait_committed(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<OpTime, ReplError> {
         let mut commit = self.shared.commit_point_changed.subscribe();
         let wait = commit.wait_for(|commit_point| commit_point.ts >= ts);
@@ -461,8 +472,14 @@ impl Topology for ReplicaSet {
                     wtimeout_ms: Some(concern.wtimeout_ms),
                 },
                 W::Majority => {
-                    if self.shared.snapshot().commit_point >= last_write {
+                    let snapshot = self.shared.snapshot();
+                    if snapshot.commit_point >= last_write {
                         return Ok(());
+                    }
+                    if !snapshot.writable_primary {
+                        // Not a write of ours (a failed command, a read):
+                        // majority means the commit point reaching it.
+                        return self.wait_committed_for_concern(last_write, concern).await;
                     }
                     // Majority writes are journaled: ask for this member's
                     // sync now rather than at the group commit's interval

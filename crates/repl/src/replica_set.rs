@@ -618,6 +618,20 @@ impl Topology for ReplicaSet {
     fn server_status(&self) -> Option<Document> {
         Some(report::server_status_repl(&self.shared.report_snapshot()))
     }
+
+    fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
+        let metrics = &self.shared.metrics;
+        vec![
+            (
+                "metrics",
+                doc! {
+                    "repl": report::metrics_repl_document(metrics),
+                    "getLastError": report::get_last_error_document(metrics),
+                },
+            ),
+            ("electionMetrics", report::election_metrics_document(metrics)),
+        ]
+    }
 }
 
 /// The wall date of the commit point's entry (0 when unknown).

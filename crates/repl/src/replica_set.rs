@@ -643,6 +643,13 @@ pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     if applied == commit_point {
         return applied_wall;
     }
+    // The commit point is usually some member's durable position, whose
+    // date the node keeps: no oplog read on the fetchers' hot path.
+    let snapshot = shared.snapshot();
+    let known = snapshot.members.iter().flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
+    if let Some((_, wall)) = known.into_iter().find(|(op, wall)| *op == commit_point && *wall > 0) {
+        return wall;
+    }
     match shared.engine.oplog_entry(commit_point.ts) {
         Ok(Some(entry)) => entry.get_datetime("wall").map(|d| d.timestamp_millis()).unwrap_or(0),
         _ => 0,

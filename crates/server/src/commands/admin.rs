@@ -347,6 +347,9 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
     if let Some(repl) = state.topology.server_status() {
         status.insert("repl", repl);
     }
+    for (name, section) in state.topology.server_status_sections() {
+        status.insert(name, section);
+    }
     Ok(status)
 }
 

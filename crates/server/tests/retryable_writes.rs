@@ -197,6 +197,7 @@ async fn check_retries_answer_the_first_outcome(node: &Node) {
         .await;
     let writes = [
         doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]},
+        doc! {"insert": "c", "documents": [{"_id": 6}]},
         doc! {"update": "c", "updates": [
             {"q": {"_id": 1}, "u": {"$inc": {"n": 1}}},
             {"q": {"_id": 3}, "u": {"$inc": {"n": 1}}, "upsert": true},

@@ -152,16 +152,16 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     // hand-off of the worker (block_in_place) would cost more than the
     // insert itself.
     let retry = ctx.retryable_write();
-    let totals = match &retry {
-        // A retryable write runs off the workers: it may answer from history.
-        Some(retry) => {
-            retry.check_statement_count(documents.len())?;
-            off_async_workers(|| run_inserts(engine, &ns, documents, ordered, Some(retry)))?
-        }
-        None => match insert_single_inline(engine, &ns, documents).await {
+    if let Some(retry) = &retry {
+        retry.check_statement_count(documents.len())?;
+    }
+    let totals = match (&retry, documents.as_slice()) {
+        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry).await?,
+        (None, [value]) => match insert_single_inline(engine, &ns, value, None).await {
             Some(totals) => totals,
             None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None))?,
         },
+        (retry, _) => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref()))?,
     };
     ctx.state.metrics.count_insert(totals.applied);
     ctx.note_write(totals.last_write);
@@ -225,26 +225,72 @@ const INLINE_INSERT_ATTEMPTS_MAX: usize = 8;
 
 /// Inserts the only document of a one-document `insert` on the async
 /// worker if the write lock can be had without blocking; `None` (nothing
-/// done) when there are several documents or the lock stays taken.
-async fn insert_single_inline(engine: &Engine, ns: &str, documents: &[Bson]) -> Option<WriteTotals> {
-    let [value] = documents else {
-        return None;
-    };
+/// done) when the lock stays taken.
+async fn insert_single_inline(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<&StatementSession>,
+) -> Option<WriteTotals> {
     for attempt in 0..INLINE_INSERT_ATTEMPTS_MAX {
         if attempt > 0 {
             tokio::task::yield_now().await;
         }
-        if let Some(totals) = insert_if_unlocked(engine, ns, value) {
+        if let Some(totals) = insert_if_unlocked(engine, ns, value, session) {
             return Some(totals);
         }
     }
     None
 }
 
+/// The one statement of a one-document retryable `insert`: answered from
+/// history, or inserted (inline when the write lock is free) with the
+/// statement attached. The statement is looked up and prepared once, so
+/// that the test-only fail point counts it once.
+async fn insert_single_retryable(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    retry: &RetryableWrite,
+) -> Result<WriteTotals, CommandError> {
+    let mut totals = WriteTotals::default();
+    if let Some(entry) = retry.executed(retry.stmt_id(0))? {
+        retryable::insert_outcome(entry)?;
+        totals.applied = 1;
+        return Ok(totals);
+    }
+    let session = match retry.statement(0) {
+        Ok(session) => session,
+        Err(error) => {
+            totals.write_errors.push(write_error(0, error));
+            return Ok(totals);
+        }
+    };
+    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session)).await {
+        return Ok(totals);
+    }
+    Ok(off_async_workers(|| {
+        match insert_one(engine, ns, value, Some(session)) {
+            Ok(optime) => {
+                totals.applied = 1;
+                totals.last_write = Some(optime);
+            }
+            Err(error) => totals.write_errors.push(write_error(0, error)),
+        }
+        totals
+    }))
+}
+
 /// One attempt of `insert_single_inline` (synchronous, so that the write
 /// lock's guard never lives across an await).
-fn insert_if_unlocked(engine: &Engine, ns: &str, value: &Bson) -> Option<WriteTotals> {
+fn insert_if_unlocked(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<&StatementSession>,
+) -> Option<WriteTotals> {
     let mut writer = engine.try_writer()?;
+    writer.set_session(session.cloned());
     let mut totals = WriteTotals::default();
     match prepare_insert(value).and_then(|document| Ok(writer.insert(ns, document)?)) {
         Ok(optime) => {

@@ -133,6 +133,7 @@ pub fn code_name(code: i32) -> &'static str {
         11 => "UserNotFound",
         13 => "Unauthorized",
         14 => "TypeMismatch",
+        15 => "Overflow",
         20 => "IllegalOperation",
         22 => "InvalidBSON",
         26 => "NamespaceNotFound",

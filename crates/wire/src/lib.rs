@@ -14,6 +14,7 @@
 //! document's nesting against `MAX_BSON_DEPTH` before it is decoded, and
 //! no input can make a parser panic: malformed input is a `WireError`.
 
+mod decoder;
 mod error;
 mod frame;
 mod message;

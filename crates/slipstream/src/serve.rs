@@ -64,7 +64,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
     if enable_test_commands {
         log.startup_warning(22120, "Test commands are enabled: do not use this node in production", serde_json::Value::Null);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Commands recurse as deep as the nesting limits allow; see THREAD_STACK_BYTES.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(slipstream_server::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

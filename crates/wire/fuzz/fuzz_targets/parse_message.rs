@@ -1,6 +1,6 @@
 //! Feeds arbitrary bytes to the framing check and the message parser; any
 //! panic is a bug. Messages that parse are re-encoded and must parse again
-//! to the same value.
+//! to the same value (compared as bytes, re-encoded once more).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -247,6 +247,17 @@ fn the_costliest_inputs_fit_in_half_the_thread_stack() {
     let wrap = Bson::Document(doc! {"$addFields": {"x": {"a": "$x"}}});
     let reply = command(port, doc! {"aggregate": "c", "pipeline": vec![wrap; MAX_BSON_DEPTH], "cursor": {}});
     assert_eq!(ok(&reply), 1.0, "{:?}", reply.get_str("errmsg"));
+    // Within one stage a value may nest past the limit before the stage's
+    // output is checked: a `$group` key wrapping a field that is itself
+    // nested to the limit, compared with another such key (two documents).
+    let literal_levels = MAX_BSON_DEPTH - 10;
+    let key = chain(literal_levels, Bson::String("$x".into()), |inner| Bson::Document(doc! {"a": inner}));
+    let pipeline = vec![
+        Bson::Document(doc! {"$addFields": {"x": {"$literal": nest(MAX_BSON_DEPTH - 10)}}}),
+        Bson::Document(doc! {"$group": {"_id": key}}),
+    ];
+    let reply = command(port, doc! {"aggregate": "c", "pipeline": pipeline, "cursor": {}});
+    assert_eq!(reply.get_i32("code").ok(), Some(15), "{:?}", reply.get_str("errmsg"));
     // $reduce wrapping its value up to the limit.
     let reduce = doc! {"$reduce": {"input": {"$range": [0, MAX_BSON_DEPTH as i32 - 1]}, "initialValue": {}, "in": {"a": "$$value"}}};
     let reply = command(port, doc! {"aggregate": "c", "pipeline": [{"$project": {"r": reduce}}], "cursor": {}});

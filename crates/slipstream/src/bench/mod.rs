@@ -1,9 +1,11 @@
 //! `slipstream bench`: drives a node or a replica set over the wire with
 //! its own small client (one TCP connection per simulated client), prints
 //! progress to stderr every second and, as the last stdout line, one JSON
-//! object (`summary::KEYS` in that order). Before the load it probes what
-//! the machine costs (fdatasync on the data directory's disk, loopback
-//! round trips) so that latencies can be judged against them.
+//! object (`summary::KEYS` in that order). Before and after the load it
+//! probes what the machine costs (fdatasync on the data directory's disk,
+//! loopback round trips) so that latencies can be judged against them; the
+//! two halves are merged, so that one burst of disk traffic from elsewhere
+//! does not decide the figure alone.
 //!
 //! `slipstream bench failover` measures write unavailability across
 //! primary failures instead (see `failover`).
@@ -227,7 +229,7 @@ async fn bench(args: BenchArgs) -> Result<String, String> {
         !deployment.is_direct(),
     ));
     workload.prepare(&view.primary, args.connections).await?;
-    let probes = probe_all(&args, &view.primary).await?;
+    let mut probes = probe_all(&args, &view.primary).await?;
 
     let progress = Arc::new(Progress::default());
     let mut clients = Vec::with_capacity(args.connections);
@@ -248,13 +250,15 @@ async fn bench(args: BenchArgs) -> Result<String, String> {
         let part = task.await.map_err(|err| format!("a client task failed: {err}"))?;
         histogram.merge(&part);
     }
+    let elapsed_secs = started.elapsed().as_secs_f64();
+    probes.merge(&probe_all(&args, &view.primary).await?);
     let summary = Summary {
         workload: workload_name.as_str(),
         connections: args.connections,
         seconds: args.seconds,
         ops: histogram.count(),
         errors: progress.errors.load(Ordering::Relaxed),
-        elapsed_secs: started.elapsed().as_secs_f64(),
+        elapsed_secs,
         write_concern: workload_name.writes().then_some(args.write_concern.as_str()),
         read_preference: args.read_preference.as_str(),
         replica_set: replica_set.as_deref(),
@@ -265,7 +269,7 @@ async fn bench(args: BenchArgs) -> Result<String, String> {
     Ok(summary.json_line())
 }
 
-/// Runs the three probes before the load, with the node idle.
+/// Runs the three probes, with the node idle (before or after the load).
 async fn probe_all(args: &BenchArgs, primary: &str) -> Result<Probes, String> {
     let samples = args.probe_samples as usize;
     let dir = match (&args.probe_dir, &args.dbpath) {

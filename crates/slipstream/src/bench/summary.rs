@@ -40,6 +40,12 @@ pub struct Probes {
 }
 
 impl Probes {
+    pub fn merge(&mut self, other: &Probes) {
+        self.fdatasync.merge(&other.fdatasync);
+        self.ping.merge(&other.ping);
+        self.tcp_echo.merge(&other.tcp_echo);
+    }
+
     /// What a `w: "majority"` write cannot beat on this machine: one
     /// journal commit plus two round trips (the secondary's oplog fetch
     /// answered, its position reported back), taken from medians.

@@ -23,6 +23,30 @@ pub struct Member {
     pub arbiter: bool,
 }
 
+/// The replica set settings of a set the bench starts.
+pub struct SetSettings {
+    pub election_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+}
+
+/// Ports tried for a set the bench starts.
+const BASE_PORTS: std::ops::Range<u16> = 20_000..60_000;
+/// Base ports tried before giving up.
+const BASE_PORT_TRIES: u16 = 50;
+
+/// A port from which `nodes` consecutive loopback ports are free now.
+fn free_base_port(nodes: u16) -> Result<u16, String> {
+    let span = BASE_PORTS.end - BASE_PORTS.start - nodes;
+    let start = (std::process::id() % u32::from(span)) as u16;
+    for attempt in 0..BASE_PORT_TRIES {
+        let base = BASE_PORTS.start + (start + attempt * 997) % span;
+        if (base..base + nodes).all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()) {
+            return Ok(base);
+        }
+    }
+    Err(format!("no {nodes} consecutive free ports found in {BASE_PORTS:?}"))
+}
+
 pub struct Cluster {
     dir: PathBuf,
     /// True when the bench started the set (and so stops it).
@@ -30,11 +54,23 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts a set of `nodes` members in `dir` through `slipstream cluster up`.
-    pub async fn start(dir: &Path, nodes: usize, election_timeout_ms: u64) -> Result<Cluster, String> {
+    /// Starts a set of `nodes` members in `dir` through `slipstream cluster
+    /// up`, on consecutive free loopback ports.
+    pub async fn start(dir: &Path, nodes: u16, settings: &SetSettings) -> Result<Cluster, String> {
         let cluster = Cluster { dir: dir.to_owned(), owned: true };
+        let base_port = free_base_port(nodes)?;
         cluster
-            .run(&["up", "--nodes", &nodes.to_string(), "--election-timeout-ms", &election_timeout_ms.to_string()])
+            .run(&[
+                "up",
+                "--nodes",
+                &nodes.to_string(),
+                "--base-port",
+                &base_port.to_string(),
+                "--election-timeout-ms",
+                &settings.election_timeout_ms.to_string(),
+                "--heartbeat-interval-ms",
+                &settings.heartbeat_interval_ms.to_string(),
+            ])
             .await?;
         Ok(cluster)
     }

@@ -37,7 +37,7 @@ use super::driver::{Driver, Observer, Progress, Role};
 use super::summary::{ordered_json, rounded};
 use super::uri::ConnectionString;
 use super::{ReadPreferenceArg, Workload, WorkloadName, WriteConcernArg};
-use cluster::{Cluster, Member};
+use cluster::{Cluster, Member, SetSettings};
 use trial::{Trial, TrialObserver, TrialReport};
 
 /// The most trials one run may make.
@@ -57,7 +57,7 @@ const STEP_DOWN_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// `secondaryCatchUpPeriodSecs` of the stepdown.
 const STEP_DOWN_CATCH_UP_SECS: i32 = 5;
 /// Members of a set the bench starts itself.
-const NODES: usize = 3;
+const NODES: u16 = 3;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -92,6 +92,10 @@ pub struct FailoverArgs {
     /// `electionTimeoutMillis` of the set the bench starts itself.
     #[arg(long = "election-timeout-ms", default_value_t = 1000)]
     pub election_timeout_ms: u64,
+    /// `heartbeatIntervalMillis` of the set the bench starts (MongoDB's
+    /// defaults keep it at a fifth of the election timeout).
+    #[arg(long = "heartbeat-interval-ms", default_value_t = 200)]
+    pub heartbeat_interval_ms: u64,
     /// Recorded load before each fault.
     #[arg(long = "steady-seconds", default_value_t = 2)]
     pub steady_seconds: u64,
@@ -126,6 +130,9 @@ fn check_args(args: &FailoverArgs) -> Result<(), String> {
     if !(100..=60_000).contains(&args.election_timeout_ms) {
         return Err("--election-timeout-ms must be between 100 and 60000".into());
     }
+    if !(10..=60_000).contains(&args.heartbeat_interval_ms) {
+        return Err("--heartbeat-interval-ms must be between 10 and 60000".into());
+    }
     Ok(())
 }
 
@@ -136,7 +143,11 @@ pub async fn run(args: FailoverArgs) -> Result<(), String> {
         None => {
             let dir = std::env::temp_dir().join(format!("slipstream-failover-{}", std::process::id()));
             eprintln!("[failover] starting a {NODES}-member set in {}", dir.display());
-            Cluster::start(&dir, NODES, args.election_timeout_ms).await?
+            let settings = SetSettings {
+                election_timeout_ms: args.election_timeout_ms,
+                heartbeat_interval_ms: args.heartbeat_interval_ms,
+            };
+            Cluster::start(&dir, NODES, &settings).await?
         }
     };
     let outcome = run_trials(&cluster, &args).await;
@@ -389,6 +400,7 @@ impl WindowSummary {
             ("trials_without_new_primary", self.missing.into()),
             ("windows_ms", Value::Array(self.windows_ms.iter().map(|ms| rounded(*ms, 1)).collect())),
             ("election_timeout_ms", if owned { args.election_timeout_ms.into() } else { Value::Null }),
+            ("heartbeat_interval_ms", if owned { args.heartbeat_interval_ms.into() } else { Value::Null }),
             ("plot", plot.map_or(Value::Null, |path| path.display().to_string().into())),
         ])
     }

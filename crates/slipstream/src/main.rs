@@ -21,8 +21,9 @@ struct Cli {
 enum Command {
     /// Run a data node (mongod).
     Serve(ServeArgs),
-    /// Drive a node with a workload and print a JSON summary as the last line.
-    Bench(bench::BenchArgs),
+    /// Drive a node or a replica set with a workload and print a JSON
+    /// summary as the last line; `bench failover` measures failovers.
+    Bench(bench::BenchCommand),
 }
 
 /// `slipstream serve`: MongoDB's spellings are accepted as aliases.

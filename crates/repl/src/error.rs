@@ -85,6 +85,15 @@ impl ReplError {
     pub fn invalid_options(message: impl Into<String>) -> ReplError {
         ReplError::BadArgument { code: 72, message: message.into() }
     }
+
+    /// A replSet command's refusal with MongoDB's code for it, for codes
+    /// no variant names (95 NotSecondary, 104 NodeNotElectable, 125
+    /// CommandFailed, 308 CurrentConfigNotCommittedYet, 185
+    /// InconsistentReplicaSetNames): carried as `BadArgument`, which the
+    /// server's table passes through with its code.
+    pub fn coded(code: i32, message: impl Into<String>) -> ReplError {
+        ReplError::BadArgument { code, message: message.into() }
+    }
 }
 
 impl From<StorageError> for ReplError {

@@ -62,6 +62,9 @@ pub struct ServeArgs {
     /// such a node refuses to start.
     #[arg(long = "accept-journal-loss")]
     pub accept_journal_loss: bool,
+    /// Run as a member of this replica set (MongoDB's `--replSet`).
+    #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
+    pub repl_set: Option<String>,
     /// MongoDB's `--setParameter name=value` (only enableTestCommands).
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     pub set_parameter: Vec<String>,

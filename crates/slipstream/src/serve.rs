@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use slipstream_server::log::{Log, Severity};
-use slipstream_repl::{MemberBlocklist, Standalone};
+use parking_lot::RwLock;
+use slipstream_repl::{MemberBlocklist, ReplicaSet, ReplicaSetOptions, Standalone, TcpNetwork, Topology};
 use slipstream_server::{ServerOptions, ServerState};
 use slipstream_storage::io::StdIo;
 use slipstream_storage::{Engine, EngineOptions, StorageError};
@@ -89,10 +90,10 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(options, args.accept_journal_loss, log))
+    runtime.block_on(serve(options, args.accept_journal_loss, args.repl_set.clone(), log))
 }
 
-async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> ExitCode {
+async fn serve(options: ServerOptions, accept_journal_loss: bool, repl_set: Option<String>, log: Log) -> ExitCode {
     if let Err(err) = slipstream_storage::lock_file::create_data_directory(&*StdIo::new(), &options.dbpath) {
         log.error(
             "STORAGE",
@@ -107,6 +108,7 @@ async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> E
     engine_options.journal_commit_interval_ms = options.journal_commit_interval_ms;
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
     engine_options.accept_journal_loss = accept_journal_loss;
+    engine_options.replicated = repl_set.is_some();
     // The span names the context of recovery's lines, as MongoDB's
     // startup thread does.
     let startup = tracing::info_span!("initandlisten");
@@ -152,14 +154,27 @@ async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> E
             return ExitCode::from(EXIT_NETWORK);
         }
     };
-    // A node without --replSet is a standalone; the replica set topology
-    // will share the member blocklist with its network.
-    let topology = Arc::new(Standalone::new(engine.clone()));
+    // A node without --replSet is a standalone; a member's replication
+    // network shares the member blocklist with the server.
     let member_blocklist = Arc::new(MemberBlocklist::default());
+    let (topology, replica_set): (Arc<dyn Topology>, Option<Arc<ReplicaSet>>) = match &repl_set {
+        None => (Arc::new(Standalone::new(engine.clone())), None),
+        Some(set_name) => match start_replica_set(&engine, &options, set_name, &member_blocklist) {
+            Ok(set) => (set.clone(), Some(set)),
+            Err(err) => {
+                log.error("REPL", 21700, "initandlisten", "cannot start replication", json!({"error": err.to_string()}));
+                shutdown_engine(&log, &engine);
+                return ExitCode::from(1);
+            }
+        },
+    };
     let state = Arc::new(ServerState::new(engine.clone(), topology, member_blocklist, options, log));
     let signals = tokio::spawn(watch_signals(state.clone()));
     slipstream_server::serve(state.clone(), listeners).await;
     signals.abort();
+    if let Some(set) = replica_set {
+        set.stop();
+    }
     let ok = shutdown_engine(&state.log, &engine);
     state.log.info("CONTROL", 20565, "initandlisten", "Now exiting", json!({"clean": ok}));
     if ok {
@@ -167,6 +182,25 @@ async fn serve(options: ServerOptions, accept_journal_loss: bool, log: Log) -> E
     } else {
         ExitCode::from(1)
     }
+}
+
+/// `--replSet`: the member's network (the internal client, refusing
+/// members the fault hook blocks) and its coordinator.
+fn start_replica_set(
+    engine: &Arc<Engine>,
+    options: &ServerOptions,
+    set_name: &str,
+    blocklist: &Arc<MemberBlocklist>,
+) -> Result<Arc<ReplicaSet>, slipstream_repl::ReplError> {
+    let me_host = Arc::new(RwLock::new(format!("localhost:{}", options.port)));
+    let network = Arc::new(TcpNetwork::new(me_host.clone(), blocklist.clone()));
+    let mut host_names: Vec<String> = options.bind_ip.split(',').map(|ip| ip.trim().to_owned()).collect();
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        host_names.push(name.trim().to_owned());
+    }
+    let set_options = ReplicaSetOptions { set_name: set_name.to_owned(), port: options.port, host_names };
+    let set = ReplicaSet::start(engine.clone(), network, me_host, set_options, tokio::runtime::Handle::current())?;
+    Ok(Arc::new(set))
 }
 
 fn refuse_start(log: &Log, options: &ServerOptions, err: StorageError) -> ExitCode {

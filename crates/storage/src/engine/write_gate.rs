@@ -17,3 +17,16 @@ pub enum WriteGate {
     /// Writes fail with `StorageError::NotWritablePrimary`.
     Closed,
 }
+
+impl super::Engine {
+    /// Opens the gate with `term` and logs the no-op `message` as the first
+    /// entry under it, in one hold of the write lock: a new primary's "new
+    /// primary" no-op precedes every client write of its term (replication's
+    /// `electionTime` is that entry).
+    pub fn open_write_gate_with_noop(&self, term: i64, message: &str) -> super::Result<crate::OpTime> {
+        assert!(term >= crate::timestamp::UNINITIALIZED_TERM, "a gate opened with term {term}");
+        let mut writer = self.writer();
+        writer.state.gate = WriteGate::Open { term };
+        writer.noop(message)
+    }
+}

@@ -1,0 +1,76 @@
+//! The applier: `Action::AppendBatch` -> `Engine::apply_batch` of the
+//! fetcher's held batch (off the coordinator's thread), then asks the
+//! journal to sync at once and reports `Appended`; `Durable` follows from
+//! the durable watch (`position_watcher`). Applied and durable positions
+//! are reported separately: the applied one moves the node's sync-source
+//! view, the durable one the commit point.
+//!
+//! ```text
+//!   Idle --AppendBatch--> Applying --Appended--> Idle
+//! ```
+//! Busy/idle is published (`Shared::applier_busy`) so that a fetcher
+//! starting a query reads the oplog's end only once no batch is in flight.
+
+use std::sync::Arc;
+
+use slipstream_consensus::Event;
+use slipstream_storage::{from_bson_timestamp, StorageError};
+
+use crate::coordinator::{fatal, Input};
+use crate::oplog_fetcher::HeldBatch;
+use crate::replica_set::Shared;
+
+pub struct Applier {
+    shared: Arc<Shared>,
+}
+
+impl Applier {
+    pub fn new(shared: Arc<Shared>) -> Applier {
+        Applier { shared }
+    }
+
+    pub fn apply(&self, held: HeldBatch) {
+        self.shared.applier_busy.send_replace(true);
+        let shared = self.shared.clone();
+        self.shared.runtime.spawn_blocking(move || {
+            let engine = &shared.engine;
+            let last = engine.last_applied().ts;
+            // The overlap entry (and anything a restarted query repeats) is
+            // already ours.
+            let entries: Vec<_> = held
+                .entries
+                .iter()
+                .filter(|entry| entry.get_timestamp("ts").is_ok_and(|ts| from_bson_timestamp(ts) > last))
+                .cloned()
+                .collect();
+            let count = entries.len();
+            if !entries.is_empty() {
+                let started = std::time::Instant::now();
+                match engine.apply_batch(&entries) {
+                    Ok(op) => {
+                        shared.metrics.record_apply_batch(count as u64, started.elapsed());
+                        shared.metrics.set_buffer(0, 0);
+                        let durable_target = op.ts;
+                        let sync = shared.clone();
+                        // Ask for the journal sync now; the durable watch
+                        // reports it.
+                        shared.runtime.spawn(async move {
+                            let _ = sync.engine.wait_durable_async(durable_target).await;
+                        });
+                    }
+                    Err(StorageError::InvalidOplogEntry(why)) => {
+                        fatal(&format!("cannot apply an oplog entry from the sync source: {why}"))
+                    }
+                    Err(err) => tracing::warn!(target: "repl", error = %err, "batch not applied"),
+                }
+            }
+            let (applied, wall_ms) = engine.last_applied_wall();
+            shared.input(Input::Event(Event::Appended {
+                last_applied: applied,
+                wall_ms,
+            }));
+            shared.applier_busy.send_replace(false);
+            held.appended();
+        });
+    }
+}

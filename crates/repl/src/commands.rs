@@ -1,0 +1,484 @@
+//! The replication commands a member runs (the server's `replSet*` rows
+//! call `Topology::run_command`): the administrator's (`replSetInitiate`,
+//! `replSetGetConfig`, `replSetReconfig`, `replSetGetStatus`,
+//! `replSetStepDown`, `replSetStepUp`, `replSetFreeze`, `replSetSyncFrom`,
+//! `replSetMaintenance`, `replSetGetRBID`, `appendOplogNote`) and the three
+//! members send each other (`replSetHeartbeat`, `replSetRequestVotes`,
+//! `replSetUpdatePosition`). Replies are the fields without `ok`.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use slipstream_consensus::config::{MemberId, ReplSetConfig};
+use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
+
+use crate::config_document::{config_document, parse_config};
+use crate::coordinator::Input;
+use crate::error::ReplError;
+use crate::heartbeat_sender::fetch_initial_config;
+use crate::noop_writer::write_note;
+use crate::protocol::{
+    decode_heartbeat_request, decode_update_position, decode_vote_request, encode_heartbeat_reply,
+    encode_heartbeat_request, encode_vote_response, integral, HeartbeatReply, UNINITIALIZED_CONFIG_VERSION,
+};
+use crate::replica_set::{ReplicaSet, RECONFIG_COMMIT_POLL_MS, RECONFIG_COMMIT_WAIT_MS_DEFAULT};
+
+/// Longest `replSetInitiate` waits for each other member to answer.
+pub const INITIATE_CHECK_TIMEOUT_MS: u64 = 10_000;
+/// MongoDB's `replSetStepDown` default (seconds).
+pub const STEP_DOWN_SECS_DEFAULT: u64 = 60;
+/// MongoDB's `secondaryCatchUpPeriodSecs` default.
+pub const STEP_DOWN_CATCH_UP_SECS_DEFAULT: u64 = 10;
+
+pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Document, ReplError> {
+    match name {
+        "replSetInitiate" => initiate(set, body).await,
+        "replSetGetConfig" => get_config(set, body),
+        "replSetReconfig" => reconfig(set, body).await,
+        "replSetGetStatus" => get_status(set),
+        "replSetStepDown" => step_down(set, body).await,
+        "replSetStepUp" => step_up(set, body).await,
+        "replSetFreeze" => freeze(set, body).await,
+        "replSetSyncFrom" => sync_from(set, body).await,
+        "replSetMaintenance" => maintenance(set, body).await,
+        "replSetGetRBID" => Ok(doc! {"rbid": set.shared().rbid()}),
+        "appendOplogNote" => append_oplog_note(set, body).await,
+        "replSetHeartbeat" => heartbeat(set, body).await,
+        "replSetRequestVotes" => request_votes(set, body).await,
+        "replSetUpdatePosition" => update_position(set, body).await,
+        other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
+    }
+}
+
+fn initialized(set: &ReplicaSet) -> Result<ReplSetConfig, ReplError> {
+    set.shared()
+        .snapshot()
+        .config
+        .clone()
+        .ok_or(ReplError::NotYetInitialized)
+}
+
+async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let shared = set.shared();
+    if shared.snapshot().config.is_some() {
+        return Err(ReplError::AlreadyInitialized);
+    }
+    let document = match body.get("replSetInitiate") {
+        Some(Bson::Document(document)) => document.clone(),
+        None | Some(Bson::Null) => doc! {
+            "_id": shared.options.set_name.clone(),
+            "members": [{"_id": 0, "host": format!("localhost:{}", shared.options.port)}],
+        },
+        Some(_) => {
+            return Err(ReplError::type_mismatch(
+                "replSetInitiate takes a configuration document",
+            ))
+        }
+    };
+    let mut config = parse_config(&document)?;
+    config.term = 0;
+    if config.set_name != shared.options.set_name {
+        return Err(ReplError::InvalidReplicaSetConfig(format!(
+            "Attempting to initiate a replica set with name {}, but command line reports {}; rejecting",
+            config.set_name, shared.options.set_name
+        )));
+    }
+    let me = shared.find_self(&config).ok_or_else(|| {
+        ReplError::InvalidReplicaSetConfig("No host described in new configuration maps to this node".into())
+    })?;
+    check_members_uninitialized(set, &config, me).await?;
+    *shared.me_host.write() = config.member(me).expect("found above").host.clone();
+    if shared.engine.last_applied().is_null() {
+        // The set's first entry, as MongoDB writes it, before any term.
+        shared
+            .engine
+            .open_write_gate_with_noop(slipstream_clock::UNINITIALIZED_TERM, "initiating set")?;
+        shared.engine.set_write_gate(slipstream_storage::WriteGate::Closed);
+    }
+    set.ask(|reply| Input::Initiate { config, me, reply }).await??;
+    Ok(Document::new())
+}
+
+/// MongoDB's initiate quorum check: every other member answers, and none
+/// already belongs to a set.
+async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, me: MemberId) -> Result<(), ReplError> {
+    let shared = set.shared();
+    let probe = slipstream_consensus::Heartbeat {
+        term: 0,
+        config_version: UNINITIALIZED_CONFIG_VERSION,
+        config_term: -1,
+        state: MemberState::Startup,
+        last_applied: slipstream_clock::OpTime::NULL,
+        last_applied_wall_ms: 0,
+        last_durable: slipstream_clock::OpTime::NULL,
+        last_durable_wall_ms: 0,
+        commit_point: slipstream_clock::OpTime::NULL,
+        sync_source: None,
+    };
+    let host = config.member(me).expect("me is in the configuration").host.clone();
+    for member in config.members.iter().filter(|m| m.id != me) {
+        let body = encode_heartbeat_request(&config.set_name, &host, None, &probe);
+        let timeout = Duration::from_millis(INITIATE_CHECK_TIMEOUT_MS);
+        match shared.network.run(&member.host, "admin", body, timeout).await {
+            Err(crate::network::NetError::Command { code: 94, .. }) => {}
+            Ok(reply) => {
+                return Err(ReplError::coded(
+                    74,
+                    format!(
+                        "replSetInitiate quorum check failed: {} already has a replica set configuration ({})",
+                        member.host,
+                        reply.get_str("set").unwrap_or("?")
+                    ),
+                ))
+            }
+            Err(err) => {
+                return Err(ReplError::NodeNotFound(format!(
+                    "replSetInitiate quorum check failed because not all proposed set members responded \
+                     affirmatively: {} failed with {err}",
+                    member.host
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let config = initialized(set)?;
+    let mut document = config_document(&config);
+    if matches!(body.get("commitmentStatus"), Some(Bson::Boolean(true))) {
+        let committed = set.shared().snapshot().config_committed;
+        return Ok(doc! {"config": document, "commitmentStatus": committed});
+    }
+    document.remove("writeConcernMajorityJournalDefault");
+    let mut reply = doc! {"config": config_document(&config)};
+    reply.remove("nothing");
+    Ok(reply)
+}
+
+fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
+    crate::report::status_document(&set.shared().report_snapshot())
+}
+
+async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    let document = match body.get("replSetReconfig") {
+        Some(Bson::Document(document)) => document,
+        _ => {
+            return Err(ReplError::type_mismatch(
+                "replSetReconfig takes a configuration document",
+            ))
+        }
+    };
+    let config = parse_config(document)?;
+    let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
+    let force = if force {
+        // MongoDB adds 10,000 plus a random number below 100,000.
+        let random = set.shared().started.elapsed().as_nanos() as i64 % 100_000;
+        Some(ForceReconfig {
+            version_increment: 10_000 + random,
+        })
+    } else {
+        wait_config_committed(set, body).await?;
+        None
+    };
+    set.ask(|reply| Input::Command {
+        event: Event::Reconfig { config, force },
+        reply,
+    })
+    .await??;
+    Ok(Document::new())
+}
+
+/// MongoDB first waits (up to `maxTimeMS`) until the configuration in
+/// force is committed.
+async fn wait_config_committed(set: &ReplicaSet, body: &Document) -> Result<(), ReplError> {
+    let wait_ms = body.get("maxTimeMS").and_then(integral).filter(|ms| *ms > 0);
+    let deadline =
+        Instant::now() + Duration::from_millis(wait_ms.map_or(RECONFIG_COMMIT_WAIT_MS_DEFAULT, |ms| ms as u64));
+    loop {
+        let result = set.ask(|reply| Input::CheckReconfig { reply }).await?;
+        match result {
+            Err(ReplError::BadArgument { code: 308, .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(RECONFIG_COMMIT_POLL_MS)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn seconds(body: &Document, name: &str, default: u64) -> Result<u64, ReplError> {
+    match body.get(name) {
+        None | Some(Bson::Null) => Ok(default),
+        Some(value) => match integral(value) {
+            Some(secs) if secs >= 0 => Ok(secs as u64),
+            Some(_) => Err(ReplError::bad_value(format!("{name} must be non-negative"))),
+            None => Err(ReplError::type_mismatch(format!("{name} must be a number"))),
+        },
+    }
+}
+
+async fn step_down(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    let step_down_secs = seconds(body, "replSetStepDown", STEP_DOWN_SECS_DEFAULT)?;
+    let catch_up_secs = seconds(body, "secondaryCatchUpPeriodSecs", STEP_DOWN_CATCH_UP_SECS_DEFAULT)?;
+    let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
+    if step_down_secs < catch_up_secs {
+        return Err(ReplError::bad_value(
+            "stepdown period must be longer than secondaryCatchUpPeriodSecs",
+        ));
+    }
+    let request = StepDownRequest {
+        step_down_ms: step_down_secs * 1000,
+        secondary_catch_up_period_ms: catch_up_secs * 1000,
+        force,
+    };
+    set.ask(|reply| Input::Command {
+        event: Event::StepDown(request),
+        reply,
+    })
+    .await??;
+    Ok(Document::new())
+}
+
+async fn step_up(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    if matches!(body.get("skipDryRun"), Some(Bson::Boolean(true))) {
+        // Election handoff from the stepping-down primary.
+        let from = body
+            .get("fromId")
+            .and_then(integral)
+            .map_or(u32::MAX, |id| id as MemberId);
+        let term = body.get("term").and_then(integral).unwrap_or(0);
+        let message = Message::StepUp { term };
+        set.ask(|reply| Input::Receive {
+            from,
+            from_host: None,
+            message,
+            reply,
+        })
+        .await?;
+        return Ok(Document::new());
+    }
+    set.ask(|reply| Input::Command {
+        event: Event::StepUpRequest,
+        reply,
+    })
+    .await??;
+    Ok(Document::new())
+}
+
+async fn freeze(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    let secs = seconds(body, "replSetFreeze", 0)?;
+    let until = set.shared().now().plus(secs * 1000);
+    let until = if secs == 0 { set.shared().now() } else { until };
+    set.ask(|reply| Input::Command {
+        event: Event::Freeze { until },
+        reply,
+    })
+    .await??;
+    if secs == 0 {
+        return Ok(doc! {"info": "unfreezing"});
+    }
+    Ok(Document::new())
+}
+
+async fn sync_from(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let config = initialized(set)?;
+    let host = match body.get("replSetSyncFrom") {
+        Some(Bson::String(host)) => host.clone(),
+        _ => return Err(ReplError::type_mismatch("replSetSyncFrom takes a host:port string")),
+    };
+    let member = config
+        .members
+        .iter()
+        .find(|m| m.host == host)
+        .ok_or_else(|| ReplError::NodeNotFound(format!("Could not find member \"{host}\" in replica set")))?;
+    if member.arbiter_only {
+        return Err(ReplError::coded(
+            93,
+            format!("Cannot sync from \"{host}\" because it is an arbiter"),
+        ));
+    }
+    let previous = set
+        .shared()
+        .snapshot()
+        .sync_source
+        .and_then(|s| config.member(s))
+        .map(|m| m.host.clone());
+    let event = Event::SyncFrom {
+        member: Some(member.id),
+    };
+    set.ask(|reply| Input::Command { event, reply }).await??;
+    let mut reply = doc! {"syncFromRequested": host};
+    if let Some(previous) = previous {
+        reply.insert("prevSyncTarget", previous);
+    }
+    Ok(reply)
+}
+
+async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    let on = match body.get("replSetMaintenance") {
+        Some(Bson::Boolean(on)) => *on,
+        Some(value) => integral(value).is_some_and(|n| n != 0),
+        None => return Err(ReplError::type_mismatch("replSetMaintenance takes a boolean")),
+    };
+    let state = if on {
+        MemberState::Recovering
+    } else {
+        MemberState::Secondary
+    };
+    set.ask(|reply| Input::Command {
+        event: Event::ReportState(state),
+        reply,
+    })
+    .await??;
+    Ok(Document::new())
+}
+
+async fn append_oplog_note(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let data = match body.get("data") {
+        Some(Bson::Document(data)) => data.clone(),
+        _ => {
+            return Err(ReplError::coded(
+                40414,
+                "BSON field 'appendOplogNote.data' is missing but a required field",
+            ))
+        }
+    };
+    if !set.shared().snapshot().writable_primary {
+        return Err(ReplError::NotWritablePrimary);
+    }
+    write_note(set.shared(), data).await?;
+    Ok(Document::new())
+}
+
+async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let request = decode_heartbeat_request(body)?;
+    let shared = set.shared();
+    let snapshot = shared.snapshot();
+    let Some(config) = &snapshot.config else {
+        if request.heartbeat.config_version > 0 && request.set_name == shared.options.set_name {
+            fetch_initial_config(shared.clone(), request.from_host.clone(), request.set_name.clone());
+        }
+        return Err(ReplError::NotYetInitialized);
+    };
+    if request.set_name != config.set_name {
+        return Err(ReplError::coded(
+            185,
+            format!(
+                "Our set name of {} does not match name {} reported by remote node",
+                config.set_name, request.set_name
+            ),
+        ));
+    }
+    let requester_config = request.heartbeat.config_version_and_term();
+    let send_config = config.version_and_term().is_newer_than(requester_config)
+        || request.heartbeat.config_version == UNINITIALIZED_CONFIG_VERSION;
+    let heartbeat = match request.from_id {
+        Some(from) if request.heartbeat.config_version != UNINITIALIZED_CONFIG_VERSION => {
+            let message = Message::HeartbeatRequest(request.heartbeat.clone());
+            let from_host = Some(request.from_host.clone());
+            match set
+                .ask(|reply| Input::Receive {
+                    from,
+                    from_host,
+                    message,
+                    reply,
+                })
+                .await?
+            {
+                Some(Message::HeartbeatResponse(hb)) => hb,
+                _ => own_heartbeat(set),
+            }
+        }
+        // An uninitialized member asking for our configuration.
+        _ => own_heartbeat(set),
+    };
+    let snapshot = shared.snapshot();
+    let reply = HeartbeatReply {
+        set_name: config.set_name.clone(),
+        heartbeat,
+        config: send_config.then(|| config.clone()),
+        election_time: snapshot
+            .election_time
+            .filter(|_| snapshot.writable_primary)
+            .map(|op| op.ts),
+    };
+    let syncing_to = snapshot
+        .sync_source
+        .and_then(|s| snapshot.host_of(s))
+        .unwrap_or("")
+        .to_owned();
+    Ok(encode_heartbeat_reply(&reply, &syncing_to))
+}
+
+/// This member's heartbeat fields from its last snapshot.
+fn own_heartbeat(set: &ReplicaSet) -> slipstream_consensus::Heartbeat {
+    let snapshot = set.shared().snapshot();
+    let (version, term) = snapshot
+        .config
+        .as_ref()
+        .map_or((UNINITIALIZED_CONFIG_VERSION, -1), |c| (c.version, c.term));
+    slipstream_consensus::Heartbeat {
+        term: snapshot.term,
+        config_version: version,
+        config_term: term,
+        state: snapshot.state,
+        last_applied: snapshot.last_applied,
+        last_applied_wall_ms: snapshot.last_applied_wall_ms,
+        last_durable: snapshot.last_durable,
+        last_durable_wall_ms: snapshot.last_durable_wall_ms,
+        commit_point: snapshot.commit_point,
+        sync_source: snapshot.sync_source,
+    }
+}
+
+async fn request_votes(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let config = initialized(set)?;
+    let (set_name, request) = decode_vote_request(body, &config)?;
+    if set_name != config.set_name {
+        return Err(ReplError::coded(
+            185,
+            format!("vote request for set {set_name}, not {}", config.set_name),
+        ));
+    }
+    let from = request.candidate;
+    let message = Message::RequestVote(request);
+    match set
+        .ask(|reply| Input::Receive {
+            from,
+            from_host: None,
+            message,
+            reply,
+        })
+        .await?
+    {
+        Some(Message::VoteResponse(response)) => Ok(encode_vote_response(&response)),
+        _ => Err(ReplError::coded(125, "the vote request was not answered")),
+    }
+}
+
+async fn update_position(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    initialized(set)?;
+    let update = decode_update_position(body)?;
+    let from = match body.get("fromId").and_then(integral) {
+        Some(id @ 0..=255) => id as MemberId,
+        _ => update
+            .positions
+            .first()
+            .map(|p| p.member)
+            .ok_or_else(|| ReplError::failed_to_parse("replSetUpdatePosition without positions"))?,
+    };
+    let message = Message::UpdatePosition(update);
+    set.ask(|reply| Input::Receive {
+        from,
+        from_host: None,
+        message,
+        reply,
+    })
+    .await?;
+    Ok(Document::new())
+}

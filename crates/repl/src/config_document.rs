@@ -1,0 +1,309 @@
+//! The replica set configuration document (`replSetInitiate`,
+//! `replSetReconfig`, `replSetGetConfig`, `local.system.replset`, a
+//! heartbeat response's `config`) <-> `consensus::ReplSetConfig`.
+//!
+//! Parsing refuses what MongoDB refuses with InvalidReplicaSetConfig (93)
+//! and never panics on a malformed document: a member's message is input
+//! like any other.
+
+use bson::{doc, Bson, Document};
+use slipstream_consensus::config::{MemberConfig, ReplSetConfig, Settings, MEMBERS_MAX};
+
+use crate::error::ReplError;
+
+/// Most tags one member may carry (no MongoDB limit; ours keeps a
+/// configuration small).
+pub const MEMBER_TAGS_MAX: usize = 32;
+
+/// Reads a configuration document. `version` defaults to 1 and `term` to
+/// the caller's (`replSetInitiate` sets 0; a stored one keeps its own).
+pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
+    let set_name = match document.get("_id") {
+        Some(Bson::String(name)) if !name.is_empty() => name.clone(),
+        Some(Bson::String(_)) => return Err(invalid("_id of a replica set configuration must not be empty")),
+        Some(_) => return Err(invalid("_id of a replica set configuration must be a string")),
+        None => return Err(invalid("replica set configuration needs an _id (the set name)")),
+    };
+    let version = match document.get("version") {
+        None => 1,
+        Some(value) => integral(value).ok_or_else(|| invalid("version must be a number"))?,
+    };
+    let term = match document.get("term") {
+        None => 0,
+        Some(value) => integral(value).ok_or_else(|| invalid("term must be a number"))?,
+    };
+    let members = match document.get("members") {
+        Some(Bson::Array(members)) => members,
+        Some(_) => return Err(invalid("members must be an array")),
+        None => return Err(invalid("replica set configuration needs members")),
+    };
+    if members.len() > MEMBERS_MAX {
+        return Err(invalid(format!(
+            "{} members, at most {MEMBERS_MAX} allowed",
+            members.len()
+        )));
+    }
+    let members = members
+        .iter()
+        .map(|member| match member {
+            Bson::Document(member) => parse_member(member),
+            _ => Err(invalid("each member must be an object")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let settings = match document.get("settings") {
+        None => Settings::default(),
+        Some(Bson::Document(settings)) => parse_settings(settings)?,
+        Some(_) => return Err(invalid("settings must be an object")),
+    };
+    let config = ReplSetConfig {
+        set_name,
+        version,
+        term,
+        members,
+        settings,
+    };
+    config.validate().map_err(|err| invalid(err.to_string()))?;
+    Ok(config)
+}
+
+fn parse_member(member: &Document) -> Result<MemberConfig, ReplError> {
+    let id = match member.get("_id").and_then(integral) {
+        Some(id) if (0..=255).contains(&id) => id as u32,
+        Some(id) => return Err(invalid(format!("member _id {id} out of range [0, 255]"))),
+        None => return Err(invalid("each member needs a numeric _id")),
+    };
+    let host = match member.get("host") {
+        Some(Bson::String(host)) if !host.is_empty() => normalize_host(host),
+        _ => return Err(invalid(format!("member {id} needs a host string"))),
+    };
+    let mut config = MemberConfig::new(id, host);
+    config.arbiter_only = flag(member, "arbiterOnly")?.unwrap_or(false);
+    config.hidden = flag(member, "hidden")?.unwrap_or(false);
+    if let Some(votes) = member.get("votes") {
+        match integral(votes) {
+            Some(votes @ 0..=1) => config.votes = votes as u8,
+            _ => return Err(invalid(format!("member {id}: votes must be 0 or 1"))),
+        }
+    }
+    config.priority = match member.get("priority") {
+        None if config.arbiter_only || config.votes == 0 => 0.0,
+        None => 1.0,
+        Some(value) => number(value).ok_or_else(|| invalid(format!("member {id}: priority must be a number")))?,
+    };
+    if config.arbiter_only && member.get("priority").is_none() {
+        config.priority = 0.0;
+    }
+    if let Some(tags) = member.get("tags") {
+        let Bson::Document(tags) = tags else {
+            return Err(invalid(format!("member {id}: tags must be an object")));
+        };
+        if tags.len() > MEMBER_TAGS_MAX {
+            return Err(invalid(format!("member {id}: at most {MEMBER_TAGS_MAX} tags")));
+        }
+        for (key, value) in tags {
+            let Bson::String(value) = value else {
+                return Err(invalid(format!("member {id}: tag {key} must be a string")));
+            };
+            config.tags.push((key.clone(), value.clone()));
+        }
+    }
+    for key in member.keys() {
+        if !MEMBER_FIELDS.contains(&key.as_str()) {
+            return Err(invalid(format!("unexpected field '{key}' in member {id}")));
+        }
+    }
+    Ok(config)
+}
+
+/// The fields a member document may carry (MongoDB's, the ones it ignores
+/// included, so that a configuration written by MongoDB's tools parses).
+const MEMBER_FIELDS: &[&str] = &[
+    "_id",
+    "host",
+    "arbiterOnly",
+    "buildIndexes",
+    "hidden",
+    "priority",
+    "tags",
+    "secondaryDelaySecs",
+    "votes",
+];
+
+fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
+    let mut parsed = Settings::default();
+    if let Some(chaining) = flag(settings, "chainingAllowed")? {
+        parsed.chaining_allowed = chaining;
+    }
+    let millis = |name: &str| -> Result<Option<i64>, ReplError> {
+        match settings.get(name) {
+            None => Ok(None),
+            Some(value) => integral(value)
+                .map(Some)
+                .ok_or_else(|| invalid(format!("settings.{name} must be a number"))),
+        }
+    };
+    if let Some(ms) = millis("heartbeatIntervalMillis")? {
+        parsed.heartbeat_interval_ms = positive(ms, "heartbeatIntervalMillis")?;
+    }
+    if let Some(ms) = millis("electionTimeoutMillis")? {
+        parsed.election_timeout_ms = positive(ms, "electionTimeoutMillis")?;
+    }
+    if let Some(ms) = millis("catchUpTimeoutMillis")? {
+        parsed.catch_up_timeout_ms = if ms < 0 { None } else { Some(ms as u64) };
+    }
+    if let Some(ms) = millis("catchUpTakeoverDelayMillis")? {
+        parsed.catch_up_takeover_delay_ms = if ms < 0 { None } else { Some(ms as u64) };
+    }
+    Ok(parsed)
+}
+
+fn positive(ms: i64, name: &str) -> Result<u64, ReplError> {
+    if ms <= 0 {
+        return Err(invalid(format!("settings.{name} must be positive")));
+    }
+    Ok(ms as u64)
+}
+
+/// The configuration as MongoDB shows it (`replSetGetConfig`, storage,
+/// heartbeats).
+pub fn config_document(config: &ReplSetConfig) -> Document {
+    let members: Vec<Bson> = config
+        .members
+        .iter()
+        .map(|m| {
+            let mut tags = Document::new();
+            for (key, value) in &m.tags {
+                tags.insert(key.clone(), value.clone());
+            }
+            Bson::Document(doc! {
+                "_id": m.id as i32,
+                "host": m.host.clone(),
+                "arbiterOnly": m.arbiter_only,
+                "buildIndexes": true,
+                "hidden": m.hidden,
+                "priority": m.priority,
+                "tags": tags,
+                "secondaryDelaySecs": 0_i64,
+                "votes": i32::from(m.votes),
+            })
+        })
+        .collect();
+    let s = &config.settings;
+    doc! {
+        "_id": config.set_name.clone(),
+        "version": config.version as i32,
+        "term": config.term,
+        "members": members,
+        "protocolVersion": 1_i64,
+        "writeConcernMajorityJournalDefault": true,
+        "settings": {
+            "chainingAllowed": s.chaining_allowed,
+            "heartbeatIntervalMillis": s.heartbeat_interval_ms as i64 as i32,
+            "heartbeatTimeoutSecs": (s.election_timeout_ms / 1000).max(1) as i32,
+            "electionTimeoutMillis": s.election_timeout_ms as i64 as i32,
+            "catchUpTimeoutMillis": s.catch_up_timeout_ms.map_or(-1, |ms| ms as i64) as i32,
+            "catchUpTakeoverDelayMillis": s.catch_up_takeover_delay_ms.map_or(-1, |ms| ms as i64) as i32,
+            "getLastErrorModes": {},
+            "getLastErrorDefaults": {"w": 1, "wtimeout": 0},
+        },
+    }
+}
+
+/// `localhost` and `127.0.0.1` name the same machine; hosts compare as
+/// written otherwise. A host without a port gets MongoDB's default.
+pub fn normalize_host(host: &str) -> String {
+    if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:27017")
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ReplError {
+    ReplError::InvalidReplicaSetConfig(message.into())
+}
+
+fn integral(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() && f.abs() < 9.0e15 => Some(*f as i64),
+        _ => None,
+    }
+}
+
+fn number(value: &Bson) -> Option<f64> {
+    match value {
+        Bson::Int32(n) => Some(f64::from(*n)),
+        Bson::Int64(n) => Some(*n as f64),
+        Bson::Double(f) if f.is_finite() => Some(*f),
+        _ => None,
+    }
+}
+
+fn flag(document: &Document, name: &str) -> Result<Option<bool>, ReplError> {
+    match document.get(name) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(value) => match integral(value) {
+            Some(n) => Ok(Some(n != 0)),
+            None => Err(invalid(format!("{name} must be a boolean"))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_round_trips() {
+        let document = doc! {
+            "_id": "rs0",
+            "version": 3,
+            "term": 2_i64,
+            "members": [
+                {"_id": 0, "host": "a:1", "priority": 2.0, "tags": {"dc": "east"}},
+                {"_id": 1, "host": "b:2", "votes": 0, "priority": 0},
+                {"_id": 2, "host": "c:3", "arbiterOnly": true},
+                {"_id": 3, "host": "d:4", "hidden": true, "priority": 0},
+            ],
+            "settings": {"heartbeatIntervalMillis": 500, "electionTimeoutMillis": 2000, "chainingAllowed": false,
+                         "catchUpTimeoutMillis": -1},
+        };
+        let config = parse_config(&document).unwrap();
+        assert_eq!((config.version, config.term), (3, 2));
+        assert_eq!(config.members[0].tags, vec![("dc".to_owned(), "east".to_owned())]);
+        assert_eq!(config.members[1].votes, 0);
+        assert!(config.members[2].arbiter_only && config.members[2].priority == 0.0);
+        assert!(config.members[3].hidden);
+        assert!(!config.settings.chaining_allowed);
+        assert_eq!(config.settings.catch_up_timeout_ms, None);
+        let again = parse_config(&config_document(&config)).unwrap();
+        assert_eq!(again, config);
+    }
+
+    #[test]
+    fn malformed_configurations_are_refused_with_93() {
+        let cases = [
+            doc! {},
+            doc! {"_id": 1, "members": []},
+            doc! {"_id": "rs", "members": "x"},
+            doc! {"_id": "rs", "members": []},
+            doc! {"_id": "rs", "members": [{"host": "a:1"}]},
+            doc! {"_id": "rs", "members": [{"_id": 0}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "votes": 2}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "bogus": 2}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}, {"_id": 0, "host": "b:1"}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "tags": {"x": 1}}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"electionTimeoutMillis": 0}},
+            doc! {"_id": "rs", "members": [{"_id": 300, "host": "a:1"}]},
+        ];
+        for case in cases {
+            match parse_config(&case) {
+                Err(ReplError::InvalidReplicaSetConfig(_)) => {}
+                other => panic!("{case}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The heartbeat sender: carries the node's `Send HeartbeatRequest` to a
+//! member as `replSetHeartbeat` and feeds the response back as
+//! `Receive { HeartbeatResponse }`; a failure or a timeout is just no
+//! response (the node counts silence itself). It also fetches
+//! configurations: `Action::FetchConfig` (a member reported a newer one)
+//! and, on a member without any, the configuration of the member whose
+//! heartbeat showed one.
+//!
+//! Stateless: each heartbeat is one task; nothing to stop (a task ends
+//! with its timeout).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slipstream_clock::OpTime;
+use slipstream_consensus::config::MemberId;
+use slipstream_consensus::{Event, Heartbeat, MemberState, Message};
+
+use crate::coordinator::Input;
+use crate::protocol::{decode_heartbeat_reply, encode_heartbeat_request, UNINITIALIZED_CONFIG_VERSION};
+use crate::replica_set::Shared;
+
+/// Longest a heartbeat waits for its response (MongoDB's
+/// `heartbeatTimeoutSecs` is 10 s; an election timeout is the node's own
+/// limit for silence, so waiting longer gains nothing).
+pub const HEARTBEAT_TIMEOUT_MS_MAX: u64 = 10_000;
+
+pub struct HeartbeatSender {
+    shared: Arc<Shared>,
+}
+
+impl HeartbeatSender {
+    pub fn new(shared: Arc<Shared>) -> HeartbeatSender {
+        HeartbeatSender { shared }
+    }
+
+    fn timeout(&self) -> Duration {
+        let snapshot = self.shared.snapshot();
+        let election = snapshot
+            .config
+            .as_ref()
+            .map_or(HEARTBEAT_TIMEOUT_MS_MAX, |c| c.settings.election_timeout_ms);
+        Duration::from_millis(election.min(HEARTBEAT_TIMEOUT_MS_MAX))
+    }
+
+    pub fn send(&self, to: MemberId, host: String, hb: Heartbeat, set_name: String, me: MemberId) {
+        let shared = self.shared.clone();
+        let timeout = self.timeout();
+        self.shared.runtime.spawn(async move {
+            let body = encode_heartbeat_request(&set_name, &shared.me_host(), Some(me), &hb);
+            let reply = match shared.network.run(&host, "admin", body, timeout).await {
+                Ok(reply) => reply,
+                Err(err) => {
+                    tracing::trace!(target: "repl", host = %host, error = %err, "heartbeat failed");
+                    return;
+                }
+            };
+            match decode_heartbeat_reply(&reply) {
+                Ok(reply) if reply.set_name == set_name => {
+                    let message = Message::HeartbeatResponse(reply.heartbeat);
+                    shared.input(Input::Event(Event::Receive { from: to, message }));
+                }
+                Ok(reply) => {
+                    tracing::warn!(target: "repl", host = %host, set = %reply.set_name, "heartbeat from another set")
+                }
+                Err(err) => tracing::warn!(target: "repl", host = %host, error = %err, "malformed heartbeat response"),
+            }
+        });
+    }
+
+    /// `Action::FetchConfig`: a heartbeat whose response carries the
+    /// newer configuration (ours, as the request shows it, is older).
+    pub fn fetch_config(&self, from: MemberId, host: String, hb: Heartbeat, set_name: String) {
+        let shared = self.shared.clone();
+        let timeout = self.timeout();
+        let me = shared.snapshot().me;
+        self.shared.runtime.spawn(async move {
+            let body = encode_heartbeat_request(&set_name, &shared.me_host(), me, &hb);
+            let Ok(reply) = shared.network.run(&host, "admin", body, timeout).await else {
+                return;
+            };
+            match decode_heartbeat_reply(&reply) {
+                Ok(reply) => match reply.config {
+                    Some(config) => shared.input(Input::Event(Event::ConfigReceived { config })),
+                    None => tracing::debug!(target: "repl", member = from, "heartbeat response without a config"),
+                },
+                Err(err) => tracing::warn!(target: "repl", host = %host, error = %err, "malformed heartbeat response"),
+            }
+        });
+    }
+}
+
+/// A member without a configuration got a heartbeat from `host`, which has
+/// one: ask for it (a heartbeat showing version -2 gets the config in its
+/// response) and adopt it if it names this member.
+pub fn fetch_initial_config(shared: Arc<Shared>, host: String, set_name: String) {
+    let runtime = shared.runtime.clone();
+    runtime.spawn(async move {
+        let hb = Heartbeat {
+            term: 0,
+            config_version: UNINITIALIZED_CONFIG_VERSION,
+            config_term: -1,
+            state: MemberState::Startup,
+            last_applied: OpTime::NULL,
+            last_applied_wall_ms: 0,
+            last_durable: OpTime::NULL,
+            last_durable_wall_ms: 0,
+            commit_point: OpTime::NULL,
+            sync_source: None,
+        };
+        let body = encode_heartbeat_request(&set_name, &shared.me_host(), None, &hb);
+        let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_MAX);
+        let Ok(reply) = shared.network.run(&host, "admin", body, timeout).await else { return };
+        let Ok(reply) = decode_heartbeat_reply(&reply) else { return };
+        let Some(config) = reply.config else { return };
+        match shared.find_self(&config) {
+            Some(me) => {
+                tracing::info!(target: "repl", from = %host, version = config.version, "configuration learned by heartbeat");
+                shared.input(Input::Adopt { config, me });
+            }
+            None => tracing::warn!(target: "repl", from = %host, "a configuration that does not name this member"),
+        }
+    });
+}

@@ -1,0 +1,150 @@
+//! `trait Network`: how the companions reach other members, one command
+//! at a time. `TcpNetwork` is the real one (the internal client over TCP,
+//! connections reused per host, a timeout on every command, and the
+//! `MemberBlocklist` fault hook refusing blocked hosts); tests put an
+//! in-memory one in its place.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::Document;
+use parking_lot::Mutex;
+
+use crate::client::Connection;
+use crate::fault::MemberBlocklist;
+use crate::topology::BoxFuture;
+
+/// Idle connections kept per host (the fetcher, heartbeats, votes and
+/// position reports each hold at most one at a time).
+pub const IDLE_CONNECTIONS_PER_HOST_MAX: usize = 8;
+
+#[derive(Debug)]
+pub enum NetError {
+    /// The fault hook blocks this member.
+    Blocked,
+    /// No connection (refused, reset, closed).
+    Unreachable(String),
+    /// No reply within the command's timeout.
+    Timeout,
+    /// The bytes made no sense.
+    Protocol(String),
+    /// The member answered `ok: 0`.
+    Command {
+        code: i32,
+        message: String,
+        reply: Document,
+    },
+}
+
+impl fmt::Display for NetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetError::Blocked => write!(f, "blocked by the blockMembers fail point"),
+            NetError::Unreachable(why) => write!(f, "unreachable: {why}"),
+            NetError::Timeout => write!(f, "timed out"),
+            NetError::Protocol(why) => write!(f, "protocol error: {why}"),
+            NetError::Command { code, message, .. } => {
+                write!(f, "command failed ({code}): {message}")
+            }
+        }
+    }
+}
+
+/// Runs commands on other members.
+pub trait Network: Send + Sync {
+    /// Runs `body` against database `db` on `host`; the reply of an
+    /// `ok: 1`, else the error. Cancel-safe: a dropped call leaves no
+    /// half-used connection behind.
+    fn run<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Document, NetError>>;
+}
+
+/// The real network: TCP to each member.
+pub struct TcpNetwork {
+    /// This member's `host:port` as its configuration names it, sent in
+    /// the handshake (set once the configuration is known).
+    me: Arc<parking_lot::RwLock<String>>,
+    blocklist: Arc<MemberBlocklist>,
+    idle: Mutex<HashMap<String, Vec<Connection>>>,
+}
+
+impl TcpNetwork {
+    pub fn new(me: Arc<parking_lot::RwLock<String>>, blocklist: Arc<MemberBlocklist>) -> TcpNetwork {
+        TcpNetwork {
+            me,
+            blocklist,
+            idle: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// An idle connection whose handshake named this member as it is
+    /// named now: one opened before the configuration gave this member its
+    /// name would escape the other side's `blockMembers` check.
+    fn take_idle(&self, host: &str) -> Option<Connection> {
+        let me = self.me.read().clone();
+        let mut idle = self.idle.lock();
+        let list = idle.get_mut(host)?;
+        list.retain(|connection| connection.me == me);
+        list.pop()
+    }
+
+    fn put_idle(&self, host: &str, connection: Connection) {
+        let mut idle = self.idle.lock();
+        let list = idle.entry(host.to_owned()).or_default();
+        if list.len() < IDLE_CONNECTIONS_PER_HOST_MAX {
+            list.push(connection);
+        }
+    }
+
+    async fn run_once(&self, host: &str, db: &str, body: Document) -> Result<Document, NetError> {
+        if let Some(mut connection) = self.take_idle(host) {
+            match connection.run(db, body.clone()).await {
+                // A pooled connection may have died while idle: one retry on
+                // a fresh connection for that case only.
+                Err(NetError::Unreachable(_)) => {}
+                Err(NetError::Protocol(why)) => return Err(NetError::Protocol(why)),
+                result => {
+                    self.put_idle(host, connection);
+                    return result;
+                }
+            }
+        }
+        let me = self.me.read().clone();
+        let mut connection = Connection::open(host, &me).await?;
+        let result = connection.run(db, body).await;
+        if !matches!(result, Err(NetError::Unreachable(_)) | Err(NetError::Protocol(_))) {
+            self.put_idle(host, connection);
+        }
+        result
+    }
+}
+
+impl Network for TcpNetwork {
+    fn run<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Document, NetError>> {
+        Box::pin(async move {
+            if self.blocklist.is_blocked(host) {
+                self.idle.lock().remove(host);
+                return Err(NetError::Blocked);
+            }
+            // A timed-out call drops its connection with it (never pooled
+            // mid-reply).
+            match tokio::time::timeout(timeout, self.run_once(host, db, body)).await {
+                Ok(result) => result,
+                Err(_) => Err(NetError::Timeout),
+            }
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! The oplog fetcher: pulls the sync source's oplog with a tailable
+//! `awaitData` cursor (`find` on `local.oplog.rs` from our last entry, then
+//! `getMore`s that wait on the source's oplog) and hands each batch to the
+//! coordinator as `Pulled`, the entries riding along for the applier.
+//!
+//! ```text
+//!            start(source)
+//!   Stopped ---------------> Querying --first batch--> Tailing <--+
+//!      ^                        ^  |                     |        | getMore
+//!      |  stop / source fails   |  | empty: source behind|        | (awaitData)
+//!      +------------------------+--+---------------------+--------+
+//!                               |   restart: batch not appended,
+//!                               +-- cursor ended
+//! ```
+//!
+//! It holds at most one batch while the applier works on the previous one:
+//! the next batch is fetched meanwhile but delivered only once the
+//! previous one's outcome is known, so that every delivered batch starts at
+//! the node's last entry (`PullBatch.first`: the overlap on the first
+//! batch, the previous batch's last entry after it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use slipstream_clock::OpTime;
+use slipstream_consensus::config::MemberId;
+use slipstream_consensus::{Event, PullBatch};
+use slipstream_storage::{bson_timestamp, from_bson_timestamp};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::coordinator::Input;
+use crate::network::NetError;
+use crate::protocol::parse_optime;
+use crate::replica_set::Shared;
+
+/// Most entries one batch asks for (storage applies at most 5000 at once).
+pub const FETCH_BATCH_ENTRIES: i64 = 5_000;
+/// How long a `getMore` waits on the source's oplog for new entries.
+pub const FETCH_AWAIT_MS: i64 = 1_000;
+/// Network margin on top of a command's own wait.
+pub const FETCH_NETWORK_SLACK_MS: u64 = 10_000;
+/// Most bytes of fetched entries held for the applier (one batch of the
+/// storage's apply limit).
+pub const FETCH_BUFFER_BYTES_MAX: u64 = 100 * 1024 * 1024;
+/// Pause before querying again after the node passed on a batch.
+pub const FETCH_RESTART_PAUSE_MS: u64 = 50;
+
+/// A pulled batch waiting for the applier (or the node's refusal).
+pub struct HeldBatch {
+    pub source: MemberId,
+    pub entries: Vec<RawDocumentBuf>,
+    outcome: oneshot::Sender<bool>,
+}
+
+impl HeldBatch {
+    /// The node passed on it (ignored, or found it does not overlap).
+    pub fn not_appended(self) {
+        let _ = self.outcome.send(false);
+    }
+
+    /// The applier appended it.
+    pub fn appended(self) {
+        let _ = self.outcome.send(true);
+    }
+}
+
+pub struct OplogFetcher {
+    shared: Arc<Shared>,
+    running: Option<(MemberId, JoinHandle<()>)>,
+}
+
+impl OplogFetcher {
+    pub fn new(shared: Arc<Shared>) -> OplogFetcher {
+        OplogFetcher { shared, running: None }
+    }
+
+    pub fn start(&mut self, source: MemberId, host: String, term: i64) {
+        self.stop();
+        let shared = self.shared.clone();
+        let task = self.shared.runtime.spawn(async move {
+            let error = fetch(&shared, source, &host, term).await;
+            tracing::info!(target: "repl", source = %host, error = %error, "oplog fetcher stopped");
+            shared.input(Input::Event(Event::PullFailed { source }));
+        });
+        self.running = Some((source, task));
+    }
+
+    pub fn stop(&mut self) {
+        if let Some((_, task)) = self.running.take() {
+            task.abort();
+        }
+    }
+}
+
+struct Reply {
+    cursor_id: i64,
+    entries: Vec<RawDocumentBuf>,
+    commit_point: OpTime,
+    term: i64,
+}
+
+/// Fetches until an error; returns it.
+async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) -> NetError {
+    loop {
+        shared.wait_applier_idle().await;
+        let last = shared.engine.last_applied();
+        let filter = if last.is_null() {
+            doc! {}
+        } else {
+            doc! {"ts": {"$gte": bson_timestamp(last.ts)}}
+        };
+        let find = doc! {
+            "find": "oplog.rs",
+            "filter": filter,
+            "tailable": true,
+            "awaitData": true,
+            "batchSize": FETCH_BATCH_ENTRIES,
+            "term": term,
+            "$readPreference": {"mode": "secondaryPreferred"},
+            "$replData": 1,
+            "$oplogQueryData": 1,
+        };
+        tracing::debug!(target: "repl", source = %host, from = %last.ts, "oplog fetcher queries");
+        let reply = match run(shared, host, find, 0).await {
+            Ok(reply) => reply,
+            Err(err) => return err,
+        };
+        if reply.entries.is_empty() {
+            // Nothing at or after our last entry: the source is behind.
+            deliver(shared, source, None, None, &reply, Vec::new()).await;
+            return NetError::Protocol("the sync source has no entry at or after ours".into());
+        }
+        let first = match entry_optime(&reply.entries[0]) {
+            Ok(op) => op,
+            Err(err) => return err,
+        };
+        let mut prev_last = match entry_optime(reply.entries.last().expect("not empty")) {
+            Ok(op) => op,
+            Err(err) => return err,
+        };
+        let mut has_new = prev_last > first || last.is_null();
+        let meta = reply_meta(&reply);
+        let entries = reply.entries;
+        let mut cursor_id = reply.cursor_id;
+        let mut outcome = deliver(shared, source, Some(first), Some(prev_last), &meta, entries).await;
+        loop {
+            if cursor_id == 0 {
+                break;
+            }
+            let get_more = doc! {
+                "getMore": cursor_id,
+                "collection": "oplog.rs",
+                "batchSize": FETCH_BATCH_ENTRIES,
+                "maxTimeMS": FETCH_AWAIT_MS,
+                "term": term,
+                "$replData": 1,
+                "$oplogQueryData": 1,
+            };
+            let next = run(shared, host, get_more, FETCH_AWAIT_MS as u64).await;
+            let appended = outcome.await.unwrap_or(false);
+            let next = match next {
+                Ok(next) => next,
+                Err(err) => return err,
+            };
+            if has_new && !appended {
+                tracing::debug!(target: "repl", source = %host, "the node passed on a batch: query again");
+                break;
+            }
+            cursor_id = next.cursor_id;
+            let Some(last_entry) = next.entries.last() else {
+                has_new = false;
+                outcome = deliver(shared, source, Some(prev_last), Some(prev_last), &next, Vec::new()).await;
+                continue;
+            };
+            let last = match entry_optime(last_entry) {
+                Ok(op) => op,
+                Err(err) => return err,
+            };
+            let first = prev_last;
+            prev_last = last;
+            has_new = true;
+            let meta = reply_meta(&next);
+            let entries = next.entries;
+            outcome = deliver(shared, source, Some(first), Some(last), &meta, entries).await;
+        }
+        tokio::time::sleep(Duration::from_millis(FETCH_RESTART_PAUSE_MS)).await;
+    }
+}
+
+fn reply_meta(reply: &Reply) -> Reply {
+    Reply {
+        cursor_id: reply.cursor_id,
+        entries: Vec::new(),
+        commit_point: reply.commit_point,
+        term: reply.term,
+    }
+}
+
+/// Hands a batch to the coordinator; resolves once the node appended it
+/// (true) or passed on it (false).
+async fn deliver(
+    shared: &Arc<Shared>,
+    source: MemberId,
+    first: Option<OpTime>,
+    last: Option<OpTime>,
+    meta: &Reply,
+    entries: Vec<RawDocumentBuf>,
+) -> oneshot::Receiver<bool> {
+    let (outcome, receiver) = oneshot::channel();
+    let batch = PullBatch {
+        source,
+        first,
+        last,
+        source_commit_point: meta.commit_point,
+        source_term: meta.term,
+    };
+    let bytes: usize = entries.iter().map(|e| e.as_bytes().len()).sum();
+    shared.metrics.set_buffer(entries.len() as u64, bytes as u64);
+    shared.input(Input::Pulled {
+        batch,
+        held: HeldBatch {
+            source,
+            entries,
+            outcome,
+        },
+    });
+    receiver
+}
+
+async fn run(shared: &Arc<Shared>, host: &str, body: Document, wait_ms: u64) -> Result<Reply, NetError> {
+    let timeout = Duration::from_millis(wait_ms + FETCH_NETWORK_SLACK_MS);
+    let started = std::time::Instant::now();
+    let reply = shared.network.run(host, "local", body, timeout).await?;
+    let parsed = parse_reply(&reply).map_err(NetError::Protocol)?;
+    let bytes: usize = parsed.entries.iter().map(|e| e.as_bytes().len()).sum();
+    shared
+        .metrics
+        .record_getmore(parsed.entries.len() as u64, bytes as u64, started.elapsed());
+    Ok(parsed)
+}
+
+fn parse_reply(reply: &Document) -> Result<Reply, String> {
+    let cursor = reply
+        .get_document("cursor")
+        .map_err(|_| "reply without a cursor".to_owned())?;
+    let cursor_id = match cursor.get("id") {
+        Some(Bson::Int64(id)) => *id,
+        Some(Bson::Int32(id)) => i64::from(*id),
+        _ => return Err("cursor without an id".into()),
+    };
+    let batch = cursor
+        .get_array("firstBatch")
+        .or_else(|_| cursor.get_array("nextBatch"))
+        .map_err(|_| "cursor without a batch".to_owned())?;
+    let entries = batch
+        .iter()
+        .map(|entry| match entry {
+            Bson::Document(entry) => RawDocumentBuf::try_from(entry).map_err(|err| err.to_string()),
+            _ => Err("an oplog entry that is not a document".to_owned()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let repl_data = reply
+        .get_document("$replData")
+        .map_err(|_| "reply without $replData".to_owned())?;
+    let commit_point = parse_optime(repl_data.get("lastOpCommitted"), "lastOpCommitted").map_err(|e| e.to_string())?;
+    let term = match repl_data.get("term") {
+        Some(Bson::Int64(term)) => *term,
+        Some(Bson::Int32(term)) => i64::from(*term),
+        _ => return Err("$replData without a term".into()),
+    };
+    Ok(Reply {
+        cursor_id,
+        entries,
+        commit_point,
+        term,
+    })
+}
+
+fn entry_optime(entry: &RawDocumentBuf) -> Result<OpTime, NetError> {
+    let ts = entry
+        .get_timestamp("ts")
+        .map_err(|_| NetError::Protocol("an oplog entry without ts".into()))?;
+    let term = match entry.get("t") {
+        Ok(Some(bson::RawBsonRef::Int64(t))) => t,
+        Ok(Some(bson::RawBsonRef::Int32(t))) => i64::from(t),
+        Ok(None) => -1,
+        _ => return Err(NetError::Protocol("an oplog entry whose t is not a number".into())),
+    };
+    Ok(OpTime::new(from_bson_timestamp(ts), term))
+}

@@ -1,0 +1,634 @@
+//! `ReplicaSet`: the handle the server holds for a member started with
+//! `--replSet` (it implements `Topology`). It starts the coordinator
+//! thread and the companions that watch storage, and answers the server's
+//! questions from the coordinator's last published `Snapshot`; anything
+//! that needs the node goes through the coordinator's channel.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use parking_lot::{Mutex, RwLock};
+use slipstream_clock::{OpTime, Timestamp};
+use slipstream_consensus::config::{MemberId, ReplSetConfig};
+use slipstream_consensus::{MemberState, Millis, Node, OplogPositions, WriteConcern as CoreWriteConcern, W as CoreW};
+use slipstream_storage::{bson_timestamp, Engine, ReadAt};
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, watch};
+
+use crate::concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};
+use crate::coordinator::{Coordinator, Input, INPUT_QUEUE_MAX};
+use crate::error::ReplError;
+use crate::local_state::LocalState;
+use crate::network::Network;
+use crate::noop_writer::{write_note, NoopWriter};
+use crate::position_watcher::PositionWatcher;
+use crate::protocol::optime_document;
+use crate::report::{self, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
+use crate::snapshot::Snapshot;
+use crate::topology::{BoxFuture, CommandAccess, Topology};
+
+/// What `serve --replSet` tells the member about itself.
+pub struct ReplicaSetOptions {
+    /// `--replSet`.
+    pub set_name: String,
+    /// The port this node listens on (how it finds itself in a configuration).
+    pub port: u16,
+    /// Host names that mean this machine besides `localhost` / `127.0.0.1`
+    /// (the bind addresses, the host name).
+    pub host_names: Vec<String>,
+}
+
+/// State shared by the handle, the coordinator and the companions.
+pub struct Shared {
+    pub engine: Arc<Engine>,
+    pub network: Arc<dyn Network>,
+    pub runtime: Handle,
+    pub local: LocalState,
+    pub options: ReplicaSetOptions,
+    /// The coordinator's clock starts here (`Millis` are ms since).
+    pub started: Instant,
+    /// Wall-clock start, for `uptime`.
+    pub started_wall_ms: i64,
+    inputs: SyncSender<Input>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// `topologyVersion.counter`; awaitable `hello`s wait on it.
+    pub topology: watch::Sender<i64>,
+    /// The commit point, for majority reads waiting on it.
+    pub commit_point_changed: watch::Sender<OpTime>,
+    /// This member's `host:port` as its configuration names it.
+    pub me_host: Arc<RwLock<String>>,
+    rbid: AtomicI32,
+    /// True while the applier has a batch in flight.
+    pub applier_busy: watch::Sender<bool>,
+    /// Counters and histograms for serverStatus and Prometheus.
+    pub metrics: ReplMetrics,
+    /// `topologyVersion.processId` in the report module's documents.
+    process_id: bson::oid::ObjectId,
+    /// True once `stop` began.
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.read().clone()
+    }
+
+    pub(crate) fn publish(&self, snapshot: Snapshot) {
+        *self.snapshot.write() = Arc::new(snapshot);
+    }
+
+    /// Hands an input to the coordinator (waits while its queue is full;
+    /// dropped once it has stopped).
+    pub fn input(&self, input: Input) {
+        let _ = self.inputs.send(input);
+    }
+
+    pub(crate) fn try_input(&self, input: Input) {
+        let _ = self.inputs.try_send(input);
+    }
+
+    pub fn me_host(&self) -> String {
+        self.me_host.read().clone()
+    }
+
+    pub fn now(&self) -> Millis {
+        Millis(self.started.elapsed().as_millis() as u64)
+    }
+
+    pub fn rbid(&self) -> i32 {
+        self.rbid.load(Ordering::SeqCst)
+    }
+
+    pub fn bump_rbid(&self) -> i32 {
+        let rbid = self.rbid.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Err(err) = self.local.write_rbid(rbid) {
+            crate::coordinator::fatal(&format!("cannot persist the rollback id: {err}"));
+        }
+        rbid
+    }
+
+    pub async fn wait_applier_idle(&self) {
+        let mut busy = self.applier_busy.subscribe();
+        let _ = busy.wait_for(|busy| !*busy).await;
+    }
+
+    /// The report module's view of this member: the coordinator's last
+    /// snapshot plus what the I/O layer knows (storage positions, clocks,
+    /// identity).
+    pub fn report_snapshot(&self) -> ReplSnapshot {
+        let snapshot = self.snapshot();
+        let (applied, applied_wall) = self.engine.last_applied_wall();
+        let durable = self.engine.last_durable_wall();
+        let commit_point_wall_ms = Some(commit_wall_ms(self, snapshot.commit_point)).filter(|ms| *ms > 0);
+        let extras = SnapshotExtras {
+            me_host: self.me_host(),
+            rbid: self.rbid(),
+            topology_version_counter: *self.topology.borrow(),
+            process_id: self.process_id,
+            started_at_wall_ms: self.started_wall_ms,
+            now_wall_ms: bson::DateTime::now().timestamp_millis(),
+            now: self.now(),
+            sync_source_host: snapshot
+                .sync_source
+                .and_then(|s| snapshot.host_of(s))
+                .map(str::to_owned),
+            info_message: String::new(),
+            members: Vec::new(),
+            applied: (applied, applied_wall),
+            durable,
+            read_concern_majority: snapshot.commit_point.min(applied),
+            commit_point_wall_ms,
+            last_stable_recovery_timestamp: Some(self.engine.checkpoint_timestamp()),
+            in_shutdown: self.stopping.load(Ordering::SeqCst),
+        };
+        let Some(config) = snapshot.config.clone() else {
+            return ReplSnapshot::uninitialized(extras);
+        };
+        let set = SetView {
+            config,
+            me: snapshot.me.unwrap_or(u32::MAX),
+            state: snapshot.state,
+            term: snapshot.term,
+            writable_primary: snapshot.writable_primary,
+            primary: snapshot.primary,
+            commit_point: snapshot.commit_point,
+            sync_source: snapshot.sync_source,
+            election_time: snapshot.election_time,
+            election_metrics: snapshot.election_metrics.clone(),
+            in_maintenance: snapshot.in_maintenance,
+            members: snapshot.members.clone(),
+        };
+        ReplSnapshot { extras, set: Some(set) }
+    }
+
+    /// This member's `_id` in `config`: the member whose host is ours (its
+    /// port is ours and its name one of this machine's).
+    pub fn find_self(&self, config: &ReplSetConfig) -> Option<MemberId> {
+        config.members.iter().find(|m| self.is_me(&m.host)).map(|m| m.id)
+    }
+
+    pub fn is_me(&self, host: &str) -> bool {
+        let Some((name, port)) = host.rsplit_once(':') else {
+            return false;
+        };
+        if port.parse::<u16>().ok() != Some(self.options.port) {
+            return false;
+        }
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        matches!(name, "localhost" | "127.0.0.1" | "::1") || self.options.host_names.iter().any(|h| h == name)
+    }
+}
+
+pub struct ReplicaSet {
+    shared: Arc<Shared>,
+    coordinator: Mutex<Option<JoinHandle<()>>>,
+    watcher: Mutex<PositionWatcher>,
+    noop_writer: Mutex<NoopWriter>,
+}
+
+impl ReplicaSet {
+    /// Starts a member: reads its stored configuration, term and vote,
+    /// starts the coordinator (with a node when a configuration is
+    /// stored, else in STARTUP waiting for `replSetInitiate` or a
+    /// heartbeat that brings one) and the storage watchers.
+    pub fn start(
+        engine: Arc<Engine>,
+        network: Arc<dyn Network>,
+        me_host: Arc<RwLock<String>>,
+        options: ReplicaSetOptions,
+        runtime: Handle,
+    ) -> Result<ReplicaSet, ReplError> {
+        let local = LocalState::new(engine.clone());
+        let rbid = match local.read_rbid()? {
+            Some(rbid) => rbid,
+            None => {
+                // MongoDB starts the rollback id from the clock so that a
+                // wiped member does not repeat an old one.
+                let rbid = (bson::DateTime::now().timestamp_millis() / 1000 % 1_000_000) as i32;
+                local.write_rbid(rbid)?;
+                rbid
+            }
+        };
+        let (inputs, receiver) = sync_channel(INPUT_QUEUE_MAX);
+        let shared = Arc::new(Shared {
+            engine: engine.clone(),
+            network,
+            runtime,
+            local,
+            options,
+            started: Instant::now(),
+            started_wall_ms: bson::DateTime::now().timestamp_millis(),
+            inputs,
+            snapshot: RwLock::new(Arc::new(Snapshot::uninitialized())),
+            topology: watch::channel(1).0,
+            commit_point_changed: watch::channel(OpTime::NULL).0,
+            me_host,
+            rbid: AtomicI32::new(rbid),
+            applier_busy: watch::channel(false).0,
+            metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
+            process_id: bson::oid::ObjectId::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        });
+        let node = match shared.local.read_config()? {
+            Some(config) => Some(restart_node(&shared, config)?),
+            None => None,
+        };
+        let coordinator = Coordinator::new(shared.clone(), receiver, node);
+        let thread = std::thread::Builder::new()
+            .name("repl-coordinator".into())
+            .spawn(move || coordinator.run())
+            .map_err(|err| ReplError::IllegalOperation(format!("cannot start the coordinator: {err}")))?;
+        let watcher = PositionWatcher::start(shared.clone());
+        let noop_writer = NoopWriter::start(shared.clone());
+        Ok(ReplicaSet {
+            shared,
+            coordinator: Mutex::new(Some(thread)),
+            watcher: Mutex::new(watcher),
+            noop_writer: Mutex::new(noop_writer),
+        })
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops the coordinator and the companions (before the engine shuts down).
+    pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.watcher.lock().stop();
+        self.noop_writer.lock().stop();
+        self.shared.input(Input::Stop);
+        if let Some(thread) = self.coordinator.lock().take() {
+            let _ = thread.join();
+        }
+        // No client write after this: the engine's final checkpoint follows.
+        self.shared.engine.set_write_gate(slipstream_storage::WriteGate::Closed);
+    }
+
+    /// Sends `input` built around a fresh oneshot and waits for its answer.
+    pub(crate) async fn ask<T>(&self, build: impl FnOnce(oneshot::Sender<T>) -> Input) -> Result<T, ReplError> {
+        let (reply, answer) = oneshot::channel();
+        self.shared.input(build(reply));
+        answer.await.map_err(|_| ReplError::ShutdownInProgress)
+    }
+
+    async fn wait_majority(&self, optime: OpTime, deadline: Option<Instant>) -> Result<(), ReplError> {
+        let concern = CoreWriteConcern {
+            w: CoreW::Majority,
+            journal: true,
+            wtimeout_ms: None,
+        };
+        let wait = self.ask(|reply| Input::WaitWriteConcern { optime, concern, reply });
+        match deadline {
+            None => wait.await?,
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), wait).await {
+                Ok(result) => result?,
+                Err(_) => Err(ReplError::MaxTimeMsExpired),
+            },
+        }
+    }
+
+    /// Waits until this member has applied `ts` (afterClusterTime); a
+    /// primary behind it writes a no-op to get there (seed 001 A2.2).
+    async fn wait_applied(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<(), ReplError> {
+        let engine = &self.shared.engine;
+        let mut oplog = engine.oplog_watch();
+        if engine.last_applied().ts < ts && self.shared.snapshot().writable_primary && engine.cluster_time() >= ts {
+            write_note(&self.shared, doc! {"msg": "afterClusterTime"}).await?;
+        }
+        loop {
+            if engine.last_applied().ts >= ts {
+                return Ok(());
+            }
+            let changed = oplog.changed();
+            match deadline {
+                None => {
+                    let _ = changed.await;
+                }
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
+                        return Err(ReplError::MaxTimeMsExpired);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn wait_committed(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<OpTime, ReplError> {
+        let mut commit = self.shared.commit_point_changed.subscribe();
+        let wait = commit.wait_for(|commit_point| commit_point.ts >= ts);
+        let result = match deadline {
+            None => wait.await.map(|c| *c),
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), wait).await {
+                Ok(result) => result.map(|c| *c),
+                Err(_) => return Err(ReplError::MaxTimeMsExpired),
+            },
+        };
+        result.map_err(|_| ReplError::ShutdownInProgress)
+    }
+}
+
+/// The node of a member restarting with a stored configuration.
+fn restart_node(shared: &Shared, config: ReplSetConfig) -> Result<Node, ReplError> {
+    let me = shared.find_self(&config);
+    if config.set_name != shared.options.set_name {
+        return Err(ReplError::InvalidReplicaSetConfig(format!(
+            "the stored configuration is of set '{}', not '{}' (--replSet)",
+            config.set_name, shared.options.set_name
+        )));
+    }
+    if let Some(host) = me.and_then(|me| config.member(me)).map(|m| m.host.clone()) {
+        *shared.me_host.write() = host;
+    }
+    let persisted = shared.local.read_term_and_vote()?;
+    let (applied, applied_wall) = shared.engine.last_applied_wall();
+    let (durable, durable_wall) = shared.engine.last_durable_wall();
+    let positions = OplogPositions {
+        last_applied: applied,
+        last_applied_wall_ms: applied_wall,
+        last_durable: durable.min(applied),
+        last_durable_wall_ms: durable_wall,
+    };
+    // A member no longer in its configuration starts REMOVED (an `_id`
+    // the configuration does not hold).
+    let me = me.unwrap_or(u32::MAX);
+    Node::new(config, me, persisted, positions, 0, shared.now())
+        .map_err(|err| ReplError::InvalidReplicaSetConfig(err.to_string()))
+}
+
+impl Drop for ReplicaSet {
+    fn drop(&mut self) {
+        self.watcher.lock().stop();
+        self.noop_writer.lock().stop();
+        self.shared.try_input(Input::Stop);
+    }
+}
+
+impl Topology for ReplicaSet {
+    fn is_replica_set(&self) -> bool {
+        true
+    }
+
+    fn hello_fields(&self, legacy: bool, reply: &mut Document) {
+        for (key, value) in report::hello_fields(&self.shared.report_snapshot(), legacy) {
+            reply.insert(key, value);
+        }
+    }
+
+    fn topology_counter(&self) -> i64 {
+        *self.shared.topology.borrow()
+    }
+
+    fn topology_changed(&self, seen: i64) -> BoxFuture<'_, ()> {
+        let mut changes = self.shared.topology.subscribe();
+        Box::pin(async move {
+            if changes.wait_for(|counter| *counter > seen).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    fn check_access(&self, access: CommandAccess, db: &str, secondary_ok: bool) -> Result<(), ReplError> {
+        let snapshot = self.shared.snapshot();
+        match access {
+            CommandAccess::Always => Ok(()),
+            CommandAccess::Write if snapshot.writable_primary => Ok(()),
+            CommandAccess::Write => Err(ReplError::NotWritablePrimary),
+            // `local` is this member's own: readable in any state (the
+            // oplog fetcher of a member syncing from a RECOVERING one).
+            CommandAccess::Read if db == "local" => Ok(()),
+            CommandAccess::Read => match snapshot.state {
+                MemberState::Primary => Ok(()),
+                MemberState::Secondary if secondary_ok => Ok(()),
+                MemberState::Secondary => Err(ReplError::NotPrimaryNoSecondaryOk),
+                _ => Err(ReplError::NotPrimaryOrSecondary),
+            },
+        }
+    }
+
+    fn default_write_concern(&self) -> WriteConcern {
+        WriteConcern {
+            implicit: true,
+            ..WriteConcern::majority()
+        }
+    }
+
+    fn check_write_concern(&self, concern: &WriteConcern) -> Result<(), ReplError> {
+        match &concern.w {
+            W::Tag(mode) => Err(ReplError::UnknownReplWriteConcern(format!(
+                "No write concern mode named '{mode}' found in replica set configuration"
+            ))),
+            W::Nodes(n) => {
+                let snapshot = self.shared.snapshot();
+                let data_bearing = snapshot
+                    .config
+                    .as_ref()
+                    .map_or(1, |c| c.members.iter().filter(|m| m.is_data_bearing()).count());
+                if *n as usize > data_bearing {
+                    return Err(ReplError::UnsatisfiableWriteConcern(
+                        "Not enough data-bearing nodes".into(),
+                    ));
+                }
+                Ok(())
+            }
+            W::Majority => Ok(()),
+        }
+    }
+
+    fn wait_for_write_concern<'a>(
+        &'a self,
+        last_write: OpTime,
+        concern: &'a WriteConcern,
+    ) -> BoxFuture<'a, Result<(), ReplError>> {
+        Box::pin(async move {
+            if concern.is_unacknowledged() || last_write.is_null() {
+                return Ok(());
+            }
+            let core = match &concern.w {
+                W::Nodes(0) | W::Nodes(1) => {
+                    if concern.journal == Some(true) {
+                        self.shared.engine.wait_durable_async(last_write.ts).await?;
+                    }
+                    return Ok(());
+                }
+                W::Nodes(n) => CoreWriteConcern {
+                    w: CoreW::Nodes(*n),
+                    journal: concern.journal == Some(true),
+                    wtimeout_ms: Some(concern.wtimeout_ms),
+                },
+                W::Majority => {
+                    if self.shared.snapshot().commit_point >= last_write {
+                        return Ok(());
+                    }
+                    // Majority writes are journaled: ask for this member's
+                    // sync now rather than at the group commit's interval
+                    // (the secondaries fetch and sync meanwhile).
+                    self.shared.engine.wait_durable_async(last_write.ts).await?;
+                    CoreWriteConcern {
+                        w: CoreW::Majority,
+                        journal: true,
+                        wtimeout_ms: Some(concern.wtimeout_ms),
+                    }
+                }
+                W::Tag(mode) => {
+                    return Err(ReplError::UnknownReplWriteConcern(format!(
+                        "No write concern mode named '{mode}'"
+                    )))
+                }
+            };
+            self.ask(|reply| Input::WaitWriteConcern {
+                optime: last_write,
+                concern: core,
+                reply,
+            })
+            .await?
+        })
+    }
+
+    fn read_point<'a>(
+        &'a self,
+        concern: &'a ReadConcernArgs,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'a, Result<ReadAt, ReplError>> {
+        Box::pin(async move {
+            match concern.effective_level() {
+                ReadConcernLevel::Local | ReadConcernLevel::Available => {
+                    if let Some(ts) = concern.after_cluster_time {
+                        self.wait_applied(ts, deadline).await?;
+                    }
+                    Ok(ReadAt::Latest)
+                }
+                ReadConcernLevel::Majority => {
+                    let commit_point = match concern.after_cluster_time {
+                        Some(ts) => {
+                            self.wait_applied(ts, deadline).await?;
+                            self.wait_committed(ts, deadline).await?
+                        }
+                        None => self.shared.snapshot().commit_point,
+                    };
+                    if commit_point.is_null() {
+                        return Err(ReplError::ReadConcernMajorityNotAvailableYet);
+                    }
+                    Ok(ReadAt::At(commit_point.ts))
+                }
+                ReadConcernLevel::Linearizable => {
+                    if !self.shared.snapshot().writable_primary {
+                        return Err(ReplError::NotWritablePrimary);
+                    }
+                    Ok(ReadAt::Latest)
+                }
+                ReadConcernLevel::Snapshot => {
+                    if let Some(ts) = concern.after_cluster_time {
+                        self.wait_applied(ts, deadline).await?;
+                    }
+                    match concern.at_cluster_time {
+                        Some(ts) => {
+                            self.wait_applied(ts, deadline).await?;
+                            let oldest = self.shared.engine.checkpoint_timestamp();
+                            if ts < oldest {
+                                return Err(ReplError::SnapshotTooOld(format!(
+                                    "Read timestamp {ts} is older than the oldest available timestamp {oldest}"
+                                )));
+                            }
+                            Ok(ReadAt::At(ts))
+                        }
+                        None => Ok(ReadAt::Latest),
+                    }
+                }
+            }
+        })
+    }
+
+    fn linearizable_barrier(&self, deadline: Option<Instant>) -> BoxFuture<'_, Result<(), ReplError>> {
+        Box::pin(async move {
+            let op = write_note(&self.shared, doc! {"msg": "linearizable read"}).await?;
+            self.wait_majority(op, deadline).await
+        })
+    }
+
+    fn observe_cluster_time(&self, cluster_time: Timestamp) -> Result<(), ReplError> {
+        self.shared
+            .engine
+            .advance_cluster_time(cluster_time)
+            .map_err(|err| ReplError::ClusterTimeDrift(err.to_string()))
+    }
+
+    fn cluster_time(&self) -> Timestamp {
+        self.shared.engine.cluster_time()
+    }
+
+    fn last_applied(&self) -> OpTime {
+        self.shared.engine.last_applied()
+    }
+
+    fn oplog_query_metadata(&self) -> Option<Document> {
+        let snapshot = self.shared.snapshot();
+        let config = snapshot.config.as_ref()?;
+        let index_of = |id: Option<MemberId>| id.and_then(|id| config.index_of(id)).map_or(-1, |i| i as i32);
+        let commit = optime_document(snapshot.commit_point);
+        let commit_wall = bson::DateTime::from_millis(commit_wall_ms(&self.shared, snapshot.commit_point));
+        Some(doc! {
+            "$replData": {
+                "term": snapshot.term,
+                "lastOpCommitted": commit.clone(),
+                "lastCommittedWall": commit_wall,
+                "lastOpVisible": optime_document(self.shared.engine.last_applied()),
+                "configVersion": config.version,
+                "configTerm": config.term,
+                "replicaSetId": bson::oid::ObjectId::from_bytes([0; 12]),
+                "primaryIndex": index_of(snapshot.primary),
+                "syncSourceIndex": index_of(snapshot.sync_source),
+            },
+            "$oplogQueryData": {
+                "lastOpCommitted": commit,
+                "lastOpApplied": optime_document(self.shared.engine.last_applied()),
+                "rbid": self.shared.rbid(),
+                "primaryIndex": index_of(snapshot.primary),
+                "syncSourceIndex": index_of(snapshot.sync_source),
+                "oplogComplete": true,
+            },
+        })
+    }
+
+    fn run_command<'a>(&'a self, name: &'a str, body: &'a Document) -> BoxFuture<'a, Result<Document, ReplError>> {
+        Box::pin(crate::commands::run(self, name, body))
+    }
+
+    fn server_status(&self) -> Option<Document> {
+        Some(report::server_status_repl(&self.shared.report_snapshot()))
+    }
+}
+
+/// The wall date of the commit point's entry (0 when unknown).
+pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
+    if commit_point.is_null() {
+        return 0;
+    }
+    let (applied, applied_wall) = shared.engine.last_applied_wall();
+    if applied == commit_point {
+        return applied_wall;
+    }
+    match shared.engine.oplog_entry(commit_point.ts) {
+        Ok(Some(entry)) => entry.get_datetime("wall").map(|d| d.timestamp_millis()).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Used by `bson_timestamp` users in this module's siblings.
+pub fn ts_bson(ts: Timestamp) -> bson::Timestamp {
+    bson_timestamp(ts)
+}
+
+/// How long a reconfig waits for the current configuration to commit
+/// when the command names no `maxTimeMS`.
+pub const RECONFIG_COMMIT_WAIT_MS_DEFAULT: u64 = 30_000;
+/// How often that wait looks again.
+pub const RECONFIG_COMMIT_POLL_MS: u64 = 50;
+
+pub fn duration_ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}

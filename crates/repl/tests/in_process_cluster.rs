@@ -1,0 +1,372 @@
+//! Three members in one process over an in-memory `Network`: real engines
+//! on real files, real coordinators and companions; only the transport is
+//! replaced (commands are handed to the target member's `Topology`, and a
+//! tiny oplog server answers the fetcher's `find` / `getMore`). The test
+//! drives an election, a replicated majority write, a partition of the
+//! primary, a new election, a write the isolated primary takes alone, and
+//! the heal that rolls it back.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use parking_lot::{Mutex, RwLock};
+use slipstream_clock::{OpTime, Timestamp};
+use slipstream_repl::topology::BoxFuture;
+use slipstream_repl::{NetError, Network, ReplError, ReplicaSet, ReplicaSetOptions, Topology, WriteConcern};
+use slipstream_storage::{from_bson_timestamp, Engine, EngineOptions, ReadAt};
+
+const MEMBERS: u16 = 3;
+/// Bound of every wait, so that a broken build fails instead of hanging.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+const OPLOG_READ_BYTES: usize = 16 * 1024 * 1024;
+
+fn host(port: u16) -> String {
+    format!("localhost:{port}")
+}
+
+/// Who is reachable from whom, and each member's handle.
+#[derive(Default)]
+struct Router {
+    members: RwLock<HashMap<String, (Arc<ReplicaSet>, Arc<Engine>)>>,
+    /// Pairs (either direction) that cannot talk.
+    cut: RwLock<BTreeSet<(String, String)>>,
+    cursors: Mutex<HashMap<i64, (String, Timestamp)>>,
+    next_cursor: AtomicI64,
+}
+
+impl Router {
+    fn reachable(&self, a: &str, b: &str) -> bool {
+        let cut = self.cut.read();
+        !cut.contains(&(a.to_owned(), b.to_owned())) && !cut.contains(&(b.to_owned(), a.to_owned()))
+    }
+
+    fn isolate(&self, member: &str) {
+        let mut cut = self.cut.write();
+        for port in 1..=MEMBERS {
+            if host(port) != member {
+                cut.insert((member.to_owned(), host(port)));
+            }
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.write().clear();
+    }
+
+    fn member(&self, host: &str) -> Option<(Arc<ReplicaSet>, Arc<Engine>)> {
+        self.members.read().get(host).cloned()
+    }
+
+    async fn serve(&self, host: &str, db: &str, body: Document) -> Result<Document, NetError> {
+        let (set, engine) = self
+            .member(host)
+            .ok_or_else(|| NetError::Unreachable(host.to_owned()))?;
+        let name = body.keys().next().cloned().unwrap_or_default();
+        let mut reply = match name.as_str() {
+            "find" | "getMore" if db == "local" => self.oplog_query(host, &engine, &name, &body).await?,
+            _ => set.run_command(&name, &body).await.map_err(command_error)?,
+        };
+        if matches!(name.as_str(), "find" | "getMore") {
+            for (key, value) in set.oplog_query_metadata().unwrap_or_default() {
+                reply.insert(key, value);
+            }
+        }
+        reply.insert("ok", 1.0);
+        Ok(reply)
+    }
+
+    /// The server's oplog queries, as much as the fetcher and the rollback
+    /// search use: `ts` bounds, `$natural: -1`, tailable awaitData getMore.
+    async fn oplog_query(
+        &self,
+        host: &str,
+        engine: &Arc<Engine>,
+        name: &str,
+        body: &Document,
+    ) -> Result<Document, NetError> {
+        let protocol = |why: &str| NetError::Protocol(why.to_owned());
+        if name == "find" {
+            let filter = body.get_document("filter").cloned().unwrap_or_default();
+            let bound = |op: &str| {
+                filter.get_document("ts").ok().and_then(|ts| match ts.get(op) {
+                    Some(Bson::Timestamp(ts)) => Some(from_bson_timestamp(*ts)),
+                    _ => None,
+                })
+            };
+            let limit = body.get_i64("limit").unwrap_or(5000) as usize;
+            let entries = if body.get_document("sort").is_ok_and(|s| s.contains_key("$natural")) {
+                engine.oplog_read_newest_at_or_before(bound("$lte").unwrap_or(Timestamp::MAX), limit)
+            } else {
+                let from = bound("$gte").map_or(Bound::Unbounded, Bound::Included);
+                engine.oplog_read(from, limit, OPLOG_READ_BYTES)
+            }
+            .map_err(|e| protocol(&e.to_string()))?;
+            let documents = documents(&entries);
+            let mut id = 0;
+            if body.get_bool("tailable").unwrap_or(false) {
+                id = self.next_cursor.fetch_add(1, Ordering::SeqCst) + 1;
+                let last = documents.last().and_then(ts_of).unwrap_or(Timestamp::new(0, 0));
+                self.cursors.lock().insert(id, (host.to_owned(), last));
+            }
+            return Ok(doc! {"cursor": {"id": id, "ns": "local.oplog.rs", "firstBatch": documents}});
+        }
+        let id = body.get_i64("getMore").map_err(|_| protocol("getMore id"))?;
+        let (_, last) = self
+            .cursors
+            .lock()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| protocol("no such cursor"))?;
+        let wait = Duration::from_millis(body.get_i64("maxTimeMS").unwrap_or(1000) as u64);
+        let mut watch = engine.oplog_watch();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let entries = engine
+                .oplog_read(Bound::Excluded(last), 5000, OPLOG_READ_BYTES)
+                .map_err(|e| protocol(&e.to_string()))?;
+            if !entries.is_empty() || tokio::time::Instant::now() >= deadline {
+                let documents = documents(&entries);
+                if let Some(ts) = documents.last().and_then(ts_of) {
+                    self.cursors.lock().insert(id, (host.to_owned(), ts));
+                }
+                return Ok(doc! {"cursor": {"id": id, "ns": "local.oplog.rs", "nextBatch": documents}});
+            }
+            let _ = tokio::time::timeout_at(deadline, watch.changed()).await;
+        }
+    }
+}
+
+fn documents(entries: &[RawDocumentBuf]) -> Vec<Document> {
+    entries
+        .iter()
+        .map(|e| Document::try_from(e.as_ref()).expect("an oplog entry is a document"))
+        .collect()
+}
+
+fn ts_of(entry: &Document) -> Option<Timestamp> {
+    match entry.get("ts") {
+        Some(Bson::Timestamp(ts)) => Some(from_bson_timestamp(*ts)),
+        _ => None,
+    }
+}
+
+/// The codes the members act on (the server's table has them all).
+fn command_error(err: ReplError) -> NetError {
+    let code = match &err {
+        ReplError::NotYetInitialized => 94,
+        ReplError::NotWritablePrimary => 10107,
+        ReplError::BadArgument { code, .. } => *code,
+        ReplError::InvalidReplicaSetConfig(_) => 93,
+        _ => 8,
+    };
+    NetError::Command {
+        code,
+        message: err.to_string(),
+        reply: doc! {"ok": 0.0, "code": code},
+    }
+}
+
+/// One member's view of the in-memory network.
+struct MemoryNetwork {
+    me: String,
+    router: Arc<Router>,
+}
+
+impl Network for MemoryNetwork {
+    fn run<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Document, NetError>> {
+        Box::pin(async move {
+            if !self.router.reachable(&self.me, host) {
+                return Err(NetError::Blocked);
+            }
+            match tokio::time::timeout(timeout, self.router.serve(host, db, body)).await {
+                Ok(result) if self.router.reachable(&self.me, host) => result,
+                Ok(_) => Err(NetError::Blocked),
+                Err(_) => Err(NetError::Timeout),
+            }
+        })
+    }
+}
+
+struct Cluster {
+    router: Arc<Router>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Cluster {
+    fn start(runtime: &tokio::runtime::Runtime) -> Cluster {
+        let router = Arc::new(Router::default());
+        let mut dirs = Vec::new();
+        for port in 1..=MEMBERS {
+            let dir = tempfile::tempdir().unwrap();
+            let mut options = EngineOptions::new(dir.path());
+            options.replicated = true;
+            options.journal_commit_interval_ms = 5;
+            let engine = Engine::open(options).unwrap();
+            let me = host(port);
+            let network = Arc::new(MemoryNetwork {
+                me: me.clone(),
+                router: router.clone(),
+            });
+            let set_options = ReplicaSetOptions {
+                set_name: "rs".into(),
+                port,
+                host_names: Vec::new(),
+            };
+            let me_host = Arc::new(RwLock::new(me.clone()));
+            let set =
+                ReplicaSet::start(engine.clone(), network, me_host, set_options, runtime.handle().clone()).unwrap();
+            router.members.write().insert(me, (Arc::new(set), engine));
+            dirs.push(dir);
+        }
+        Cluster { router, _dirs: dirs }
+    }
+
+    fn set(&self, port: u16) -> Arc<ReplicaSet> {
+        self.router.member(&host(port)).unwrap().0
+    }
+
+    fn engine(&self, port: u16) -> Arc<Engine> {
+        self.router.member(&host(port)).unwrap().1
+    }
+
+    /// The one writable primary among `ports` in a term above `above`.
+    async fn wait_for_primary(&self, ports: &[u16], above: i64) -> (u16, i64) {
+        let deadline = Instant::now() + WAIT_TIMEOUT;
+        loop {
+            for &port in ports {
+                let snapshot = self.set(port).shared().snapshot();
+                if snapshot.writable_primary && snapshot.term > above {
+                    return (port, snapshot.term);
+                }
+            }
+            assert!(Instant::now() < deadline, "no primary among {ports:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + WAIT_TIMEOUT;
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn get(&self, port: u16, id: i32) -> Option<Document> {
+        let reader = self.engine(port).reader(ReadAt::Latest).unwrap();
+        reader.get("test.c", &Bson::Int32(id)).unwrap()
+    }
+
+    fn stop(self) {
+        for port in 1..=MEMBERS {
+            let (set, engine) = self.router.member(&host(port)).unwrap();
+            set.stop();
+            engine.shutdown().unwrap();
+        }
+    }
+}
+
+async fn insert(cluster: &Cluster, port: u16, id: i32) -> Result<OpTime, ReplError> {
+    let engine = cluster.engine(port);
+    let op = tokio::task::spawn_blocking(move || engine.writer().insert("test.c", doc! {"_id": id}))
+        .await
+        .unwrap()?;
+    Ok(op)
+}
+
+#[test]
+fn three_members_elect_replicate_fail_over_and_roll_back() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = Cluster::start(&runtime);
+    runtime.block_on(async {
+        let config = doc! {
+            "_id": "rs",
+            "members": [{"_id": 1, "host": host(1)}, {"_id": 2, "host": host(2)}, {"_id": 3, "host": host(3)}],
+            "settings": {"electionTimeoutMillis": 500, "heartbeatIntervalMillis": 100},
+        };
+        cluster
+            .set(1)
+            .run_command("replSetInitiate", &doc! {"replSetInitiate": config})
+            .await
+            .unwrap();
+        let (primary, term) = cluster.wait_for_primary(&[1, 2, 3], 0).await;
+
+        // A majority write: acknowledged once a majority holds it durably.
+        let op = insert(&cluster, primary, 1).await.unwrap();
+        let set = cluster.set(primary);
+        let majority = WriteConcern {
+            wtimeout_ms: 10_000,
+            ..WriteConcern::majority()
+        };
+        set.wait_for_write_concern(op, &majority).await.unwrap();
+        let holders = (1..=MEMBERS)
+            .filter(|&p| cluster.engine(p).last_durable() >= op)
+            .count();
+        assert!(holders >= 2, "a majority write on {holders} member(s)");
+        cluster
+            .wait_until("every member to hold the write", || {
+                (1..=MEMBERS).all(|p| cluster.get(p, 1).is_some())
+            })
+            .await;
+
+        // Partition the primary: the others elect a new one in a later term;
+        // the old one steps down once it sees no majority.
+        cluster.router.isolate(&host(primary));
+        // A write the isolated primary takes before it notices: never on a
+        // majority, it must be rolled back after the heal.
+        let rbid_before = cluster.set(primary).shared().rbid();
+        insert(&cluster, primary, 99)
+            .await
+            .expect("the isolated primary still takes a w:1 write");
+        let others: Vec<u16> = (1..=MEMBERS).filter(|&p| p != primary).collect();
+        let (new_primary, new_term) = cluster.wait_for_primary(&others, term).await;
+        assert!(new_term > term);
+        let op = insert(&cluster, new_primary, 2).await.unwrap();
+        cluster
+            .set(new_primary)
+            .wait_for_write_concern(op, &majority)
+            .await
+            .unwrap();
+        let old = cluster.set(primary);
+        cluster
+            .wait_until("the isolated primary to step down", || {
+                !old.shared().snapshot().writable_primary
+            })
+            .await;
+        assert!(cluster.get(primary, 99).is_some());
+
+        // Heal: the old primary rolls back its lone write and catches up.
+        cluster.router.heal();
+        cluster
+            .wait_until("the old primary to roll back and catch up", || {
+                cluster.get(primary, 2).is_some() && cluster.get(primary, 99).is_none()
+            })
+            .await;
+        for port in 1..=MEMBERS {
+            assert!(
+                cluster.get(port, 1).is_some() && cluster.get(port, 2).is_some(),
+                "member {port}"
+            );
+            assert!(
+                cluster.get(port, 99).is_none(),
+                "member {port} kept an uncommitted write"
+            );
+        }
+        assert_ne!(old.shared().rbid(), rbid_before, "the rollback bumps the rollback id");
+    });
+    cluster.stop();
+}

@@ -1,0 +1,77 @@
+"""Failover on real members: a partitioned primary's lone write is rolled
+back (and logged) once it rejoins; stepdown hands over; a write concern
+that cannot be met times out with 64."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient, ReadPreference
+from pymongo.errors import WriteConcernError
+from pymongo.write_concern import WriteConcern
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from repl_members import Members  # noqa: E402
+
+
+@pytest.fixture
+def members():
+    with Members(3, "failover") as running:
+        running.initiate()
+        yield running
+
+
+def test_partitioned_primary_write_is_rolled_back_and_logged(members):
+    old = members.primary()
+    with MongoClient(members.uri()) as client:
+        client.fo.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": "kept"})
+    members.isolate(old)
+    # The isolated primary still takes a w:1 write before it notices.
+    with members.direct(old) as direct:
+        direct.fo.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"_id": "lost"})
+    others = [i for i in range(3) if i != old]
+    new = members.primary(others)
+    with members.direct(new) as direct:
+        direct.fo.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": "after"})
+    members.wait_for("the old primary to step down", lambda: not members.hello(old).get("isWritablePrimary"))
+    members.heal()
+
+    def rolled_back():
+        with members.direct(old) as direct:
+            ids = {d["_id"] for d in direct.get_database("fo", read_preference=ReadPreference.PRIMARY_PREFERRED).c.find()}
+        return ids == {"kept", "after"}
+
+    members.wait_for("the old primary to roll back and catch up", rolled_back)
+    log = Path(members.nodes[old].log_path).read_text()
+    assert '"rollback undoes an entry"' in log
+    assert '"ns":"fo.c"' in log and "lost" in log
+    with members.direct(old) as direct:
+        assert direct.admin.command("replSetGetRBID")["rbid"] != 0
+
+
+def test_step_down_hands_over_and_writes_continue(members):
+    old = members.primary()
+    with members.direct(old) as direct:
+        direct.admin.command("replSetStepDown", 30, secondaryCatchUpPeriodSecs=10)
+    new = members.primary([i for i in range(3) if i != old])
+    assert new != old
+    assert members.hello(old)["secondary"]
+    with MongoClient(members.uri()) as client:
+        client.fo.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+
+
+def test_unreachable_write_concern_times_out_with_64(members):
+    primary = members.primary()
+    with MongoClient(members.uri()) as client:
+        coll = client.fo.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=300))
+        coll.insert_one({"_id": 0})
+        for i in range(3):
+            if i != primary:
+                members.nodes[i].kill()
+        with pytest.raises(WriteConcernError) as raised:
+            client.fo.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=300)).insert_one({"_id": 1})
+        assert raised.value.code == 64
+        assert raised.value.details["errInfo"]["wtimeout"] is True

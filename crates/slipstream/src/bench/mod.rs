@@ -4,7 +4,8 @@
 //! `{"workload","connections","seconds","ops","errors","ops_per_sec",
 //! "p50_us","p99_us","p999_us"}`.
 
-mod client;
+// Also the `cluster` command's client.
+pub(crate) mod client;
 mod histogram;
 mod workload;
 

@@ -54,6 +54,14 @@ def _ports_free(first: int, count: int) -> bool:
     return True
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def free_port_range(count: int) -> int:
     """The first of `count` consecutive free loopback ports."""
     for _ in range(200):
@@ -178,8 +186,13 @@ class ReplicaSet:
     def member_state(self, i: int) -> str:
         """What member `i` says of itself: PRIMARY, SECONDARY, ...; DOWN when
         it does not answer, PAUSED when paused."""
-        if self.member(i)["paused"]:
+        member = self.member(i)
+        if member["paused"]:
             return "PAUSED"
+        if not _listening(member["port"]):
+            # Refused at once: no need to wait out the driver's server
+            # selection timeout.
+            return "DOWN"
         try:
             status = self.direct(i).admin.command("replSetGetStatus")
         except OperationFailure as failure:

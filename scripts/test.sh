@@ -14,8 +14,9 @@ cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
 
 # Each seed: a fault-heavy safety phase (crashes between steps and inside
-# one), a lasting partial partition with a progress check, a healed liveness
-# phase. About a minute on two cores.
+# one; in half the seeds reconfigurations), a lasting partial partition with
+# a progress check, a healed liveness phase. About a minute and a half on
+# two cores.
 echo "==> consensus simulator soak (release): 1,000 seeds each of 3, 5 and 7 members"
 for members in 3 5 7; do
   cargo run --quiet --release -p slipstream-consensus --example simulate -- --seeds 1000 --members "$members" | tail -n 1

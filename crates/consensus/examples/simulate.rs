@@ -81,9 +81,11 @@ fn main() -> ExitCode {
         None => vec![3, 5, 7],
     };
     let started = Instant::now();
-    let (mut runs, mut steps, mut violations, mut failed, mut simulated_ms, mut acked) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut steps, mut violations, mut failed, mut simulated_ms, mut acked) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut elections, mut rollbacks, mut cycles, mut late) = (0u64, 0u64, 0u64, 0u64);
     let (mut crashes_in_step, mut owed_partitions, mut chain_partitions) = (0u64, 0u64, 0u64);
+    let (mut reconfig_seeds, mut reconfigs_proposed, mut reconfigs_accepted) = (0u64, 0u64, 0u64);
     for &members in &sizes {
         for seed in args.seed..args.seed + args.seeds {
             let mut options = RunOptions::new(members, seed);
@@ -109,13 +111,22 @@ fn main() -> ExitCode {
             crashes_in_step += report.crashes_in_step;
             owed_partitions += u64::from(report.partition_owed_progress);
             chain_partitions += u64::from(report.partition_needs_chain);
+            reconfig_seeds += u64::from(!report.profile.ends_with("reconfig=0"));
+            reconfigs_proposed += report.reconfigs_proposed;
+            reconfigs_accepted += report.reconfigs_accepted;
             if args.verbose {
-                eprintln!("seed {seed} members {members}: {} steps, {} acked, {}", report.steps, report.acked_writes, report.profile);
+                eprintln!(
+                    "seed {seed} members {members}: {} steps, {} acked, {}",
+                    report.steps, report.acked_writes, report.profile
+                );
             }
             if !report.violations.is_empty() {
                 failed += 1;
                 violations += report.violations.len() as u64;
-                println!("FAILED seed {seed} members {members} ({}; partition {})", report.profile, report.partition);
+                println!(
+                    "FAILED seed {seed} members {members} ({}; partition {})",
+                    report.profile, report.partition
+                );
                 for line in &report.trace_tail {
                     println!("    {line}");
                 }
@@ -130,12 +141,16 @@ fn main() -> ExitCode {
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{{\"seeds_run\":{runs},\"members\":{:?},\"first_seed\":{},\"steps\":{steps},\"violations\":{violations},\"failed_seeds\":{failed},\"acked_majority_writes\":{acked},\"elections\":{elections},\"rollbacks\":{rollbacks},\"transient_sync_source_cycles\":{cycles},\"late_commit_rollbacks\":{late},\"crashes_in_step\":{crashes_in_step},\"partitions_owing_progress\":{owed_partitions},\"of_which_through_a_chain\":{chain_partitions},\"simulated_seconds\":{},\"wall_seconds\":{:.3},\"simulated_steps_per_second\":{:.0}}}",
+        "{{\"seeds_run\":{runs},\"members\":{:?},\"first_seed\":{},\"steps\":{steps},\"violations\":{violations},\"failed_seeds\":{failed},\"acked_majority_writes\":{acked},\"elections\":{elections},\"rollbacks\":{rollbacks},\"transient_sync_source_cycles\":{cycles},\"late_commit_rollbacks\":{late},\"crashes_in_step\":{crashes_in_step},\"partitions_owing_progress\":{owed_partitions},\"of_which_through_a_chain\":{chain_partitions},\"seeds_reconfiguring\":{reconfig_seeds},\"reconfigs_proposed\":{reconfigs_proposed},\"reconfigs_accepted\":{reconfigs_accepted},\"simulated_seconds\":{},\"wall_seconds\":{:.3},\"simulated_steps_per_second\":{:.0}}}",
         sizes,
         args.seed,
         simulated_ms / 1000,
         seconds,
         steps as f64 / seconds.max(1e-9)
     );
-    if violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if violations > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

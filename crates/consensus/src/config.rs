@@ -1,8 +1,14 @@
-//! Replica set configuration (`replSetInitiate` / `replSetReconfig` document)
-//! and its validation.
+//! Replica set configuration (`replSetInitiate` / `replSetReconfig` document),
+//! its validation, its place in the order of configurations
+//! (`ConfigVersionAndTerm`) and the rules a new configuration must obey
+//! against the one it replaces.
 
-use crate::optime::MemberId;
+use slipstream_clock::UNINITIALIZED_TERM;
+use std::cmp::Ordering;
 use std::fmt;
+
+/// A member's `_id` in the replica set configuration.
+pub type MemberId = u32;
 
 /// Most members a replica set may have (MongoDB's limit).
 pub const MEMBERS_MAX: usize = 50;
@@ -74,7 +80,8 @@ pub struct Settings {
     pub catch_up_timeout_ms: Option<u64>,
     /// `catchUpTakeoverDelayMillis`; `None` disables catch-up takeover.
     pub catch_up_takeover_delay_ms: Option<u64>,
-    /// `maxSyncSourceLagSecs` in milliseconds of timestamp distance.
+    /// `maxSyncSourceLagSecs` in milliseconds: how far the wall-clock date
+    /// of a source's last applied entry may trail the primary's.
     pub max_sync_source_lag_ms: u64,
     /// How much nearer (round-trip time) another source must be before a
     /// member abandons a working sync source for it.
@@ -101,9 +108,11 @@ pub struct ReplSetConfig {
     /// `_id` of the replica set.
     pub set_name: String,
     /// `version`, raised by every reconfiguration.
-    pub version: u64,
-    /// `term` in which the configuration was written.
-    pub term: u64,
+    pub version: i64,
+    /// `term` of the primary that wrote the configuration (raised to the
+    /// primary's term when it steps up); -1 after a force reconfig, 0 for
+    /// the configuration of `replSetInitiate`.
+    pub term: i64,
     /// `members[]`.
     pub members: Vec<MemberConfig>,
     /// `settings`.
@@ -134,8 +143,8 @@ pub enum ConfigError {
     ArbiterWithoutVote(MemberId),
     /// A timing setting of zero.
     BadSetting(&'static str),
-    /// The member starting is not in the configuration.
-    NotAMember(MemberId),
+    /// A version below 1.
+    BadVersion(i64),
 }
 
 impl fmt::Display for ConfigError {
@@ -153,7 +162,7 @@ impl fmt::Display for ConfigError {
             ConfigError::BadPriority(id, why) => write!(f, "member {id}: priority {why}"),
             ConfigError::ArbiterWithoutVote(id) => write!(f, "member {id}: arbiters must vote"),
             ConfigError::BadSetting(name) => write!(f, "settings.{name} must be positive"),
-            ConfigError::NotAMember(id) => write!(f, "member {id} is not in the configuration"),
+            ConfigError::BadVersion(v) => write!(f, "version {v} must be at least 1"),
         }
     }
 }
@@ -172,8 +181,19 @@ impl ReplSetConfig {
         }
     }
 
+    /// Where this configuration stands in the order of configurations.
+    pub fn version_and_term(&self) -> ConfigVersionAndTerm {
+        ConfigVersionAndTerm {
+            version: self.version,
+            term: self.term,
+        }
+    }
+
     /// Checks MongoDB's structural rules for a configuration.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.version < 1 {
+            return Err(ConfigError::BadVersion(self.version));
+        }
         if self.members.is_empty() {
             return Err(ConfigError::NoMembers);
         }
@@ -224,8 +244,21 @@ impl ReplSetConfig {
     /// `writeMajority`). Every electable member is a data-bearing voter, so
     /// every future primary still holds a committed entry.
     pub fn write_majority(&self) -> usize {
-        let data_bearing_voters = self.members.iter().filter(|m| m.is_voter() && m.is_data_bearing()).count();
+        let data_bearing_voters = self
+            .members
+            .iter()
+            .filter(|m| m.is_voter() && m.is_data_bearing())
+            .count();
         self.majority().min(data_bearing_voters)
+    }
+
+    /// True if arbiters leave the data-bearing voters short of a majority
+    /// of voters, so that a commit (on every data-bearing voter, by
+    /// `write_majority`) is not on a voting majority. Safe reconfig's
+    /// argument (consecutive configurations' majorities overlap) then does
+    /// not reach commits, and `reconfig.rs` adds two rules for such sets.
+    pub fn data_voters_below_majority(&self) -> bool {
+        self.write_majority() < self.majority()
     }
 
     /// Position of the member with `_id` `id` in `members[]`.
@@ -236,6 +269,143 @@ impl ReplSetConfig {
     /// The member with `_id` `id`.
     pub fn member(&self, id: MemberId) -> Option<&MemberConfig> {
         self.members.iter().find(|m| m.id == id)
+    }
+
+    /// True if `id` is the only voting member and may stand: nobody else
+    /// can vote, so waiting for an election timeout gains nothing (MongoDB's
+    /// single-node prompt election).
+    pub fn is_single_electable_voter(&self, id: MemberId) -> bool {
+        self.voter_count() == 1 && self.member(id).is_some_and(|m| m.is_electable())
+    }
+
+    /// MongoDB's rules for replacing `self` by `new` (`validateOldAndNewConfigsCompatible`
+    /// and, unless `force`, the single-node change of safe reconfig): the
+    /// version grows, a host keeps its `_id`, a member keeps `arbiterOnly`,
+    /// and at most one voting member is added or removed (compared by `_id`
+    /// and `votes`), so that every majority of the old voters overlaps every
+    /// majority of the new ones.
+    pub fn check_replacement(&self, new: &ReplSetConfig, force: bool) -> Result<(), Incompatibility> {
+        if !force && new.version <= self.version {
+            return Err(Incompatibility::VersionNotGreater {
+                old: self.version,
+                new: new.version,
+            });
+        }
+        for m in &new.members {
+            if let Some(old) = self.members.iter().find(|o| o.host == m.host && o.id != m.id) {
+                return Err(Incompatibility::HostChangedId {
+                    host: m.host.clone(),
+                    old: old.id,
+                    new: m.id,
+                });
+            }
+            if self.member(m.id).is_some_and(|old| old.arbiter_only != m.arbiter_only) {
+                return Err(Incompatibility::ArbiterOnlyChanged(m.id));
+            }
+        }
+        if !force {
+            let voter = |c: &ReplSetConfig, id: MemberId| c.member(id).is_some_and(|m| m.is_voter());
+            let added = new
+                .members
+                .iter()
+                .filter(|m| m.is_voter() && !voter(self, m.id))
+                .count();
+            let removed = self
+                .members
+                .iter()
+                .filter(|m| m.is_voter() && !voter(new, m.id))
+                .count();
+            if added + removed > 1 {
+                return Err(Incompatibility::MoreThanOneVoterChanged { added, removed });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A configuration's place in the order of configurations (MongoDB's
+/// `ConfigVersionAndTerm`): by term, then version; a force reconfig's
+/// configuration (term -1) on either side compares by version alone. Not a
+/// total order (that is why it has no `Ord`): a force configuration can
+/// sort after one that sorts after another, which sorts after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConfigVersionAndTerm {
+    /// `version`.
+    pub version: i64,
+    /// `term` (-1 after a force reconfig).
+    pub term: i64,
+}
+
+impl ConfigVersionAndTerm {
+    /// How `self` compares with `other` (see the type).
+    pub fn compare(self, other: ConfigVersionAndTerm) -> Ordering {
+        if self.term == UNINITIALIZED_TERM || other.term == UNINITIALIZED_TERM {
+            return self.version.cmp(&other.version);
+        }
+        (self.term, self.version).cmp(&(other.term, other.version))
+    }
+
+    /// True if `self` is newer than `other`.
+    pub fn is_newer_than(self, other: ConfigVersionAndTerm) -> bool {
+        self.compare(other) == Ordering::Greater
+    }
+}
+
+impl fmt::Display for ConfigVersionAndTerm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{version: {}, term: {}}}", self.version, self.term)
+    }
+}
+
+/// Why a new configuration may not replace the current one (MongoDB code
+/// 103 NewReplicaSetConfigurationIncompatible).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incompatibility {
+    /// A non-force reconfig must raise the version.
+    VersionNotGreater {
+        /// The current version.
+        old: i64,
+        /// The proposed version.
+        new: i64,
+    },
+    /// A host appears with another `_id` than before.
+    HostChangedId {
+        /// The host.
+        host: String,
+        /// Its `_id` now.
+        old: MemberId,
+        /// Its `_id` in the new configuration.
+        new: MemberId,
+    },
+    /// A member's `arbiterOnly` differs between the configurations.
+    ArbiterOnlyChanged(MemberId),
+    /// A non-force reconfig adds or removes more than one voting member.
+    MoreThanOneVoterChanged {
+        /// Voters added (new `_id`s, or `votes` raised to 1).
+        added: usize,
+        /// Voters removed (`_id`s gone, or `votes` lowered to 0).
+        removed: usize,
+    },
+}
+
+impl fmt::Display for Incompatibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Incompatibility::VersionNotGreater { old, new } => {
+                write!(f, "new replica set configuration version {new} must be greater than the old version {old}")
+            }
+            Incompatibility::HostChangedId { host, old, new } => write!(
+                f,
+                "new and old configurations both have members with host of {host} but in the new configuration the _id field is {new} and in the old configuration it is {old}"
+            ),
+            Incompatibility::ArbiterOnlyChanged(id) => {
+                write!(f, "new and old configurations differ in the setting of the arbiterOnly field for member {id}")
+            }
+            Incompatibility::MoreThanOneVoterChanged { added, removed } => write!(
+                f,
+                "non force replica set reconfig can only add or remove at most 1 voting member ({added} added, {removed} removed)"
+            ),
+        }
     }
 }
 
@@ -266,7 +436,10 @@ mod tests {
     use super::*;
 
     fn set(n: u32) -> ReplSetConfig {
-        ReplSetConfig::new("rs", (0..n).map(|i| MemberConfig::new(i, format!("h{i}:27017"))).collect())
+        ReplSetConfig::new(
+            "rs",
+            (0..n).map(|i| MemberConfig::new(i, format!("h{i}:27017"))).collect(),
+        )
     }
 
     #[test]
@@ -328,5 +501,78 @@ mod tests {
         let mut c = set(3);
         c.members[2].host = "h0:27017".into();
         assert!(matches!(c.validate(), Err(ConfigError::DuplicateHost(_))));
+    }
+
+    #[test]
+    fn config_order_is_term_then_version_and_force_compares_versions() {
+        let vt = |version, term| ConfigVersionAndTerm { version, term };
+        assert!(
+            vt(1, 2).is_newer_than(vt(5, 1)),
+            "a newer term wins over a higher version"
+        );
+        assert!(vt(3, 2).is_newer_than(vt(2, 2)));
+        assert!(!vt(2, 2).is_newer_than(vt(2, 2)));
+        assert!(vt(20_000, -1).is_newer_than(vt(3, 7)), "force: versions only");
+        assert!(vt(4, 1).is_newer_than(vt(3, -1)));
+        assert_eq!(vt(3, -1).compare(vt(3, 9)), Ordering::Equal);
+    }
+
+    #[test]
+    fn replacement_adds_or_removes_one_voter_at_most() {
+        let old = set(3);
+        let mut add_one = set(4);
+        add_one.version = 2;
+        assert_eq!(old.check_replacement(&add_one, false), Ok(()));
+        let mut add_two = set(5);
+        add_two.version = 2;
+        assert_eq!(
+            old.check_replacement(&add_two, false),
+            Err(Incompatibility::MoreThanOneVoterChanged { added: 2, removed: 0 })
+        );
+        assert_eq!(old.check_replacement(&add_two, true), Ok(()), "force skips the rule");
+        // Swapping a voter for a non-voter and removing one: two changes.
+        let mut swap = set(3);
+        swap.version = 2;
+        swap.members[1].votes = 0;
+        swap.members[1].priority = 0.0;
+        swap.members.pop();
+        assert!(matches!(
+            old.check_replacement(&swap, false),
+            Err(Incompatibility::MoreThanOneVoterChanged { .. })
+        ));
+        // A non-voter added alongside a voter removed: one change.
+        let mut one = set(3);
+        one.version = 2;
+        one.members[2] = MemberConfig {
+            votes: 0,
+            priority: 0.0,
+            ..MemberConfig::new(9, "h9:27017")
+        };
+        assert_eq!(old.check_replacement(&one, false), Ok(()));
+    }
+
+    #[test]
+    fn replacement_keeps_ids_arbiters_and_raises_the_version() {
+        let old = set(3);
+        let same = set(3);
+        assert_eq!(
+            old.check_replacement(&same, false),
+            Err(Incompatibility::VersionNotGreater { old: 1, new: 1 })
+        );
+        let mut moved = set(3);
+        moved.version = 2;
+        moved.members[2].id = 7;
+        assert!(matches!(
+            old.check_replacement(&moved, false),
+            Err(Incompatibility::HostChangedId { old: 2, new: 7, .. })
+        ));
+        let mut arbiter = set(3);
+        arbiter.version = 2;
+        arbiter.members[2].arbiter_only = true;
+        arbiter.members[2].priority = 0.0;
+        assert_eq!(
+            old.check_replacement(&arbiter, false),
+            Err(Incompatibility::ArbiterOnlyChanged(2))
+        );
     }
 }

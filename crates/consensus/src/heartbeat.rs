@@ -1,7 +1,9 @@
 //! Heartbeats among all members (seed 000 Appendix A, "Heartbeat RPC"):
 //! liveness, roles, positions for sync source choice, commit point
-//! propagation, and the primary's check that it still sees a majority.
+//! propagation, configuration propagation, and the primary's check that it
+//! still sees a majority.
 
+use crate::config::MemberId;
 use crate::io::Action;
 use crate::message::{Heartbeat, MemberPosition, Message};
 use crate::node::{Node, Role};
@@ -13,14 +15,20 @@ impl Node {
         Heartbeat {
             term: self.term,
             config_version: self.config.version,
+            config_term: self.config.term,
             state: self.state(),
             last_applied: self.last_applied,
+            last_applied_wall_ms: self.last_applied_wall_ms,
             last_durable: self.last_durable,
+            last_durable_wall_ms: self.last_durable_wall_ms,
             commit_point: self.commit_point,
             sync_source: self.sync_source,
         }
     }
 
+    /// Heartbeats every other member of our configuration once per
+    /// interval (a REMOVED member too: that is how it learns a
+    /// configuration that adds it back).
     pub(crate) fn send_heartbeats_if_due(&mut self) {
         if self.now < self.next_heartbeat_at {
             return;
@@ -28,41 +36,72 @@ impl Node {
         self.next_heartbeat_at = self.now.plus(self.config.settings.heartbeat_interval_ms);
         let heartbeat = self.heartbeat();
         for index in 0..self.config.members.len() {
-            if index == self.my_index {
+            if Some(index) == self.my_index {
                 continue;
             }
             self.members[index].heartbeat_sent_at = Some(self.now);
             let to = self.config.members[index].id;
-            self.out.push(Action::Send { to, message: Message::HeartbeatRequest(heartbeat.clone()) });
+            self.out.push(Action::Send {
+                to,
+                message: Message::HeartbeatRequest(heartbeat.clone()),
+            });
         }
     }
 
     pub(crate) fn on_heartbeat_request(&mut self, index: usize, heartbeat: Heartbeat) {
-        self.record_heartbeat(index, &heartbeat);
+        self.members[index].heartbeat_request_at = Some(self.now);
+        self.record_peer(index, &heartbeat);
+        self.act_on_heartbeat(index, &heartbeat);
         let to = self.config.members[index].id;
-        self.out.push(Action::Send { to, message: Message::HeartbeatResponse(self.heartbeat()) });
+        self.out.push(Action::Send {
+            to,
+            message: Message::HeartbeatResponse(self.heartbeat()),
+        });
     }
 
     pub(crate) fn on_heartbeat_response(&mut self, index: usize, heartbeat: Heartbeat) {
-        if let Some(sent) = self.members[index].heartbeat_sent_at {
-            self.members[index].rtt_ms = Some(self.now.since(sent));
-        }
-        self.record_heartbeat(index, &heartbeat);
+        self.note_heartbeat_response(index);
+        self.record_peer(index, &heartbeat);
+        self.act_on_heartbeat(index, &heartbeat);
         self.note_catch_up_response(index, &heartbeat);
     }
 
-    /// Steps 1-3 of the receiver implementation: liveness and role, position
-    /// for sync source choice, commit point.
-    fn record_heartbeat(&mut self, index: usize, heartbeat: &Heartbeat) {
+    /// Round trip and `lastHeartbeat` of a heartbeat response.
+    pub(crate) fn note_heartbeat_response(&mut self, index: usize) {
+        let member = &mut self.members[index];
+        member.heartbeat_response_at = Some(self.now);
+        if let Some(sent) = member.heartbeat_sent_at {
+            member.rtt_ms = Some(self.now.since(sent));
+        }
+    }
+
+    /// Steps 1-2 of the receiver implementation: liveness and role, position
+    /// for sync source choice, and the configuration the sender holds (a
+    /// newer one is fetched).
+    pub(crate) fn record_peer(&mut self, index: usize, heartbeat: &Heartbeat) {
         let member = &mut self.members[index];
         member.state = Some(heartbeat.state);
         member.term = heartbeat.term;
         member.seen_applied = heartbeat.last_applied;
+        member.seen_applied_wall_ms = heartbeat.last_applied_wall_ms;
         member.sync_source = heartbeat.sync_source;
+        member.config = Some(heartbeat.config_version_and_term());
+        let from = self.config.members[index].id;
+        self.note_peer_config(from, heartbeat.config_version_and_term());
+    }
+
+    /// Step 3 and MongoDB's additions: a primary of our term is believed
+    /// (a candidate gives up), the commit point is learned, and the sender's
+    /// own positions count like an UpdatePosition from it.
+    fn act_on_heartbeat(&mut self, index: usize, heartbeat: &Heartbeat) {
         if heartbeat.state == MemberState::Primary && heartbeat.term == self.term {
             // Two primaries in one term would mean two majorities voted for
             // different candidates in the same term: a broken vote rule.
-            assert!(self.role != Role::Primary, "NoTwoPrimariesInSameTerm: term {}", self.term);
+            assert!(
+                self.role != Role::Primary,
+                "NoTwoPrimariesInSameTerm: term {}",
+                self.term
+            );
             if self.role == Role::Candidate {
                 self.become_secondary();
             }
@@ -71,16 +110,35 @@ impl Node {
             self.reset_election_timer();
         }
         self.learn_commit_point(heartbeat.commit_point, false);
-        // The sender's own positions count like an UpdatePosition from it:
         // MongoDB's primary also learns positions from heartbeats, which
         // keeps commit going for members that have no sync source.
         let position = MemberPosition {
             member: self.config.members[index].id,
             applied: heartbeat.last_applied,
+            applied_wall_ms: heartbeat.last_applied_wall_ms,
             durable: heartbeat.last_durable,
+            durable_wall_ms: heartbeat.last_durable_wall_ms,
         };
         self.merge_position(position);
         self.update_commit_point_as_primary();
+    }
+
+    /// A member outside our configuration (a removed one, or one added by a
+    /// configuration we have not seen yet): its heartbeats are answered and
+    /// a newer configuration is fetched from it; its other messages, and its
+    /// term, are ignored, since it takes no part in our elections.
+    pub(crate) fn on_receive_from_outsider(&mut self, from: MemberId, message: Message) {
+        match message {
+            Message::HeartbeatRequest(hb) => {
+                self.note_peer_config(from, hb.config_version_and_term());
+                self.out.push(Action::Send {
+                    to: from,
+                    message: Message::HeartbeatResponse(self.heartbeat()),
+                });
+            }
+            Message::HeartbeatResponse(hb) => self.note_peer_config(from, hb.config_version_and_term()),
+            _ => {}
+        }
     }
 
     /// A primary that cannot see a majority of voters (itself included)

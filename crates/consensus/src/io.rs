@@ -1,8 +1,12 @@
 //! What goes into the state machine (`Event`) and what comes out (`Action`).
 
+use crate::config::{MemberId, ReplSetConfig};
+use crate::election_metrics::ElectionReason;
+use crate::error::{NotSecondary, ReconfigError, StepDownError, StepUpError};
 use crate::message::Message;
-use crate::optime::{MemberId, OpTime};
+use crate::millis::{Millis, ShortOpTime};
 use crate::state::MemberState;
+use slipstream_clock::OpTime;
 use std::fmt;
 
 /// The result of one pull (PullEntries, seed 000 section 3.2.1) from the
@@ -19,7 +23,7 @@ pub struct PullBatch {
     /// The source's commit point when it answered.
     pub source_commit_point: OpTime,
     /// The source's term when it answered.
-    pub source_term: u64,
+    pub source_term: i64,
 }
 
 /// `replSetStepDown` arguments.
@@ -34,15 +38,14 @@ pub struct StepDownRequest {
     pub force: bool,
 }
 
-/// Why a stepdown did not happen.
+/// `replSetReconfig` with `force: true`. MongoDB raises the version by
+/// 10,000 plus a random number below 100,000 so that the forced
+/// configuration wins over any a primary may still be writing; the caller
+/// draws it (no randomness inside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepDownError {
-    /// This member is not primary (MongoDB code 189 NotWritablePrimary... 10107).
-    NotPrimary,
-    /// No electable secondary caught up within the period (code 262 ExceededTimeLimit).
-    ExceededTimeLimit,
-    /// A stepdown is already in progress (code 117 ConflictingOperationInProgress).
-    AlreadyInProgress,
+pub struct ForceReconfig {
+    /// Added to the greater of the current and the proposed version.
+    pub version_increment: i64,
 }
 
 /// Inputs to `Node::step`.
@@ -62,15 +65,21 @@ pub enum Event {
         message: Message,
     },
     /// Entries were written to the local oplog (and applied speculatively);
-    /// `last_applied` is now the last one.
+    /// `last_applied` is now the last one. Storage's oplog clock chose the
+    /// timestamps; the node learns them here, the primary's own writes and
+    /// its "new primary" no-op included.
     Appended {
         /// New last applied OpTime.
         last_applied: OpTime,
+        /// Its entry's wall-clock date (`wall`), ms since the epoch.
+        wall_ms: i64,
     },
     /// The oplog was made durable up to `last_durable`.
     Durable {
         /// New last durable OpTime.
         last_durable: OpTime,
+        /// Its entry's wall-clock date.
+        wall_ms: i64,
     },
     /// A pull from the sync source returned.
     Pulled(PullBatch),
@@ -99,15 +108,17 @@ pub enum Event {
     /// A rollback asked for by `Action::Rollback` finished: the oplog was
     /// truncated after `common_point` and its effects undone.
     RollbackComplete {
-        /// The last entry both logs share.
+        /// The last entry both logs share, now the last applied one.
         common_point: OpTime,
+        /// Its wall-clock date.
+        wall_ms: i64,
     },
     /// The common point could not be found (source gone); choose another source.
     RollbackFailed {
         /// The source that was to be used.
         source: MemberId,
     },
-    /// `replSetStepDown`.
+    /// `replSetStepDown`, answered by `Action::StepDownFinished`.
     StepDown(StepDownRequest),
     /// `replSetSyncFrom`: prefer this member as sync source (`None` clears).
     SyncFrom {
@@ -115,12 +126,38 @@ pub enum Event {
         member: Option<MemberId>,
     },
     /// The I/O layer's own state: STARTUP2 during initial sync, RECOVERING
-    /// for maintenance, SECONDARY when done. Other values are rejected.
+    /// for maintenance (`replSetMaintenance`), SECONDARY when done. Answered
+    /// by `Action::ReportStateFinished`: a primary or a candidate refuses.
     ReportState(MemberState),
+    /// `replSetReconfig`, answered by `Action::ReconfigFinished` (after
+    /// `Action::PersistConfig` when accepted).
+    Reconfig {
+        /// The proposed configuration; its `term` is ignored (the node sets
+        /// it), as MongoDB ignores the term a user passes.
+        config: ReplSetConfig,
+        /// `force: true`, with the caller's version increment.
+        force: Option<ForceReconfig>,
+    },
+    /// A configuration fetched after `Action::FetchConfig` (from a peer's
+    /// heartbeat response). Adopted if valid, of our set and newer than ours.
+    ConfigReceived {
+        /// The peer's configuration.
+        config: ReplSetConfig,
+    },
+    /// `replSetFreeze`: do not stand before `until`; an `until` at or before
+    /// now unfreezes (`replSetFreeze: 0`), which also ends a stepdown's
+    /// wait. Answered by `Action::FreezeFinished`.
+    Freeze {
+        /// End of the freeze on this member's clock.
+        until: Millis,
+    },
+    /// `replSetStepUp` from an administrator: stand now, dry run first.
+    /// Answered by `Action::StepUpFinished` when the election is won or lost.
+    StepUpRequest,
 }
 
 /// Outputs of `Node::step`, to be carried out in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Send `message` to member `to`.
     Send {
@@ -134,9 +171,22 @@ pub enum Action {
     /// reply that grants it leaves).
     PersistTermAndVote {
         /// Current term.
-        term: u64,
+        term: i64,
         /// Vote cast in `term`.
         voted_for: Option<MemberId>,
+    },
+    /// Make this configuration durable (`local.system.replset`) before any
+    /// later action of the same step: heartbeats that follow report it, and
+    /// a majority reporting it is what commits it.
+    PersistConfig(ReplSetConfig),
+    /// Fetch the configuration of member `from`, which reported a newer one
+    /// (its heartbeat response carries it when our heartbeat shows an older
+    /// configuration); feed it back as `Event::ConfigReceived`. `from` may
+    /// be outside our configuration: the I/O layer knows its host from its
+    /// heartbeat.
+    FetchConfig {
+        /// The member holding the newer configuration.
+        from: MemberId,
     },
     /// Start pulling from this member (or stop pulling, for `None`).
     SetSyncSource(Option<MemberId>),
@@ -168,15 +218,48 @@ pub enum Action {
         /// New state.
         state: MemberState,
         /// Term at the change.
-        term: u64,
+        term: i64,
     },
-    /// The new primary finished catch-up: write this no-op as the first
-    /// entry of its term, then report `Event::Appended`.
-    WriteNoop(OpTime),
-    /// Whether client writes are accepted from now on.
+    /// A real election or its dry run began (for the log and metrics).
+    ElectionStarted {
+        /// The term asked for.
+        term: i64,
+        /// Why.
+        reason: ElectionReason,
+        /// A dry run (nobody records a vote) or the real election.
+        dry_run: bool,
+    },
+    /// An attempt begun by `ElectionStarted` ended: one per attempt, after
+    /// the real election (won or lost) or after a dry run that failed.
+    ElectionFinished {
+        /// The term asked for.
+        term: i64,
+        /// True if this member became primary.
+        won: bool,
+        /// Why it stood.
+        reason: ElectionReason,
+    },
+    /// The new primary finished catch-up: write the "new primary" no-op
+    /// through the write gate (opened by the `AcceptWrites(true)` before
+    /// it) with the node's term; storage's oplog clock chooses its
+    /// timestamp, and `Event::Appended` reports it.
+    WriteNoop,
+    /// Whether client writes are accepted from now on (the storage write
+    /// gate, with the node's term). After `AcceptWrites(false)` the caller
+    /// reports the oplog's last entry with `Event::Appended` if it moved, so
+    /// that a stepdown hands over to a member that holds every write the
+    /// gate let through.
     AcceptWrites(bool),
     /// The outcome of a `replSetStepDown`.
     StepDownFinished(Result<(), StepDownError>),
+    /// The outcome of a `replSetReconfig`.
+    ReconfigFinished(Result<(), ReconfigError>),
+    /// The outcome of a `replSetStepUp`.
+    StepUpFinished(Result<(), StepUpError>),
+    /// The outcome of a `replSetFreeze`.
+    FreezeFinished(Result<(), NotSecondary>),
+    /// The outcome of an `Event::ReportState` (`replSetMaintenance`).
+    ReportStateFinished(Result<(), NotSecondary>),
 }
 
 impl fmt::Display for Action {
@@ -187,16 +270,39 @@ impl fmt::Display for Action {
                 Some(v) => write!(f, "persist term={term} vote={v}"),
                 None => write!(f, "persist term={term} vote=none"),
             },
+            Action::PersistConfig(c) => {
+                let ids: Vec<String> = c.members.iter().map(|m| m.id.to_string()).collect();
+                write!(f, "persist config {} members=[{}]", c.version_and_term(), ids.join(" "))
+            }
+            Action::FetchConfig { from } => write!(f, "fetch config from {from}"),
             Action::SetSyncSource(Some(s)) => write!(f, "sync from {s}"),
             Action::SetSyncSource(None) => write!(f, "stop syncing"),
             Action::AppendBatch { source } => write!(f, "append batch from {source}"),
             Action::FindCommonPoint { source } => write!(f, "find common point with {source}"),
-            Action::Rollback { common_point } => write!(f, "roll back to {common_point}"),
-            Action::AdvanceCommitPoint(o) => write!(f, "commit point {o}"),
+            Action::Rollback { common_point } => write!(f, "roll back to {}", ShortOpTime(*common_point)),
+            Action::AdvanceCommitPoint(o) => write!(f, "commit point {}", ShortOpTime(*o)),
             Action::StateChanged { state, term } => write!(f, "becomes {state} term={term}"),
-            Action::WriteNoop(o) => write!(f, "write no-op {o}"),
+            Action::ElectionStarted { term, reason, dry_run } => {
+                write!(
+                    f,
+                    "{} term={term} ({reason})",
+                    if *dry_run { "dry run" } else { "election" }
+                )
+            }
+            Action::ElectionFinished { term, won, reason } => {
+                write!(
+                    f,
+                    "election term={term} ({reason}) {}",
+                    if *won { "won" } else { "lost" }
+                )
+            }
+            Action::WriteNoop => write!(f, "write no-op"),
             Action::AcceptWrites(b) => write!(f, "accept writes {b}"),
             Action::StepDownFinished(r) => write!(f, "stepdown finished {r:?}"),
+            Action::ReconfigFinished(r) => write!(f, "reconfig finished {r:?}"),
+            Action::StepUpFinished(r) => write!(f, "step up finished {r:?}"),
+            Action::FreezeFinished(r) => write!(f, "freeze finished {r:?}"),
+            Action::ReportStateFinished(r) => write!(f, "report state finished {r:?}"),
         }
     }
 }

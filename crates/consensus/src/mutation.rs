@@ -19,15 +19,28 @@ pub(crate) enum Mutation {
     /// The checker skips `DurableBeforeSend`, so that a test can measure what
     /// the crash model alone finds.
     UncheckedSendOrder,
+    /// Safe reconfig as MongoDB has it, without rule 4 of `reconfig.rs`: in
+    /// a set whose data-bearing voters are fewer than a majority, a member
+    /// gains a vote without holding the commit point.
+    NewVoterWithoutCommitPoint,
+    /// Without rule 5 of `reconfig.rs`: such a set's primary commits under
+    /// a configuration that is not committed yet.
+    CommitInUncommittedConfig,
+    /// Safe reconfig without rule 1 of `reconfig.rs`: a new configuration
+    /// replaces one that a majority does not hold yet.
+    ReconfigBeforeConfigCommitted,
 }
 
 /// Every mutation, for tools that pick them by name.
 #[cfg(test)]
-pub(crate) const ALL: [Mutation; 4] = [
+pub(crate) const ALL: [Mutation; 7] = [
     Mutation::VotePersistedAfterReply,
     Mutation::BareRollbackRule,
     Mutation::RollbackRuleWithoutSourceTerm,
     Mutation::UncheckedSendOrder,
+    Mutation::NewVoterWithoutCommitPoint,
+    Mutation::CommitInUncommittedConfig,
+    Mutation::ReconfigBeforeConfigCommitted,
 ];
 
 #[cfg(test)]

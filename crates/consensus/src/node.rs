@@ -2,30 +2,53 @@
 //! machine. Events and the current time go in through `step`; actions come
 //! out. The handlers live in sibling modules, one concern each:
 //! `heartbeat`, `election`, `sync_source`, `replication` (pulls, positions,
-//! the commit rule), `stepdown` and `write_concern`.
+//! the commit rule), `stepdown`, `reconfig` (configurations and REMOVED),
+//! `commands` (freeze, step-up request, maintenance), `write_concern`, and
+//! `status` (the read-only views).
 
-use crate::config::{ConfigError, ReplSetConfig};
+use crate::config::{ConfigError, ConfigVersionAndTerm, MemberId, ReplSetConfig};
+use crate::election_metrics::{ElectionCandidateMetrics, ElectionReason};
 use crate::io::{Action, Event, StepDownRequest};
 use crate::message::Message;
-use crate::optime::{MemberId, Millis, OpTime, Timestamp};
+use crate::millis::Millis;
 use crate::state::MemberState;
+use slipstream_clock::OpTime;
 
 /// Term and vote as last made durable (`Action::PersistTermAndVote`); given
-/// back to `Node::new` on restart.
+/// back to `Node::new` on restart. The very first start has term 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Persisted {
     /// `currentTerm`.
-    pub term: u64,
+    pub term: i64,
     /// `votedFor` in `term`.
     pub voted_for: Option<MemberId>,
 }
 
-/// Why a write was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteError {
-    /// Not primary, or primary still catching up or stepping down
-    /// (MongoDB code 10107 NotWritablePrimary).
-    NotWritablePrimary,
+/// Where the member's oplog stands when its `Node` starts: the last applied
+/// and last durable entries (after a crash both are the last durable one)
+/// and their wall-clock dates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OplogPositions {
+    /// The oplog's last entry (`OpTime::NULL` for an empty oplog).
+    pub last_applied: OpTime,
+    /// Its wall-clock date, ms since the epoch (0 for an empty oplog).
+    pub last_applied_wall_ms: i64,
+    /// The last entry known durable.
+    pub last_durable: OpTime,
+    /// Its wall-clock date.
+    pub last_durable_wall_ms: i64,
+}
+
+impl OplogPositions {
+    /// An oplog whose last entry `last` (written at `wall_ms`) is durable.
+    pub fn at(last: OpTime, wall_ms: i64) -> OplogPositions {
+        OplogPositions {
+            last_applied: last,
+            last_applied_wall_ms: wall_ms,
+            last_durable: last,
+            last_durable_wall_ms: wall_ms,
+        }
+    }
 }
 
 /// What this member knows about another (MongoDB's `MemberData`).
@@ -36,20 +59,32 @@ pub(crate) struct MemberData {
     pub heard_at: Option<Millis>,
     /// When our last heartbeat request to it left.
     pub heartbeat_sent_at: Option<Millis>,
+    /// When its last heartbeat response arrived (`lastHeartbeat`).
+    pub heartbeat_response_at: Option<Millis>,
+    /// When its last heartbeat request arrived (`lastHeartbeatRecv`).
+    pub heartbeat_request_at: Option<Millis>,
     /// Last measured heartbeat round-trip time.
     pub rtt_ms: Option<u64>,
     /// State from its last heartbeat (`None`: never heard).
     pub state: Option<MemberState>,
     /// Term from its last heartbeat.
-    pub term: u64,
+    pub term: i64,
     /// Last applied OpTime from its last heartbeat (sync source choice).
     pub seen_applied: OpTime,
+    /// Wall-clock date of that entry (lag rules).
+    pub seen_applied_wall_ms: i64,
     /// Its sync source from its last heartbeat.
     pub sync_source: Option<MemberId>,
-    /// Highest applied OpTime reported through UpdatePosition.
+    /// The configuration its last heartbeat reported holding (config commitment).
+    pub config: Option<ConfigVersionAndTerm>,
+    /// Highest applied OpTime reported (UpdatePosition or heartbeat).
     pub applied: OpTime,
-    /// Highest durable OpTime reported through UpdatePosition (commit rule).
+    /// Wall-clock date of `applied`.
+    pub applied_wall_ms: i64,
+    /// Highest durable OpTime reported (the commit rule).
     pub durable: OpTime,
+    /// Wall-clock date of `durable`.
+    pub durable_wall_ms: i64,
 }
 
 /// The decided role; I/O-reported states override it in `state()`.
@@ -59,15 +94,19 @@ pub(crate) enum Role {
     Candidate,
     Primary,
     Arbiter,
+    /// Not in its own configuration: exchanges heartbeats and nothing else.
+    Removed,
 }
 
 /// An election in progress (dry run or real).
 #[derive(Clone, Debug)]
 pub(crate) struct Election {
     /// The term being asked for.
-    pub term: u64,
+    pub term: i64,
     /// Dry run (pre-vote) or real.
     pub dry_run: bool,
+    /// Why we stand.
+    pub reason: ElectionReason,
     /// Voters that granted, the candidate included.
     pub granted: Vec<MemberId>,
 }
@@ -76,6 +115,8 @@ pub(crate) struct Election {
 #[derive(Clone, Debug)]
 pub(crate) struct CatchUp {
     pub started_at: Millis,
+    /// Our last applied entry when catch-up began.
+    pub started_from: OpTime,
     /// The freshest last applied OpTime heard since the election.
     pub target: OpTime,
     /// Voters whose heartbeat responses arrived since the election.
@@ -91,26 +132,29 @@ pub(crate) struct StepDownState {
 
 /// Most members a sync-source deny list holds (one entry per member at most).
 pub(crate) const DENY_LIST_MAX: usize = crate::config::MEMBERS_MAX;
-/// How close (in timestamp milliseconds) to the primary a higher-priority
-/// member must be before it attempts a priority takeover.
-pub const PRIORITY_TAKEOVER_FRESHNESS_MS: u64 = 2_000;
+/// How close (by the wall-clock dates of last applied entries) to the
+/// primary a higher-priority member must be before it attempts a priority
+/// takeover (MongoDB's `priorityTakeoverFreshnessWindowSeconds`).
+pub const PRIORITY_TAKEOVER_FRESHNESS_MS: i64 = 2_000;
 
 /// One replica set member's consensus state.
 #[derive(Clone, Debug)]
 pub struct Node {
     pub(crate) config: ReplSetConfig,
     pub(crate) me: MemberId,
-    pub(crate) my_index: usize,
+    /// Our position in `config.members`; `None` while REMOVED.
+    pub(crate) my_index: Option<usize>,
     // Durable: changed only together with an Action::PersistTermAndVote.
-    pub(crate) term: u64,
+    pub(crate) term: i64,
     pub(crate) voted_for: Option<MemberId>,
     // Volatile.
     pub(crate) role: Role,
     pub(crate) io_state: Option<MemberState>,
     pub(crate) reported_state: MemberState,
     pub(crate) last_applied: OpTime,
+    pub(crate) last_applied_wall_ms: i64,
     pub(crate) last_durable: OpTime,
-    pub(crate) last_written: OpTime,
+    pub(crate) last_durable_wall_ms: i64,
     pub(crate) commit_point: OpTime,
     pub(crate) members: Vec<MemberData>,
     pub(crate) now: Millis,
@@ -119,6 +163,10 @@ pub struct Node {
     pub(crate) jitter_ms: u64,
     pub(crate) catch_up: Option<CatchUp>,
     pub(crate) writable: bool,
+    /// The primary asked for its term's no-op (`Action::WriteNoop`).
+    pub(crate) term_noop_asked: bool,
+    /// The first entry of our term as primary, once appended (`electionTime`).
+    pub(crate) term_start: Option<(OpTime, i64)>,
     pub(crate) sync_source: Option<MemberId>,
     pub(crate) sync_source_chosen_at: Millis,
     pub(crate) sync_source_forced: bool,
@@ -133,50 +181,59 @@ pub struct Node {
     pub(crate) positions_dirty: bool,
     pub(crate) next_update_position_at: Millis,
     pub(crate) step_down: Option<StepDownState>,
+    /// No election before this instant (stepdown period or `replSetFreeze`).
     pub(crate) no_election_until: Millis,
     pub(crate) priority_takeover_at: Option<Millis>,
     pub(crate) catch_up_takeover_at: Option<Millis>,
+    /// The commit point when the configuration in force was adopted: it must
+    /// be on a majority of this configuration before the next reconfig.
+    pub(crate) config_oplog_commitment: OpTime,
+    /// The newest configuration asked for with `Action::FetchConfig`, and when.
+    pub(crate) config_fetch: Option<(ConfigVersionAndTerm, Millis)>,
+    /// A `replSetStepUp` waits for the election in progress to end.
+    pub(crate) step_up_waiting: bool,
+    pub(crate) election_metrics: Option<ElectionCandidateMetrics>,
     pub(crate) out: Vec<Action>,
 }
 
 impl Node {
     /// A member starting (or restarting) with `config`, its durable term and
-    /// vote, and its oplog's last entry (after a crash: the last durable one).
+    /// vote, and its oplog's positions. The very first start after
+    /// `replSetInitiate` passes term 0 and an empty oplog (or a former
+    /// standalone's, whose entries carry term -1). A member that is not in
+    /// `config` starts REMOVED, as MongoDB's does.
     pub fn new(
         config: ReplSetConfig,
         me: MemberId,
         persisted: Persisted,
-        last_applied: OpTime,
-        last_durable: OpTime,
+        oplog: OplogPositions,
         election_jitter_ms: u64,
         now: Millis,
     ) -> Result<Node, ConfigError> {
         config.validate()?;
-        let my_index = config.index_of(me).ok_or(ConfigError::NotAMember(me))?;
-        assert!(last_durable <= last_applied);
-        let arbiter = config.members[my_index].arbiter_only;
-        let members = vec![MemberData::default(); config.members.len()];
-        let timeout = config.settings.election_timeout_ms;
-        let role = if arbiter { Role::Arbiter } else { Role::Secondary };
-        Ok(Node {
+        assert!(oplog.last_durable <= oplog.last_applied);
+        let mut node = Node {
             me,
-            my_index,
+            my_index: None,
             term: persisted.term,
             voted_for: persisted.voted_for,
-            role,
+            role: Role::Removed,
             io_state: None,
-            reported_state: if arbiter { MemberState::Arbiter } else { MemberState::Secondary },
-            last_applied,
-            last_durable,
-            last_written: last_applied,
+            reported_state: MemberState::Removed,
+            last_applied: oplog.last_applied,
+            last_applied_wall_ms: oplog.last_applied_wall_ms,
+            last_durable: oplog.last_durable,
+            last_durable_wall_ms: oplog.last_durable_wall_ms,
             commit_point: OpTime::NULL,
-            members,
+            members: Vec::new(),
             now,
             election: None,
-            election_deadline: now.plus(timeout + election_jitter_ms),
+            election_deadline: now,
             jitter_ms: election_jitter_ms,
             catch_up: None,
             writable: false,
+            term_noop_asked: false,
+            term_start: None,
             sync_source: None,
             sync_source_chosen_at: now,
             sync_source_forced: false,
@@ -193,9 +250,27 @@ impl Node {
             no_election_until: now,
             priority_takeover_at: None,
             catch_up_takeover_at: None,
+            config_oplog_commitment: OpTime::NULL,
+            config_fetch: None,
+            step_up_waiting: false,
+            election_metrics: None,
             out: Vec::new(),
-            config,
-        })
+            config: config.clone(),
+        };
+        node.install_config(config);
+        node.reported_state = node.state();
+        node.reset_election_timer();
+        // A crash can keep appended entries of a term whose persist did not
+        // happen; a member must never stand in a term older than its own log.
+        if node.last_applied.term > node.term {
+            node.term = node.last_applied.term;
+            node.voted_for = None;
+            node.out.push(Action::PersistTermAndVote {
+                term: node.term,
+                voted_for: None,
+            });
+        }
+        Ok(node)
     }
 
     /// Feeds one event at time `now` (monotonic per member) and returns the
@@ -203,53 +278,53 @@ impl Node {
     pub fn step(&mut self, event: Event, now: Millis) -> Vec<Action> {
         assert!(now >= self.now, "time went backwards: {:?} < {:?}", now, self.now);
         self.now = now;
-        match event {
-            Event::Tick { election_jitter_ms } => self.jitter_ms = election_jitter_ms,
-            Event::Receive { from, message } => self.on_receive(from, message),
-            Event::Appended { last_applied } => self.on_appended(last_applied),
-            Event::Durable { last_durable } => self.on_durable(last_durable),
-            Event::Pulled(batch) => self.on_pulled(batch),
-            Event::PullFailed { source } => self.on_pull_failed(source),
-            Event::CommonPointFound { source, common_point, source_last, source_commit_point } => {
-                self.on_common_point_found(source, common_point, source_last, source_commit_point)
-            }
-            Event::RollbackComplete { common_point } => self.on_rollback_complete(common_point),
-            Event::RollbackFailed { source } => self.on_rollback_failed(source),
-            Event::StepDown(request) => self.on_step_down(request),
-            Event::SyncFrom { member } => self.on_sync_from(member),
-            Event::ReportState(state) => self.on_report_state(state),
+        if self.role == Role::Removed {
+            self.step_removed(event);
+        } else {
+            self.dispatch(event);
         }
         self.on_time();
         std::mem::take(&mut self.out)
     }
 
-    /// Assigns the OpTime of a client write. Only a writable primary (catch-up
-    /// finished, no stepdown in progress) accepts writes. The caller writes
-    /// the entry and reports `Event::Appended`.
-    pub fn prepare_write(&mut self, now: Millis) -> Result<OpTime, WriteError> {
-        assert!(now >= self.now);
-        self.now = now;
-        if !self.is_writable_primary() {
-            return Err(WriteError::NotWritablePrimary);
+    fn dispatch(&mut self, event: Event) {
+        match event {
+            Event::Tick { election_jitter_ms } => self.jitter_ms = election_jitter_ms,
+            Event::Receive { from, message } => self.on_receive(from, message),
+            Event::Appended { last_applied, wall_ms } => self.on_appended(last_applied, wall_ms),
+            Event::Durable { last_durable, wall_ms } => self.on_durable(last_durable, wall_ms),
+            Event::Pulled(batch) => self.on_pulled(batch),
+            Event::PullFailed { source } => self.on_pull_failed(source),
+            Event::CommonPointFound {
+                source,
+                common_point,
+                source_last,
+                source_commit_point,
+            } => self.on_common_point_found(source, common_point, source_last, source_commit_point),
+            Event::RollbackComplete { common_point, wall_ms } => self.on_rollback_complete(common_point, wall_ms),
+            Event::RollbackFailed { source } => self.on_rollback_failed(source),
+            Event::StepDown(request) => self.on_step_down(request),
+            Event::SyncFrom { member } => self.on_sync_from(member),
+            Event::ReportState(state) => self.on_report_state(state),
+            Event::Reconfig { config, force } => self.on_reconfig(config, force),
+            Event::ConfigReceived { config } => self.on_config_received(config),
+            Event::Freeze { until } => self.on_freeze(until),
+            Event::StepUpRequest => self.on_step_up_request(),
         }
-        Ok(self.next_optime())
-    }
-
-    /// The next OpTime of this primary's term, after every entry it has.
-    pub(crate) fn next_optime(&mut self) -> OpTime {
-        let previous = self.last_written.max(self.last_applied).timestamp.0;
-        let timestamp = (previous + 1).max(self.now.0);
-        let optime = OpTime { term: self.term, timestamp: Timestamp(timestamp) };
-        assert!(optime > self.last_written);
-        self.last_written = optime;
-        optime
     }
 
     fn on_receive(&mut self, from: MemberId, message: Message) {
-        let Some(index) = self.config.index_of(from) else { return };
+        assert!(
+            self.role != Role::Removed,
+            "REMOVED members are stepped by step_removed"
+        );
         if from == self.me {
             return;
         }
+        let Some(index) = self.config.index_of(from) else {
+            self.on_receive_from_outsider(from, message);
+            return;
+        };
         self.members[index].heard_at = Some(self.now);
         // A dry-run vote request carries the term the candidate would take,
         // which nobody adopts (that is the point of the dry run).
@@ -269,7 +344,7 @@ impl Node {
 
     /// Adopts a higher term seen in any message (Raft's "all servers" rule):
     /// a primary or candidate steps down. Returns true if the term rose.
-    pub(crate) fn observe_term(&mut self, term: u64) -> bool {
+    pub(crate) fn observe_term(&mut self, term: i64) -> bool {
         if term <= self.term {
             return false;
         }
@@ -279,24 +354,31 @@ impl Node {
         if matches!(self.role, Role::Primary | Role::Candidate) {
             self.become_secondary();
         }
-        self.election = None;
+        self.end_election(false);
         true
     }
 
     /// Leaves PRIMARY or candidate for SECONDARY.
     pub(crate) fn become_secondary(&mut self) {
-        assert!(self.role != Role::Arbiter);
-        self.role = Role::Secondary;
-        self.election = None;
-        self.catch_up = None;
-        self.set_writable(false);
-        if self.step_down.take().is_some() {
-            self.out.push(Action::StepDownFinished(Ok(())));
+        assert!(matches!(self.role, Role::Primary | Role::Candidate | Role::Secondary));
+        if self.role == Role::Primary {
+            // MongoDB clears the candidate metrics once no longer primary.
+            self.election_metrics = None;
         }
+        self.role = Role::Secondary;
+        self.end_election(false);
+        self.catch_up = None;
+        self.term_start = None;
+        self.term_noop_asked = false;
+        self.set_writable(false);
         self.priority_takeover_at = None;
         self.catch_up_takeover_at = None;
         self.reset_election_timer();
         self.report_state();
+        // Answered once the new state is published.
+        if self.step_down.take().is_some() {
+            self.out.push(Action::StepDownFinished(Ok(())));
+        }
     }
 
     pub(crate) fn set_writable(&mut self, writable: bool) {
@@ -320,112 +402,73 @@ impl Node {
         }
     }
 
-    fn on_report_state(&mut self, state: MemberState) {
+    /// `Event::ReportState`: the I/O layer's initial sync (STARTUP2) and
+    /// maintenance mode (RECOVERING, `replSetMaintenance`), and back to
+    /// SECONDARY. A primary or a candidate refuses, as MongoDB's
+    /// `setMaintenanceMode` does ("primaries can't modify maintenance mode").
+    pub(crate) fn on_report_state(&mut self, state: MemberState) {
+        let refused = match self.role {
+            Role::Primary => Some(crate::error::NotSecondary::Primary),
+            Role::Candidate => Some(crate::error::NotSecondary::RunningForElection),
+            _ => None,
+        };
+        if let Some(reason) = refused {
+            self.out.push(Action::ReportStateFinished(Err(reason)));
+            return;
+        }
         match state {
             MemberState::Secondary => self.io_state = None,
-            MemberState::Startup2 | MemberState::Recovering if self.role == Role::Secondary => {
+            MemberState::Startup2 | MemberState::Recovering if self.role != Role::Arbiter => {
                 self.io_state = Some(state);
+                // A dry run of ours no longer stands for anything.
+                self.end_election(false);
             }
             _ => {}
         }
+        self.out.push(Action::ReportStateFinished(Ok(())));
         self.report_state();
     }
 
     /// Everything that depends on the passage of time, checked after every
     /// event: heartbeats, election timers, takeovers, catch-up, stepdown,
-    /// the primary's majority check, sync source and position reports.
+    /// the primary's majority check, sync source and position reports. A
+    /// REMOVED member only heartbeats.
     fn on_time(&mut self) {
         self.send_heartbeats_if_due();
-        self.check_primary_sees_majority();
-        self.check_catch_up();
-        self.check_step_down();
-        self.check_election_timers();
-        self.choose_sync_source_if_needed();
-        self.send_update_position_if_due();
+        if self.role != Role::Removed {
+            self.check_primary_sees_majority();
+            self.check_catch_up();
+            self.check_step_down();
+            self.check_election_timers();
+            self.choose_sync_source_if_needed();
+            self.send_update_position_if_due();
+        }
         self.report_state();
     }
 
-    // Accessors.
-
-    /// This member's `_id`.
-    pub fn id(&self) -> MemberId {
-        self.me
-    }
-    /// The configuration in force.
-    pub fn config(&self) -> &ReplSetConfig {
-        &self.config
-    }
-    /// Current term.
-    pub fn term(&self) -> u64 {
-        self.term
-    }
-    /// Vote cast in the current term.
-    pub fn voted_for(&self) -> Option<MemberId> {
-        self.voted_for
-    }
-    /// The member's state as others see it.
-    pub fn state(&self) -> MemberState {
-        if self.rolling_back {
-            return MemberState::Rollback;
-        }
-        if let Some(state) = self.io_state {
-            return state;
-        }
-        match self.role {
-            Role::Primary => MemberState::Primary,
-            Role::Secondary | Role::Candidate => MemberState::Secondary,
-            Role::Arbiter => MemberState::Arbiter,
-        }
-    }
-    /// True while a real (not dry-run) election of ours is in progress.
-    pub fn is_candidate(&self) -> bool {
-        self.role == Role::Candidate
-    }
-    /// True if client writes are accepted now.
-    pub fn is_writable_primary(&self) -> bool {
-        self.role == Role::Primary && self.writable
-    }
-    /// Last applied OpTime.
-    pub fn last_applied(&self) -> OpTime {
-        self.last_applied
-    }
-    /// Last durable OpTime.
-    pub fn last_durable(&self) -> OpTime {
-        self.last_durable
-    }
-    /// The commit point (`lastCommitted`).
-    pub fn commit_point(&self) -> OpTime {
-        self.commit_point
-    }
-    /// The current sync source.
-    pub fn sync_source(&self) -> Option<MemberId> {
-        self.sync_source
-    }
-    /// The primary this member believes in, itself included.
-    pub fn primary(&self) -> Option<MemberId> {
-        if self.role == Role::Primary {
-            return Some(self.me);
-        }
-        self.known_primary_index().map(|i| self.config.members[i].id)
+    /// Our index in the configuration; only called where REMOVED members
+    /// never go (`step_removed` keeps them out).
+    pub(crate) fn my_index(&self) -> usize {
+        self.my_index
+            .expect("a REMOVED member has no index in its configuration")
     }
 
     /// Index of another member that is primary in our term and alive.
     pub(crate) fn known_primary_index(&self) -> Option<usize> {
         (0..self.members.len()).find(|&i| {
             let m = &self.members[i];
-            i != self.my_index
-                && m.state == Some(MemberState::Primary)
-                && m.term == self.term
-                && self.is_up(i)
+            Some(i) != self.my_index && m.state == Some(MemberState::Primary) && m.term == self.term && self.is_up(i)
         })
     }
 
     /// True if member `index` was heard from within an election timeout.
     pub(crate) fn is_up(&self, index: usize) -> bool {
-        if index == self.my_index {
+        if Some(index) == self.my_index {
             return true;
         }
         let timeout = self.config.settings.election_timeout_ms;
-        self.members[index].heard_at.is_some_and(|t| self.now.since(t) < timeout)
+        self.members[index]
+            .heard_at
+            .is_some_and(|t| self.now.since(t) < timeout)
     }
 }

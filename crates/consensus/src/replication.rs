@@ -10,11 +10,12 @@
 //! current term. Positions arrive by UpdatePosition carrying the sender's
 //! term; a higher term makes the primary step down before it counts them.
 
+use crate::config::MemberId;
 use crate::io::{Action, PullBatch};
-use crate::message::{Message, MemberPosition, UpdatePosition};
+use crate::message::{MemberPosition, Message, UpdatePosition};
 use crate::mutation::{self, Mutation};
 use crate::node::{Node, Role};
-use crate::optime::{MemberId, OpTime};
+use slipstream_clock::OpTime;
 
 impl Node {
     pub(crate) fn on_pulled(&mut self, batch: PullBatch) {
@@ -72,8 +73,14 @@ impl Node {
     ) {
         assert!(self.rolling_back);
         assert!(common_point <= self.last_applied);
-        assert!(common_point <= source_last, "the common point is an entry of the source's log");
-        assert!(source_commit_point <= source_last, "the source's commit point is in its log");
+        assert!(
+            common_point <= source_last,
+            "the common point is an entry of the source's log"
+        );
+        assert!(
+            source_commit_point <= source_last,
+            "the source's commit point is in its log"
+        );
         if common_point == self.last_applied {
             // The source's oplog changed since the batch (it rolled back
             // itself and now holds our whole log): nothing to undo. Found by
@@ -144,7 +151,9 @@ impl Node {
         }
         let commit_point_past = common_point < source_commit_point;
         if mutation::on(Mutation::RollbackRuleWithoutSourceTerm) {
-            let source_is_primary = self.known_primary_index().is_some_and(|p| self.config.members[p].id == source);
+            let source_is_primary = self
+                .known_primary_index()
+                .is_some_and(|p| self.config.members[p].id == source);
             return commit_point_past || source_is_primary;
         }
         let branch_of_our_term = common_point < source_last && source_last.term >= self.term;
@@ -158,37 +167,54 @@ impl Node {
         }
     }
 
-    pub(crate) fn on_appended(&mut self, last_applied: OpTime) {
+    pub(crate) fn on_appended(&mut self, last_applied: OpTime, wall_ms: i64) {
         assert!(last_applied >= self.last_applied, "appends only extend the oplog");
         self.last_applied = last_applied;
-        self.last_written = self.last_written.max(last_applied);
+        self.last_applied_wall_ms = wall_ms;
         self.append_in_flight = false;
         self.positions_dirty = true;
         // Entries of a newer term mean a newer election happened.
         self.observe_term(last_applied.term);
+        self.note_term_start(last_applied, wall_ms);
         if let Some(commit_point) = self.pending_source_commit_point.take() {
             self.learn_commit_point(commit_point, true);
         }
         self.update_commit_point_as_primary();
     }
 
-    pub(crate) fn on_durable(&mut self, last_durable: OpTime) {
+    /// The first entry of our term as primary (the "new primary" no-op, or
+    /// the last of the entries reported with it): `electionTime`.
+    fn note_term_start(&mut self, last_applied: OpTime, wall_ms: i64) {
+        if self.role != Role::Primary || self.term_start.is_some() || last_applied.term != self.term {
+            return;
+        }
+        self.term_start = Some((last_applied, wall_ms));
+        if let Some(metrics) = &mut self.election_metrics {
+            metrics.new_term_start = Some((last_applied, wall_ms));
+        }
+    }
+
+    pub(crate) fn on_durable(&mut self, last_durable: OpTime, wall_ms: i64) {
         assert!(last_durable >= self.last_durable, "durability only moves forward");
         assert!(last_durable <= self.last_applied, "durable past the oplog's end");
         self.last_durable = last_durable;
+        self.last_durable_wall_ms = wall_ms;
         self.positions_dirty = true;
         self.update_commit_point_as_primary();
     }
 
-    pub(crate) fn on_rollback_complete(&mut self, common_point: OpTime) {
+    pub(crate) fn on_rollback_complete(&mut self, common_point: OpTime, wall_ms: i64) {
         assert!(self.rolling_back);
         assert!(common_point <= self.last_applied);
         // Rolling back a committed entry would break NeverRollbackCommitted.
         assert!(common_point >= self.commit_point, "rollback below the commit point");
         self.rolling_back = false;
         self.last_applied = common_point;
-        self.last_written = common_point;
-        self.last_durable = self.last_durable.min(common_point);
+        self.last_applied_wall_ms = wall_ms;
+        if self.last_durable > common_point {
+            self.last_durable = common_point;
+            self.last_durable_wall_ms = wall_ms;
+        }
         self.positions_dirty = true;
         self.clear_sync_source();
         self.report_state();
@@ -213,18 +239,25 @@ impl Node {
     /// durable separately. Called for UpdatePosition entries and for the
     /// sender's own positions in heartbeats; the message's term has been
     /// observed first, so a primary never counts a position sent under a
-    /// newer term.
+    /// newer term. Members outside our configuration are skipped.
     pub(crate) fn merge_position(&mut self, position: MemberPosition) {
         // A position in a newer term proves a newer primary exists.
         self.observe_term(position.applied.term.max(position.durable.term));
-        let Some(index) = self.config.index_of(position.member) else { return };
-        if index == self.my_index || !self.config.members[index].is_data_bearing() {
+        let Some(index) = self.config.index_of(position.member) else {
+            return;
+        };
+        if Some(index) == self.my_index || !self.config.members[index].is_data_bearing() {
             return;
         }
         let member = &mut self.members[index];
-        if position.applied > member.applied || position.durable > member.durable {
-            member.applied = member.applied.max(position.applied);
-            member.durable = member.durable.max(position.durable);
+        if position.applied > member.applied {
+            member.applied = position.applied;
+            member.applied_wall_ms = position.applied_wall_ms;
+            self.positions_dirty = true;
+        }
+        if position.durable > member.durable {
+            member.durable = position.durable;
+            member.durable_wall_ms = position.durable_wall_ms;
             self.positions_dirty = true;
         }
     }
@@ -233,13 +266,26 @@ impl Node {
     fn positions(&self) -> Vec<MemberPosition> {
         let mut positions = Vec::with_capacity(self.members.len());
         for (index, member) in self.config.members.iter().enumerate() {
-            let (applied, durable) = if index == self.my_index {
-                (self.last_applied, self.last_durable)
+            let position = if Some(index) == self.my_index {
+                MemberPosition {
+                    member: member.id,
+                    applied: self.last_applied,
+                    applied_wall_ms: self.last_applied_wall_ms,
+                    durable: self.last_durable,
+                    durable_wall_ms: self.last_durable_wall_ms,
+                }
             } else {
-                (self.members[index].applied, self.members[index].durable)
+                let data = &self.members[index];
+                MemberPosition {
+                    member: member.id,
+                    applied: data.applied,
+                    applied_wall_ms: data.applied_wall_ms,
+                    durable: data.durable,
+                    durable_wall_ms: data.durable_wall_ms,
+                }
             };
-            if member.is_data_bearing() && !applied.is_null() {
-                positions.push(MemberPosition { member: member.id, applied, durable });
+            if member.is_data_bearing() && !position.applied.is_null() {
+                positions.push(position);
             }
         }
         positions
@@ -257,8 +303,14 @@ impl Node {
         }
         self.positions_dirty = false;
         self.next_update_position_at = self.now.plus(self.config.settings.heartbeat_interval_ms);
-        let update = UpdatePosition { term: self.term, positions: self.positions() };
-        self.out.push(Action::Send { to: source, message: Message::UpdatePosition(update) });
+        let update = UpdatePosition {
+            term: self.term,
+            positions: self.positions(),
+        };
+        self.out.push(Action::Send {
+            to: source,
+            message: Message::UpdatePosition(update),
+        });
     }
 
     /// The durable position that the write majority of data-bearing voters
@@ -270,14 +322,20 @@ impl Node {
             .iter()
             .enumerate()
             .filter(|(_, m)| m.is_voter() && m.is_data_bearing())
-            .map(|(i, _)| if i == self.my_index { self.last_durable } else { self.members[i].durable })
+            .map(|(i, _)| {
+                if Some(i) == self.my_index {
+                    self.last_durable
+                } else {
+                    self.members[i].durable
+                }
+            })
             .collect();
         durable.sort_unstable_by(|a, b| b.cmp(a));
         durable[self.config.write_majority() - 1]
     }
 
     pub(crate) fn update_commit_point_as_primary(&mut self) {
-        if self.role != Role::Primary {
+        if self.role != Role::Primary || !self.may_commit_in_config() {
             return;
         }
         let candidate = self.majority_durable();
@@ -310,5 +368,10 @@ impl Node {
         assert!(commit_point <= self.last_applied, "commit point past the oplog's end");
         self.commit_point = commit_point;
         self.out.push(Action::AdvanceCommitPoint(commit_point));
+        if self.role == Role::Primary && commit_point.term == self.term {
+            if let Some(metrics) = &mut self.election_metrics {
+                metrics.w_majority_available_at.get_or_insert(self.now);
+            }
+        }
     }
 }

@@ -26,6 +26,10 @@ pub enum MemberState {
     Down,
     /// 9: rolling back diverged entries.
     Rollback,
+    /// 10: not a member of the configuration it holds (removed by a
+    /// reconfig); it only exchanges heartbeats, to learn a configuration
+    /// that adds it back.
+    Removed,
 }
 
 impl MemberState {
@@ -41,6 +45,7 @@ impl MemberState {
             MemberState::Arbiter => 7,
             MemberState::Down => 8,
             MemberState::Rollback => 9,
+            MemberState::Removed => 10,
         }
     }
 
@@ -56,6 +61,7 @@ impl MemberState {
             MemberState::Arbiter => "ARBITER",
             MemberState::Down => "DOWN",
             MemberState::Rollback => "ROLLBACK",
+            MemberState::Removed => "REMOVED",
         }
     }
 

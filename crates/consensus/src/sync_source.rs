@@ -1,25 +1,29 @@
 //! Sync source choice (seed 000 section 3.4): pull only from a member whose
 //! oplog is newer than ours, nearest by round-trip time, obeying
 //! `chainingAllowed`; re-chosen when the source dies, lags too far behind
-//! the primary, stops being ahead, or a clearly nearer one appears.
+//! the primary (by the wall-clock dates of their last applied entries, as
+//! MongoDB's `maxSyncSourceLagSecs`), stops being ahead, or a clearly
+//! nearer one appears.
 //! Because a source must be strictly ahead, sources cannot form a cycle.
 
+use crate::config::MemberId;
 use crate::io::Action;
 use crate::node::{Node, Role, DENY_LIST_MAX};
-use crate::optime::MemberId;
 use crate::state::MemberState;
 
 impl Node {
     /// True if this member should be pulling at all.
     fn wants_sync_source(&self) -> bool {
-        let data_bearing = self.config.members[self.my_index].is_data_bearing();
         let pulling_role = match self.role {
             Role::Secondary | Role::Candidate => true,
             // A new primary keeps pulling until catch-up ends (section 4.3).
             Role::Primary => self.catch_up.is_some(),
-            Role::Arbiter => false,
+            Role::Arbiter | Role::Removed => false,
         };
-        data_bearing && pulling_role && !self.rolling_back && self.io_state != Some(MemberState::Startup2)
+        pulling_role
+            && self.config.members[self.my_index()].is_data_bearing()
+            && !self.rolling_back
+            && self.io_state != Some(MemberState::Startup2)
     }
 
     pub(crate) fn choose_sync_source_if_needed(&mut self) {
@@ -63,7 +67,9 @@ impl Node {
     }
 
     fn should_change_sync_source(&self, source: MemberId) -> bool {
-        let Some(index) = self.config.index_of(source) else { return true };
+        let Some(index) = self.config.index_of(source) else {
+            return true;
+        };
         let member = &self.members[index];
         if !self.is_up(index) || !member.state.is_some_and(|s| s.is_readable()) {
             return true;
@@ -76,7 +82,9 @@ impl Node {
         // member is ahead of us: it may be stuck behind us or in a cycle of
         // equals (heartbeats are stale, so the choice can err; this repairs it).
         let idle_limit_ms = self.config.settings.election_timeout_ms / 2;
-        if self.sync_source_idle_since.is_some_and(|t| self.now.since(t) >= idle_limit_ms)
+        if self
+            .sync_source_idle_since
+            .is_some_and(|t| self.now.since(t) >= idle_limit_ms)
             && self.eligible_sources().any(|i| i != index)
         {
             return true;
@@ -89,8 +97,7 @@ impl Node {
             if !settings.chaining_allowed && p != index {
                 return true;
             }
-            let primary_ts = self.members[p].seen_applied.timestamp.0;
-            if p != index && member.seen_applied.timestamp.0 + settings.max_sync_source_lag_ms < primary_ts {
+            if p != index && self.lags_primary(index, p) {
                 return true;
             }
         }
@@ -115,7 +122,7 @@ impl Node {
         (0..self.config.members.len()).filter(move |&i| {
             let member = &self.members[i];
             let config = &self.config.members[i];
-            if i == self.my_index || !config.is_data_bearing() || !self.is_up(i) {
+            if Some(i) == self.my_index || !config.is_data_bearing() || !self.is_up(i) {
                 return false;
             }
             if !member.state.is_some_and(|s| s.is_readable()) || member.sync_source == Some(self.me) {
@@ -128,13 +135,17 @@ impl Node {
                 return false;
             }
             match primary {
-                Some(p) if p != i => {
-                    member.seen_applied.timestamp.0 + settings.max_sync_source_lag_ms
-                        >= self.members[p].seen_applied.timestamp.0
-                }
+                Some(p) if p != i => !self.lags_primary(i, p),
                 _ => true,
             }
         })
+    }
+
+    /// True if member `index`'s last applied entry is older, by wall-clock
+    /// date, than the primary's by more than `maxSyncSourceLagSecs`.
+    fn lags_primary(&self, index: usize, primary: usize) -> bool {
+        let lag_ms = self.config.settings.max_sync_source_lag_ms as i64;
+        self.members[index].seen_applied_wall_ms + lag_ms < self.members[primary].seen_applied_wall_ms
     }
 
     fn pick_sync_source(&mut self) -> Option<MemberId> {
@@ -146,7 +157,12 @@ impl Node {
         }
         self.sync_source_forced = false;
         self.eligible_sources()
-            .min_by_key(|&i| (self.members[i].rtt_ms.unwrap_or(u64::MAX / 4), self.config.members[i].id))
+            .min_by_key(|&i| {
+                (
+                    self.members[i].rtt_ms.unwrap_or(u64::MAX / 4),
+                    self.config.members[i].id,
+                )
+            })
             .map(|i| self.config.members[i].id)
     }
 
@@ -154,9 +170,11 @@ impl Node {
     /// ahead of us and does not sync from us; `chainingAllowed` and
     /// round-trip time are overridden.
     fn forced_source_is_safe(&self, member: MemberId) -> bool {
-        let Some(index) = self.config.index_of(member) else { return false };
+        let Some(index) = self.config.index_of(member) else {
+            return false;
+        };
         let data = &self.members[index];
-        index != self.my_index
+        Some(index) != self.my_index
             && self.config.members[index].is_data_bearing()
             && self.is_up(index)
             && data.state.is_some_and(|s| s.is_readable())

@@ -2,8 +2,9 @@
 //! `w:"majority"` satisfied for a write at a given OpTime, and has
 //! `wtimeout` passed.
 
+use crate::millis::Millis;
 use crate::node::{Node, Role};
-use crate::optime::{Millis, OpTime};
+use slipstream_clock::OpTime;
 
 /// The `w` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +84,7 @@ impl Node {
         (0..self.config.members.len())
             .filter(|&i| self.config.members[i].is_data_bearing())
             .filter(|&i| {
-                let position = match (i == self.my_index, journal) {
+                let position = match (Some(i) == self.my_index, journal) {
                     (true, true) => self.last_durable,
                     (true, false) => self.last_applied,
                     (false, true) => self.members[i].durable,

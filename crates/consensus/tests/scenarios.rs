@@ -17,11 +17,18 @@
 //! - `write ID [N]` client writes with w:"majority" tracked
 //! - `step-down ID [force=true] [catch-up=MS] [step-down=MS]`
 //! - `sync-from ID TARGET`, `status`
-//! - `write-concern ID TERM.TS majority|N [wtimeout=MS] [started=MS]`
+//! - `write-concern ID TERM:SECS.INC majority|N [wtimeout=MS] [started=MS]`
+//! - `add-spare ID` a process outside the configuration, never initiated
+//! - `reconfig ID [add=ID] [add-non-voter=ID] [remove=ID] [votes=ID:N]
+//!   [priority=ID:P] [force=INCREMENT]` on member ID's configuration,
+//!   version + 1 (force: the node raises it by INCREMENT)
+//! - `freeze ID MS` (`replSetFreeze`; 0 unfreezes), `step-up ID`
+//!   (`replSetStepUp`), `maintenance ID on|off` (`replSetMaintenance`)
 
 use slipstream_consensus::simulation::{Cluster, Faults};
 use slipstream_consensus::{
-    Event, MemberConfig, Millis, OpTime, ReplSetConfig, StepDownRequest, WriteConcern, W,
+    Event, ForceReconfig, MemberConfig, MemberState, Millis, OpTime, ReplSetConfig, ShortOpTime, StepDownRequest,
+    Timestamp, WriteConcern, W,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -50,7 +57,11 @@ fn parse(text: &str) -> (Vec<Block>, Vec<String>) {
             }
             expected.push(out);
         }
-        blocks.push(Block { comments: std::mem::take(&mut comments), command, expected: expected.join("\n") });
+        blocks.push(Block {
+            comments: std::mem::take(&mut comments),
+            command,
+            expected: expected.join("\n"),
+        });
     }
     (blocks, comments)
 }
@@ -63,7 +74,10 @@ fn options(words: &[&str]) -> BTreeMap<String, String> {
 }
 
 fn ids(list: &str) -> Vec<u32> {
-    list.split(',').filter(|s| !s.is_empty()).map(|s| s.trim().parse().expect("member id")).collect()
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim().parse().expect("member id"))
+        .collect()
 }
 
 fn ms(word: &str) -> u64 {
@@ -71,8 +85,53 @@ fn ms(word: &str) -> u64 {
 }
 
 fn optime(word: &str) -> OpTime {
-    let (t, ts) = word.split_once('.').expect("TERM.TS");
-    OpTime::new(t.parse().unwrap(), ts.parse().unwrap())
+    let (t, ts) = word.split_once(':').expect("TERM:SECS.INC");
+    let (secs, inc) = ts.split_once('.').expect("TERM:SECS.INC");
+    OpTime::new(
+        Timestamp::new(secs.parse().unwrap(), inc.parse().unwrap()),
+        t.parse().unwrap(),
+    )
+}
+
+/// `ID:VALUE`.
+fn pair(word: &str) -> (u32, &str) {
+    let (id, value) = word.split_once(':').expect("ID:VALUE");
+    (id.parse().expect("member id"), value)
+}
+
+/// Member `id`'s configuration changed as `opts` say, version + 1.
+fn reconfigured(c: &Cluster, id: u32, opts: &BTreeMap<String, String>) -> ReplSetConfig {
+    let node = c.members[c.index(id)].node.as_ref().expect("running");
+    let mut config = node.config().clone();
+    config.version += 1;
+    let host = |id: u32| c.members[c.index(id)].host.clone();
+    if let Some(id) = opts.get("add") {
+        let id = id.parse().unwrap();
+        config.members.push(MemberConfig::new(id, host(id)));
+    }
+    if let Some(id) = opts.get("add-non-voter") {
+        let id = id.parse().unwrap();
+        config.members.push(MemberConfig {
+            votes: 0,
+            priority: 0.0,
+            ..MemberConfig::new(id, host(id))
+        });
+    }
+    if let Some(id) = opts.get("remove") {
+        let id: u32 = id.parse().unwrap();
+        config.members.retain(|m| m.id != id);
+    }
+    if let Some(word) = opts.get("votes") {
+        let (id, votes) = pair(word);
+        let m = config.members.iter_mut().find(|m| m.id == id).expect("member");
+        m.votes = votes.parse().unwrap();
+        m.priority = if m.votes > 0 { 1.0 } else { 0.0 };
+    }
+    if let Some(word) = opts.get("priority") {
+        let (id, priority) = pair(word);
+        config.members.iter_mut().find(|m| m.id == id).expect("member").priority = priority.parse().unwrap();
+    }
+    config
 }
 
 /// A standing rule that drops matching messages at delivery.
@@ -91,7 +150,10 @@ impl DeliveryBlock {
     fn matches(&self, envelope: &slipstream_consensus::simulation::Envelope) -> bool {
         self.from.is_none_or(|f| f == envelope.from)
             && self.to.is_none_or(|t| t == envelope.to)
-            && self.kind.as_ref().is_none_or(|k| envelope.payload.to_string().starts_with(k.as_str()))
+            && self
+                .kind
+                .as_ref()
+                .is_none_or(|k| envelope.payload.to_string().starts_with(k.as_str()))
     }
 }
 
@@ -195,8 +257,10 @@ impl Script {
             "partition" => {
                 let c = self.cluster();
                 let text = words[1..].join(" ");
-                let groups: Vec<Vec<usize>> =
-                    text.split('|').map(|g| ids(g.trim()).into_iter().map(|id| c.index(id)).collect()).collect();
+                let groups: Vec<Vec<usize>> = text
+                    .split('|')
+                    .map(|g| ids(g.trim()).into_iter().map(|id| c.index(id)).collect())
+                    .collect();
                 c.partition(&groups);
             }
             "heal" => self.cluster().heal(),
@@ -222,7 +286,7 @@ impl Script {
                 let n: usize = words.get(2).map_or(1, |v| v.parse().unwrap());
                 for _ in 0..n {
                     match c.client_write(i, true) {
-                        Some(o) => c.trace.push(format!("write at {} -> {o}", words[1])),
+                        Some(o) => c.trace.push(format!("write at {} -> {}", words[1], ShortOpTime(o))),
                         None => c.trace.push(format!("write at {} -> NotWritablePrimary", words[1])),
                     }
                 }
@@ -244,15 +308,63 @@ impl Script {
                 c.step(i, Event::SyncFrom { member });
             }
             "status" => extra = self.cluster().status(),
+            "add-spare" => {
+                let c = self.cluster();
+                let id: u32 = words[1].parse().unwrap();
+                c.add_spare(id, format!("m{id}:27017"));
+                extra = c.status();
+            }
+            "reconfig" => {
+                let c = self.cluster();
+                let id: u32 = words[1].parse().unwrap();
+                let config = reconfigured(c, id, &opts);
+                let force = opts.get("force").map(|v| ForceReconfig {
+                    version_increment: v.parse().unwrap(),
+                });
+                let i = c.index(id);
+                c.step(i, Event::Reconfig { config, force });
+            }
+            "freeze" => {
+                let c = self.cluster();
+                let i = c.index(words[1].parse().unwrap());
+                let until = Millis(c.members[i].clock + ms(words[2]));
+                c.step(i, Event::Freeze { until });
+            }
+            "step-up" => {
+                let c = self.cluster();
+                let i = c.index(words[1].parse().unwrap());
+                c.step(i, Event::StepUpRequest);
+            }
+            "maintenance" => {
+                let c = self.cluster();
+                let i = c.index(words[1].parse().unwrap());
+                let state = if words[2] == "on" {
+                    MemberState::Recovering
+                } else {
+                    MemberState::Secondary
+                };
+                c.step(i, Event::ReportState(state));
+            }
             "write-concern" => {
                 let c = self.cluster();
                 let i = c.index(words[1].parse().unwrap());
-                let w = if words[3] == "majority" { W::Majority } else { W::Nodes(words[3].parse().unwrap()) };
-                let concern = WriteConcern { w, journal: false, wtimeout_ms: opts.get("wtimeout").map(|v| ms(v)) };
+                let w = if words[3] == "majority" {
+                    W::Majority
+                } else {
+                    W::Nodes(words[3].parse().unwrap())
+                };
+                let concern = WriteConcern {
+                    w,
+                    journal: false,
+                    wtimeout_ms: opts.get("wtimeout").map(|v| ms(v)),
+                };
                 let started = Millis(opts.get("started").map_or(0, |v| ms(v)));
                 let node = c.members[i].node.as_ref().expect("alive");
                 let now = Millis(c.members[i].clock);
-                extra.push(format!("{:?}", node.evaluate_write_concern(optime(words[2]), &concern, started, now)));
+                extra.push(format!(
+                    "{:?}",
+                    node.evaluate_write_concern(optime(words[2]), &concern, started, now)
+                ));
             }
             other => panic!("unknown command {other}"),
         }
@@ -272,20 +384,33 @@ impl Script {
 fn run_file(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap();
     let (blocks, trailing) = parse(&text);
-    let mut script = Script { cluster: None, blocks: Vec::new() };
+    let mut script = Script {
+        cluster: None,
+        blocks: Vec::new(),
+    };
     let rewrite = std::env::var("REWRITE").is_ok_and(|v| v == "1");
     let mut rewritten = String::new();
     let mut failures = Vec::new();
     for block in &blocks {
         let actual = script.run(&block.command);
-        assert!(!actual.contains("VIOLATION"), "{}: {}\n{actual}", path.display(), block.command);
+        assert!(
+            !actual.contains("VIOLATION"),
+            "{}: {}\n{actual}",
+            path.display(),
+            block.command
+        );
         for c in &block.comments {
             rewritten.push_str(c);
             rewritten.push('\n');
         }
         rewritten.push_str(&format!("{}\n----\n{actual}\n\n", block.command));
         if actual != block.expected {
-            failures.push(format!("{}: `{}`\n--- expected\n{}\n--- actual\n{actual}", path.display(), block.command, block.expected));
+            failures.push(format!(
+                "{}: `{}`\n--- expected\n{}\n--- actual\n{actual}",
+                path.display(),
+                block.command,
+                block.expected
+            ));
         }
     }
     for c in &trailing {
@@ -305,7 +430,9 @@ macro_rules! scenario {
     ($name:ident) => {
         #[test]
         fn $name() {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(concat!(stringify!($name), ".txt"));
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata")
+                .join(concat!(stringify!($name), ".txt"));
             run_file(&path);
         }
     };
@@ -322,3 +449,10 @@ scenario!(arbiter_psa);
 scenario!(non_voting_members);
 scenario!(catch_up_takeover);
 scenario!(partial_partition_stuck_member);
+scenario!(reconfig_add_member);
+scenario!(reconfig_not_committed);
+scenario!(config_propagation);
+scenario!(removed_member);
+scenario!(freeze);
+scenario!(step_up_request);
+scenario!(single_node);

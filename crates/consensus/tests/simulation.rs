@@ -12,7 +12,10 @@ use slipstream_consensus::simulation::{run_seed, RunOptions};
 const DEFAULT_SEEDS: u64 = 50;
 
 fn seeds() -> u64 {
-    std::env::var("SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SEEDS)
+    std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_SEEDS)
 }
 
 fn run_many(members: usize) {
@@ -57,7 +60,11 @@ fn random_seven_members() {
 /// check that they still fail when the rule they guard is reverted.
 fn regression(members: usize, seed: u64) {
     let report = run_seed(RunOptions::new(members, seed));
-    assert!(report.violations.is_empty(), "seed {seed} members {members}: {:?}", report.violations);
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed} members {members}: {:?}",
+        report.violations
+    );
     assert!(report.acked_writes > 0, "the run acknowledged no majority write");
 }
 
@@ -134,4 +141,27 @@ fn regression_stuck_behind_partial_partition_seed_718_members_5() {
 #[test]
 fn regression_stuck_behind_partial_partition_seed_995_members_7() {
     regression(7, 995);
+}
+
+// Bug 7: LeaderCompleteness with reconfiguration in a set of two
+// data-bearing members and arbiters (found as seed 39, 7 members, by the
+// first simulator that reconfigured). The write majority there is every
+// data-bearing voter, not a voting majority: a spare added as a voter
+// while behind won with the arbiters' votes, without an entry committed
+// on the two old data-bearing members. Fixed by rules 4 and 5 of
+// reconfig.rs; seeds 692 (5 members) and 477 (7) find each rule's absence
+// with the present simulator (src/mutation_tests.rs).
+#[test]
+fn regression_new_voter_behind_with_arbiters_seed_39_members_7() {
+    regression(7, 39);
+}
+
+#[test]
+fn regression_new_voter_behind_with_arbiters_seed_692_members_5() {
+    regression(5, 692);
+}
+
+#[test]
+fn regression_commit_in_uncommitted_config_with_arbiters_seed_477_members_7() {
+    regression(7, 477);
 }

@@ -17,7 +17,11 @@
 //!   commit, and CommittedOnMajority shows the entry stays on a majority.)
 //! - CommittedOnMajority: the last committed entry is in the durable logs
 //!   of a write majority of data-bearing voters (a majority of voters, or
-//!   all data-bearing voters when arbiters leave fewer).
+//!   all data-bearing voters when arbiters leave fewer) of the
+//!   configuration of the primary that committed it. (A later reconfig may
+//!   add members that lack it; safe reconfig commits it under the new
+//!   configuration before the next change, and LeaderCompleteness checks
+//!   what matters: every later primary holds it.)
 //! - LeaderCompleteness: a new primary holds every committed entry.
 //! - AckBackedByMajority: an acknowledged w:"majority" write is durable on
 //!   a majority of voters when acknowledged and held by every later primary.
@@ -27,6 +31,14 @@
 //!   RPCs"). The crash model (a crash after any prefix of a step's actions)
 //!   turns a violation into two primaries in one term, but only when the
 //!   crash lands in the gap; this check sees the gap itself on every run.
+//! - ConfigUnique: one `(version, term)` names one configuration: only the
+//!   primary of a term writes configurations of that term, with growing
+//!   versions (force reconfigs, term -1, are left out: their versions are
+//!   drawn at random).
+//! - ConfigCommittedBeforeReconfig: when a primary writes a configuration
+//!   with a new version, the one it replaces is durable (or superseded) on
+//!   a majority of that configuration's voters, judged from every member's
+//!   persisted configuration rather than from heartbeats.
 //! - NoSyncSourceCycle: no cycle of sync sources lasts longer than
 //!   `SYNC_SOURCE_CYCLE_MAX_MS`. Members choose sources from heartbeat
 //!   information that may be stale (a source that crashed and lost its
@@ -35,10 +47,12 @@
 //!   "syncs from us" check, the idle-source check). The simulator found
 //!   that a strict "never" fails; see README, bugs found.
 
+use crate::config::{MemberId, ReplSetConfig};
 use crate::message::Message;
+use crate::millis::ShortOpTime;
 use crate::mutation::{self, Mutation};
 use crate::node::Persisted;
-use crate::optime::{MemberId, OpTime};
+use slipstream_clock::{OpTime, UNINITIALIZED_TERM};
 use std::collections::{BTreeMap, HashMap};
 
 /// Longest a sync source cycle may last (simulated milliseconds).
@@ -47,17 +61,63 @@ pub const SYNC_SOURCE_CYCLE_MAX_MS: u64 = 3_000;
 /// Most violations kept per run; the first is what matters.
 pub const VIOLATIONS_MAX: usize = 32;
 
+/// The members whose durable logs make an entry committed, and how many of
+/// them must hold it: a configuration's data-bearing voters and its write
+/// majority.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Quorum {
+    /// Data-bearing voters.
+    pub voters: Vec<MemberId>,
+    /// How many of them must hold a committed entry.
+    pub write_majority: usize,
+}
+
+impl Quorum {
+    /// The commit quorum of `config`.
+    pub fn of(config: &ReplSetConfig) -> Quorum {
+        let voters = config
+            .members
+            .iter()
+            .filter(|m| m.is_voter() && m.is_data_bearing())
+            .map(|m| m.id)
+            .collect();
+        Quorum {
+            voters,
+            write_majority: config.write_majority(),
+        }
+    }
+}
+
+/// What identifies a configuration for ConfigUnique: members' `_id`, votes,
+/// arbiter flag and priority (its bits).
+type Membership = Vec<(MemberId, u8, bool, u64)>;
+
+fn membership(config: &ReplSetConfig) -> Membership {
+    config
+        .members
+        .iter()
+        .map(|m| (m.id, m.votes, m.arbiter_only, m.priority.to_bits()))
+        .collect()
+}
+
 /// Global history the invariants are checked against.
 #[derive(Debug, Default)]
 pub struct Checker {
     /// term -> the member that became primary in it.
-    primaries: BTreeMap<u64, MemberId>,
+    primaries: BTreeMap<i64, MemberId>,
     /// OpTime -> the OpTime written before it when it was created.
     predecessor: HashMap<OpTime, OpTime>,
     /// The committed prefix, as one sequence.
     committed: Vec<OpTime>,
     /// For each entry of `committed`, the term in which it became committed.
-    committed_in_term: Vec<u64>,
+    committed_in_term: Vec<i64>,
+    /// The commit quorum of the configuration under which the last
+    /// committed entry was committed.
+    last_commit_quorum: Quorum,
+    /// (version, term) -> the membership of the configuration so named.
+    configs: HashMap<(i64, i64), Membership>,
+    /// Configurations persisted anywhere (for the report).
+    pub configs_written: u64,
     /// Acknowledged w:"majority" writes.
     acked: Vec<OpTime>,
     /// Since when some sync source cycle has existed without a break.
@@ -105,24 +165,55 @@ impl Checker {
         self.acked.len()
     }
 
+    /// The commit quorum of the last committed entry.
+    pub fn last_commit_quorum(&self) -> &Quorum {
+        &self.last_commit_quorum
+    }
+
     /// A primary wrote a new entry after `previous`.
     pub fn on_created(&mut self, member: MemberId, entry: OpTime, previous: OpTime) {
-        if entry <= previous {
-            self.violation(format!("LogMatching: member {member} wrote {entry} after {previous}"));
+        let (e, p) = (ShortOpTime(entry), ShortOpTime(previous));
+        if entry <= previous || entry.ts <= previous.ts {
+            self.violation(format!("LogMatching: member {member} wrote {e} after {p}"));
         }
         if let Some(old) = self.predecessor.insert(entry, previous) {
-            self.violation(format!("LogMatching: {entry} written twice (after {old} and after {previous}) by {member}"));
+            let old = ShortOpTime(old);
+            self.violation(format!(
+                "LogMatching: {e} written twice (after {old} and after {p}) by {member}"
+            ));
         }
     }
 
     /// A member copied `entry` after `previous`.
     pub fn on_copied(&mut self, member: MemberId, entry: OpTime, previous: OpTime) {
+        let (e, p) = (ShortOpTime(entry), ShortOpTime(previous));
         match self.predecessor.get(&entry) {
-            Some(&p) if p == previous => {}
-            Some(&p) => self.violation(format!(
-                "LogMatching: member {member} holds {entry} after {previous}, but it was written after {p}"
+            Some(&w) if w == previous => {}
+            Some(&w) => self.violation(format!(
+                "LogMatching: member {member} holds {e} after {p}, but it was written after {}",
+                ShortOpTime(w)
             )),
-            None => self.violation(format!("LogMatching: member {member} copied {entry}, never written")),
+            None => self.violation(format!("LogMatching: member {member} copied {e}, never written")),
+        }
+    }
+
+    /// `member` made `config` durable. Checks ConfigUnique.
+    pub fn on_config_persisted(&mut self, member: MemberId, config: &ReplSetConfig) {
+        self.configs_written += 1;
+        if config.term == UNINITIALIZED_TERM {
+            return;
+        }
+        let key = (config.version, config.term);
+        let this = membership(config);
+        match self.configs.get(&key) {
+            Some(known) if *known != this => self.violation(format!(
+                "ConfigUnique: member {member} holds configuration {} with members {this:?}, known with {known:?}",
+                config.version_and_term()
+            )),
+            Some(_) => {}
+            None => {
+                self.configs.insert(key, this);
+            }
         }
     }
 
@@ -151,7 +242,7 @@ impl Checker {
     }
 
     /// `member` became primary in `term` with `log`.
-    pub fn on_primary(&mut self, member: MemberId, term: u64, log: &[OpTime]) {
+    pub fn on_primary(&mut self, member: MemberId, term: i64, log: &[OpTime]) {
         if let Some(&other) = self.primaries.get(&term) {
             if other != member {
                 self.violation(format!("NoTwoPrimariesInSameTerm: {other} and {member} in term {term}"));
@@ -160,26 +251,45 @@ impl Checker {
         self.primaries.insert(term, member);
         let last = self.last_committed();
         if !last.is_null() && !contains(log, last) {
-            self.violation(format!("LeaderCompleteness: new primary {member} (term {term}) lacks committed {last}"));
+            let last = ShortOpTime(last);
+            self.violation(format!(
+                "LeaderCompleteness: new primary {member} (term {term}) lacks committed {last}"
+            ));
         }
         if let Some(&missing) = self.acked.iter().find(|&&a| !contains(log, a)) {
-            self.violation(format!("AckBackedByMajority: new primary {member} (term {term}) lacks acked {missing}"));
+            let missing = ShortOpTime(missing);
+            self.violation(format!(
+                "AckBackedByMajority: new primary {member} (term {term}) lacks acked {missing}"
+            ));
         }
     }
 
-    /// `member` advanced its commit point from `previous` to `commit_point`.
-    pub fn on_commit_point(&mut self, member: MemberId, previous: OpTime, commit_point: OpTime, log: &[OpTime]) {
+    /// `member`, whose configuration has the commit quorum `quorum`,
+    /// advanced its commit point from `previous` to `commit_point`.
+    pub fn on_commit_point(
+        &mut self,
+        member: MemberId,
+        previous: OpTime,
+        commit_point: OpTime,
+        log: &[OpTime],
+        quorum: Quorum,
+    ) {
+        let (c, p) = (ShortOpTime(commit_point), ShortOpTime(previous));
         if commit_point < previous {
-            self.violation(format!("CommitPointMonotonic: member {member} from {previous} to {commit_point}"));
+            self.violation(format!("CommitPointMonotonic: member {member} from {p} to {c}"));
         }
         let Ok(index) = log.binary_search(&commit_point) else {
-            self.violation(format!("CommitPointInLog: member {member} commit point {commit_point} not in its log"));
+            self.violation(format!(
+                "CommitPointInLog: member {member} commit point {c} not in its log"
+            ));
             return;
         };
         let last = self.last_committed();
         if commit_point <= last {
             if !contains(&self.committed, commit_point) {
-                self.violation(format!("CommittedPrefix: member {member} commit point {commit_point} off the committed prefix"));
+                self.violation(format!(
+                    "CommittedPrefix: member {member} commit point {c} off the committed prefix"
+                ));
             }
             return;
         }
@@ -189,28 +299,33 @@ impl Checker {
             match log.binary_search(&last) {
                 Ok(i) => i + 1,
                 Err(_) => {
-                    self.violation(format!("CommittedPrefix: member {member} commits {commit_point} without {last}"));
+                    let last = ShortOpTime(last);
+                    self.violation(format!("CommittedPrefix: member {member} commits {c} without {last}"));
                     return;
                 }
             }
         };
         self.committed.extend_from_slice(&log[start..=index]);
         self.committed_in_term.resize(self.committed.len(), commit_point.term);
+        self.last_commit_quorum = quorum;
     }
 
     /// `member`, in `term` with commit point `commit_point`, rolled back `removed`.
-    pub fn on_rollback(&mut self, member: MemberId, term: u64, commit_point: OpTime, removed: &[OpTime]) {
+    pub fn on_rollback(&mut self, member: MemberId, term: i64, commit_point: OpTime, removed: &[OpTime]) {
         self.rollbacks += 1;
         for &entry in removed {
+            let (e, c) = (ShortOpTime(entry), ShortOpTime(commit_point));
             if entry <= commit_point {
-                self.violation(format!("NeverRollbackCommitted: member {member} rolled back {entry} below its commit point {commit_point}"));
+                self.violation(format!(
+                    "NeverRollbackCommitted: member {member} rolled back {e} below its commit point {c}"
+                ));
                 return;
             }
             if let Ok(i) = self.committed.binary_search(&entry) {
                 let committed_in = self.committed_in_term[i];
                 if committed_in <= term {
                     self.violation(format!(
-                        "NeverRollbackCommitted: member {member} (term {term}) rolled back {entry}, committed in term {committed_in}"
+                        "NeverRollbackCommitted: member {member} (term {term}) rolled back {e}, committed in term {committed_in}"
                     ));
                     return;
                 }
@@ -223,24 +338,38 @@ impl Checker {
     /// are the voters' durable log prefixes.
     pub fn on_ack(&mut self, optime: OpTime, durable_logs: &[&[OpTime]], majority: usize) {
         let holders = durable_logs.iter().filter(|log| contains(log, optime)).count();
+        let o = ShortOpTime(optime);
         if holders < majority {
-            self.violation(format!("AckBackedByMajority: {optime} acked with {holders} of {majority} needed"));
+            self.violation(format!(
+                "AckBackedByMajority: {o} acked with {holders} of {majority} needed"
+            ));
         }
         if !contains(&self.committed, optime) {
-            self.violation(format!("AckBackedByMajority: {optime} acked but not committed"));
+            self.violation(format!("AckBackedByMajority: {o} acked but not committed"));
         }
         self.acked.push(optime);
     }
 
-    /// The last committed entry must be durable on a majority of voters.
-    pub fn check_committed_on_majority(&mut self, durable_logs: &[&[OpTime]], majority: usize) {
+    /// The last committed entry must be durable on a write majority of the
+    /// data-bearing voters of the configuration it was committed under;
+    /// `durable_log` gives a member's durable log by `_id`.
+    pub fn check_committed_on_majority<'a>(&mut self, durable_log: impl Fn(MemberId) -> Option<&'a [OpTime]>) {
         let last = self.last_committed();
         if last.is_null() {
             return;
         }
-        let holders = durable_logs.iter().filter(|log| contains(log, last)).count();
+        let quorum = &self.last_commit_quorum;
+        let holders = quorum
+            .voters
+            .iter()
+            .filter(|&&id| durable_log(id).is_some_and(|log| contains(log, last)))
+            .count();
+        let majority = quorum.write_majority;
         if holders < majority {
-            self.violation(format!("CommittedOnMajority: {last} durable on {holders} voters, {majority} needed"));
+            let last = ShortOpTime(last);
+            self.violation(format!(
+                "CommittedOnMajority: {last} durable on {holders} voters, {majority} needed"
+            ));
         }
     }
 
@@ -282,17 +411,30 @@ mod tests {
     use super::Checker;
     use crate::message::{Message, VoteRequest, VoteResponse};
     use crate::node::Persisted;
-    use crate::optime::OpTime;
+    use slipstream_clock::OpTime;
 
-    fn vote(term: u64, granted: bool) -> Message {
-        Message::VoteResponse(VoteResponse { term, request_term: term, dry_run: false, granted, reason: "" })
+    fn vote(term: i64, granted: bool) -> Message {
+        Message::VoteResponse(VoteResponse {
+            term,
+            request_term: term,
+            dry_run: false,
+            granted,
+            reason: "",
+        })
     }
 
-    fn request(term: u64, dry_run: bool) -> Message {
-        Message::RequestVote(VoteRequest { term, candidate: 1, last_applied: OpTime::NULL, config_version: 1, dry_run })
+    fn request(term: i64, dry_run: bool) -> Message {
+        Message::RequestVote(VoteRequest {
+            term,
+            candidate: 1,
+            last_applied: OpTime::NULL,
+            config_version: 1,
+            config_term: 1,
+            dry_run,
+        })
     }
 
-    fn durable(term: u64, voted_for: Option<u32>) -> Persisted {
+    fn durable(term: i64, voted_for: Option<u32>) -> Persisted {
         Persisted { term, voted_for }
     }
 

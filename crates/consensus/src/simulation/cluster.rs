@@ -1,21 +1,24 @@
-//! A deterministic cluster of `Node`s: each member's oplog (a list of
-//! OpTimes; payloads do not matter to consensus), its durable prefix, its
-//! persisted term and vote, a clock, and an emulated oplog fetcher; plus a
-//! network that can delay, drop, duplicate, reorder and partition. Every
-//! action a node returns is carried out here the way the `repl` layer
-//! will, and every invariant of `Checker` is checked on the way.
+//! A deterministic cluster of member processes (`SimMember`): each with
+//! its `Node`, oplog, durable state, clock and oplog clock, and an emulated
+//! oplog fetcher; plus a network that can delay, drop, duplicate, reorder
+//! and partition. Every action a node returns is carried out here the way
+//! the `repl` layer will, and every invariant of `Checker` is checked on
+//! the way. Configurations (persisting, fetching, members not yet
+//! initiated) are in `cluster_configs.rs`.
 
-use crate::config::ReplSetConfig;
-use crate::io::{Action, Event, PullBatch, StepDownError};
+use crate::config::{MemberId, ReplSetConfig};
+use crate::error::StepDownError;
+use crate::io::{Action, Event, PullBatch};
 use crate::message::Message;
-use crate::node::{Node, Persisted};
-use crate::optime::{MemberId, Millis, OpTime};
-use crate::simulation::checker::Checker;
+use crate::millis::{Millis, ShortOpTime};
+use crate::simulation::checker::{Checker, Quorum};
+use crate::simulation::member::SimMember;
 use crate::simulation::rng::Rng;
 use crate::state::MemberState;
 use crate::write_concern::{WriteConcern, WriteConcernStatus, W};
-use std::collections::{BinaryHeap, VecDeque};
+use slipstream_clock::{OpTime, Timestamp};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Most entries one pull returns.
 pub const PULL_BATCH_ENTRIES_MAX: usize = 16;
@@ -50,21 +53,36 @@ pub enum Payload {
         /// The source's commit point.
         commit_point: OpTime,
         /// The source's term.
-        term: u64,
+        term: i64,
     },
+    /// A request for the receiver's configuration (`Action::FetchConfig`;
+    /// in MongoDB it rides on a heartbeat response).
+    ConfigRequest,
+    /// The receiver's configuration.
+    ConfigResponse(ReplSetConfig),
 }
 
 impl std::fmt::Display for Payload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Payload::Consensus(m) => write!(f, "{m}"),
-            Payload::PullRequest { after } => write!(f, "PullRequest after={after}"),
-            Payload::PullResponse { entries, commit_point, term, .. } => {
-                write!(f, "PullResponse term={term} commit={commit_point} [")?;
+            Payload::PullRequest { after } => write!(f, "PullRequest after={}", ShortOpTime(*after)),
+            Payload::PullResponse {
+                entries,
+                commit_point,
+                term,
+                ..
+            } => {
+                write!(f, "PullResponse term={term} commit={} [", ShortOpTime(*commit_point))?;
                 for (i, e) in entries.iter().enumerate() {
-                    write!(f, "{}{e}", if i > 0 { " " } else { "" })?;
+                    write!(f, "{}{}", if i > 0 { " " } else { "" }, ShortOpTime(*e))?;
                 }
                 write!(f, "]")
+            }
+            Payload::ConfigRequest => write!(f, "ConfigRequest"),
+            Payload::ConfigResponse(c) => {
+                let ids: Vec<String> = c.members.iter().map(|m| m.id.to_string()).collect();
+                write!(f, "ConfigResponse {} members=[{}]", c.version_and_term(), ids.join(" "))
             }
         }
     }
@@ -77,6 +95,8 @@ pub struct Envelope {
     pub from: usize,
     /// Receiver index.
     pub to: usize,
+    /// The sender's cluster time (`$clusterTime`, gossiped with every message).
+    pub cluster_time: Timestamp,
     /// Content.
     pub payload: Payload,
 }
@@ -109,49 +129,13 @@ pub struct Faults {
     pub election_jitter_max_ms: Option<u64>,
 }
 
-/// One simulated member process.
-#[derive(Debug)]
-pub struct SimMember {
-    /// `_id`.
-    pub id: MemberId,
-    /// The state machine; `None` while crashed.
-    pub node: Option<Node>,
-    /// The oplog.
-    pub log: Vec<OpTime>,
-    /// How much of `log` survives a crash.
-    pub durable_len: usize,
-    /// Term and vote as persisted.
-    pub persisted: Persisted,
-    /// This member's clock.
-    pub clock: u64,
-    /// Offset of the clock against the global one (randomized runs).
-    pub clock_offset: u64,
-    /// The fetcher's source (mirrors `Action::SetSyncSource`).
-    pub fetch_source: Option<usize>,
-    /// A pull in flight: (source, after, sent at).
-    pub pull_in_flight: Option<(usize, OpTime, u64)>,
-    /// Earliest time of the next pull.
-    pub next_pull_at: u64,
-    /// The last pull's entries, kept until the node says append or not.
-    pub pending_batch: Vec<OpTime>,
-    /// Commit point seen at the last check (this incarnation).
-    pub last_commit_point: OpTime,
-}
-
-impl SimMember {
-    fn durable_log(&self) -> &[OpTime] {
-        &self.log[..self.durable_len]
-    }
-    fn last(&self) -> OpTime {
-        self.log.last().copied().unwrap_or(OpTime::NULL)
-    }
-}
-
 /// A simulated replica set.
 pub struct Cluster {
-    /// The configuration all members share.
+    /// The newest configuration any member has persisted (the one the set
+    /// started with until a reconfig). Its settings are every member's.
     pub config: ReplSetConfig,
-    /// The members, in configuration order.
+    /// The member processes: the initial configuration's members in order,
+    /// then any spares added later.
     pub members: Vec<SimMember>,
     /// Global time (randomized runs).
     pub now: u64,
@@ -188,39 +172,24 @@ pub struct Cluster {
     pub restart_at: Vec<Option<u64>>,
     /// Crashes in the middle of a step, for the report.
     pub crashes_in_step: u64,
+    /// Reconfigurations a node accepted (`ReconfigFinished(Ok)`), for the report.
+    pub reconfigs_accepted: u64,
+    /// Wall-clock date (ms) of every entry ever written, by OpTime (unique).
+    pub(crate) walls: HashMap<OpTime, i64>,
 }
 
 impl Cluster {
-    /// A cluster of `config`'s members, all started with empty logs.
+    /// A cluster of `config`'s members, all started with empty logs and
+    /// `config` as their initiated configuration.
     pub fn new(config: ReplSetConfig, seed: u64, faults: Faults, manual: bool) -> Cluster {
         config.validate().expect("valid configuration");
-        let n = config.members.len();
-        let mut rng = Rng::new(seed);
-        let mut members = Vec::with_capacity(n);
-        for m in &config.members {
-            let offset = if faults.clock_jitter_ms > 0 { rng.below(faults.clock_jitter_ms + 1) } else { 0 };
-            members.push(SimMember {
-                id: m.id,
-                node: None,
-                log: Vec::new(),
-                durable_len: 0,
-                persisted: Persisted::default(),
-                clock: offset,
-                clock_offset: offset,
-                fetch_source: None,
-                pull_in_flight: None,
-                next_pull_at: 0,
-                pending_batch: Vec::new(),
-                last_commit_point: OpTime::NULL,
-            });
-        }
         let mut cluster = Cluster {
-            config,
-            members,
+            config: config.clone(),
+            members: Vec::with_capacity(config.members.len()),
             now: 0,
-            rng,
+            rng: Rng::new(seed),
             faults,
-            link: vec![vec![true; n]; n],
+            link: Vec::new(),
             manual,
             pending: VecDeque::new(),
             in_flight: BinaryHeap::new(),
@@ -233,19 +202,48 @@ impl Cluster {
             steps: 0,
             pending_writes: Vec::new(),
             lazy_durability: !manual,
-            step_down_results: vec![None; n],
-            restart_at: vec![None; n],
+            step_down_results: Vec::new(),
+            restart_at: Vec::new(),
             crashes_in_step: 0,
+            reconfigs_accepted: 0,
+            walls: HashMap::new(),
         };
-        for i in 0..n {
+        for m in &config.members {
+            cluster.add_process(m.id, m.host.clone(), Some(config.clone()));
+        }
+        for i in 0..cluster.members.len() {
             cluster.start(i);
         }
         cluster
     }
 
-    /// Index of the member with `_id` `id`.
+    /// Adds a member process (not started).
+    pub(crate) fn add_process(&mut self, id: MemberId, host: String, config: Option<ReplSetConfig>) -> usize {
+        assert!(
+            self.members.iter().all(|m| m.id != id && m.host != host),
+            "one process per _id and host"
+        );
+        let jitter = self.faults.clock_jitter_ms;
+        let offset = if jitter > 0 { self.rng.below(jitter + 1) } else { 0 };
+        let mut member = SimMember::new(id, host, config, offset);
+        member.clock = member.clock.max(self.now + offset);
+        self.members.push(member);
+        let n = self.members.len();
+        for row in &mut self.link {
+            row.push(true);
+        }
+        self.link.push(vec![true; n]);
+        self.step_down_results.push(None);
+        self.restart_at.push(None);
+        n - 1
+    }
+
+    /// Index of the process with `_id` `id`.
     pub fn index(&self, id: MemberId) -> usize {
-        self.config.index_of(id).expect("member in configuration")
+        self.members
+            .iter()
+            .position(|m| m.id == id)
+            .expect("a process with that _id")
     }
 
     /// The random part of an election timeout (zero in manual mode).
@@ -253,41 +251,64 @@ impl Cluster {
         if self.manual {
             return 0;
         }
-        let max = self.faults.election_jitter_max_ms.unwrap_or(self.config.settings.election_timeout_ms);
+        let max = self
+            .faults
+            .election_jitter_max_ms
+            .unwrap_or(self.config.settings.election_timeout_ms);
         self.rng.below(max + 1)
     }
 
-    fn start(&mut self, i: usize) {
+    /// Wall-clock date of `entry` (0 for `OpTime::NULL`).
+    pub fn wall(&self, entry: OpTime) -> i64 {
+        if entry.is_null() {
+            return 0;
+        }
+        *self
+            .walls
+            .get(&entry)
+            .expect("every entry's date is recorded when written")
+    }
+
+    /// Starts process `i`: with its persisted configuration it runs a
+    /// `Node`; without one it waits to be given a configuration.
+    pub(crate) fn start(&mut self, i: usize) {
+        assert!(!self.members[i].running);
         let jitter = self.election_jitter();
-        let m = &mut self.members[i];
-        assert!(m.node.is_none());
+        self.members[i].running = true;
+        self.members[i].last_commit_point = OpTime::NULL;
+        self.members[i].next_pull_at = self.members[i].clock;
+        self.start_node(i, jitter);
+    }
+
+    /// Creates the `Node` of running process `i` from its durable state.
+    pub(crate) fn start_node(&mut self, i: usize, jitter: u64) {
+        let m = &self.members[i];
+        let Some(config) = m.persisted_config.clone() else {
+            return;
+        };
         let last = m.last();
-        let node = Node::new(self.config.clone(), m.id, m.persisted, last, last, jitter, Millis(m.clock))
+        let oplog = crate::node::OplogPositions::at(last, self.wall(last));
+        let m = &mut self.members[i];
+        let node = crate::node::Node::new(config, m.id, m.persisted, oplog, jitter, Millis(m.clock))
             .expect("valid configuration");
         m.node = Some(node);
-        m.last_commit_point = OpTime::NULL;
-        m.fetch_source = None;
-        m.pull_in_flight = None;
-        m.pending_batch.clear();
     }
 
     /// Crashes member `i`: what was not durable is lost.
     pub fn crash(&mut self, i: usize) {
-        let m = &mut self.members[i];
-        if m.node.take().is_none() {
+        if !self.members[i].running {
             return;
         }
-        m.log.truncate(m.durable_len);
-        m.fetch_source = None;
-        m.pull_in_flight = None;
+        self.members[i].lose_volatile_state();
         self.pending_writes.retain(|&(w, _, _)| w != i);
-        let line = format!("{} crashed; log ends at {}", m.id, m.last());
+        let m = &self.members[i];
+        let line = format!("{} crashed; log ends at {}", m.id, ShortOpTime(m.last()));
         self.note(line);
     }
 
     /// Restarts crashed member `i` from its durable state.
     pub fn restart(&mut self, i: usize) {
-        if self.members[i].node.is_some() {
+        if self.members[i].running {
             return;
         }
         self.start(i);
@@ -296,15 +317,19 @@ impl Cluster {
         self.drive_fetcher(i);
     }
 
-    /// Whether member `i` is running.
+    /// Whether member process `i` is running.
     pub fn is_alive(&self, i: usize) -> bool {
-        self.members[i].node.is_some()
+        self.members[i].running
     }
 
     /// Adds `line` to the trace (when tracing).
     pub fn note(&mut self, line: String) {
         if self.tracing {
-            let line = if self.manual { line } else { format!("{:>7} {line}", self.now) };
+            let line = if self.manual {
+                line
+            } else {
+                format!("{:>7} {line}", self.now)
+            };
             self.trace.push(line);
         }
     }
@@ -318,7 +343,9 @@ impl Cluster {
         let mut queue = VecDeque::from([(i, event)]);
         while let Some((at, event)) = queue.pop_front() {
             let now = Millis(self.members[at].clock);
-            let Some(node) = self.members[at].node.as_mut() else { continue };
+            let Some(node) = self.members[at].node.as_mut() else {
+                continue;
+            };
             let actions = node.step(event, now);
             self.steps += 1;
             let mut crash_after = self.draw_crash_point(actions.len());
@@ -326,8 +353,7 @@ impl Cluster {
                 if crash_after == Some(done) {
                     break;
                 }
-                let granted_vote =
-                    matches!(&action, Action::Send { message: Message::VoteResponse(r), .. } if r.granted && !r.dry_run);
+                let granted_vote = matches!(&action, Action::Send { message: Message::VoteResponse(r), .. } if r.granted && !r.dry_run);
                 self.apply(at, action, &mut queue);
                 if granted_vote && !self.manual && self.rng.chance(self.faults.crash_after_vote_per_million) {
                     crash_after = Some(done + 1);
@@ -372,50 +398,87 @@ impl Cluster {
                 self.send(i, to, Payload::Consensus(message));
             }
             Action::PersistTermAndVote { term, voted_for } => {
-                self.members[i].persisted = Persisted { term, voted_for };
+                self.members[i].persisted = crate::node::Persisted { term, voted_for };
+            }
+            Action::PersistConfig(config) => self.persist_config(i, config),
+            Action::FetchConfig { from } => {
+                let from = self.index(from);
+                self.send(i, from, Payload::ConfigRequest);
             }
             Action::SetSyncSource(source) => {
+                let source = source.map(|s| self.index(s));
                 let m = &mut self.members[i];
-                m.fetch_source = source.map(|s| self.config.index_of(s).expect("member"));
+                m.fetch_source = source;
                 m.pull_in_flight = None;
                 m.next_pull_at = m.clock;
             }
             Action::AppendBatch { .. } => self.append_batch(i, queue),
             Action::FindCommonPoint { source } => self.find_common_point(i, self.index(source), queue),
             Action::Rollback { common_point } => self.rollback(i, common_point, queue),
-            Action::AdvanceCommitPoint(commit_point) => {
-                let m = &mut self.members[i];
-                let previous = m.last_commit_point;
-                m.last_commit_point = commit_point;
-                self.checker.on_commit_point(id, previous, commit_point, &self.members[i].log);
-            }
+            Action::AdvanceCommitPoint(commit_point) => self.on_advance_commit_point(i, commit_point),
             Action::StateChanged { state, term } => {
                 if state == MemberState::Primary {
                     self.checker.on_primary(id, term, &self.members[i].log);
                 }
             }
-            Action::WriteNoop(optime) => {
-                self.write_entry(i, optime);
-                queue.push_back((i, Event::Appended { last_applied: optime }));
+            Action::WriteNoop => {
+                let term = self.members[i].node.as_ref().expect("running").term();
+                let entry = self.write_new_entry(i, term);
+                queue.push_back((
+                    i,
+                    Event::Appended {
+                        last_applied: entry,
+                        wall_ms: self.wall(entry),
+                    },
+                ));
                 self.make_durable_if_eager(i, queue);
             }
-            Action::AcceptWrites(_) => {}
             Action::StepDownFinished(result) => self.step_down_results[i] = Some(result),
+            Action::ReconfigFinished(result) => self.reconfigs_accepted += u64::from(result.is_ok()),
+            Action::AcceptWrites(_)
+            | Action::ElectionStarted { .. }
+            | Action::ElectionFinished { .. }
+            | Action::StepUpFinished(_)
+            | Action::FreezeFinished(_)
+            | Action::ReportStateFinished(_) => {}
         }
     }
 
-    fn write_entry(&mut self, i: usize, optime: OpTime) {
+    fn on_advance_commit_point(&mut self, i: usize, commit_point: OpTime) {
         let m = &mut self.members[i];
+        let previous = m.last_commit_point;
+        m.last_commit_point = commit_point;
+        let quorum = Quorum::of(m.node.as_ref().expect("running").config());
+        let id = m.id;
+        self.checker
+            .on_commit_point(id, previous, commit_point, &self.members[i].log, quorum);
+    }
+
+    /// A new entry of `term` at member `i`, timestamped by its oplog clock
+    /// (the write gate's term, storage's timestamp).
+    fn write_new_entry(&mut self, i: usize, term: i64) -> OpTime {
+        let m = &mut self.members[i];
+        let entry = OpTime::new(m.next_timestamp(), term);
         let previous = m.last();
-        m.log.push(optime);
-        self.checker.on_created(m.id, optime, previous);
+        m.log.push(entry);
+        let id = m.id;
+        self.walls.insert(entry, m.clock as i64);
+        self.checker.on_created(id, entry, previous);
+        entry
     }
 
     fn make_durable_if_eager(&mut self, i: usize, queue: &mut VecDeque<(usize, Event)>) {
         if !self.lazy_durability {
             let m = &mut self.members[i];
             m.durable_len = m.log.len();
-            queue.push_back((i, Event::Durable { last_durable: m.last() }));
+            let last = m.last();
+            queue.push_back((
+                i,
+                Event::Durable {
+                    last_durable: last,
+                    wall_ms: self.wall(last),
+                },
+            ));
         }
     }
 
@@ -427,7 +490,14 @@ impl Cluster {
         }
         m.durable_len = m.log.len();
         let last = m.last();
-        self.step(i, Event::Durable { last_durable: last });
+        let wall_ms = self.wall(last);
+        self.step(
+            i,
+            Event::Durable {
+                last_durable: last,
+                wall_ms,
+            },
+        );
     }
 
     fn append_batch(&mut self, i: usize, queue: &mut VecDeque<(usize, Event)>) {
@@ -440,12 +510,19 @@ impl Cluster {
                 continue;
             }
             m.log.push(entry);
+            m.observe_applied(entry.ts);
             self.checker.on_copied(m.id, entry, previous);
             appended = true;
         }
         assert!(appended, "AppendBatch for a batch with nothing new");
         let last = m.last();
-        queue.push_back((i, Event::Appended { last_applied: last }));
+        queue.push_back((
+            i,
+            Event::Appended {
+                last_applied: last,
+                wall_ms: self.wall(last),
+            },
+        ));
         self.make_durable_if_eager(i, queue);
     }
 
@@ -453,7 +530,7 @@ impl Cluster {
     /// source's oplog backwards).
     fn find_common_point(&mut self, i: usize, source: usize, queue: &mut VecDeque<(usize, Event)>) {
         let id = self.members[source].id;
-        let reachable = self.is_alive(source) && self.link[i][source] && self.link[source][i];
+        let reachable = self.members[source].node.is_some() && self.link[i][source] && self.link[source][i];
         if !reachable {
             queue.push_back((i, Event::RollbackFailed { source: id }));
             return;
@@ -469,23 +546,40 @@ impl Cluster {
             .unwrap_or(OpTime::NULL);
         // Read in the same instant as the search, as the event requires.
         let source_last = source_member.last();
-        let source_commit_point = source_member.node.as_ref().expect("alive").commit_point();
-        queue.push_back((i, Event::CommonPointFound { source: id, common_point, source_last, source_commit_point }));
+        let source_commit_point = source_member.node.as_ref().expect("running").commit_point();
+        queue.push_back((
+            i,
+            Event::CommonPointFound {
+                source: id,
+                common_point,
+                source_last,
+                source_commit_point,
+            },
+        ));
     }
 
     /// Truncates after `common_point`.
     fn rollback(&mut self, i: usize, common_point: OpTime, queue: &mut VecDeque<(usize, Event)>) {
         let log = &self.members[i].log;
-        let keep = if common_point.is_null() { 0 } else { log.binary_search(&common_point).expect("common point in log") + 1 };
+        let keep = if common_point.is_null() {
+            0
+        } else {
+            log.binary_search(&common_point).expect("common point in log") + 1
+        };
         let removed: Vec<OpTime> = log[keep..].to_vec();
         let id = self.members[i].id;
-        let node = self.members[i].node.as_ref().expect("alive");
+        let node = self.members[i].node.as_ref().expect("running");
         self.checker.on_rollback(id, node.term(), node.commit_point(), &removed);
         let m = &mut self.members[i];
         m.log.truncate(keep);
         m.durable_len = m.durable_len.min(keep);
-        self.note(format!("  {id}: rolled back {} entries to {common_point}", removed.len()));
-        queue.push_back((i, Event::RollbackComplete { common_point }));
+        self.note(format!(
+            "  {id}: rolled back {} entries to {}",
+            removed.len(),
+            ShortOpTime(common_point)
+        ));
+        let wall_ms = self.wall(common_point);
+        queue.push_back((i, Event::RollbackComplete { common_point, wall_ms }));
     }
 
     /// Invariants and bookkeeping after member `i` stepped.
@@ -496,22 +590,20 @@ impl Cluster {
 
     /// Checks the invariants that span all members.
     pub fn check_global_invariants(&mut self) {
-        let majority = self.config.write_majority();
-        let voters: Vec<&[OpTime]> = self
-            .members
-            .iter()
-            .zip(&self.config.members)
-            .filter(|(_, c)| c.is_voter() && c.is_data_bearing())
-            .map(|(m, _)| m.durable_log())
-            .collect();
-        self.checker.check_committed_on_majority(&voters, majority);
+        let members = &self.members;
+        self.checker
+            .check_committed_on_majority(|id| members.iter().find(|m| m.id == id).map(|m| m.durable_log()));
         let edges: Vec<Option<usize>> = self
             .members
             .iter()
-            .map(|m| m.node.as_ref().and_then(|n| n.sync_source()).and_then(|s| self.config.index_of(s)))
+            .map(|m| m.node.as_ref().and_then(|n| n.sync_source()).map(|s| self.index(s)))
             .collect();
         let ids: Vec<MemberId> = self.members.iter().map(|m| m.id).collect();
-        let now = if self.manual { self.members.iter().map(|m| m.clock).max().unwrap_or(0) } else { self.now };
+        let now = if self.manual {
+            self.members.iter().map(|m| m.clock).max().unwrap_or(0)
+        } else {
+            self.now
+        };
         self.checker.check_no_cycles(&edges, &ids, now);
     }
 
@@ -519,7 +611,11 @@ impl Cluster {
         if self.pending_writes.is_empty() {
             return;
         }
-        let concern = WriteConcern { w: W::Majority, journal: true, wtimeout_ms: None };
+        let concern = WriteConcern {
+            w: W::Majority,
+            journal: true,
+            wtimeout_ms: None,
+        };
         let mut index = 0;
         while index < self.pending_writes.len() {
             let (member, optime, started) = self.pending_writes[index];
@@ -535,8 +631,9 @@ impl Cluster {
             match status {
                 WriteConcernStatus::Waiting => index += 1,
                 WriteConcernStatus::Satisfied => {
+                    let quorum = Quorum::of(node.config());
                     self.pending_writes.swap_remove(index);
-                    self.acknowledge(optime);
+                    self.acknowledge(optime, &quorum);
                 }
                 _ => {
                     self.pending_writes.swap_remove(index);
@@ -545,33 +642,42 @@ impl Cluster {
         }
     }
 
-    fn acknowledge(&mut self, optime: OpTime) {
-        let majority = self.config.write_majority();
-        let voters: Vec<&[OpTime]> = self
+    fn acknowledge(&mut self, optime: OpTime, quorum: &Quorum) {
+        let logs: Vec<&[OpTime]> = self
             .members
             .iter()
-            .zip(&self.config.members)
-            .filter(|(_, c)| c.is_voter() && c.is_data_bearing())
-            .map(|(m, _)| m.durable_log())
+            .filter(|m| quorum.voters.contains(&m.id))
+            .map(|m| m.durable_log())
             .collect();
-        self.checker.on_ack(optime, &voters, majority);
-        self.note(format!("  acknowledged w:majority write {optime}"));
+        self.checker.on_ack(optime, &logs, quorum.write_majority);
+        self.note(format!("  acknowledged w:majority write {}", ShortOpTime(optime)));
     }
 
-    /// A client write at member `i`; returns its OpTime if accepted.
+    /// A client write at member `i`; returns its OpTime if accepted. Only a
+    /// writable primary takes it (the write gate), at the next timestamp of
+    /// its oplog clock, in its term.
     pub fn client_write(&mut self, i: usize, majority: bool) -> Option<OpTime> {
-        let clock = Millis(self.members[i].clock);
-        let node = self.members[i].node.as_mut()?;
-        let optime = node.prepare_write(clock).ok()?;
-        self.write_entry(i, optime);
+        let clock = self.members[i].clock;
+        let node = self.members[i].node.as_ref()?;
+        if !node.is_writable_primary() {
+            return None;
+        }
+        let term = node.term();
+        let optime = self.write_new_entry(i, term);
         let mut queue = VecDeque::new();
-        queue.push_back((i, Event::Appended { last_applied: optime }));
+        queue.push_back((
+            i,
+            Event::Appended {
+                last_applied: optime,
+                wall_ms: self.wall(optime),
+            },
+        ));
         self.make_durable_if_eager(i, &mut queue);
         while let Some((at, event)) = queue.pop_front() {
             self.step(at, event);
         }
         if majority && self.pending_writes.len() < PENDING_WRITES_MAX {
-            self.pending_writes.push((i, optime, clock.0));
+            self.pending_writes.push((i, optime, clock));
             self.check_pending_writes(i);
         }
         Some(optime)
@@ -601,7 +707,8 @@ impl Cluster {
         self.send(i, source, Payload::PullRequest { after });
     }
 
-    fn send(&mut self, from: usize, to: usize, payload: Payload) {
+    /// Sends `payload` from `from` to `to`, through the faults in force.
+    pub(crate) fn send(&mut self, from: usize, to: usize, payload: Payload) {
         if !self.link[from][to] {
             if self.tracing {
                 let (a, b) = (self.members[from].id, self.members[to].id);
@@ -609,7 +716,14 @@ impl Cluster {
             }
             return;
         }
-        let envelope = Envelope { from, to, payload };
+        let sender = &self.members[from];
+        let cluster_time = sender.oplog_clock.max(sender.cluster_time);
+        let envelope = Envelope {
+            from,
+            to,
+            cluster_time,
+            payload,
+        };
         if self.manual {
             self.pending.push_back(envelope);
             return;
@@ -619,9 +733,16 @@ impl Cluster {
         {
             return;
         }
-        let copies = if self.rng.chance(self.faults.duplicate_per_million) { 2 } else { 1 };
+        let copies = if self.rng.chance(self.faults.duplicate_per_million) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
-            let delay = self.rng.range(self.faults.delay_min_ms, self.faults.delay_max_ms.max(self.faults.delay_min_ms));
+            let delay = self.rng.range(
+                self.faults.delay_min_ms,
+                self.faults.delay_max_ms.max(self.faults.delay_min_ms),
+            );
             let slot = match self.free_slots.pop() {
                 Some(s) => {
                     self.envelopes[s] = Some(envelope.clone());
@@ -639,21 +760,40 @@ impl Cluster {
 
     /// Delivers one message to its receiver.
     pub fn deliver(&mut self, envelope: Envelope) {
-        let Envelope { from, to, payload } = envelope;
+        let Envelope {
+            from,
+            to,
+            cluster_time,
+            payload,
+        } = envelope;
         if !self.is_alive(to) || !self.link[from][to] {
             return;
         }
+        let receiver = &mut self.members[to];
+        receiver.cluster_time = receiver.cluster_time.max(cluster_time);
         let from_id = self.members[from].id;
         if self.tracing {
             let to_id = self.members[to].id;
             self.note(format!("{from_id}->{to_id} {payload}"));
         }
+        if self.members[to].node.is_none() {
+            self.deliver_to_uninitiated(from, to, payload);
+            return;
+        }
         match payload {
             Payload::Consensus(message) => self.step(to, Event::Receive { from: from_id, message }),
             Payload::PullRequest { after } => self.serve_pull(to, from, after),
-            Payload::PullResponse { after, entries, commit_point, term } => {
-                self.on_pull_response(to, from, after, entries, commit_point, term)
+            Payload::PullResponse {
+                after,
+                entries,
+                commit_point,
+                term,
+            } => self.on_pull_response(to, from, after, entries, commit_point, term),
+            Payload::ConfigRequest => {
+                let config = self.members[to].node.as_ref().expect("running").config().clone();
+                self.send(to, from, Payload::ConfigResponse(config));
             }
+            Payload::ConfigResponse(config) => self.step(to, Event::ConfigReceived { config }),
         }
     }
 
@@ -662,14 +802,27 @@ impl Cluster {
     fn serve_pull(&mut self, source: usize, puller: usize, after: OpTime) {
         let m = &self.members[source];
         let Some(node) = m.node.as_ref() else { return };
-        let start = m.log.partition_point(|e| e.timestamp < after.timestamp);
+        let start = m.log.partition_point(|e| e.ts < after.ts);
         let end = (start + PULL_BATCH_ENTRIES_MAX).min(m.log.len());
         let entries = m.log[start..end].to_vec();
-        let payload = Payload::PullResponse { after, entries, commit_point: node.commit_point(), term: node.term() };
+        let payload = Payload::PullResponse {
+            after,
+            entries,
+            commit_point: node.commit_point(),
+            term: node.term(),
+        };
         self.send(source, puller, payload);
     }
 
-    fn on_pull_response(&mut self, i: usize, source: usize, after: OpTime, entries: Vec<OpTime>, commit_point: OpTime, term: u64) {
+    fn on_pull_response(
+        &mut self,
+        i: usize,
+        source: usize,
+        after: OpTime,
+        entries: Vec<OpTime>,
+        commit_point: OpTime,
+        term: i64,
+    ) {
         let m = &mut self.members[i];
         match m.pull_in_flight {
             Some((s, a, _)) if s == source && a == after && m.last() == after => {}
@@ -739,45 +892,46 @@ impl Cluster {
         }
     }
 
-    /// The writable primary, if exactly one member thinks it is.
+    /// The writable primary, if exactly one member thinks it is (the one in
+    /// the highest term otherwise).
     pub fn writable_primary(&self) -> Option<usize> {
-        let mut found = None;
-        for (i, m) in self.members.iter().enumerate() {
-            if m.node.as_ref().is_some_and(|n| n.is_writable_primary()) {
-                match found {
-                    None => found = Some(i),
-                    Some(f) => {
-                        let (tf, ti) = (self.members[f].node.as_ref().unwrap().term(), m.node.as_ref().unwrap().term());
-                        if ti > tf {
-                            found = Some(i);
-                        }
-                    }
-                }
-            }
-        }
-        found
+        let writable = |i: usize| {
+            self.members[i]
+                .node
+                .as_ref()
+                .filter(|n| n.is_writable_primary())
+                .map(|n| n.term())
+        };
+        (0..self.members.len())
+            .filter_map(|i| writable(i).map(|t| (t, Reverse(i))))
+            .max()
+            .map(|(_, Reverse(i))| i)
     }
 
-    /// One line per member: state, term, positions, sync source, log tail.
+    /// One line per member: state, term, configuration, positions, sync
+    /// source, log tail.
     pub fn status(&self) -> Vec<String> {
         let mut lines = Vec::new();
         for m in &self.members {
             let Some(node) = m.node.as_ref() else {
-                lines.push(format!("{}: DOWN log={}", m.id, format_log(&m.log)));
+                let what = if m.running { "UNINITIATED" } else { "DOWN" };
+                lines.push(format!("{}: {what} log={}", m.id, format_log(&m.log)));
                 continue;
             };
             let source = node.sync_source().map_or("-".to_string(), |s| s.to_string());
             let vote = node.voted_for().map_or("-".to_string(), |v| v.to_string());
             lines.push(format!(
-                "{}: {}{} term={} vote={} applied={} durable={} commit={} sync={} log={}",
+                "{}: {}{} term={} vote={} config={}.{} applied={} durable={} commit={} sync={} log={}",
                 m.id,
                 node.state(),
                 if node.is_writable_primary() { "(writable)" } else { "" },
                 node.term(),
                 vote,
-                node.last_applied(),
-                node.last_durable(),
-                node.commit_point(),
+                node.config().version,
+                node.config().term,
+                ShortOpTime(node.last_applied()),
+                ShortOpTime(node.last_durable()),
+                ShortOpTime(node.commit_point()),
                 source,
                 format_log(&m.log)
             ));
@@ -789,10 +943,14 @@ impl Cluster {
 /// Most log entries `status` prints (the tail).
 pub const STATUS_LOG_ENTRIES_MAX: usize = 8;
 
-/// `[1.5 1.7 2.9]`, or `[... 2.9]` (the tail) for a long log.
+/// `[1:5.1 1:5.2 2:9.1]`, or `[(3 more) ... 2:9.1]` (the tail) for a long log.
 pub fn format_log(log: &[OpTime]) -> String {
     let skip = log.len().saturating_sub(STATUS_LOG_ENTRIES_MAX);
-    let items: Vec<String> = log[skip..].iter().map(|e| e.to_string()).collect();
-    let prefix = if skip > 0 { format!("({skip} more) ") } else { String::new() };
+    let items: Vec<String> = log[skip..].iter().map(|e| ShortOpTime(*e).to_string()).collect();
+    let prefix = if skip > 0 {
+        format!("({skip} more) ")
+    } else {
+        String::new()
+    };
     format!("[{prefix}{}]", items.join(" "))
 }

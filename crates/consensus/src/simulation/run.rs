@@ -4,7 +4,12 @@
 //!
 //! 1. Safety: partitions that change every few seconds, message loss,
 //!    duplication and reordering, clock drift, crashes between steps and in
-//!    the middle of one, stepdowns, `replSetSyncFrom`, maintenance mode.
+//!    the middle of one, stepdowns, `replSetSyncFrom`, maintenance mode, and
+//!    (in half the seeds) reconfigurations adding or removing one member at a
+//!    time, with a spare process to add. Those seeds then heal until every
+//!    member of the newest configuration holds it (bounded: configuration
+//!    propagation must converge), so that the next phase draws its shape on
+//!    one configuration.
 //! 2. Lasting partial partition: a shape drawn once (some links cut, some
 //!    members down) that stays for the whole phase. When it owes progress
 //!    (`topology`), a primary must commit a write that every member of the
@@ -12,13 +17,14 @@
 //! 3. Liveness: the network heals, everyone restarts, and a write's commit
 //!    point must reach every data-bearing member within a bounded time.
 
-use crate::config::{MemberConfig, ReplSetConfig, Settings};
+use crate::config::{MemberConfig, MemberId, ReplSetConfig, Settings};
 use crate::io::{Event, StepDownRequest};
-use crate::optime::OpTime;
 use crate::simulation::cluster::{Cluster, Faults};
+use crate::simulation::reconfigs;
 use crate::simulation::rng::Rng;
 use crate::simulation::topology::Partition;
 use crate::state::MemberState;
+use slipstream_clock::OpTime;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Global clock resolution of the simulation.
@@ -47,7 +53,14 @@ pub struct RunOptions {
 impl RunOptions {
     /// Defaults used by `cargo test` and the simulator.
     pub fn new(members: usize, seed: u64) -> RunOptions {
-        RunOptions { members, seed, safety_ms: 20_000, partition_ms: 10_000, liveness_ms: 20_000, trace: false }
+        RunOptions {
+            members,
+            seed,
+            safety_ms: 20_000,
+            partition_ms: 10_000,
+            liveness_ms: 20_000,
+            trace: false,
+        }
     }
 }
 
@@ -88,12 +101,20 @@ pub struct RunReport {
     /// The partition had a core member that reaches the electable members
     /// only through a third member.
     pub partition_needs_chain: bool,
+    /// Reconfigurations proposed to a primary.
+    pub reconfigs_proposed: u64,
+    /// Configurations with a new membership or version that a primary wrote.
+    pub reconfigs_accepted: u64,
 }
 
 /// Runs one seed; a panic inside a node (a failed assertion) is reported
 /// as a violation rather than aborting the caller.
 pub fn run_seed(options: RunOptions) -> RunReport {
-    let mut report = RunReport { seed: options.seed, members: options.members, ..RunReport::default() };
+    let mut report = RunReport {
+        seed: options.seed,
+        members: options.members,
+        ..RunReport::default()
+    };
     let outcome = catch_unwind(AssertUnwindSafe(|| run(options)));
     match outcome {
         Ok(r) => r,
@@ -112,8 +133,9 @@ pub fn run_seed(options: RunOptions) -> RunReport {
 /// Draws a configuration: priorities, an arbiter, a non-voter, chaining.
 pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
     assert!(members >= 1);
-    let mut list: Vec<MemberConfig> =
-        (1..=members as u32).map(|id| MemberConfig::new(id, format!("m{id}:27017"))).collect();
+    let mut list: Vec<MemberConfig> = (1..=members as u32)
+        .map(|id| MemberConfig::new(id, format!("m{id}:27017")))
+        .collect();
     if rng.chance(300_000) {
         for m in &mut list {
             m.priority = rng.range(1, 3) as f64;
@@ -151,7 +173,11 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
         chaining_allowed: rng.chance(700_000),
         heartbeat_interval_ms: 100,
         election_timeout_ms: 500,
-        catch_up_timeout_ms: if rng.chance(200_000) { None } else { Some(rng.range(0, 1_000)) },
+        catch_up_timeout_ms: if rng.chance(200_000) {
+            None
+        } else {
+            Some(rng.range(0, 1_000))
+        },
         catch_up_takeover_delay_ms: Some(1_000),
         max_sync_source_lag_ms: 5_000,
         change_sync_source_threshold_ms: 20,
@@ -159,6 +185,9 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
     let mut config = ReplSetConfig::new("sim", list);
     config.settings = settings;
     config.validate().expect("drawn configuration is valid");
+    assert!(crate::simulation::reconfigs::electable_and_arbiters_are_a_majority(
+        &config
+    ));
     config
 }
 
@@ -172,7 +201,11 @@ fn random_faults(rng: &mut Rng) -> Faults {
         clock_jitter_ms: rng.range(0, 50),
         crash_after_vote_per_million: if rng.chance(300_000) { rng.range(0, 300_000) } else { 0 },
         crash_in_step_per_million: if rng.chance(500_000) { rng.range(0, 300) } else { 0 },
-        election_jitter_max_ms: if rng.chance(300_000) { Some(rng.range(0, 30)) } else { None },
+        election_jitter_max_ms: if rng.chance(300_000) {
+            Some(rng.range(0, 30))
+        } else {
+            None
+        },
     }
 }
 
@@ -223,7 +256,11 @@ fn new_partition(cluster: &mut Cluster) {
         let mut a = Vec::new();
         let mut b = Vec::new();
         for i in 0..n {
-            if cluster.rng.chance(500_000) { a.push(i) } else { b.push(i) }
+            if cluster.rng.chance(500_000) {
+                a.push(i)
+            } else {
+                b.push(i)
+            }
         }
         cluster.partition(&[a, b]);
     } else if roll < 70 {
@@ -258,8 +295,16 @@ fn run(options: RunOptions) -> RunReport {
     let config = random_config(&mut rng, options.members);
     let faults = random_faults(&mut rng);
     let crash_per_million = rng.range(0, 2_000);
+    // A stream of its own, so that the draws above and the faults below do
+    // not depend on whether a seed reconfigures.
+    let mut reconfig_rng = Rng::new(options.seed ^ 0xC0F1_0000_0000_0000);
+    let reconfig_per_million = if reconfig_rng.chance(500_000) {
+        reconfig_rng.range(200, 3_000)
+    } else {
+        0
+    };
     let profile = format!(
-        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} crash_in_step={} election_jitter_max={:?}",
+        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} crash_in_step={} election_jitter_max={:?} reconfig={}",
         options.members,
         config.members.iter().filter(|m| m.arbiter_only).count(),
         config.members.iter().any(|m| m.votes == 0),
@@ -274,13 +319,25 @@ fn run(options: RunOptions) -> RunReport {
         faults.crash_after_vote_per_million,
         faults.crash_in_step_per_million,
         faults.election_jitter_max_ms,
+        reconfig_per_million,
     );
     let n = options.members;
     let mut cluster = Cluster::new(config, options.seed, faults, false);
     cluster.tracing = options.trace;
+    if reconfig_per_million > 0 {
+        let id = n as MemberId + 1;
+        cluster.add_spare(id, format!("m{id}:27017"));
+    }
+    let mut plan = Plan {
+        crash_per_million,
+        reconfig_per_million,
+        reconfig_rng,
+        reconfigs_proposed: 0,
+    };
     let mut partition = PartitionOutcome::default();
-    let outcome =
-        catch_unwind(AssertUnwindSafe(|| phases(&mut cluster, &mut rng, options, crash_per_million, &mut partition)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        phases(&mut cluster, &mut rng, options, &mut plan, &mut partition)
+    }));
     if let Err(panic) = outcome {
         let text = panic
             .downcast_ref::<String>()
@@ -305,12 +362,28 @@ fn run(options: RunOptions) -> RunReport {
         partition: partition.description,
         partition_owed_progress: partition.owed,
         partition_needs_chain: partition.needs_chain,
-        trace_tail: cluster.trace.split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
+        reconfigs_proposed: plan.reconfigs_proposed,
+        reconfigs_accepted: cluster.reconfigs_accepted,
+        trace_tail: cluster
+            .trace
+            .split_off(cluster.trace.len().saturating_sub(TRACE_TAIL_LINES)),
     }
 }
 
 /// Lines of trace kept for a report.
 pub const TRACE_TAIL_LINES: usize = 20_000;
+
+/// The fault plan of a run beyond `Faults`.
+struct Plan {
+    /// Chance per member per slot of a crash in the safety phase, in millionths.
+    crash_per_million: u64,
+    /// Chance per slot of a reconfiguration proposed to the primary (0: none).
+    reconfig_per_million: u64,
+    /// The reconfigurations' own random stream.
+    reconfig_rng: Rng,
+    /// Reconfigurations proposed, for the report.
+    reconfigs_proposed: u64,
+}
 
 /// What the lasting partial partition phase drew, for the report.
 #[derive(Default)]
@@ -320,15 +393,19 @@ struct PartitionOutcome {
     needs_chain: bool,
 }
 
-/// The three phases.
+/// The three phases (with the settling of configurations between the
+/// first two when the run reconfigures).
 fn phases(
     cluster: &mut Cluster,
     rng: &mut Rng,
     options: RunOptions,
-    crash_per_million: u64,
+    plan: &mut Plan,
     partition: &mut PartitionOutcome,
 ) {
-    safety_phase(cluster, rng, options, crash_per_million);
+    safety_phase(cluster, rng, options, plan);
+    if plan.reconfig_per_million > 0 && cluster.checker.violations.is_empty() {
+        settle_configs(cluster);
+    }
     if options.partition_ms > 0 && options.members >= 3 && cluster.checker.violations.is_empty() {
         partition_phase(cluster, rng, options, partition);
     }
@@ -337,8 +414,8 @@ fn phases(
     }
 }
 
-fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash_per_million: u64) {
-    let n = options.members;
+fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, plan: &mut Plan) {
+    let n = cluster.members.len();
     let mut next_partition_at = rng.range(500, 3_000);
     while cluster.now < options.safety_ms && cluster.checker.violations.is_empty() {
         advance(cluster);
@@ -347,7 +424,7 @@ fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash
             next_partition_at = cluster.now + rng.range(300, 4_000);
         }
         for i in 0..n {
-            if cluster.is_alive(i) && rng.chance(crash_per_million) {
+            if cluster.is_alive(i) && rng.chance(plan.crash_per_million) {
                 cluster.crash(i);
                 cluster.restart_at[i] = Some(cluster.now + rng.range(100, 3_000));
             }
@@ -392,7 +469,60 @@ fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash
                 cluster.step(a, Event::SyncFrom { member });
             }
         }
+        if plan.reconfig_per_million > 0 && plan.reconfig_rng.chance(plan.reconfig_per_million) {
+            propose_reconfig(cluster, plan);
+        }
         cluster.check_global_invariants();
+    }
+}
+
+/// Proposes one change of membership, votes or priority to the writable
+/// primary, on its configuration.
+fn propose_reconfig(cluster: &mut Cluster, plan: &mut Plan) {
+    let Some(p) = cluster.writable_primary() else { return };
+    let node = cluster.members[p].node.as_ref().expect("a writable primary runs");
+    let processes: Vec<(MemberId, String)> = cluster.members.iter().map(|m| (m.id, m.host.clone())).collect();
+    let Some(config) = reconfigs::next_config(&mut plan.reconfig_rng, node.config(), node.id(), &processes) else {
+        return;
+    };
+    plan.reconfigs_proposed += 1;
+    cluster.step(p, Event::Reconfig { config, force: None });
+}
+
+/// Longest the settling of configurations may take before it counts as a
+/// liveness failure of configuration propagation.
+pub const CONFIG_SETTLE_MS_MAX: u64 = 5_000;
+
+/// Heals the network, stops message loss and crashes, restarts everyone,
+/// and waits until every running member of the newest configuration holds
+/// it: heartbeats must spread a configuration to every member that missed
+/// it, including a spare that a reconfig added and that has none.
+fn settle_configs(cluster: &mut Cluster) {
+    cluster.heal();
+    cluster.faults.drop_per_million = 0;
+    cluster.faults.crash_after_vote_per_million = 0;
+    cluster.faults.crash_in_step_per_million = 0;
+    for i in 0..cluster.members.len() {
+        cluster.restart_at[i] = None;
+        cluster.restart(i);
+    }
+    let deadline = cluster.now + CONFIG_SETTLE_MS_MAX;
+    while cluster.checker.violations.is_empty() {
+        advance(cluster);
+        cluster.check_global_invariants();
+        let newest = cluster.newest_config();
+        let missing = cluster.members_missing_config(&newest);
+        if missing.is_empty() {
+            cluster.config = newest;
+            return;
+        }
+        if cluster.now >= deadline {
+            cluster.checker.violation(format!(
+                "Liveness of configuration propagation: members {missing:?} lack {} after {CONFIG_SETTLE_MS_MAX} ms: {}",
+                newest.version_and_term(),
+                cluster.status().join(" | ")
+            ));
+        }
     }
 }
 
@@ -403,24 +533,30 @@ fn safety_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, crash
 /// (at most 1%), duplication, delays and clock drift go on; election
 /// timeouts get their full random range. Progress is checked inside the
 /// partition, and the phase runs to its end after progress was made, so
-/// that safety is checked under the partition too.
+/// that safety is checked under the partition too. The shape is drawn on
+/// the newest configuration's members; processes outside it stay down.
 fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, outcome: &mut PartitionOutcome) {
     // A primary left over from before could keep writing from outside the
     // electable set and make a member the electable ones cannot reach the
     // freshest; the phase's first primary is elected under the partition.
-    for i in 0..options.members {
-        if cluster.members[i].node.as_ref().is_some_and(|n| n.primary() == Some(n.id()) || n.is_candidate()) {
+    for i in 0..cluster.members.len() {
+        if cluster.members[i]
+            .node
+            .as_ref()
+            .is_some_and(|n| n.primary() == Some(n.id()) || n.is_candidate())
+        {
             cluster.crash(i);
         }
     }
-    let last_applied: Vec<OpTime> =
-        cluster.members.iter().map(|m| m.log.last().copied().unwrap_or(OpTime::NULL)).collect();
-    let drawn = Partition::draw(rng, &cluster.config, &last_applied);
+    let config = cluster.config.clone();
+    let processes: Vec<usize> = config.members.iter().map(|m| cluster.index(m.id)).collect();
+    let last_applied: Vec<OpTime> = processes.iter().map(|&p| cluster.members[p].last()).collect();
+    let drawn = Partition::draw(rng, &config, &last_applied);
     let (partition, expectation) = match drawn {
         Some((partition, expectation)) => (partition, Some(expectation)),
-        None => (Partition::random(rng, options.members), None),
+        None => (Partition::random(rng, config.members.len()), None),
     };
-    outcome.description = partition.describe(&cluster.config);
+    outcome.description = partition.describe(&config);
     outcome.owed = expectation.is_some();
     outcome.needs_chain = expectation.as_ref().is_some_and(|e| e.needs_chain);
     cluster.note(format!("lasting partial partition {}", outcome.description));
@@ -437,18 +573,21 @@ fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, ou
     // Messages sent before the cut would blur the shape the expectation
     // was computed for (a member could still append from one now down).
     cluster.drop_in_flight();
-    for i in 0..options.members {
+    for i in 0..cluster.members.len() {
         cluster.restart_at[i] = None;
-        if partition.down[i] {
-            cluster.crash(i);
-        } else {
-            cluster.restart(i);
-            cluster.step(i, Event::ReportState(MemberState::Secondary));
+        match processes.iter().position(|&p| p == i) {
+            Some(k) if !partition.down[k] => {
+                cluster.restart(i);
+                cluster.step(i, Event::ReportState(MemberState::Secondary));
+            }
+            _ => cluster.crash(i),
         }
     }
-    cluster.link = partition.link.clone();
+    apply_links(cluster, &processes, &partition);
     let end = cluster.now + options.partition_ms;
-    let core = expectation.map(|e| e.core).unwrap_or_default();
+    let core: Vec<usize> = expectation
+        .map(|e| e.core.iter().map(|&k| processes[k]).collect())
+        .unwrap_or_default();
     let mut progress = Progress::new(core.clone());
     while cluster.checker.violations.is_empty() && cluster.now < end {
         advance(cluster);
@@ -474,22 +613,50 @@ fn partition_phase(cluster: &mut Cluster, rng: &mut Rng, options: RunOptions, ou
     }
 }
 
-/// The network heals, crashed members restart, and progress is demanded.
+/// The partition's links between the configuration's members (indexed as
+/// in the configuration); a process outside it is cut from everyone.
+fn apply_links(cluster: &mut Cluster, processes: &[usize], partition: &Partition) {
+    let n = cluster.members.len();
+    for a in 0..n {
+        for b in 0..n {
+            let linked = match (
+                processes.iter().position(|&p| p == a),
+                processes.iter().position(|&p| p == b),
+            ) {
+                (Some(ka), Some(kb)) => partition.link[ka][kb],
+                _ => a == b,
+            };
+            cluster.link[a][b] = linked;
+        }
+    }
+}
+
+/// The network heals, crashed members restart, and progress is demanded
+/// of the data-bearing members of the newest configuration.
 fn liveness_phase(cluster: &mut Cluster, options: RunOptions) {
-    let n = options.members;
     let start = cluster.now;
     cluster.heal();
-    cluster.faults = Faults { delay_min_ms: 1, delay_max_ms: 10, ..cluster.faults.clone() };
+    cluster.faults = Faults {
+        delay_min_ms: 1,
+        delay_max_ms: 10,
+        ..cluster.faults.clone()
+    };
     cluster.faults.drop_per_million = 0;
     cluster.faults.duplicate_per_million = 0;
     cluster.faults.crash_after_vote_per_million = 0;
     cluster.faults.crash_in_step_per_million = 0;
-    for i in 0..n {
+    for i in 0..cluster.members.len() {
         cluster.restart_at[i] = None;
         cluster.restart(i);
         cluster.step(i, Event::ReportState(MemberState::Secondary));
     }
-    let data_bearing: Vec<usize> = (0..n).filter(|&i| cluster.config.members[i].is_data_bearing()).collect();
+    let config = cluster.newest_config();
+    let data_bearing: Vec<usize> = config
+        .members
+        .iter()
+        .filter(|m| m.is_data_bearing())
+        .map(|m| cluster.index(m.id))
+        .collect();
     let mut progress = Progress::new(data_bearing);
     while cluster.checker.violations.is_empty() && cluster.now < start + options.liveness_ms {
         advance(cluster);
@@ -503,9 +670,10 @@ fn liveness_phase(cluster: &mut Cluster, options: RunOptions) {
     }
     if cluster.checker.violations.is_empty() {
         let status = cluster.status().join(" | ");
-        cluster
-            .checker
-            .violation(format!("Liveness: no commit point reached every member within {} ms: {status}", options.liveness_ms));
+        cluster.checker.violation(format!(
+            "Liveness: no commit point reached every member within {} ms: {status}",
+            options.liveness_ms
+        ));
     }
 }
 
@@ -528,7 +696,11 @@ struct Progress {
 
 impl Progress {
     fn new(members: Vec<usize>) -> Progress {
-        Progress { members, target: None, done: false }
+        Progress {
+            members,
+            target: None,
+            done: false,
+        }
     }
 
     fn check(&mut self, cluster: &mut Cluster) {
@@ -536,7 +708,12 @@ impl Progress {
             return;
         }
         if let Some((writer, optime)) = self.target {
-            let knows = |i: usize| cluster.members[i].node.as_ref().is_some_and(|n| n.commit_point() >= optime);
+            let knows = |i: usize| {
+                cluster.members[i]
+                    .node
+                    .as_ref()
+                    .is_some_and(|n| n.commit_point() >= optime)
+            };
             let reached = cluster.checker.is_committed(optime) && self.members.iter().all(|&i| knows(i));
             if reached {
                 self.done = true;

@@ -43,8 +43,8 @@
 //! within the phase.
 
 use crate::config::ReplSetConfig;
-use crate::optime::OpTime;
 use crate::simulation::rng::Rng;
+use slipstream_clock::OpTime;
 
 /// Most random shapes drawn before settling for the fallback (no cuts).
 pub const DRAW_ATTEMPTS_MAX: usize = 64;
@@ -73,7 +73,10 @@ pub struct Expectation {
 impl Partition {
     /// Every member up, every link working.
     pub fn none(members: usize) -> Partition {
-        Partition { link: vec![vec![true; members]; members], down: vec![false; members] }
+        Partition {
+            link: vec![vec![true; members]; members],
+            down: vec![false; members],
+        }
     }
 
     /// True if `a` and `b` are both up and talk both ways (`a == b`: up).
@@ -85,8 +88,11 @@ impl Partition {
     /// applied OpTime when it begins, or `None` if none is owed.
     pub fn expectation(&self, config: &ReplSetConfig, last_applied: &[OpTime]) -> Option<Expectation> {
         let n = config.members.len();
-        let voters_around =
-            |x: usize| (0..n).filter(|&y| config.members[y].is_voter() && self.linked(x, y)).count();
+        let voters_around = |x: usize| {
+            (0..n)
+                .filter(|&y| config.members[y].is_voter() && self.linked(x, y))
+                .count()
+        };
         let electable: Vec<usize> = (0..n)
             .filter(|&x| config.members[x].is_electable() && self.linked(x, x))
             .filter(|&x| voters_around(x) >= config.majority())
@@ -112,7 +118,11 @@ impl Partition {
             return None;
         }
         let needs_chain = core.iter().any(|&x| electable.iter().any(|&w| !self.linked(x, w)));
-        Some(Expectation { electable, core, needs_chain })
+        Some(Expectation {
+            electable,
+            core,
+            needs_chain,
+        })
     }
 
     /// Data-bearing members reachable from `start` over links between
@@ -143,7 +153,9 @@ impl Partition {
         let mut fallback = None;
         for _ in 0..DRAW_ATTEMPTS_MAX {
             let partition = Partition::random(rng, n);
-            let Some(expectation) = partition.expectation(config, last_applied) else { continue };
+            let Some(expectation) = partition.expectation(config, last_applied) else {
+                continue;
+            };
             if expectation.needs_chain || !want_chain {
                 return Some((partition, expectation));
             }
@@ -151,7 +163,9 @@ impl Partition {
         }
         fallback.or_else(|| {
             let partition = Partition::none(n);
-            partition.expectation(config, last_applied).map(|expectation| (partition, expectation))
+            partition
+                .expectation(config, last_applied)
+                .map(|expectation| (partition, expectation))
         })
     }
 
@@ -194,7 +208,7 @@ impl Partition {
 mod tests {
     use super::Partition;
     use crate::config::{MemberConfig, ReplSetConfig};
-    use crate::optime::OpTime;
+    use slipstream_clock::OpTime;
 
     /// Every log equal (at most seven members here).
     const FRESH: [OpTime; 7] = [OpTime::NULL; 7];
@@ -282,7 +296,7 @@ mod tests {
         p.down[1] = true;
         let mut c = config(3, &[]);
         c.members[0].priority = 0.0;
-        let term = |term: u64| OpTime { term, ..OpTime::NULL };
+        let term = |term: i64| OpTime::new(slipstream_clock::Timestamp::new(1, 1), term);
         let logs = [term(5), OpTime::NULL, term(2)];
         assert_eq!(p.expectation(&c, &logs), None);
         let logs = [term(5), OpTime::NULL, term(5)];

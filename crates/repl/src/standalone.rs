@@ -57,11 +57,8 @@ impl Topology for Standalone {
 
     fn hello_fields(&self, legacy: bool, reply: &mut Document) {
         reply.insert(if legacy { "ismaster" } else { "isWritablePrimary" }, true);
-        // The entry's second stands for its wall date until storage keeps
-        // the entries' `wall` fields with the positions.
-        let dated = |op: OpTime| (op, i64::from(op.ts.secs) * 1000);
-        let applied = dated(self.engine.last_applied());
-        let durable = dated(self.engine.last_durable());
+        let applied = self.engine.last_applied_wall();
+        let durable = self.engine.last_durable_wall();
         reply.insert("lastWrite", last_write_document(applied, durable));
     }
 

@@ -87,21 +87,14 @@ impl From<StorageError> for CommandError {
             StorageError::IndexNotFound(_) => CommandError::new(27, message),
             StorageError::IndexConflict { code, .. } => CommandError::new(code, message),
             StorageError::SnapshotTooOld(_) => CommandError::new(239, message),
-            StorageError::InvalidDocument(ref detail) => {
-                // The storage layer folds several causes into this variant;
-                // its message tells them apart: a size violation is
-                // BSONObjectTooLarge, a bad namespace InvalidNamespace, the
-                // rest BadValue.
-                let lower = detail.to_ascii_lowercase();
-                let code = if lower.contains("too large") {
-                    10334
-                } else if lower.contains("namespace") {
-                    73
-                } else {
-                    2
-                };
-                CommandError::new(code, message)
-            }
+            StorageError::InvalidDocument(_) => CommandError::new(2, message),
+            StorageError::DocumentTooLarge(_) => CommandError::new(10334, message),
+            StorageError::InvalidNamespace(_) => CommandError::new(73, message),
+            StorageError::IllegalOperation(_) => CommandError::new(20, message),
+            StorageError::NotWritablePrimary => CommandError::new(10107, message),
+            StorageError::TransactionTooOld(_) => CommandError::new(225, message),
+            StorageError::OplogOutOfOrder(_) => CommandError::new(152, message),
+            StorageError::InvalidOplogEntry(_) => CommandError::new(1, message),
             StorageError::ShuttingDown => CommandError::new(91, message),
             StorageError::Query(query) => CommandError::from(query),
             StorageError::DataDirectoryLocked(_)
@@ -209,9 +202,13 @@ mod tests {
             (StorageError::Poisoned("fsync".into()), 1),
             (StorageError::Kv("x".into()), 1),
             (StorageError::Corruption("x".into()), 1),
-            (StorageError::InvalidDocument("document too large".into()), 10334),
+            (StorageError::DocumentTooLarge("document too large".into()), 10334),
             (StorageError::InvalidDocument("_id cannot be an array".into()), 2),
-            (StorageError::InvalidDocument("Invalid target namespace: x".into()), 73),
+            (StorageError::InvalidNamespace("Invalid target namespace: x".into()), 73),
+            (StorageError::IllegalOperation("local".into()), 20),
+            (StorageError::NotWritablePrimary, 10107),
+            (StorageError::TransactionTooOld("old".into()), 225),
+            (StorageError::OplogOutOfOrder("x".into()), 152),
             (StorageError::Query(QueryError::new(52, "bad")), 52),
         ];
         for (error, code) in cases {

@@ -32,7 +32,11 @@ use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
 use crate::engine::IndexSpec;
 use crate::mvcc::{ReadView, Value, VersionedStore};
 use crate::oplog_entry::{split_namespace, OpKind, OplogEntry};
-use crate::{StorageError, Timestamp};
+use crate::session::{
+    derived_collection_uuid, image_record, parse_optime, transaction_record, EntrySession, RetryImage,
+    StatementSession, IMAGE_COLLECTION_NS, TRANSACTIONS_NS,
+};
+use crate::{OpTime, StorageError, Timestamp};
 
 pub type Result<T> = std::result::Result<T, StorageError>;
 
@@ -104,12 +108,32 @@ pub struct Applier<'a> {
     /// Key changes to commit at the entry's timestamp.
     pub changes: Vec<(Vec<u8>, Option<Value>)>,
     strictness: Strictness,
+    /// Keep the documents before and after the next document write
+    /// (a findAndModify's retry image); off unless asked for.
+    pub capture_images: bool,
+    /// What the last document write replaced and wrote, when captured.
+    images: Option<Images>,
+}
+
+/// A document before and after one write.
+struct Images {
+    pre: Option<Document>,
+    post: Option<Document>,
 }
 
 impl<'a> Applier<'a> {
     pub fn new(store: &'a VersionedStore, catalog: &Arc<Catalog>, strictness: Strictness) -> Applier<'a> {
         let view = store.view(Timestamp::MAX).expect("the newest state is always readable");
-        Applier { store, view, catalog: catalog.clone(), catalog_changed: false, changes: Vec::new(), strictness }
+        Applier {
+            store,
+            view,
+            catalog: catalog.clone(),
+            catalog_changed: false,
+            changes: Vec::new(),
+            strictness,
+            capture_images: false,
+            images: None,
+        }
     }
 
     /// The catalog for changing: marks it changed.
@@ -246,6 +270,9 @@ impl<'a> Applier<'a> {
                 let value: Value = Arc::from(&(key.len() as u32).to_be_bytes()[..]);
                 index_changes.push((index_store_key(index.table, key, record_key), Some(value)));
             }
+        }
+        if self.capture_images {
+            self.images = Some(Images { pre: old.cloned(), post: new.as_ref().map(|(doc, _)| (*doc).clone()) });
         }
         let record_value = new.map(|(_, bytes)| bytes);
         self.changes.push((record_store_key(collection.record_table, record_key), record_value));
@@ -407,8 +434,114 @@ impl<'a> Applier<'a> {
         Ok(true)
     }
 
-    /// Applies a parsed oplog entry (replay or a secondary).
+    /// Applies a parsed oplog entry (replay or a secondary), with the
+    /// session bookkeeping of a retryable write's entry.
     pub fn apply_entry(&mut self, entry: &OplogEntry) -> Result<()> {
+        self.capture_images = entry.needs_retry_image.is_some();
+        self.apply_operation(entry)?;
+        if let Some(session) = &entry.session {
+            let optime = OpTime::new(entry.ts, entry.term);
+            let images = self.images.take();
+            self.upsert_transaction(&session.lsid, session.txn_number, optime, entry.wall)?;
+            if let Some(kind) = entry.needs_retry_image {
+                self.upsert_image(&session.lsid, session.txn_number, entry.ts, kind, images)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The bookkeeping of a client's retryable write, after its document
+    /// write: the session's previous write of the same transaction number
+    /// (for the entry's `prevOpTime`), the new `config.transactions`
+    /// record and, when asked, the retry image. `TransactionTooOld` when
+    /// the session has written with a higher transaction number.
+    pub fn record_statement(
+        &mut self,
+        session: &StatementSession,
+        retry_image: Option<RetryImage>,
+        optime: OpTime,
+        wall: bson::DateTime,
+    ) -> Result<EntrySession> {
+        let images = self.images.take();
+        let prev_op_time = match self.transaction_record(&session.lsid)? {
+            Some(record) => {
+                let txn_num = record.get_i64("txnNum").map_err(|_| bad_record(&record))?;
+                if txn_num > session.txn_number {
+                    return Err(StorageError::TransactionTooOld(format!(
+                        "Cannot start transaction {} on session {} because a newer transaction {txn_num} has already started",
+                        session.txn_number, session.lsid
+                    )));
+                }
+                let last = record.get_document("lastWriteOpTime").ok().and_then(parse_optime);
+                match (txn_num == session.txn_number, last) {
+                    (true, Some(last)) => last,
+                    (true, None) => return Err(bad_record(&record)),
+                    (false, _) => OpTime::NULL,
+                }
+            }
+            None => OpTime::NULL,
+        };
+        self.upsert_transaction(&session.lsid, session.txn_number, optime, wall)?;
+        if let Some(kind) = retry_image {
+            self.upsert_image(&session.lsid, session.txn_number, optime.ts, kind, images)?;
+        }
+        Ok(EntrySession {
+            lsid: session.lsid.clone(),
+            txn_number: session.txn_number,
+            stmt_id: Some(session.stmt_id),
+            prev_op_time,
+        })
+    }
+
+    /// The session's `config.transactions` record in the newest state.
+    fn transaction_record(&self, lsid: &Document) -> Result<Option<Document>> {
+        let Some(collection) = self.catalog.get(TRANSACTIONS_NS) else {
+            return Ok(None);
+        };
+        self.read_document(collection.record_table, &record_key(&Bson::Document(lsid.clone())))
+    }
+
+    fn upsert_transaction(&mut self, lsid: &Document, txn_number: i64, optime: OpTime, wall: bson::DateTime) -> Result<()> {
+        self.upsert_derived(TRANSACTIONS_NS, optime.ts, transaction_record(lsid, txn_number, optime, wall))
+    }
+
+    fn upsert_image(
+        &mut self,
+        lsid: &Document,
+        txn_number: i64,
+        ts: Timestamp,
+        kind: RetryImage,
+        images: Option<Images>,
+    ) -> Result<()> {
+        let image = images.and_then(|images| match kind {
+            RetryImage::Pre => images.pre,
+            RetryImage::Post => images.post,
+        });
+        self.upsert_derived(IMAGE_COLLECTION_NS, ts, image_record(lsid, txn_number, ts, kind, image))
+    }
+
+    /// Writes a derived document (see `session.rs`), creating its
+    /// collection on first use with a UUID every member derives alike.
+    fn upsert_derived(&mut self, ns: &str, ts: Timestamp, document: Document) -> Result<()> {
+        if self.catalog.get(ns).is_none() {
+            let uuid = derived_collection_uuid(ns, ts);
+            let catalog = self.catalog_mut();
+            let record_table = catalog.allocate_table();
+            let meta = CollectionMeta { ns: ns.to_string(), uuid, options: Document::new(), record_table, indexes: Vec::new() };
+            catalog.collections.insert(ns.to_string(), Arc::new(meta));
+        }
+        let collection = self.catalog.get(ns).expect("created above").clone();
+        let id = document.get("_id").expect("derived documents have an _id").clone();
+        let record_key = record_key(&id);
+        let old = self.read_document(collection.record_table, &record_key)?;
+        let bytes = encode_document(&document)?;
+        let capture = std::mem::replace(&mut self.capture_images, false);
+        let result = self.write_document(&collection, &record_key, old.as_ref(), Some((&document, bytes)));
+        self.capture_images = capture;
+        result
+    }
+
+    fn apply_operation(&mut self, entry: &OplogEntry) -> Result<()> {
         match entry.op {
             OpKind::Noop => Ok(()),
             OpKind::Insert => {
@@ -482,6 +615,10 @@ impl<'a> Applier<'a> {
     }
 }
 
+fn bad_record(record: &Document) -> StorageError {
+    StorageError::Corruption(format!("{TRANSACTIONS_NS} holds a malformed record: {record}"))
+}
+
 pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageError {
     let key_value = decode_key(index_key, &index.pattern).unwrap_or_default();
     StorageError::DuplicateKey {
@@ -496,7 +633,7 @@ pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageEr
 pub fn encode_document(document: &Document) -> Result<Value> {
     let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
     if bytes.len() > DOCUMENT_BYTES_MAX {
-        return Err(StorageError::InvalidDocument(format!(
+        return Err(StorageError::DocumentTooLarge(format!(
             "object to insert too large. size in bytes: {}, max size: {DOCUMENT_BYTES_MAX}",
             bytes.len()
         )));

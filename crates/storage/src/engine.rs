@@ -17,17 +17,26 @@
 //!   timestamp find nothing (`Ok(None)`, empty, 0) rather than an error;
 //!   `scan_index` with an unknown index name answers `IndexNotFound`.
 //!
+//! - Client writes commit only while the write gate is open (checked in
+//!   the commit's critical section), with the gate's term; entries from a
+//!   sync source go through `apply_batch` instead, which bypasses the gate
+//!   and makes each batch visible whole.
+//!
 //! The engine's parts: `lock_file` (one process per dbpath), `redb_engine`
 //! behind `kv` (checkpoints), `mvcc` (versions above the checkpoint),
 //! `catalog`, `journal` (the oplog), `apply` (one entry's changes),
-//! `checkpoint` and `recovery`. Writes follow one path (`Inner::commit`):
-//! tick the clock, compute the entry's changes against the newest state
-//! (checks first, nothing written yet), append the entry to the journal,
-//! commit the changes to memory at the entry's timestamp, publish it.
+//! `checkpoint` and `recovery`, `local_store` (the local documents); here,
+//! `write_gate`, `apply_batch`, `cluster_time` and `local_view` (local
+//! documents as collections). Client writes follow one path
+//! (`Inner::commit`): check the gate, tick the clock, compute the entry's
+//! changes against the newest state (checks first, nothing written yet),
+//! add a retryable write's session bookkeeping, append the entry to the
+//! journal, commit the changes to memory at the entry's timestamp, publish
+//! it.
 
 use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,16 +51,26 @@ use crate::apply::{
 };
 use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
 use crate::io::{IoBackend, StdIo};
-use crate::journal::{Journal, JournalOptions};
+use crate::journal::{EntryMeta, Journal, JournalOptions};
 use crate::kv::KvEngine;
+use crate::local_store::{LocalDocuments, LocalStore};
 use crate::lock_file::{create_data_directory, LockFile};
 use crate::mvcc::{ReadView, VersionedStore};
-use crate::oplog_entry::{build_raw, command_namespace, split_namespace, OpKind, OplogEntry};
+use crate::oplog_entry::{build_raw, command_namespace, split_namespace, EntryFields, OpKind, OplogEntry};
 use crate::poison::PoisonPolicy;
+use crate::position::{Position, PositionCell};
+use local_view::{is_local_namespace, local_collection_info, local_document, local_get, local_namespaces, local_scan};
+use crate::session::{RetryImage, StatementSession};
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
+mod apply_batch;
+mod cluster_time;
+mod local_view;
 mod validate;
+mod write_gate;
+
+pub use write_gate::WriteGate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;
 
@@ -74,6 +93,11 @@ pub struct EngineOptions {
     /// it (`--accept-journal-loss`): the writes it held are given up on
     /// purpose. Without it such an open fails with `JournalLost`.
     pub accept_journal_loss: bool,
+    /// A replica set member (`--replSet`): nothing is checkpointed past the
+    /// stable timestamp (the commit point, so that a rollback can always
+    /// reach it), the write gate starts closed, and clients may not write
+    /// to the `local` database.
+    pub replicated: bool,
 }
 
 impl EngineOptions {
@@ -85,6 +109,7 @@ impl EngineOptions {
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             poison_policy: PoisonPolicy::default(),
             accept_journal_loss: false,
+            replicated: false,
         }
     }
 }
@@ -195,6 +220,9 @@ const DURABLE_RECHECK_INTERVAL: std::time::Duration = std::time::Duration::from_
 /// The write lock's state. Guarded by `Inner::write`.
 pub(crate) struct WriteState {
     pub clock: OplogClock,
+    /// Whether client writes are taken, and the term their entries carry.
+    /// Checked by every client write in the critical section of its commit.
+    pub gate: WriteGate,
 }
 
 /// Everything shared by the engine, its readers and its threads.
@@ -210,19 +238,24 @@ pub(crate) struct Inner {
     pub catalog: RwLock<CatalogHistory>,
     /// The oplog (locks internally).
     pub journal: Journal,
+    /// The durable documents of `local` that are not oplog entries (locks
+    /// internally).
+    pub local: LocalStore,
     /// The single write lock: every change of data, catalog and journal.
     pub write: Mutex<WriteState>,
-    /// Timestamp of the newest applied and visible entry (as u64); written
-    /// under `write` after the entry's changes are in memory.
-    pub visible_ts: AtomicU64,
-    /// Term of that entry.
-    pub last_applied_term: AtomicI64,
-    /// Term written into new entries (UNINITIALIZED_TERM on a standalone).
-    pub term: AtomicI64,
+    /// The newest applied and visible entry: its timestamp (readers at
+    /// `Latest` read at it), term and wall date. Stored under `write` after
+    /// the entry's (or the batch's) changes are in memory.
+    pub applied: PositionCell,
+    /// The greatest cluster time seen: advanced by gossip without any lock,
+    /// and by every timestamp the oplog clock hands out or an applied batch
+    /// brings (as u64). The clock never ticks at or below it.
+    pub cluster_time: AtomicU64,
     /// Fires after each entry becomes visible (tailable oplog cursors).
     pub visible_tx: tokio::sync::watch::Sender<Timestamp>,
     /// The stable timestamp when replication sets one; None on a standalone
-    /// (the journal's durable timestamp is used).
+    /// (the journal's durable timestamp is used). A replicated engine starts
+    /// at its checkpoint's timestamp. Only grows.
     pub stable_ts: Mutex<Option<Timestamp>>,
     /// Serializes checkpoints and rollbacks.
     pub checkpoint_lock: Mutex<()>,
@@ -247,12 +280,19 @@ pub struct Engine {
 pub struct Writer<'a> {
     engine: &'a Engine,
     state: MutexGuard<'a, WriteState>,
+    /// The retryable-write statement the next inserts, updates and deletes
+    /// belong to (`set_session`).
+    session: Option<StatementSession>,
+    /// The image the next update or delete keeps for a findAndModify retry.
+    retry_image: Option<RetryImage>,
 }
 
 pub struct Reader {
     inner: Arc<Inner>,
     view: ReadView,
     catalog: Arc<Catalog>,
+    /// The local documents when the reader was made.
+    local: LocalDocuments,
 }
 
 fn wall_clock_secs() -> u32 {
@@ -277,9 +317,15 @@ fn raw_from_bytes(bytes: Vec<u8>) -> Result<RawDocumentBuf> {
     RawDocumentBuf::from_bytes(bytes).map_err(|e| StorageError::Corruption(format!("oplog entry is not BSON: {e}")))
 }
 
+/// A retryable write's statement, for one commit.
+pub(crate) struct StatementPlan<'s> {
+    pub session: &'s StatementSession,
+    pub retry_image: Option<RetryImage>,
+}
+
 impl Inner {
     pub(crate) fn visible(&self) -> Timestamp {
-        Timestamp::from_u64(self.visible_ts.load(Ordering::Acquire))
+        self.applied.ts()
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -292,39 +338,83 @@ impl Inner {
         Ok(())
     }
 
+    /// Refuses a client write to the `local` database of a replica set
+    /// member: every client write is an oplog entry, and `local` must never
+    /// replicate (the `LocalStore` is the only way to write there).
+    pub(crate) fn check_client_namespace(&self, ns: &str) -> Result<()> {
+        if self.options.replicated && (ns == "local" || ns.starts_with("local.")) {
+            return Err(StorageError::IllegalOperation(format!(
+                "cannot write to '{ns}': the local database of a replica set member is not replicated"
+            )));
+        }
+        Ok(())
+    }
+
     /// Makes an entry's changes visible: the store and catalog first, then
-    /// the timestamp readers use.
-    pub(crate) fn publish(&self, ts: Timestamp, term: i64, applier_changes: Applier<'_>) {
+    /// the position readers use.
+    pub(crate) fn publish(&self, position: Position, applier_changes: Applier<'_>) {
+        let ts = position.optime.ts;
         let Applier { catalog, catalog_changed, changes, .. } = applier_changes;
         self.store.write(ts, changes);
         if catalog_changed {
             self.catalog.write().push(ts, catalog);
         }
-        self.last_applied_term.store(term, Ordering::Release);
-        self.visible_ts.store(ts.as_u64(), Ordering::Release);
-        self.visible_tx.send_replace(ts);
+        self.make_visible(position);
     }
 
-    /// The write path of every entry: tick, compute (all checks), append
-    /// to the journal, commit to memory, publish.
+    /// Moves the position readers read at (one entry's, or a whole
+    /// batch's): after this, `Latest` readers and the oplog tail see
+    /// everything up to it. Called under `write`.
+    pub(crate) fn make_visible(&self, position: Position) {
+        self.applied.store(position);
+        self.visible_tx.send_replace(position.optime.ts);
+    }
+
+    /// The write path of every client entry: the gate, tick, compute (all
+    /// checks), the session bookkeeping, append to the journal, commit to
+    /// memory, publish. The gate is read under the write lock, in the same
+    /// critical section as the commit, so a stepdown that closes it cannot
+    /// interleave with a write.
     fn commit(
         &self,
         state: &mut WriteState,
+        statement: Option<StatementPlan<'_>>,
         compute: impl FnOnce(&mut Applier<'_>, Timestamp) -> Result<Option<EntryPlan>>,
     ) -> Result<Option<OpTime>> {
         self.check_writable()?;
-        let ts = state.clock.tick(wall_clock_secs());
+        let WriteGate::Open { term } = state.gate else {
+            return Err(StorageError::NotWritablePrimary);
+        };
+        let ts = self.tick(&mut state.clock);
         let catalog = self.catalog.read().latest();
         let mut applier = Applier::new(&self.store, &catalog, Strictness::Write);
+        applier.capture_images = statement.as_ref().is_some_and(|s| s.retry_image.is_some());
         let Some(plan) = compute(&mut applier, ts)? else {
             return Ok(None);
         };
-        let term = self.term.load(Ordering::Acquire);
+        self.check_client_namespace(&plan.ns)?;
+        let optime = OpTime::new(ts, term);
         let wall = bson::DateTime::now();
-        let bytes = build_raw(ts, term, plan.op, &plan.ns, plan.ui, &plan.o, plan.o2.as_deref(), wall);
-        self.journal.append(ts, &bytes)?;
-        self.publish(ts, term, applier);
-        Ok(Some(OpTime::new(ts, term)))
+        let session = match &statement {
+            Some(statement) => Some(applier.record_statement(statement.session, statement.retry_image, optime, wall)?),
+            None => None,
+        };
+        let bytes = build_raw(&EntryFields {
+            ts,
+            term,
+            op: plan.op,
+            ns: &plan.ns,
+            ui: plan.ui,
+            o: &plan.o,
+            o2: plan.o2.as_deref(),
+            wall,
+            session: session.as_ref(),
+            needs_retry_image: statement.and_then(|s| s.retry_image),
+        });
+        let meta = EntryMeta { term, wall_ms: wall.timestamp_millis() };
+        self.journal.append_with_meta(ts, meta, &bytes)?;
+        self.publish(Position::new(optime, meta.wall_ms), applier);
+        Ok(Some(optime))
     }
 
     fn reader_at(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
@@ -342,7 +432,7 @@ impl Inner {
             };
             if let Some(view) = self.store.view(ts) {
                 let catalog = history.at(ts);
-                return Ok(Reader { inner: self.clone(), view, catalog });
+                return Ok(Reader { inner: self.clone(), view, catalog, local: self.local.snapshot() });
             }
             // A checkpoint may pass a Latest timestamp read a moment ago;
             // the newer visible timestamp is then above it.
@@ -386,20 +476,28 @@ impl Engine {
             size_cap_bytes: options.oplog_size_bytes,
             poison_policy: options.poison_policy,
         };
-        let recovered = crate::recovery::recover(&options, io, journal_options)?;
-        let (visible_tx, _) = tokio::sync::watch::channel(recovered.last_applied.ts);
+        let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
+        let local = LocalStore::open(&options.dbpath, io, options.poison_policy)?;
+        let last_applied = recovered.last_applied;
+        let (visible_tx, _) = tokio::sync::watch::channel(last_applied.optime.ts);
+        // A member takes no client write until replication opens the gate
+        // with its term; a standalone's entries carry the uninitialized term.
+        let gate = if options.replicated { WriteGate::Closed } else { WriteGate::Open { term: UNINITIALIZED_TERM } };
+        // A member must be able to roll back to its commit point: until the
+        // first one is known, checkpoints stay where recovery found them.
+        let stable_ts = options.replicated.then(|| recovered.store.checkpoint_ts());
         let inner = Arc::new(Inner {
             options,
             kv: recovered.kv,
             store: recovered.store,
             catalog: RwLock::new(recovered.catalog),
             journal: recovered.journal,
-            write: Mutex::new(WriteState { clock: OplogClock::new(recovered.last_applied.ts) }),
-            visible_ts: AtomicU64::new(recovered.last_applied.ts.as_u64()),
-            last_applied_term: AtomicI64::new(recovered.last_applied.term),
-            term: AtomicI64::new(recovered.last_applied.term.max(UNINITIALIZED_TERM)),
+            local,
+            write: Mutex::new(WriteState { clock: OplogClock::new(last_applied.optime.ts), gate }),
+            applied: PositionCell::new(last_applied),
+            cluster_time: AtomicU64::new(last_applied.optime.ts.as_u64()),
             visible_tx,
-            stable_ts: Mutex::new(None),
+            stable_ts: Mutex::new(stable_ts),
             checkpoint_lock: Mutex::new(()),
             poisoned: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
@@ -453,15 +551,40 @@ impl Engine {
     }
 
     pub fn list_databases(&self) -> Vec<String> {
-        self.inner.catalog.read().latest().databases()
+        let mut databases = self.inner.catalog.read().latest().databases();
+        if !self.inner.local.names().is_empty() && !databases.iter().any(|db| db == "local") {
+            databases.push("local".to_string());
+            databases.sort();
+        }
+        databases
     }
 
+    /// The collections of `db`, in namespace order; in `local`, the local
+    /// documents' collections too (see `local_view.rs`).
     pub fn list_collections(&self, db: &str) -> Vec<CollectionInfo> {
-        self.inner.catalog.read().latest().collections_in(db).iter().map(|c| c.info()).collect()
+        let mut collections: Vec<CollectionInfo> =
+            self.inner.catalog.read().latest().collections_in(db).iter().map(|c| c.info()).collect();
+        if db == "local" {
+            let local = self.inner.local.snapshot();
+            collections.retain(|c| local_document(&local, &c.ns).is_none());
+            collections.extend(local_namespaces(&local).map(|ns| local_collection_info(&ns)));
+            collections.sort_by(|a, b| a.ns.cmp(&b.ns));
+        }
+        collections
     }
 
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        if is_local_namespace(ns) && local_document(&self.inner.local.snapshot(), ns).is_some() {
+            return Some(local_collection_info(ns));
+        }
         self.inner.catalog.read().latest().get(ns).map(|c| c.info())
+    }
+
+    /// The durable documents of `local` that are not oplog entries (a
+    /// member's vote, config, rollback id): `read` / `write` by name,
+    /// durable on return; readable through `find` on `local.<name>`.
+    pub fn local(&self) -> &LocalStore {
+        &self.inner.local
     }
 
     /// Logs `{op: "c", o: {create: coll, ...options}}`. `NamespaceExists` if present.
@@ -476,7 +599,7 @@ impl Engine {
         let entry_ns = command_namespace(db);
         let o = doc! {"drop": coll};
         let mut writer = self.writer();
-        let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+        let optime = self.inner.commit(&mut writer.state, None, |applier, ts| {
             let ui = applier.catalog.get(ns).map(|c| c.uuid);
             applier.drop_collection(ns, ts)?;
             Ok(Some(EntryPlan { op: OpKind::Command, ns: entry_ns, ui, o: raw(&o)?, o2: None }))
@@ -487,7 +610,7 @@ impl Engine {
     /// `None` when the database held nothing.
     pub fn drop_database(&self, db: &str) -> Result<Option<OpTime>> {
         let mut writer = self.writer();
-        self.inner.commit(&mut writer.state, |applier, ts| {
+        self.inner.commit(&mut writer.state, None, |applier, ts| {
             if applier.drop_database(db, ts)? == 0 {
                 return Ok(None);
             }
@@ -504,11 +627,12 @@ impl Engine {
     pub fn rename_collection(&self, from: &str, to: &str, drop_target: bool) -> Result<OpTime> {
         let (from_db, _) = split_namespace(from).ok_or_else(|| StorageError::NamespaceNotFound(from.to_string()))?;
         if split_namespace(to).is_none() {
-            return Err(StorageError::InvalidDocument(format!("Invalid target namespace: {to}")));
+            return Err(StorageError::InvalidNamespace(format!("Invalid target namespace: {to}")));
         }
+        self.inner.check_client_namespace(to)?;
         let o = doc! {"renameCollection": from, "to": to, "dropTarget": drop_target};
         let mut writer = self.writer();
-        let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+        let optime = self.inner.commit(&mut writer.state, None, |applier, ts| {
             let ui = applier.catalog.get(from).map(|c| c.uuid);
             applier.rename_collection(from, to, drop_target, ts)?;
             Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(from_db), ui, o: raw(&o)?, o2: None }))
@@ -541,7 +665,7 @@ impl Engine {
                 "sparse": spec.sparse,
             };
             let uuid = existing.uuid;
-            let optime = self.inner.commit(&mut writer.state, |applier, _ts| {
+            let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
                 applier.create_index(ns, spec)?;
                 Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
             })?;
@@ -575,7 +699,7 @@ impl Engine {
         for name in targets {
             let o = doc! {"dropIndexes": coll, "index": name.clone()};
             let uuid = collection.uuid;
-            let optime = self.inner.commit(&mut writer.state, |applier, ts| {
+            let optime = self.inner.commit(&mut writer.state, None, |applier, ts| {
                 applier.drop_index(ns, &name, ts)?;
                 Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
             })?;
@@ -586,14 +710,14 @@ impl Engine {
 
     /// Takes the write lock.
     pub fn writer(&self) -> Writer<'_> {
-        Writer { engine: self, state: self.inner.write.lock() }
+        Writer { engine: self, state: self.inner.write.lock(), session: None, retry_image: None }
     }
 
     /// The write lock if it is free now, without waiting: callers on an
     /// async worker write inline when nobody holds it, and move off the
     /// worker only when they would have to wait.
     pub fn try_writer(&self) -> Option<Writer<'_>> {
-        self.inner.write.try_lock().map(|state| Writer { engine: self, state })
+        self.inner.write.try_lock().map(|state| Writer { engine: self, state, session: None, retry_image: None })
     }
 
     pub fn reader(self: &Arc<Self>, at: ReadAt) -> Result<Reader> {
@@ -634,15 +758,33 @@ impl Engine {
     }
 
     pub fn last_applied(&self) -> OpTime {
-        OpTime::new(self.inner.visible(), self.inner.last_applied_term.load(Ordering::Acquire))
+        self.inner.applied.load().optime
     }
 
-    /// The durable position. Its term is the newest entry's term (terms
-    /// only change at elections, after which the first entry of a term is
-    /// made durable before others follow).
+    /// The newest applied entry's position and its `wall` date (ms).
+    pub fn last_applied_wall(&self) -> (OpTime, i64) {
+        let position = self.inner.applied.load();
+        (position.optime, position.wall_ms)
+    }
+
+    /// The durable position: the newest entry that is both fsynced and
+    /// visible, with its own term.
     pub fn last_durable(&self) -> OpTime {
-        let durable = self.inner.journal.durable_ts().min(self.inner.visible());
-        OpTime::new(durable, self.inner.last_applied_term.load(Ordering::Acquire))
+        self.last_durable_wall().0
+    }
+
+    /// `last_durable` with the entry's `wall` date (ms). Both come from
+    /// memory: the journal keeps the durable entry's term and date.
+    pub fn last_durable_wall(&self) -> (OpTime, i64) {
+        // The applied position first: whatever the journal says afterwards
+        // is at least as new, and an entry both durable and visible is at
+        // or below it.
+        let applied = self.inner.applied.load();
+        let (durable_ts, meta) = self.inner.journal.durable_position();
+        if durable_ts >= applied.optime.ts {
+            return (applied.optime, applied.wall_ms);
+        }
+        (OpTime::new(durable_ts, meta.term), meta.wall_ms)
     }
 
     pub fn checkpoint_timestamp(&self) -> Timestamp {
@@ -657,8 +799,11 @@ impl Engine {
         crate::checkpoint::checkpoint(&self.inner)
     }
 
-    /// Sets the stable timestamp (replication: the commit point). Without
-    /// it a standalone checkpoints up to the journal's durable timestamp.
+    /// Sets the stable timestamp (replication: the commit point); it never
+    /// moves back. No checkpoint goes past it, so that `rollback_to` any
+    /// timestamp at or above it works. Without it a standalone checkpoints
+    /// up to the journal's durable timestamp; a replicated engine starts at
+    /// its recovered checkpoint's timestamp.
     pub fn set_stable_timestamp(&self, ts: Timestamp) {
         let mut stable = self.inner.stable_ts.lock();
         if stable.is_none_or(|current| ts > current) {
@@ -666,15 +811,42 @@ impl Engine {
         }
     }
 
-    /// The term written into new entries (replication sets it on election).
-    pub fn set_term(&self, term: i64) {
-        self.inner.term.store(term, Ordering::Release);
+    /// The stable timestamp checkpoints are bounded by, when one is set.
+    pub fn stable_timestamp(&self) -> Option<Timestamp> {
+        *self.inner.stable_ts.lock()
+    }
+
+    /// Opens or closes the write gate, under the write lock: a write in
+    /// progress finishes first, and no client write commits after `Closed`
+    /// returns. `Open { term }` makes `term` the `t` of every later entry a
+    /// client write makes (replication opens it on election, with the new
+    /// term; a standalone is `Open { term: -1 }` from the start).
+    pub fn set_write_gate(&self, gate: WriteGate) {
+        let mut state = self.inner.write.lock();
+        if let WriteGate::Open { term } = gate {
+            assert!(term >= UNINITIALIZED_TERM, "a gate opened with term {term}");
+        }
+        state.gate = gate;
+    }
+
+    pub fn write_gate(&self) -> WriteGate {
+        self.inner.write.lock().gate
     }
 
     /// Discards every version and oplog entry above `ts` (which must be at
-    /// or above the checkpoint timestamp).
+    /// or above the checkpoint timestamp; a replicated engine keeps its
+    /// checkpoint at or below the stable timestamp, so any `ts` at or above
+    /// that works). The write gate must be closed: a rollback under a node
+    /// taking writes would discard acknowledged ones. Data, indexes, the
+    /// catalog and the session records (`config.transactions`, images) go
+    /// back together, as do the applied and durable positions; the oplog
+    /// clock and the cluster time do not (they only grow), and neither do
+    /// the local documents.
     pub fn rollback_to(&self, ts: Timestamp) -> Result<()> {
-        let _writer = self.writer();
+        let writer = self.writer();
+        if writer.state.gate != WriteGate::Closed {
+            return Err(StorageError::IllegalOperation(format!("cannot roll back to {ts}: the write gate is open")));
+        }
         let _checkpoint = self.inner.checkpoint_lock.lock();
         let checkpoint_ts = self.inner.store.checkpoint_ts();
         if ts < checkpoint_ts {
@@ -687,13 +859,16 @@ impl Engine {
         self.inner.journal.truncate_after(ts)?;
         self.inner.store.rollback_to(ts);
         self.inner.catalog.write().rollback_to(ts);
-        let term = match self.inner.journal.read_newest(1)?.first() {
-            Some((_, bytes)) => OplogEntry::from_bytes(bytes)?.term,
-            None => self.inner.term.load(Ordering::Acquire),
+        let position = match self.inner.journal.read_newest(1)?.first() {
+            Some((_, bytes)) => {
+                let entry = OplogEntry::from_bytes(bytes)?;
+                Position::new(OpTime::new(entry.ts, entry.term), entry.wall.timestamp_millis())
+            }
+            None => Position::new(OpTime::new(ts, UNINITIALIZED_TERM), 0),
         };
-        self.inner.last_applied_term.store(term, Ordering::Release);
-        self.inner.visible_ts.store(ts.as_u64(), Ordering::Release);
-        self.inner.visible_tx.send_replace(ts);
+        assert!(position.optime.ts <= ts, "the journal kept an entry above the rollback point");
+        self.inner.make_visible(Position { optime: OpTime::new(ts, position.optime.term), ..position });
+        drop(writer);
         tracing::info!(target: "storage", to = %ts, "rolled back");
         Ok(())
     }
@@ -708,39 +883,30 @@ impl Engine {
 
     /// The newest `max_entries` oplog entries, newest first (`$natural: -1`).
     pub fn oplog_read_newest(&self, max_entries: usize) -> Result<Vec<RawDocumentBuf>> {
-        let visible = self.inner.visible();
-        let entries = self.inner.journal.read_newest(max_entries)?;
-        entries.into_iter().filter(|(ts, _)| *ts <= visible).map(|(_, bytes)| raw_from_bytes(bytes)).collect()
+        self.oplog_read_newest_at_or_before(Timestamp::MAX, max_entries)
+    }
+
+    /// The oplog read backwards from `ts`: the newest `max_entries` visible
+    /// entries at or before it, newest first (a rollback's common point
+    /// search).
+    pub fn oplog_read_newest_at_or_before(&self, ts: Timestamp, max_entries: usize) -> Result<Vec<RawDocumentBuf>> {
+        let at_or_before = ts.min(self.inner.visible());
+        let entries = self.inner.journal.read_newest_at_or_before(at_or_before, max_entries)?;
+        entries.into_iter().map(|(_, bytes)| raw_from_bytes(bytes)).collect()
+    }
+
+    /// The visible entry at exactly `ts` (a retried write's history, walked
+    /// along `prevOpTime`): one index lookup, no scan.
+    pub fn oplog_entry(&self, ts: Timestamp) -> Result<Option<RawDocumentBuf>> {
+        if ts > self.inner.visible() {
+            return Ok(None);
+        }
+        self.inner.journal.read_entry(ts)?.map(raw_from_bytes).transpose()
     }
 
     /// Changes whenever a new oplog entry becomes visible (tailable cursors).
     pub fn oplog_watch(&self) -> tokio::sync::watch::Receiver<Timestamp> {
         self.inner.visible_tx.subscribe()
-    }
-
-    /// Applies oplog entries written elsewhere, at their own timestamps
-    /// (recovery uses the same path; secondaries will).
-    pub fn apply_oplog_entries(&self, entries: &[Document]) -> Result<()> {
-        let mut writer = self.writer();
-        for document in entries {
-            self.inner.check_writable()?;
-            let entry = OplogEntry::from_document(document)?;
-            let visible = self.inner.visible();
-            if entry.ts <= visible {
-                return Err(StorageError::InvalidDocument(format!(
-                    "oplog entry at {} is not after the last applied {visible}",
-                    entry.ts
-                )));
-            }
-            let catalog = self.inner.catalog.read().latest();
-            let mut applier = Applier::new(&self.inner.store, &catalog, Strictness::Replay);
-            applier.apply_entry(&entry)?;
-            let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-            self.inner.journal.append(entry.ts, &bytes)?;
-            writer.state.clock.advance_to(entry.ts);
-            self.inner.publish(entry.ts, entry.term, applier);
-        }
-        Ok(())
     }
 
     /// The `failJournalFsync` fail point (test commands only): when
@@ -872,12 +1038,37 @@ impl Writer<'_> {
         self.engine.inner.catalog.read().latest()
     }
 
+    /// Makes the following inserts, updates and deletes of this writer
+    /// statements of a retryable write (None: plain writes again). Their
+    /// entries carry `lsid`, `txnNumber`, `stmtId` and `prevOpTime`, and
+    /// each commit records the write in `config.transactions` (see
+    /// `session.rs`). `TransactionTooOld` when the session has already
+    /// written with a higher transaction number. The implicit create of a
+    /// missing collection is not part of the statement.
+    pub fn set_session(&mut self, session: Option<StatementSession>) {
+        self.session = session;
+    }
+
+    /// `set_session` for a writer made for one statement.
+    pub fn with_session(mut self, session: StatementSession) -> Self {
+        self.session = Some(session);
+        self
+    }
+
+    /// Makes the following updates and deletes of this writer's session
+    /// keep the document's pre- or post-image for a findAndModify retry
+    /// (`needsRetryImage`, `config.image_collection`). Ignored without a
+    /// session.
+    pub fn set_retry_image(&mut self, image: Option<RetryImage>) {
+        self.retry_image = image;
+    }
+
     fn create_collection(&mut self, ns: &str, options: Document) -> Result<OpTime> {
-        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::InvalidDocument(format!("Invalid namespace: {ns}")))?;
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::InvalidNamespace(format!("Invalid namespace: {ns}")))?;
         let mut o = doc! {"create": coll};
         o.extend(options.clone());
         let uuid = bson::Uuid::new();
-        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+        let optime = self.engine.inner.commit(&mut self.state, None, |applier, _ts| {
             applier.create_collection(ns, options, uuid)?;
             Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
         })?;
@@ -911,7 +1102,10 @@ impl Writer<'_> {
         }
         let bytes = encode_document(&document)?;
         let collection = self.ensure_collection(ns)?;
-        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+        // An inserted document is its own image: the entry's `o` answers a
+        // retried upsert, so an insert keeps none.
+        let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: None });
+        let optime = self.engine.inner.commit(&mut self.state, statement, |applier, _ts| {
             applier.insert(ns, &document, bytes.clone())?;
             let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
             Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
@@ -927,7 +1121,8 @@ impl Writer<'_> {
     pub fn update(&mut self, ns: &str, id: &Bson, new_document: Document, oplog_update: Document) -> Result<OpTime> {
         let bytes = encode_document(&new_document)?;
         let o2 = doc! {"_id": id.clone()};
-        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+        let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: self.retry_image });
+        let optime = self.engine.inner.commit(&mut self.state, statement, |applier, _ts| {
             let ui = applier.catalog.get(ns).map(|c| c.uuid);
             if !applier.update_to(ns, id, &new_document, bytes)? {
                 return Err(StorageError::InvalidDocument(format!("no document with _id {id} to update in {ns}")));
@@ -941,7 +1136,8 @@ impl Writer<'_> {
     /// is none (callers delete what they just read).
     pub fn delete(&mut self, ns: &str, id: &Bson) -> Result<OpTime> {
         let o = doc! {"_id": id.clone()};
-        let optime = self.engine.inner.commit(&mut self.state, |applier, _ts| {
+        let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: self.retry_image });
+        let optime = self.engine.inner.commit(&mut self.state, statement, |applier, _ts| {
             let ui = applier.catalog.get(ns).map(|c| c.uuid);
             if !applier.delete(ns, id)? {
                 return Err(StorageError::InvalidDocument(format!("no document with _id {id} to delete in {ns}")));
@@ -955,7 +1151,7 @@ impl Writer<'_> {
     /// entry of its term).
     pub fn noop(&mut self, message: &str) -> Result<OpTime> {
         let o = doc! {"msg": message};
-        let optime = self.engine.inner.commit(&mut self.state, |_applier, _ts| {
+        let optime = self.engine.inner.commit(&mut self.state, None, |_applier, _ts| {
             Ok(Some(EntryPlan { op: OpKind::Noop, ns: String::new(), ui: None, o: raw(&o)?, o2: None }))
         })?;
         Ok(optime.expect("noop always logs"))
@@ -1044,10 +1240,31 @@ impl Reader {
 
     /// The collection as of this reader's timestamp.
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
+        if local_document(&self.local, ns).is_some() {
+            return Some(local_collection_info(ns));
+        }
         self.catalog.get(ns).map(|c| c.info())
     }
 
+    /// The session's `config.transactions` record (`{_id: lsid, txnNum,
+    /// lastWriteOpTime, lastWriteDate}`) as of this reader: where a retried
+    /// write starts walking its `prevOpTime` chain (`Engine::oplog_entry`).
+    pub fn session_record(&self, lsid: &Document) -> Result<Option<Document>> {
+        self.get(crate::session::TRANSACTIONS_NS, &Bson::Document(lsid.clone()))
+    }
+
+    /// The session's findAndModify image (`config.image_collection`:
+    /// `{_id: lsid, txnNum, ts, imageKind, image | invalidated}`) as of this
+    /// reader; it answers a retry only when its `txnNum` and `ts` are the
+    /// retried statement's.
+    pub fn retry_image(&self, lsid: &Document) -> Result<Option<Document>> {
+        self.get(crate::session::IMAGE_COLLECTION_NS, &Bson::Document(lsid.clone()))
+    }
+
     pub fn get(&self, ns: &str, id: &Bson) -> Result<Option<Document>> {
+        if let Some(document) = local_document(&self.local, ns) {
+            return Ok(local_get(document, id));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(None);
         };
@@ -1060,6 +1277,9 @@ impl Reader {
 
     /// Documents in record-key (`_id`) order within the key range.
     pub fn scan(&self, ns: &str, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Document)>> {
+        if let Some(document) = local_document(&self.local, ns) {
+            return Ok(local_scan(document, &start, &end, limit));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(Vec::new());
         };
@@ -1081,24 +1301,15 @@ impl Reader {
         resume_after: Option<(Vec<u8>, Vec<u8>)>,
         limit: usize,
     ) -> Result<Vec<IndexEntry>> {
+        if index_name == "_id_" {
+            return self.scan_id_index(ns, start, end, reverse, resume_after, limit);
+        }
+        if local_document(&self.local, ns).is_some() {
+            return Err(StorageError::IndexNotFound(format!("index not found with name [{index_name}]")));
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(Vec::new());
         };
-        if index_name == "_id_" {
-            let (mut start, mut end) = (start, end);
-            if let Some((_, record_key)) = resume_after {
-                if reverse {
-                    end = tighter_upper(end, record_key);
-                } else {
-                    start = tighter_lower(start, record_key);
-                }
-            }
-            let documents = self.scan(ns, start, end, reverse, limit)?;
-            return Ok(documents
-                .into_iter()
-                .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
-                .collect());
-        }
         let index = collection
             .index(index_name)
             .ok_or_else(|| StorageError::IndexNotFound(format!("index not found with name [{index_name}]")))?;
@@ -1129,7 +1340,35 @@ impl Reader {
         Ok(out)
     }
 
+    /// `scan_index` of `_id_`: the record table itself.
+    fn scan_id_index(
+        &self,
+        ns: &str,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        reverse: bool,
+        resume_after: Option<(Vec<u8>, Vec<u8>)>,
+        limit: usize,
+    ) -> Result<Vec<IndexEntry>> {
+        let (mut start, mut end) = (start, end);
+        if let Some((_, record_key)) = resume_after {
+            if reverse {
+                end = tighter_upper(end, record_key);
+            } else {
+                start = tighter_lower(start, record_key);
+            }
+        }
+        let documents = self.scan(ns, start, end, reverse, limit)?;
+        Ok(documents
+            .into_iter()
+            .map(|(record_key, document)| IndexEntry { index_key: record_key.clone(), record_key, document })
+            .collect())
+    }
+
     pub fn count(&self, ns: &str) -> Result<u64> {
+        if local_document(&self.local, ns).is_some() {
+            return Ok(1);
+        }
         let Some(collection) = self.collection(ns) else {
             return Ok(0);
         };

@@ -23,8 +23,33 @@ pub enum StorageError {
     IndexConflict { code: i32, message: String },
     /// A read asked for a timestamp older than the store still holds (239).
     SnapshotTooOld(String),
-    /// The document is larger than 16 MB or otherwise invalid (2/10334).
+    /// The document (or the oplog entry it makes) breaks a rule other than
+    /// its size: no `_id`, an `_id` of a refused type, an update of `_id`
+    /// (BadValue, 2).
     InvalidDocument(String),
+    /// The document, or the oplog entry it makes, is over the size limit
+    /// (BSONObjectTooLarge, 10334).
+    DocumentTooLarge(String),
+    /// A namespace that is not `db.collection` (InvalidNamespace, 73).
+    InvalidNamespace(String),
+    /// A write the node refuses in its mode, e.g. a client write to the
+    /// `local` database of a replica set member (IllegalOperation, 20).
+    IllegalOperation(String),
+    /// The write gate is closed: this node does not take writes now
+    /// (NotWritablePrimary, 10107).
+    NotWritablePrimary,
+    /// A retryable write whose transaction number is below the session's
+    /// newest one (TransactionTooOld, 225).
+    TransactionTooOld(String),
+    /// An oplog batch to apply is not in strictly increasing timestamp
+    /// order after the last applied entry, or is over the batch limits
+    /// (OplogOutOfOrder, 152). Nothing of the batch was applied.
+    OplogOutOfOrder(String),
+    /// An oplog entry to apply is malformed or cannot be applied (a fetched
+    /// entry, not the journal's: the journal's own damage is `Corruption`).
+    /// Nothing of the batch was applied; a member must stop (MongoDB
+    /// fasserts), since it cannot move past the entry.
+    InvalidOplogEntry(String),
     /// Another process holds the data directory's lock file.
     DataDirectoryLocked(String),
     /// The journal holds corrupt data that is not a torn tail: the node
@@ -61,6 +86,13 @@ impl fmt::Display for StorageError {
             StorageError::IndexConflict { message, .. } => write!(f, "{message}"),
             StorageError::SnapshotTooOld(msg) => write!(f, "snapshot too old: {msg}"),
             StorageError::InvalidDocument(msg) => write!(f, "{msg}"),
+            StorageError::DocumentTooLarge(msg) => write!(f, "{msg}"),
+            StorageError::InvalidNamespace(msg) => write!(f, "{msg}"),
+            StorageError::IllegalOperation(msg) => write!(f, "{msg}"),
+            StorageError::NotWritablePrimary => write!(f, "not primary"),
+            StorageError::TransactionTooOld(msg) => write!(f, "{msg}"),
+            StorageError::OplogOutOfOrder(msg) => write!(f, "oplog batch out of order: {msg}"),
+            StorageError::InvalidOplogEntry(msg) => write!(f, "oplog entry cannot be applied: {msg}"),
             StorageError::DataDirectoryLocked(msg) => write!(f, "{msg}"),
             StorageError::Corruption(msg) => write!(f, "journal corruption: {msg}"),
             StorageError::JournalLost(msg) => write!(f, "journal entries lost: {msg}"),

@@ -8,7 +8,8 @@
 //! `StdIo` is the real implementation: positional reads and writes
 //! (`pread`/`pwrite`) on `std::fs::File`, `fdatasync` through
 //! `File::sync_data`, and an fsync of the directory after files are created,
-//! renamed or removed.
+//! renamed or removed. The local documents (`local_store.rs`) go through
+//! it too.
 //!
 //! `FaultyIo` is public (not `cfg(test)`) so that integration tests and the
 //! engine's own tests can use it; nothing in the server should. Tests that
@@ -60,6 +61,9 @@ pub trait IoBackend: Send + Sync {
     /// Creates a new file for reading and writing (an error if it exists).
     fn create(&self, path: &Path) -> io::Result<Arc<dyn IoFile>>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing `to` atomically if it exists; the
+    /// new name is durable once the directory is fsynced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsyncs the directory itself, so that created and removed names
     /// survive a crash.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
@@ -156,6 +160,10 @@ impl IoBackend for StdIo {
         std::fs::remove_file(path)
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
@@ -201,6 +209,9 @@ struct FileModel {
     name_durable: bool,
     /// Bytes written to the file since its last fsync.
     written_since_sync: u64,
+    /// What the path durably held before a rename put this file there:
+    /// until the directory is fsynced, a crash brings it back.
+    restore_on_crash: Option<Vec<u8>>,
 }
 
 /// Where a held fsync is (see `FaultyIo::hold_next_sync`).
@@ -366,7 +377,15 @@ impl FaultyIo {
                 continue;
             }
             if !model.name_durable {
-                std::fs::remove_file(path)?;
+                match &model.restore_on_crash {
+                    // A rename that never became durable: the old file
+                    // is back under the name.
+                    Some(old) => {
+                        std::fs::write(path, old)?;
+                        File::open(path)?.sync_all()?;
+                    }
+                    None => std::fs::remove_file(path)?,
+                }
                 continue;
             }
             let file = OpenOptions::new().write(true).open(path)?;
@@ -554,7 +573,7 @@ impl IoBackend for FaultyIo {
             // fully durable (it was opened, not created, by this process).
             let len = inner.size_bytes()?;
             let mut state = self.state.lock();
-            let model = FileModel { synced_len: len, name_durable: true, written_since_sync: 0 };
+            let model = FileModel { synced_len: len, name_durable: true, ..FileModel::default() };
             state.files.entry(path.to_path_buf()).or_insert(model);
         }
         Ok(Arc::new(FaultyFile { inner, path: path.to_path_buf(), io: self.clone() }))
@@ -574,6 +593,32 @@ impl IoBackend for FaultyIo {
         Ok(())
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.check_power()?;
+        // What `to` durably holds now, if anything (its synced bytes): a
+        // crash before the directory is fsynced restores it.
+        let replaced = {
+            let state = self.state.lock();
+            match state.files.get(to) {
+                Some(model) if model.name_durable => {
+                    let mut bytes = std::fs::read(to)?;
+                    bytes.truncate(model.synced_len as usize);
+                    Some(bytes)
+                }
+                Some(_) => None,
+                None if to.exists() => Some(std::fs::read(to)?),
+                None => None,
+            }
+        };
+        self.inner.rename(from, to)?;
+        let mut state = self.state.lock();
+        let mut model = state.files.remove(from).unwrap_or_default();
+        model.name_durable = false;
+        model.restore_on_crash = replaced;
+        state.files.insert(to.to_path_buf(), model);
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         if self.on_sync(dir) {
             return Err(injected("directory fsync"));
@@ -583,6 +628,7 @@ impl IoBackend for FaultyIo {
         for (path, model) in state.files.iter_mut() {
             if path.parent() == Some(dir) {
                 model.name_durable = true;
+                model.restore_on_crash = None;
             }
         }
         for (path, name_durable) in state.dirs.iter_mut() {

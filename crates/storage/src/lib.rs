@@ -26,8 +26,15 @@
 //! - `apply`: applying one oplog entry to the versioned store (used by the
 //!   write path, recovery and, later, secondaries).
 //! - `checkpoint`, `recovery`: the two halves of durability for data.
-//! - `engine`: the facade (`Engine`) the server uses.
+//! - `engine`: the facade (`Engine`) the server uses; its submodules hold
+//!   the write gate, batch application and the cluster time.
+//! - `position`: the applied position (timestamp, term, wall date), read
+//!   together without a lock.
+//! - `session`: retryable-write bookkeeping (`config.transactions`, retry
+//!   images), derived from oplog entries alike on every member.
 //! - `lock_file`: `dbpath/mongod.lock`, one process per data directory.
+//! - `local_store`: the durable documents of `local` that are not oplog
+//!   entries (a member's vote, config, rollback id), under `dbpath/local/`.
 //! - `poison`: what a failed write or fsync (or a panicked durability
 //!   thread) does: log the cause and abort the process, by default.
 //!
@@ -46,11 +53,16 @@ pub mod apply;
 pub mod catalog;
 pub mod checkpoint;
 pub mod kv;
+pub mod local_store;
 pub mod lock_file;
 pub mod mvcc;
 pub mod oplog_entry;
 pub mod poison;
+pub mod position;
 pub mod recovery;
 pub mod redb_engine;
+pub mod session;
 
-pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, Writer};
+pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, WriteGate, Writer};
+pub use session::{RetryImage, StatementSession};
+pub use slipstream_clock::ClusterTimeDrift;

@@ -2,7 +2,10 @@
 //!
 //! An entry is a BSON document with MongoDB's field names and order (seed
 //! 000, Figure 1): `{ts, t, op, ns, ui, o, o2, wall}`; `o2` only for
-//! updates, `ui` only when the entry names a collection that exists.
+//! updates, `ui` only when the entry names a collection that exists. A
+//! retryable write's entry adds, after `wall`, MongoDB's `lsid`,
+//! `txnNumber`, `stmtId` and `prevOpTime`, and a findAndModify's entry
+//! `needsRetryImage` (see `session.rs`).
 //! Commands (`op: "c"`) use `ns: "<db>.$cmd"` and carry the command in
 //! `o`, e.g. `{create: "coll", ...options}`. Updates carry the document's
 //! `_id` in `o2` and the idempotent update (the `$set` of computed values,
@@ -13,8 +16,9 @@ use bson::raw::{cstr, RawBinaryRef, RawDocument, RawDocumentBuf};
 use bson::spec::BinarySubtype;
 use bson::{Bson, Document};
 
-use crate::{StorageError, Timestamp};
+use crate::session::{optime_document, parse_optime, EntrySession, RetryImage};
 use crate::timestamp::TimestampBson;
+use crate::{StorageError, Timestamp};
 
 /// The operation of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,40 +64,68 @@ pub struct OplogEntry {
     pub o: Document,
     pub o2: Option<Document>,
     pub wall: bson::DateTime,
+    /// The retryable-write fields, when the entry has `lsid` and `txnNumber`.
+    pub session: Option<EntrySession>,
+    pub needs_retry_image: Option<RetryImage>,
 }
 
 fn corrupt(message: String) -> StorageError {
     StorageError::Corruption(message)
 }
 
-/// Serializes an entry whose `o` (and `o2`) are already BSON bytes, in the
-/// field order of seed 000's Figure 1. The insert path passes the document
-/// bytes it also stores, so the document is serialized once.
-#[allow(clippy::too_many_arguments)]
-pub fn build_raw(
-    ts: Timestamp,
-    term: i64,
-    op: OpKind,
-    ns: &str,
-    ui: Option<bson::Uuid>,
-    o: &RawDocument,
-    o2: Option<&RawDocument>,
-    wall: bson::DateTime,
-) -> Vec<u8> {
+/// The fields of an entry to serialize, with `o` (and `o2`) already BSON:
+/// the insert path passes the document bytes it also stores, so the
+/// document is serialized once.
+pub struct EntryFields<'a> {
+    pub ts: Timestamp,
+    pub term: i64,
+    pub op: OpKind,
+    pub ns: &'a str,
+    pub ui: Option<bson::Uuid>,
+    pub o: &'a RawDocument,
+    pub o2: Option<&'a RawDocument>,
+    pub wall: bson::DateTime,
+    pub session: Option<&'a EntrySession>,
+    pub needs_retry_image: Option<RetryImage>,
+}
+
+impl<'a> EntryFields<'a> {
+    /// An entry without retryable-write fields.
+    pub fn plain(ts: Timestamp, term: i64, op: OpKind, ns: &'a str, o: &'a RawDocument, wall: bson::DateTime) -> Self {
+        EntryFields { ts, term, op, ns, ui: None, o, o2: None, wall, session: None, needs_retry_image: None }
+    }
+}
+
+/// Serializes an entry in the field order of seed 000's Figure 1, the
+/// retryable-write fields last.
+pub fn build_raw(fields: &EntryFields<'_>) -> Vec<u8> {
     let mut entry = RawDocumentBuf::new();
-    entry.append(cstr!("ts"), ts.to_bson());
-    entry.append(cstr!("t"), term);
-    entry.append(cstr!("op"), op.as_str());
-    entry.append(cstr!("ns"), ns);
-    if let Some(uuid) = ui {
+    entry.append(cstr!("ts"), fields.ts.to_bson());
+    entry.append(cstr!("t"), fields.term);
+    entry.append(cstr!("op"), fields.op.as_str());
+    entry.append(cstr!("ns"), fields.ns);
+    if let Some(uuid) = fields.ui {
         let bytes = uuid.bytes();
         entry.append(cstr!("ui"), RawBinaryRef { subtype: BinarySubtype::Uuid, bytes: &bytes });
     }
-    entry.append(cstr!("o"), o);
-    if let Some(o2) = o2 {
+    entry.append(cstr!("o"), fields.o);
+    if let Some(o2) = fields.o2 {
         entry.append(cstr!("o2"), o2);
     }
-    entry.append(cstr!("wall"), wall);
+    entry.append(cstr!("wall"), fields.wall);
+    if let Some(session) = fields.session {
+        let lsid = RawDocumentBuf::try_from(&session.lsid).expect("an lsid that came in as BSON serializes");
+        entry.append(cstr!("lsid"), lsid);
+        entry.append(cstr!("txnNumber"), session.txn_number);
+        if let Some(stmt_id) = session.stmt_id {
+            entry.append(cstr!("stmtId"), stmt_id);
+        }
+        let prev = RawDocumentBuf::try_from(&optime_document(session.prev_op_time)).expect("an OpTime serializes");
+        entry.append(cstr!("prevOpTime"), prev);
+    }
+    if let Some(kind) = fields.needs_retry_image {
+        entry.append(cstr!("needsRetryImage"), kind.as_str());
+    }
     entry.into_bytes()
 }
 
@@ -105,7 +137,18 @@ impl OplogEntry {
             Some(doc) => Some(RawDocumentBuf::try_from(doc).map_err(|e| StorageError::InvalidDocument(e.to_string()))?),
             None => None,
         };
-        Ok(build_raw(self.ts, self.term, self.op, &self.ns, self.ui, &o, o2.as_deref(), self.wall))
+        Ok(build_raw(&EntryFields {
+            ts: self.ts,
+            term: self.term,
+            op: self.op,
+            ns: &self.ns,
+            ui: self.ui,
+            o: &o,
+            o2: o2.as_deref(),
+            wall: self.wall,
+            session: self.session.as_ref(),
+            needs_retry_image: self.needs_retry_image,
+        }))
     }
 
     pub fn to_document(&self) -> Document {
@@ -122,6 +165,17 @@ impl OplogEntry {
             doc.insert("o2", o2.clone());
         }
         doc.insert("wall", self.wall);
+        if let Some(session) = &self.session {
+            doc.insert("lsid", session.lsid.clone());
+            doc.insert("txnNumber", session.txn_number);
+            if let Some(stmt_id) = session.stmt_id {
+                doc.insert("stmtId", stmt_id);
+            }
+            doc.insert("prevOpTime", optime_document(session.prev_op_time));
+        }
+        if let Some(kind) = self.needs_retry_image {
+            doc.insert("needsRetryImage", kind.as_str());
+        }
         doc
     }
 
@@ -176,8 +230,67 @@ impl OplogEntry {
             Some(Bson::DateTime(wall)) => *wall,
             _ => bson::DateTime::from_millis(i64::from(ts.secs) * 1000),
         };
-        Ok(OplogEntry { ts, term, op, ns, ui, o, o2, wall })
+        let session = parse_session(doc)?;
+        let needs_retry_image = match doc.get("needsRetryImage") {
+            None => None,
+            Some(Bson::String(kind)) => Some(
+                RetryImage::parse(kind).ok_or_else(|| corrupt(format!("oplog entry needsRetryImage {kind:?}")))?,
+            ),
+            Some(other) => return Err(corrupt(format!("oplog entry needsRetryImage is not a string: {other}"))),
+        };
+        Ok(OplogEntry { ts, term, op, ns, ui, o, o2, wall, session, needs_retry_image })
     }
+}
+
+/// The retryable-write fields: present when the entry has both `lsid` and
+/// `txnNumber` (MongoDB's rule for "this entry belongs to a retryable
+/// write").
+fn parse_session(doc: &Document) -> Result<Option<EntrySession>, StorageError> {
+    let (Some(lsid), Some(txn_number)) = (doc.get("lsid"), doc.get("txnNumber")) else {
+        return Ok(None);
+    };
+    let lsid = lsid.as_document().ok_or_else(|| corrupt(format!("oplog entry lsid is not a document: {lsid}")))?;
+    let txn_number = match txn_number {
+        Bson::Int64(n) => *n,
+        Bson::Int32(n) => i64::from(*n),
+        other => return Err(corrupt(format!("oplog entry txnNumber is not a number: {other}"))),
+    };
+    let stmt_id = match doc.get("stmtId") {
+        None => None,
+        Some(Bson::Int32(id)) => Some(*id),
+        Some(other) => return Err(corrupt(format!("oplog entry stmtId is not an int: {other}"))),
+    };
+    let prev_op_time = match doc.get("prevOpTime") {
+        None => crate::OpTime::NULL,
+        Some(Bson::Document(prev)) => {
+            parse_optime(prev).ok_or_else(|| corrupt(format!("oplog entry prevOpTime is not an OpTime: {prev}")))?
+        }
+        Some(other) => return Err(corrupt(format!("oplog entry prevOpTime is not a document: {other}"))),
+    };
+    Ok(Some(EntrySession { lsid: lsid.clone(), txn_number, stmt_id, prev_op_time }))
+}
+
+/// The term and `wall` date (ms) of a serialized entry, without parsing the
+/// rest (the journal keeps them with its durable position).
+pub fn entry_term_and_wall(bytes: &[u8]) -> (i64, i64) {
+    let mut term = crate::timestamp::UNINITIALIZED_TERM;
+    let mut wall = None;
+    let mut secs = 0u32;
+    let Ok(raw) = RawDocument::from_bytes(bytes) else {
+        return (term, 0);
+    };
+    for element in raw.into_iter().flatten() {
+        match (element.0.as_str(), element.1) {
+            ("ts", bson::RawBsonRef::Timestamp(ts)) => secs = ts.time,
+            ("t", bson::RawBsonRef::Int64(t)) => term = t,
+            ("t", bson::RawBsonRef::Int32(t)) => term = i64::from(t),
+            ("wall", bson::RawBsonRef::DateTime(date)) => wall = Some(date.timestamp_millis()),
+            _ => {}
+        }
+    }
+    // Entries without a wall date stand for their timestamp's second, as
+    // `from_document` reads them.
+    (term, wall.unwrap_or(i64::from(secs) * 1000))
 }
 
 /// The timestamp of a serialized entry, without parsing the rest.
@@ -220,10 +333,16 @@ mod tests {
         let o = RawDocumentBuf::try_from(&doc! {"_id": 1, "x": 1}).unwrap();
         let o2 = RawDocumentBuf::try_from(&doc! {"_id": 1}).unwrap();
         let wall = bson::DateTime::from_millis(1_597_904_287_000);
-        let bytes = build_raw(Timestamp::new(1_597_904_287, 12), 40, OpKind::Update, "test.c", Some(uuid), &o, Some(&o2), wall);
+        let fields = EntryFields {
+            ui: Some(uuid),
+            o2: Some(&o2),
+            ..EntryFields::plain(Timestamp::new(1_597_904_287, 12), 40, OpKind::Update, "test.c", &o, wall)
+        };
+        let bytes = build_raw(&fields);
         let doc = Document::from_reader(&bytes[..]).unwrap();
         let keys: Vec<&str> = doc.keys().map(String::as_str).collect();
         assert_eq!(keys, vec!["ts", "t", "op", "ns", "ui", "o", "o2", "wall"]);
+        assert_eq!(entry_term_and_wall(&bytes), (40, 1_597_904_287_000));
         assert_eq!(doc.get_i64("t").unwrap(), 40);
         let entry = OplogEntry::from_bytes(&bytes).unwrap();
         assert_eq!(entry.ts, Timestamp::new(1_597_904_287, 12));
@@ -231,6 +350,37 @@ mod tests {
         assert_eq!(entry.o, doc! {"_id": 1, "x": 1});
         assert_eq!(entry.to_bytes().unwrap(), bytes);
         assert_eq!(entry_timestamp(&bytes).unwrap(), entry.ts);
+    }
+
+    #[test]
+    fn retryable_write_fields_round_trip() {
+        let o = RawDocumentBuf::try_from(&doc! {"_id": 1}).unwrap();
+        let session = EntrySession {
+            lsid: doc! {"id": bson::Uuid::new()},
+            txn_number: 4,
+            stmt_id: Some(2),
+            prev_op_time: crate::OpTime::new(Timestamp::new(9, 1), 3),
+        };
+        let fields = EntryFields {
+            session: Some(&session),
+            needs_retry_image: Some(RetryImage::Pre),
+            ..EntryFields::plain(Timestamp::new(10, 1), 3, OpKind::Delete, "db.c", &o, bson::DateTime::from_millis(5))
+        };
+        let bytes = build_raw(&fields);
+        let doc = Document::from_reader(&bytes[..]).unwrap();
+        let keys: Vec<&str> = doc.keys().map(String::as_str).collect();
+        assert_eq!(keys, vec!["ts", "t", "op", "ns", "o", "wall", "lsid", "txnNumber", "stmtId", "prevOpTime", "needsRetryImage"]);
+        assert_eq!(doc.get_i64("txnNumber").unwrap(), 4);
+        assert_eq!(doc.get_i32("stmtId").unwrap(), 2);
+        let entry = OplogEntry::from_bytes(&bytes).unwrap();
+        assert_eq!(entry.session.as_ref(), Some(&session));
+        assert_eq!(entry.needs_retry_image, Some(RetryImage::Pre));
+        assert_eq!(entry.to_bytes().unwrap(), bytes);
+        assert_eq!(OplogEntry::from_document(&entry.to_document()).unwrap(), entry);
+        // An lsid without a txnNumber is not a retryable write.
+        let mut plain = entry.to_document();
+        plain.remove("txnNumber");
+        assert_eq!(OplogEntry::from_document(&plain).unwrap().session, None);
     }
 
     #[test]

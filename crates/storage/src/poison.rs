@@ -30,6 +30,8 @@ pub enum PoisonPolicy {
 pub(crate) enum FailedPart {
     Journal,
     Checkpoint,
+    /// A durable local document (a vote, a config).
+    LocalStore,
 }
 
 impl PoisonPolicy {
@@ -49,6 +51,12 @@ impl PoisonPolicy {
                 error = %reason,
                 aborting,
                 "a checkpoint failed: durability can no longer be promised"
+            ),
+            FailedPart::LocalStore => tracing::error!(
+                target: "storage",
+                error = %reason,
+                aborting,
+                "writing a local document failed: durability can no longer be promised"
             ),
         }
         if aborting {

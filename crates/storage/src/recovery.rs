@@ -40,7 +40,8 @@ use crate::io::IoBackend;
 use crate::journal::{Journal, JournalOptions};
 use crate::kv::{KvEngine, KvSnapshot};
 use crate::mvcc::{BaseView, VersionedStore};
-use crate::oplog_entry::{build_raw, OpKind, OplogEntry};
+use crate::oplog_entry::{build_raw, EntryFields, OpKind, OplogEntry};
+use crate::position::Position;
 use crate::redb_engine::RedbEngine;
 use crate::timestamp::UNINITIALIZED_TERM;
 use crate::{OpTime, StorageError, Timestamp};
@@ -64,7 +65,8 @@ pub(crate) struct Recovered {
     pub store: VersionedStore,
     pub catalog: CatalogHistory,
     pub journal: Journal,
-    pub last_applied: OpTime,
+    /// The newest entry's position and wall date.
+    pub last_applied: Position,
 }
 
 /// The checkpoint's timestamp and catalog.
@@ -110,7 +112,7 @@ fn mark_accepted_loss(journal: &Journal, checkpoint_ts: Timestamp) -> Result<(),
     let message = format!("journal entries up to {checkpoint_ts} were lost; the loss was accepted");
     let o = bson::RawDocumentBuf::try_from(&doc! {"msg": message})
         .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    let entry = build_raw(checkpoint_ts, UNINITIALIZED_TERM, OpKind::Noop, "", None, &o, None, bson::DateTime::now());
+    let entry = build_raw(&EntryFields::plain(checkpoint_ts, UNINITIALIZED_TERM, OpKind::Noop, "", &o, bson::DateTime::now()));
     journal.append(checkpoint_ts, &entry)?;
     journal.sync_now()?;
     Ok(())
@@ -159,7 +161,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
     }
     let store = VersionedStore::new(BaseView { kv: snapshot, ts: checkpoint_ts });
     let mut history = CatalogHistory::new(catalog);
-    let mut last_applied = OpTime::new(checkpoint_ts, UNINITIALIZED_TERM);
+    let mut last_applied = Position::new(OpTime::new(checkpoint_ts, UNINITIALIZED_TERM), 0);
     let mut replayed = 0u64;
     let mut from = Bound::Excluded(checkpoint_ts);
     loop {
@@ -179,7 +181,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
             if catalog_changed {
                 history.push(entry.ts, catalog);
             }
-            last_applied = OpTime::new(entry.ts, entry.term);
+            last_applied = Position::new(OpTime::new(entry.ts, entry.term), entry.wall.timestamp_millis());
             replayed += 1;
         }
     }
@@ -187,7 +189,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
         if let Some((_, bytes)) = journal.read_newest(1)?.first() {
             let entry = OplogEntry::from_bytes(bytes)?;
             if entry.ts == checkpoint_ts {
-                last_applied.term = entry.term;
+                last_applied = Position::new(OpTime::new(entry.ts, entry.term), entry.wall.timestamp_millis());
             }
         }
     }
@@ -195,7 +197,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
         target: "storage",
         checkpoint = %checkpoint_ts,
         replayed,
-        last_applied = %last_applied.ts,
+        last_applied = %last_applied.optime.ts,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "recovered"
     );

@@ -47,13 +47,18 @@ impl OplogClock {
         self.last
     }
 
-    /// The next timestamp given the wall clock's current seconds.
+    /// The next timestamp given the wall clock's current seconds. An
+    /// increment at its maximum (a gossiped cluster time can put it there:
+    /// it is not signed yet) carries into the next second, rather than
+    /// stopping every write until the wall clock passes that second.
     pub fn tick(&mut self, wall_secs: u32) -> Timestamp {
         let next = if wall_secs > self.last.secs {
             Timestamp::new(wall_secs, 1)
-        } else {
-            assert!(self.last.inc < u32::MAX, "oplog clock increment overflow");
+        } else if self.last.inc < u32::MAX {
             Timestamp::new(self.last.secs, self.last.inc + 1)
+        } else {
+            assert!(self.last.secs < u32::MAX, "oplog clock at the end of time");
+            Timestamp::new(self.last.secs + 1, 1)
         };
         assert!(next > self.last);
         self.last = next;
@@ -84,6 +89,8 @@ mod tests {
         assert_eq!(b, Timestamp::new(100, 2));
         assert_eq!(c, Timestamp::new(100, 3));
         assert_eq!(d, Timestamp::new(101, 1));
+        let mut full = OplogClock::new(Timestamp::new(200, u32::MAX));
+        assert_eq!(full.tick(100), Timestamp::new(201, 1));
     }
 
     #[test]

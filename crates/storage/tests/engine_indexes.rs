@@ -171,8 +171,20 @@ fn documents_over_16_megabytes_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
     let big = "x".repeat(16 * 1024 * 1024);
-    assert!(matches!(engine.writer().insert("db.big", doc! {"_id": 1, "s": big}), Err(StorageError::InvalidDocument(_))));
+    assert!(matches!(engine.writer().insert("db.big", doc! {"_id": 1, "s": big}), Err(StorageError::DocumentTooLarge(_))));
     assert!(matches!(engine.writer().insert("db.big", doc! {"x": 1}), Err(StorageError::InvalidDocument(_))));
     assert!(matches!(engine.writer().insert("db.big", doc! {"_id": [1, 2]}), Err(StorageError::InvalidDocument(_))));
+    engine.shutdown().unwrap();
+}
+
+/// The server maps variants, not message text, to codes: each cause has
+/// its own variant.
+#[test]
+fn bad_namespaces_have_their_own_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    assert!(matches!(engine.create_collection("nodot", doc! {}), Err(StorageError::InvalidNamespace(_))));
+    engine.writer().insert("db.a", doc! {"_id": 1}).unwrap();
+    assert!(matches!(engine.rename_collection("db.a", "nodot", false), Err(StorageError::InvalidNamespace(_))));
     engine.shutdown().unwrap();
 }

@@ -3,6 +3,14 @@
 //! in a `BTreeMap` model; after each step every collection and every index
 //! scan is compared with the model, and reads at random past timestamps
 //! (at or above the checkpoint) are compared with the model's history.
+//!
+//! Some inserts are retryable writes of a few sessions: the model keeps
+//! each session's transaction number and last write, compared with
+//! `config.transactions` like any collection. A replica set member's run
+//! (`replicated`) also moves the stable timestamp: rollbacks then go to any
+//! point at or after it and must succeed, and checkpoints must never pass
+//! it. At the end, a second engine applies the whole oplog with
+//! `apply_batch` in batches of random size and must match the model too.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -12,7 +20,7 @@ use bson::{doc, Bson, Document};
 use proptest::prelude::*;
 use slipstream_query::index_key::{index_keys, record_key, KeyPattern};
 use slipstream_storage::engine::EngineOptions;
-use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::{Engine, IndexSpec, ReadAt, StatementSession, StorageError, Timestamp, WriteGate};
 use slipstream_storage::TimestampBson;
 
 const COLLECTIONS: [&str; 2] = ["db.a", "db.b"];
@@ -24,11 +32,25 @@ struct ModelCollection {
     indexes: Vec<IndexSpec>,
 }
 
-type Model = BTreeMap<String, ModelCollection>;
+/// Sessions whose retryable writes the run makes.
+const SESSIONS: usize = 2;
+
+/// The model: collections by namespace, and per session the transaction
+/// number and timestamp of its newest retryable write.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model {
+    collections: BTreeMap<String, ModelCollection>,
+    sessions: BTreeMap<usize, (i64, Timestamp)>,
+}
+
+fn lsid(session: usize) -> Document {
+    doc! {"id": format!("session-{session}")}
+}
 
 #[derive(Clone, Debug)]
 enum Op {
-    Insert { coll: usize, id: i32, a: Bson, b: Option<i32> },
+    /// `session`: (which session, whether it starts a new transaction).
+    Insert { coll: usize, id: i32, a: Bson, b: Option<i32>, session: Option<(usize, bool)> },
     Update { coll: usize, id: i32, a: Bson, b: Option<i32> },
     Delete { coll: usize, id: i32 },
     CreateIndex { coll: usize, which: usize },
@@ -39,6 +61,8 @@ enum Op {
     Reopen { clean: bool },
     Rollback { back: usize },
     ReadPast { back: usize },
+    /// Replication moves the commit point (replicated runs only).
+    SetStable { back: usize },
 }
 
 fn value_a() -> impl Strategy<Value = Bson> {
@@ -52,7 +76,8 @@ fn value_a() -> impl Strategy<Value = Bson> {
 fn op() -> impl Strategy<Value = Op> {
     let coll = 0..COLLECTIONS.len();
     prop_oneof![
-        6 => (coll.clone(), 0..12i32, value_a(), proptest::option::of(0..6i32)).prop_map(|(coll, id, a, b)| Op::Insert { coll, id, a, b }),
+        6 => (coll.clone(), 0..12i32, value_a(), proptest::option::of(0..6i32), proptest::option::of((0..SESSIONS, any::<bool>())))
+            .prop_map(|(coll, id, a, b, session)| Op::Insert { coll, id, a, b, session }),
         4 => (coll.clone(), 0..12i32, value_a(), proptest::option::of(0..6i32)).prop_map(|(coll, id, a, b)| Op::Update { coll, id, a, b }),
         2 => (coll.clone(), 0..12i32).prop_map(|(coll, id)| Op::Delete { coll, id }),
         1 => (coll.clone(), 0..3usize).prop_map(|(coll, which)| Op::CreateIndex { coll, which }),
@@ -63,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
         1 => (1..6usize).prop_map(|back| Op::Rollback { back }),
         2 => (0..20usize).prop_map(|back| Op::ReadPast { back }),
+        2 => (0..8usize).prop_map(|back| Op::SetStable { back }),
     ]
 }
 
@@ -95,10 +121,11 @@ fn violates_unique(coll: &ModelCollection, doc: &Document) -> bool {
     })
 }
 
-fn options(dir: &std::path::Path, checkpoint_interval_ms: u64) -> EngineOptions {
+fn options(dir: &std::path::Path, checkpoint_interval_ms: u64, replicated: bool) -> EngineOptions {
     let mut options = EngineOptions::new(dir);
     options.checkpoint_interval_ms = checkpoint_interval_ms;
     options.journal_commit_interval_ms = 2;
+    options.replicated = replicated;
     options
 }
 
@@ -110,8 +137,16 @@ fn compare(engine: &Arc<Engine>, at: ReadAt, model: &Model) -> Result<(), TestCa
         Err(StorageError::SnapshotTooOld(_)) if matches!(at, ReadAt::At(ts) if engine.checkpoint_timestamp() > ts) => return Ok(()),
         Err(e) => return Err(TestCaseError::fail(format!("reader: {e}"))),
     };
+    for session in 0..SESSIONS {
+        let record = reader.session_record(&lsid(session)).unwrap();
+        let got = record.map(|r| {
+            let last = r.get_document("lastWriteOpTime").unwrap().get_timestamp("ts").unwrap();
+            (r.get_i64("txnNum").unwrap(), Timestamp::from_bson(last))
+        });
+        prop_assert_eq!(got, model.sessions.get(&session).copied(), "session {} at {:?}", session, at);
+    }
     for ns in COLLECTIONS {
-        let expected = model.get(ns);
+        let expected = model.collections.get(ns);
         let info = reader.collection_info(ns);
         prop_assert_eq!(info.is_some(), expected.is_some(), "collection {} existence at {:?}", ns, at);
         let docs: Vec<Document> =
@@ -176,31 +211,53 @@ fn first_entry_after(engine: &Arc<Engine>, ts: Timestamp) -> Timestamp {
     Timestamp::from_bson(entry.get_timestamp("ts").unwrap())
 }
 
-fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
+/// A member's engine starts with its gate closed: open it with a new term.
+fn open_engine(dir: &std::path::Path, checkpoint_interval_ms: u64, replicated: bool, term: &mut i64) -> Arc<Engine> {
+    let engine = Engine::open(options(dir, checkpoint_interval_ms, replicated)).unwrap();
+    if replicated {
+        *term += 1;
+        engine.set_write_gate(WriteGate::Open { term: *term });
+    }
+    engine
+}
+
+fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entries: usize) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut engine = Engine::open(options(dir.path(), checkpoint_interval_ms)).unwrap();
-    let mut model: Model = BTreeMap::new();
+    let mut term = 0;
+    let mut engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
+    let mut model = Model::default();
     // The model after every entry, by the entry's timestamp.
     let mut history: Vec<(Timestamp, Model)> = vec![(Timestamp::ZERO, model.clone())];
     for op in ops {
         match op {
-            Op::Insert { coll, id, a, b } => {
+            Op::Insert { coll, id, a, b, session } => {
                 let ns = COLLECTIONS[coll];
                 let document = make_doc(id, &a, b);
-                let entry = model.get(ns).cloned().unwrap_or_default();
+                let entry = model.collections.get(ns).cloned().unwrap_or_default();
                 let expect_error = entry.documents.contains_key(&id) || violates_unique(&entry, &document);
-                let created = !model.contains_key(ns);
+                let created = !model.collections.contains_key(ns);
                 let before = engine.last_applied().ts;
-                let result = engine.writer().insert(ns, document.clone());
+                let mut writer = engine.writer();
+                let txn = session.map(|(which, new_txn)| {
+                    let current = model.sessions.get(&which).map_or(0, |(txn, _)| *txn);
+                    let txn_number = if new_txn || current == 0 { current + 1 } else { current };
+                    writer.set_session(Some(StatementSession { lsid: lsid(which), txn_number, stmt_id: 0 }));
+                    (which, txn_number)
+                });
+                let result = writer.insert(ns, document.clone());
+                drop(writer);
                 if created {
                     // The implicit create is logged (and applied) even if the insert fails.
-                    model.insert(ns.to_string(), ModelCollection::default());
+                    model.collections.insert(ns.to_string(), ModelCollection::default());
                     history.push((first_entry_after(&engine, before), model.clone()));
                 }
                 match result {
                     Ok(optime) => {
                         prop_assert!(!expect_error, "insert of {} should fail", document);
-                        model.get_mut(ns).unwrap().documents.insert(id, document);
+                        model.collections.get_mut(ns).unwrap().documents.insert(id, document);
+                        if let Some((which, txn_number)) = txn {
+                            model.sessions.insert(which, (txn_number, optime.ts));
+                        }
                         history.push((optime.ts, model.clone()));
                     }
                     Err(StorageError::DuplicateKey { .. }) => prop_assert!(expect_error, "unexpected DuplicateKey for {}", document),
@@ -209,7 +266,7 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
             }
             Op::Update { coll, id, a, b } => {
                 let ns = COLLECTIONS[coll];
-                let Some(entry) = model.get(ns) else { continue };
+                let Some(entry) = model.collections.get(ns) else { continue };
                 let Some(old) = entry.documents.get(&id) else { continue };
                 let new = make_doc(id, &a, b);
                 let form = slipstream_query::update::oplog_update(old, &new);
@@ -217,7 +274,7 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
                 match engine.writer().update(ns, &Bson::Int32(id), new.clone(), form) {
                     Ok(optime) => {
                         prop_assert!(!expect_error);
-                        model.get_mut(ns).unwrap().documents.insert(id, new);
+                        model.collections.get_mut(ns).unwrap().documents.insert(id, new);
                         history.push((optime.ts, model.clone()));
                     }
                     Err(StorageError::DuplicateKey { .. }) => prop_assert!(expect_error),
@@ -226,33 +283,33 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
             }
             Op::Delete { coll, id } => {
                 let ns = COLLECTIONS[coll];
-                if !model.get(ns).is_some_and(|c| c.documents.contains_key(&id)) {
+                if !model.collections.get(ns).is_some_and(|c| c.documents.contains_key(&id)) {
                     continue;
                 }
                 let optime = engine.writer().delete(ns, &Bson::Int32(id)).unwrap();
-                model.get_mut(ns).unwrap().documents.remove(&id);
+                model.collections.get_mut(ns).unwrap().documents.remove(&id);
                 history.push((optime.ts, model.clone()));
             }
             Op::CreateIndex { coll, which } => {
                 let ns = COLLECTIONS[coll];
                 let spec = index_spec(which);
-                let entry = model.get(ns).cloned().unwrap_or_default();
+                let entry = model.collections.get(ns).cloned().unwrap_or_default();
                 let exists = entry.indexes.iter().any(|i| i.name == spec.name);
                 let mut with_index = entry.clone();
                 with_index.indexes = vec![spec.clone()];
                 let violates = !exists && entry.documents.values().any(|d| violates_unique(&with_index, d));
-                let created = !model.contains_key(ns);
+                let created = !model.collections.contains_key(ns);
                 let before = engine.last_applied().ts;
                 let result = engine.create_indexes(ns, vec![spec.clone()]);
                 if created {
-                    model.insert(ns.to_string(), ModelCollection::default());
+                    model.collections.insert(ns.to_string(), ModelCollection::default());
                     history.push((first_entry_after(&engine, before), model.clone()));
                 }
                 match result {
                     Ok((_, _, optime)) => {
                         prop_assert!(!violates);
                         if !exists {
-                            model.get_mut(ns).unwrap().indexes.push(spec);
+                            model.collections.get_mut(ns).unwrap().indexes.push(spec);
                             history.push((optime.unwrap().ts, model.clone()));
                         }
                     }
@@ -263,21 +320,21 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
             Op::DropIndex { coll, which } => {
                 let ns = COLLECTIONS[coll];
                 let spec = index_spec(which);
-                if !model.get(ns).is_some_and(|c| c.indexes.iter().any(|i| i.name == spec.name)) {
+                if !model.collections.get(ns).is_some_and(|c| c.indexes.iter().any(|i| i.name == spec.name)) {
                     continue;
                 }
                 let (_, optime) = engine.drop_indexes(ns, std::slice::from_ref(&spec.name)).unwrap();
-                model.get_mut(ns).unwrap().indexes.retain(|i| i.name != spec.name);
+                model.collections.get_mut(ns).unwrap().indexes.retain(|i| i.name != spec.name);
                 history.push((optime.ts, model.clone()));
             }
             Op::DropCollection { coll } => {
                 let ns = COLLECTIONS[coll];
-                if !model.contains_key(ns) {
+                if !model.collections.contains_key(ns) {
                     prop_assert!(matches!(engine.drop_collection(ns), Err(StorageError::NamespaceNotFound(_))));
                     continue;
                 }
                 let optime = engine.drop_collection(ns).unwrap();
-                model.remove(ns);
+                model.collections.remove(ns);
                 history.push((optime.ts, model.clone()));
             }
             Op::Rename { from, to, drop_target } => {
@@ -285,40 +342,60 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
                 let result = engine.rename_collection(from, to, drop_target);
                 if from == to {
                     prop_assert!(matches!(result, Err(StorageError::InvalidDocument(_))), "{:?}", result);
-                } else if !model.contains_key(from) {
+                } else if !model.collections.contains_key(from) {
                     prop_assert!(matches!(result, Err(StorageError::NamespaceNotFound(_))), "{:?}", result);
-                } else if model.contains_key(to) && !drop_target {
+                } else if model.collections.contains_key(to) && !drop_target {
                     prop_assert!(matches!(result, Err(StorageError::NamespaceExists(_))), "{:?}", result);
                 } else {
                     let optime = result.map_err(|e| TestCaseError::fail(format!("rename: {e}")))?;
-                    let moved = model.remove(from).unwrap();
-                    model.insert(to.to_string(), moved);
+                    let moved = model.collections.remove(from).unwrap();
+                    model.collections.insert(to.to_string(), moved);
                     history.push((optime.ts, model.clone()));
                 }
             }
             Op::Checkpoint => {
-                engine.checkpoint_now().unwrap();
+                let at = engine.checkpoint_now().unwrap();
+                if replicated {
+                    prop_assert!(at <= engine.stable_timestamp().unwrap(), "a checkpoint at {} passed the stable timestamp", at);
+                }
             }
             Op::Reopen { clean } => {
                 if clean {
                     engine.shutdown().unwrap();
                 }
                 drop(engine);
-                engine = Engine::open(options(dir.path(), checkpoint_interval_ms)).unwrap();
+                engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
+                // Everything comes back, however far the stable timestamp
+                // (and so the checkpoint) lags.
                 prop_assert_eq!(engine.last_applied().ts, history.last().unwrap().0.max(engine.checkpoint_timestamp()));
             }
+            Op::SetStable { back } => {
+                if replicated {
+                    let position = history.len().saturating_sub(1 + back);
+                    engine.set_stable_timestamp(history[position].0);
+                }
+            }
             Op::Rollback { back } => {
-                let checkpoint = engine.checkpoint_timestamp();
-                let candidates: Vec<usize> = (0..history.len()).filter(|i| history[*i].0 >= checkpoint).collect();
+                // A member may roll back to any point at or after its stable
+                // timestamp; a standalone only to one at or after its checkpoint.
+                let floor = match engine.stable_timestamp() {
+                    Some(stable) if replicated => stable,
+                    _ => engine.checkpoint_timestamp(),
+                };
+                let candidates: Vec<usize> = (0..history.len()).filter(|i| history[*i].0 >= floor).collect();
                 if candidates.len() <= back {
                     continue;
                 }
                 let position = candidates[candidates.len() - 1 - back];
                 let ts = history[position].0;
-                match engine.rollback_to(ts) {
+                engine.set_write_gate(WriteGate::Closed);
+                let result = engine.rollback_to(ts);
+                engine.set_write_gate(WriteGate::Open { term: if replicated { term } else { -1 } });
+                match result {
                     Ok(()) => {}
-                    // A background checkpoint passed `ts` meanwhile.
-                    Err(StorageError::SnapshotTooOld(_)) if engine.checkpoint_timestamp() > ts => continue,
+                    // A background checkpoint passed `ts` meanwhile (a
+                    // standalone's checkpoints follow the durable timestamp).
+                    Err(StorageError::SnapshotTooOld(_)) if !replicated && engine.checkpoint_timestamp() > ts => continue,
                     Err(other) => return Err(TestCaseError::fail(format!("rollback_to: {other}"))),
                 }
                 history.truncate(position + 1);
@@ -348,14 +425,24 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64) -> Result<(), TestCaseError> {
         compare(&engine, ReadAt::Latest, &model)?;
     }
     for ns in COLLECTIONS {
-        if model.contains_key(ns) {
+        if model.collections.contains_key(ns) {
             let report = engine.validate(ns).unwrap();
             prop_assert!(report.valid, "{:?}", report.errors);
         }
     }
+    // A member fed this oplog reaches the same state.
+    let secondary_dir = tempfile::tempdir().unwrap();
+    let secondary = Engine::open(options(secondary_dir.path(), checkpoint_interval_ms, true)).unwrap();
+    let entries = engine.oplog_read(Bound::Unbounded, usize::MAX, usize::MAX).unwrap();
+    for batch in entries.chunks(batch_entries) {
+        secondary.apply_batch(batch).map_err(|e| TestCaseError::fail(format!("apply_batch: {e}")))?;
+    }
+    prop_assert_eq!(secondary.last_applied(), engine.last_applied());
+    compare(&secondary, ReadAt::Latest, &model)?;
+    secondary.shutdown().unwrap();
     engine.shutdown().unwrap();
     drop(engine);
-    let engine = Engine::open(options(dir.path(), checkpoint_interval_ms)).unwrap();
+    let engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
     compare(&engine, ReadAt::Latest, &model)?;
     engine.shutdown().unwrap();
     Ok(())
@@ -365,12 +452,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn engine_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60)) {
-        run(ops, 60_000)?;
+    fn engine_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, 60_000, false, batch)?;
     }
 
     #[test]
-    fn engine_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60)) {
-        run(ops, 3)?;
+    fn engine_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, 3, false, batch)?;
+    }
+
+    #[test]
+    fn member_engine_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, 60_000, true, batch)?;
+    }
+
+    #[test]
+    fn member_engine_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, 3, true, batch)?;
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use slipstream_storage::engine::EngineOptions;
-use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp, WriteGate};
 use slipstream_storage::TimestampBson;
 
 fn options(dir: &std::path::Path) -> EngineOptions {
@@ -34,6 +34,15 @@ fn index_ids(engine: &Arc<Engine>, ns: &str, index: &str) -> Vec<Bson> {
 
 fn spec(name: &str, key: Document) -> IndexSpec {
     IndexSpec { name: name.to_string(), key, unique: false, sparse: false }
+}
+
+/// A standalone's rollback: the gate is closed around it, as replication
+/// has it closed on a secondary.
+fn roll_back(engine: &Arc<Engine>, ts: Timestamp) -> Result<(), StorageError> {
+    engine.set_write_gate(WriteGate::Closed);
+    let result = engine.rollback_to(ts);
+    engine.set_write_gate(WriteGate::Open { term: -1 });
+    result
 }
 
 fn oplog_last(engine: &Arc<Engine>) -> Timestamp {
@@ -63,7 +72,7 @@ fn rollback_discards_documents_index_entries_catalog_changes_and_oplog() {
     engine.rename_collection("db.other", "db.renamed", false).unwrap();
     assert!(oplog_last(&engine) > common);
 
-    engine.rollback_to(common).unwrap();
+    roll_back(&engine, common).unwrap();
     assert_eq!(engine.last_applied().ts, common);
     assert_eq!(oplog_last(&engine), common);
     assert_eq!(docs(&engine, "db.c"), before_docs);
@@ -106,7 +115,7 @@ fn rollback_of_a_drop_brings_the_collection_back() {
     assert!(engine.list_databases().is_empty());
     // The drop is above the stable timestamp: a checkpoint may not cover it.
     assert_eq!(engine.checkpoint_now().unwrap(), common);
-    engine.rollback_to(common).unwrap();
+    roll_back(&engine, common).unwrap();
     assert_eq!(docs(&engine, "db.c").len(), 20);
     engine.shutdown().unwrap();
 }
@@ -119,7 +128,7 @@ fn rollback_below_the_checkpoint_is_refused() {
     engine.writer().insert("db.c", doc! {"_id": 2}).unwrap();
     let checkpoint = engine.checkpoint_now().unwrap();
     assert!(checkpoint > first.ts);
-    assert!(matches!(engine.rollback_to(first.ts), Err(StorageError::SnapshotTooOld(_))));
+    assert!(matches!(roll_back(&engine, first.ts), Err(StorageError::SnapshotTooOld(_))));
     assert_eq!(docs(&engine, "db.c").len(), 2);
     engine.shutdown().unwrap();
 }
@@ -135,7 +144,20 @@ fn stable_timestamp_bounds_checkpoints_so_rollback_stays_possible() {
     }
     engine.wait_durable(engine.last_applied().ts).unwrap();
     assert_eq!(engine.checkpoint_now().unwrap(), stable);
-    engine.rollback_to(stable).unwrap();
+    roll_back(&engine, stable).unwrap();
+    assert_eq!(docs(&engine, "db.c"), vec![doc! {"_id": 1}]);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn rollback_requires_the_write_gate_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(options(dir.path())).unwrap();
+    let common = engine.writer().insert("db.c", doc! {"_id": 1}).unwrap().ts;
+    engine.writer().insert("db.c", doc! {"_id": 2}).unwrap();
+    assert!(matches!(engine.rollback_to(common), Err(StorageError::IllegalOperation(_))));
+    assert_eq!(docs(&engine, "db.c").len(), 2, "a refused rollback changes nothing");
+    roll_back(&engine, common).unwrap();
     assert_eq!(docs(&engine, "db.c"), vec![doc! {"_id": 1}]);
     engine.shutdown().unwrap();
 }

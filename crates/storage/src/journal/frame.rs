@@ -14,7 +14,7 @@
 //! copy of the length lets recovery tell a frame boundary from noise
 //! cheaply (see `recovery.rs`).
 
-use crate::Timestamp;
+use crate::{StorageError, Timestamp};
 
 /// Bytes of a frame header.
 pub const FRAME_HEADER_BYTES: usize = 16;
@@ -34,12 +34,19 @@ pub fn frame_crc(len: u32, ts: Timestamp, payload: &[u8]) -> u32 {
 /// Checks that `entry` looks like one BSON document of an allowed size.
 /// The journal checks only the framing a recovery scan relies on; the
 /// entry's fields are the engine's business.
-pub fn check_entry_shape(entry: &[u8]) -> Result<(), String> {
-    if entry.len() < ENTRY_BYTES_MIN || entry.len() > ENTRY_BYTES_MAX {
-        return Err(format!(
-            "oplog entry of {} bytes is outside {ENTRY_BYTES_MIN}..={ENTRY_BYTES_MAX}",
+pub fn check_entry_shape(entry: &[u8]) -> Result<(), StorageError> {
+    if entry.len() > ENTRY_BYTES_MAX {
+        return Err(StorageError::DocumentTooLarge(format!(
+            "oplog entry too large: {} bytes, max size: {ENTRY_BYTES_MAX}",
             entry.len()
-        ));
+        )));
+    }
+    check_entry_framing(entry).map_err(StorageError::InvalidDocument)
+}
+
+fn check_entry_framing(entry: &[u8]) -> Result<(), String> {
+    if entry.len() < ENTRY_BYTES_MIN {
+        return Err(format!("oplog entry of {} bytes is below {ENTRY_BYTES_MIN}", entry.len()));
     }
     let declared = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]) as usize;
     if declared != entry.len() {
@@ -96,7 +103,7 @@ pub fn check_frame(data: &[u8]) -> FrameCheck {
     if crc != stored_crc {
         return FrameCheck::Bad(format!("CRC mismatch (stored {stored_crc:#010x}, computed {crc:#010x})"));
     }
-    if let Err(reason) = check_entry_shape(payload) {
+    if let Err(reason) = check_entry_framing(payload) {
         return FrameCheck::Bad(reason);
     }
     FrameCheck::Valid { ts, payload_len }

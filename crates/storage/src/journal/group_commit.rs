@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 
 use crate::io::{IoBackend, IoFile};
 use crate::journal::segment::{encode_header, segment_path, SegmentState};
-use crate::journal::{PendingChunk, Shared, State};
+use crate::journal::{EntryMeta, PendingChunk, Shared, State};
 use crate::poison::panic_message;
 use crate::Timestamp;
 
@@ -74,6 +74,8 @@ pub const SYNC_WORKERS: usize = 3;
 pub(crate) struct InFlightBatch {
     pub batch_no: u64,
     pub last_ts: Timestamp,
+    /// The meta of the entry at `last_ts`.
+    pub last_meta: EntryMeta,
     /// (segment, end of the chunk written to it) for each chunk.
     pub chunk_ends: Vec<(u64, u64)>,
     pub bytes: u64,
@@ -229,6 +231,7 @@ struct Batch {
     /// fsync may still be in flight on a worker.
     previous_segment: Option<Arc<dyn IoFile>>,
     last_ts: Timestamp,
+    last_meta: EntryMeta,
     /// When the batch's first entry was appended.
     appended_since: Instant,
 }
@@ -243,6 +246,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     }
     state.sync_requested = false;
     let last_ts = state.last_ts().unwrap_or(Timestamp::ZERO);
+    let last_meta = state.last_meta;
     state.in_flight_ts = last_ts;
     let batch_no = state.next_batch_no;
     let waiters = std::mem::take(&mut state.pending_waiters);
@@ -263,7 +267,7 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     };
     // Appenders held back by the pending-bytes maximum may go on.
     shared.progress.notify_all();
-    Batch { batch_no, waiters, chunks, previous_segment, last_ts, appended_since }
+    Batch { batch_no, waiters, chunks, previous_segment, last_ts, last_meta, appended_since }
 }
 
 /// What writing a batch did, to be recorded under the lock.
@@ -374,6 +378,7 @@ fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Wr
     state.in_flight.push_back(InFlightBatch {
         batch_no: batch.batch_no,
         last_ts: batch.last_ts,
+        last_meta: batch.last_meta,
         chunk_ends,
         bytes: written.bytes,
         waiters: batch.waiters,
@@ -449,6 +454,7 @@ fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
         }
         assert!(batch.last_ts >= state.durable_ts);
         state.durable_ts = batch.last_ts;
+        state.durable_meta = batch.last_meta;
         state.stats.bytes_written += batch.bytes;
         state.stats.fsyncs += batch.fsyncs + 1;
         state.stats.commits += 1;

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use crate::io::{IoBackend, IoFile};
@@ -123,6 +123,36 @@ pub struct JournalStats {
     pub torn_bytes_cut_at_open: u64,
 }
 
+/// What the journal keeps of an entry besides its timestamp: the term and
+/// `wall` date (ms) of the entry at the durable position, so that the
+/// engine can report that position with its date (heartbeats, `hello`'s
+/// `lastWrite`) without reading the entry back. The journal does not look
+/// inside entries otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryMeta {
+    pub term: i64,
+    pub wall_ms: i64,
+}
+
+impl EntryMeta {
+    /// The meta of an empty journal.
+    pub const NONE: EntryMeta = EntryMeta { term: crate::timestamp::UNINITIALIZED_TERM, wall_ms: 0 };
+
+    /// Read from the entry's own `t` and `wall` fields.
+    pub fn of_entry(entry: &[u8]) -> EntryMeta {
+        let (term, wall_ms) = crate::oplog_entry::entry_term_and_wall(entry);
+        EntryMeta { term, wall_ms }
+    }
+}
+
+/// One entry to append.
+#[derive(Clone, Copy, Debug)]
+pub struct JournalAppend<'a> {
+    pub ts: Timestamp,
+    pub meta: EntryMeta,
+    pub entry: &'a [u8],
+}
+
 /// Frames appended to one segment and not yet written.
 pub(crate) struct PendingChunk {
     pub seq: u64,
@@ -151,6 +181,11 @@ pub(crate) struct State {
     pub written_ts: Timestamp,
     /// Entries at or below this are fsynced.
     pub durable_ts: Timestamp,
+    /// The meta of the entry at `durable_ts` (moves with it).
+    pub durable_meta: EntryMeta,
+    /// The meta of the newest appended entry (a batch takes it along as
+    /// the meta of its last entry).
+    pub last_meta: EntryMeta,
     /// The last entry of the batch the group-commit thread is writing (or
     /// wrote last): a waiter at or below it needs no new sync request.
     pub in_flight_ts: Timestamp,
@@ -357,6 +392,8 @@ impl Journal {
             writing_since: None,
             written_ts: durable_ts,
             durable_ts,
+            durable_meta: EntryMeta::NONE,
+            last_meta: EntryMeta::NONE,
             in_flight_ts: durable_ts,
             sync_requested: false,
             in_flight: VecDeque::new(),
@@ -404,25 +441,70 @@ impl Journal {
                 .spawn(move || group_commit::run_sync_worker_guarded(worker_shared, slot));
             journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         }
+        // Everything found at open is durable: the newest entry's meta is
+        // the durable position's.
+        let meta = journal.newest_meta()?;
+        let mut state = journal.shared.state.lock();
+        state.last_meta = meta;
+        state.durable_meta = meta;
+        drop(state);
         Ok(journal)
+    }
+
+    /// The meta of the newest entry (read back from it; at open and after
+    /// a truncation only).
+    fn newest_meta(&self) -> Result<EntryMeta, StorageError> {
+        Ok(self.read_newest(1)?.first().map_or(EntryMeta::NONE, |(_, entry)| EntryMeta::of_entry(entry)))
     }
 
     /// Appends one entry (the BSON bytes of the oplog entry) with a
     /// timestamp above every earlier one. Buffered: it is visible to `read`
     /// at once and durable at the next group commit. Callers serialize
-    /// appends (the engine's write lock).
+    /// appends (the engine's write lock). The entry's term and wall date
+    /// are read from its `t` and `wall` fields.
     pub fn append(&self, ts: Timestamp, entry: &[u8]) -> Result<(), StorageError> {
-        check_entry_shape(entry).map_err(StorageError::InvalidDocument)?;
+        self.append_batch(&[JournalAppend { ts, meta: EntryMeta::of_entry(entry), entry }])
+    }
+
+    /// `append` for a caller that knows the entry's term and wall date.
+    pub fn append_with_meta(&self, ts: Timestamp, meta: EntryMeta, entry: &[u8]) -> Result<(), StorageError> {
+        self.append_batch(&[JournalAppend { ts, meta, entry }])
+    }
+
+    /// Appends entries in timestamp order under one lock (a secondary's
+    /// batch). Every entry's shape is checked before any is appended; the
+    /// appended watch fires once, for the last. An entry that must wait for
+    /// the group commit (the pending bytes are at their maximum) can meet a
+    /// journal poisoned or closed meanwhile: then the entries before it
+    /// stay appended and the error is returned (the journal refuses all
+    /// later work, so nothing builds on them).
+    pub fn append_batch(&self, entries: &[JournalAppend<'_>]) -> Result<(), StorageError> {
+        for append in entries {
+            check_entry_shape(append.entry)?;
+        }
+        let Some(last) = entries.last() else {
+            return Ok(());
+        };
         let shared = &self.shared;
         let mut state = shared.state.lock();
         state.check_usable()?;
+        for append in entries {
+            self.append_locked(&mut state, append)?;
+        }
+        shared.appended_tx.send_replace(last.ts);
+        Ok(())
+    }
+
+    fn append_locked(&self, state: &mut MutexGuard<'_, State>, append: &JournalAppend<'_>) -> Result<(), StorageError> {
+        let shared = &self.shared;
+        let (ts, entry) = (append.ts, append.entry);
         if let Some(last) = state.last_ts() {
             assert!(ts > last, "journal append out of order: {ts} is not after {last}");
         }
         while state.pending_bytes > 0 && state.pending_bytes + entry.len() > PENDING_BYTES_MAX {
             state.sync_requested = true;
             shared.work.notify_one();
-            shared.progress.wait(&mut state);
+            shared.progress.wait(state);
             state.check_usable()?;
         }
         let frame_bytes = (FRAME_HEADER_BYTES + entry.len()) as u64;
@@ -458,8 +540,8 @@ impl Journal {
         }
         state.index.push(ts, location);
         state.cache.push(ts, Arc::from(entry));
+        state.last_meta = append.meta;
         state.stats.entries_appended += 1;
-        shared.appended_tx.send_replace(ts);
         Ok(())
     }
 
@@ -474,6 +556,12 @@ impl Journal {
     /// Every entry at or below this is fsynced.
     pub fn durable_ts(&self) -> Timestamp {
         self.shared.state.lock().durable_ts
+    }
+
+    /// The durable timestamp with the term and wall date of the entry at it.
+    pub fn durable_position(&self) -> (Timestamp, EntryMeta) {
+        let state = self.shared.state.lock();
+        (state.durable_ts, state.durable_meta)
     }
 
     /// Changes whenever `durable_ts` moves.
@@ -546,10 +634,33 @@ impl Journal {
 
     /// The newest `max_entries` entries, newest first (`$natural: -1`).
     pub fn read_newest(&self, max_entries: usize) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
+        self.read_newest_at_or_before(Timestamp::MAX, max_entries)
+    }
+
+    /// The newest `max_entries` entries at or before `ts`, newest first (a
+    /// rollback's common point search walks the oplog back this way).
+    pub fn read_newest_at_or_before(
+        &self,
+        ts: Timestamp,
+        max_entries: usize,
+    ) -> Result<Vec<(Timestamp, Vec<u8>)>, StorageError> {
         self.read_with_retries(|state| {
-            let len = state.index.len();
-            (len.saturating_sub(max_entries)..len).rev().collect()
+            let end = state.index.start_position(Bound::Excluded(ts));
+            (end.saturating_sub(max_entries)..end).rev().collect()
         })
+    }
+
+    /// The entry at exactly `ts`, if the journal holds one: a binary search
+    /// of the index and one read (none when the entry is in the cache).
+    pub fn read_entry(&self, ts: Timestamp) -> Result<Option<Vec<u8>>, StorageError> {
+        let entries = self.read_with_retries(|state| {
+            let position = state.index.start_position(Bound::Included(ts));
+            match position < state.index.len() && state.index.get(position).0 == ts {
+                true => vec![position],
+                false => Vec::new(),
+            }
+        })?;
+        Ok(entries.into_iter().next().map(|(_, entry)| entry))
     }
 
     /// Runs a read whose index positions `select` picks under the lock,
@@ -640,6 +751,16 @@ impl Journal {
             Err(err) => return Err(shared.poison(&mut state, format!("reopening the journal after {ts}: {err}"))),
         }
         state.stats.fsyncs += 2;
+        drop(state);
+        // The flush above made the old end durable, so the durable position
+        // is now the new last entry; its meta is read back once.
+        let meta = self.newest_meta()?;
+        let mut state = shared.state.lock();
+        state.last_meta = meta;
+        if state.durable_ts == last_ts {
+            state.durable_meta = meta;
+        }
+        drop(state);
         shared.appended_tx.send_replace(last_ts);
         shared.durable_tx.send_replace(durable_ts);
         tracing::info!(target: "journal", after = %ts, segments_removed = removed.len(), "journal truncated");

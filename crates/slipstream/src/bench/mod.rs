@@ -10,7 +10,8 @@
 //! `slipstream bench failover` measures write unavailability across
 //! primary failures instead (see `failover`).
 
-mod client;
+// Also the `cluster` command's client.
+pub(crate) mod client;
 mod deployment;
 mod driver;
 mod failover;

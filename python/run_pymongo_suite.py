@@ -1,4 +1,11 @@
-"""Run pymongo's own tests against a fresh node; print and check the counts."""
+"""Run pymongo's own tests against a fresh node or a fresh 3-member replica
+set; print and check the counts.
+
+pymongo's suite finds its server through DB_IP/DB_PORT; when that server's
+`hello` names a set (`setName`), it reconnects with `replicaSet=` and runs
+its replica-set tests, so pointing it at any member is enough. After a
+replica-set run, every member's `dbHash` must agree.
+"""
 
 import argparse
 import json
@@ -6,18 +13,19 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slipstream_testing import Node  # noqa: E402
+from slipstream_testing import Node, ReplicaSet  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 SUITE_TIMEOUT_S = 1200
 
 
-def run_file(node: Node, source: Path, test_file: str) -> dict:
-    env = dict(os.environ, DB_IP="127.0.0.1", DB_PORT=str(node.port))
+def run_file(port: int, source: Path, test_file: str, log_suffix: str) -> dict:
+    env = dict(os.environ, DB_IP="127.0.0.1", DB_PORT=str(port))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
         cwd=source, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
@@ -28,10 +36,25 @@ def run_file(node: Node, source: Path, test_file: str) -> dict:
         if key in counts:
             counts[key] += int(number)
     counts["summary"] = tail
-    log = Path(source) / (Path(test_file).stem + ".log")
+    log = Path(source) / (Path(test_file).stem + log_suffix + ".log")
     log.write_text(result.stdout + result.stderr)
     counts["log"] = str(log)
     return counts
+
+
+@contextmanager
+def target(replset: bool):
+    """Yields the port pymongo's suite starts from, and the set (or None)."""
+    if replset:
+        rs = ReplicaSet(nodes=3)
+        try:
+            rs.start()
+            yield rs.member(1)["port"], rs
+        finally:
+            rs.cleanup()
+    else:
+        with Node() as node:
+            yield node.port, None
 
 
 def main() -> int:
@@ -39,26 +62,38 @@ def main() -> int:
     parser.add_argument("--binary", required=True)
     parser.add_argument("--source", required=True)
     parser.add_argument("--baseline", required=True)
+    parser.add_argument("--replset", action="store_true", help="run against a 3-member replica set")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.binary
     baseline = json.loads(Path(args.baseline).read_text())
+    mode = "replset" if args.replset else "standalone"
+    section = "replset_min_passed" if args.replset else "min_passed"
     results = {}
-    with Node() as node:
+    problems = []
+    with target(args.replset) as (port, rs):
         for test_file in args.files:
-            counts = run_file(node, Path(args.source), test_file)
+            counts = run_file(port, Path(args.source), test_file, "-replset" if args.replset else "")
             results[Path(test_file).name] = counts
-            print(f"pymongo {Path(test_file).name}: {counts['passed']} passed, {counts['failed']} failed, "
+            print(f"pymongo ({mode}) {Path(test_file).name}: {counts['passed']} passed, {counts['failed']} failed, "
                   f"{counts['errors']} errors, {counts['skipped']} skipped", flush=True)
-    print(json.dumps({name: {k: v for k, v in c.items() if k != "log"} for name, c in results.items()}))
-    regressions = [
+        if rs is not None:
+            try:
+                rs.primary()
+                rs.assert_db_hash_agree()
+                print("pymongo (replset): every member's dbHash agrees after the suite", flush=True)
+            except (AssertionError, TimeoutError, RuntimeError) as error:
+                problems.append(f"members disagree after the suite: {error}")
+    print(json.dumps({"mode": mode, "files": {name: {k: v for k, v in c.items() if k != "log"}
+                                              for name, c in results.items()}}))
+    problems += [
         f"{name}: {results[name]['passed']} passed < baseline {minimum}"
-        for name, minimum in baseline.get("min_passed", {}).items()
+        for name, minimum in baseline.get(section, {}).items()
         if results.get(name, {}).get("passed", 0) < minimum
     ]
-    for line in regressions:
+    for line in problems:
         print("REGRESSION", line, file=sys.stderr)
-    return 1 if regressions else 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

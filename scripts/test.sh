@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust unit, property, scenario and simulation tests;
 # the wire fuzz run and durability tests against real processes; pymongo
-# integration tests; the mongosh smoke test; pymongo's own suite counts.
+# integration tests (python/tests/replset: multi-process replica sets
+# through `slipstream cluster`, each checked by dbHash afterwards); the
+# mongosh smoke tests; pymongo's own suite counts against a node and a set.
 # .ci/run calls this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +26,5 @@ echo "==> pytest (python/tests, through pymongo against real nodes)"
 export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider
 
-echo "==> pymongo's own test suite"
+echo "==> pymongo's own test suite (a node, then a 3-member replica set)"
 scripts/pymongo_suite.sh

@@ -10,6 +10,7 @@
 
 pub mod aggregate;
 pub mod compare;
+pub mod depth;
 pub mod error;
 pub mod expr;
 pub mod filter;

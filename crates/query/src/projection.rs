@@ -334,6 +334,7 @@ impl Parser {
 }
 
 fn validate_path(key: &str) -> Result<(), QueryError> {
+    crate::depth::check_field_path(key)?;
     if key.is_empty() || key.split('.').any(str::is_empty) {
         return Err(QueryError::bad_value(format!(
             "projection path '{key}' has an empty field name"

@@ -112,6 +112,7 @@ impl SortSpec {
 }
 
 fn validate_path(path: &str) -> Result<(), QueryError> {
+    crate::depth::check_field_path(path)?;
     if path.is_empty() || path.split('.').any(str::is_empty) {
         return Err(QueryError::bad_value(format!(
             "sort key '{path}' has an empty field name"

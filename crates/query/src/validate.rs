@@ -40,12 +40,7 @@ const INVALID_ID_FIELD: i32 = 53;
 
 /// Checks a document about to be inserted. See the module comment.
 pub fn validate_storable_document(doc: &Document) -> Result<(), QueryError> {
-    if exceeds_depth(doc) {
-        return Err(QueryError::new(
-            OVERFLOW,
-            format!("cannot insert document because it exceeds {STORED_DEPTH_MAX} levels of nesting"),
-        ));
-    }
+    check_inserted_depth(doc)?;
     match doc.get("_id") {
         Some(Bson::RegularExpression(_)) => Err(QueryError::bad_value("can't use a regex for _id")),
         Some(Bson::Undefined) => Err(QueryError::bad_value("can't use a undefined for _id")),
@@ -58,12 +53,7 @@ pub fn validate_storable_document(doc: &Document) -> Result<(), QueryError> {
 /// Checks the document an update or replacement produced. See the module
 /// comment.
 pub fn validate_updated_document(doc: &Document) -> Result<(), QueryError> {
-    if exceeds_depth(doc) {
-        return Err(QueryError::new(
-            OVERFLOW,
-            format!("Document exceeds maximum nesting depth of {STORED_DEPTH_MAX}"),
-        ));
-    }
+    check_updated_depth(doc)?;
     match doc.get("_id") {
         Some(Bson::RegularExpression(_)) => Err(invalid_id("regex")),
         Some(Bson::Undefined) => Err(invalid_id("undefined")),
@@ -76,6 +66,30 @@ pub fn validate_updated_document(doc: &Document) -> Result<(), QueryError> {
         }),
         _ => Ok(()),
     }
+}
+
+/// The depth rule of `validate_storable_document` alone, for callers that
+/// check it before anything else walks the document.
+pub fn check_inserted_depth(doc: &Document) -> Result<(), QueryError> {
+    if exceeds_depth(doc) {
+        return Err(QueryError::new(
+            OVERFLOW,
+            format!("cannot insert document because it exceeds {STORED_DEPTH_MAX} levels of nesting"),
+        ));
+    }
+    Ok(())
+}
+
+/// The depth rule of `validate_updated_document` alone: `Update::apply`
+/// checks it as soon as a result exists, before anything else walks it.
+pub fn check_updated_depth(doc: &Document) -> Result<(), QueryError> {
+    if exceeds_depth(doc) {
+        return Err(QueryError::new(
+            OVERFLOW,
+            format!("Document exceeds maximum nesting depth of {STORED_DEPTH_MAX}"),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid_id(type_name: &str) -> QueryError {

@@ -26,3 +26,18 @@ pub mod state;
 
 pub use listener::serve;
 pub use state::{ServerOptions, ServerState};
+
+/// The stack of every thread of the node's runtime (async workers and the
+/// blocking pool), where commands run.
+///
+/// Nearly every walk over a document recurses once per level, and the
+/// stages of a pipeline are chained iterators, one set of frames per stage.
+/// The limits on what may nest bound how deep that goes: a message within
+/// maxBSONDepth (the wire layer), a stored document within 100 levels, a
+/// field path within 200 components, values the query language builds
+/// within 200 levels, at most `ACTIVE_STAGES_MAX` stages running nested
+/// (`slipstream_query`). In a debug build the deepest of these measured
+/// ~2.5 MiB (2,000 stages running nested) and ~1.6 MiB (a projection nested
+/// 200 deep), past Rust's 2 MiB default; release frames are smaller.
+/// `tests/stack_budget.rs` runs the costliest inputs on half of this size.
+pub const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;

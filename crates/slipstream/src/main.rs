@@ -1,7 +1,8 @@
 //! The `slipstream` binary: `serve` runs a node, `bench` drives one over
-//! the wire and prints a JSON summary.
+//! the wire and prints a JSON summary, `cluster` runs a local replica set.
 
 mod bench;
+mod cluster;
 mod log_layer;
 mod serve;
 
@@ -21,8 +22,12 @@ struct Cli {
 enum Command {
     /// Run a data node (mongod).
     Serve(ServeArgs),
-    /// Drive a node with a workload and print a JSON summary as the last line.
-    Bench(bench::BenchArgs),
+    /// Drive a node or a replica set with a workload and print a JSON
+    /// summary as the last line; `bench failover` measures failovers.
+    Bench(bench::BenchCommand),
+    /// Run a local replica set: `up`, `status`, `stop`, `kill N`,
+    /// `restart N`, `pause N`, `resume N`, `add`, `partition`, `heal`.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// `slipstream serve`: MongoDB's spellings are accepted as aliases.
@@ -78,5 +83,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Cluster(args) => cluster::run(args),
     }
 }

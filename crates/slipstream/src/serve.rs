@@ -72,7 +72,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             serde_json::Value::Null,
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Commands recurse as deep as the nesting limits allow; see THREAD_STACK_BYTES.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(slipstream_server::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             log.error(

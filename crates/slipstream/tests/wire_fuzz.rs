@@ -1,6 +1,7 @@
 //! Feeds random and mutated messages to a running node over TCP (seeded,
 //! a bounded number of batches within a bounded time) and checks after
-//! each batch that a fresh connection still answers `ping`. Also checks
+//! each batch that a fresh connection still answers `ping`. Among them are
+//! commands nested around and far past maxBSONDepth, intact or corrupted. Also checks
 //! that a second node on the same data directory is refused.
 //!
 //! `SLIPSTREAM_FUZZ_SEED` and `SLIPSTREAM_FUZZ_BATCHES` override the
@@ -65,10 +66,89 @@ fn set_length(message: &mut [u8]) {
     message[..4].copy_from_slice(&length);
 }
 
-/// One garbage message: a mutated seed or random bytes.
+/// `{a: {a: ... {a: 1}}}` (or `[[...[1]]]` under `a`) with `levels`
+/// embedded documents, encoded in one pass, without recursion, so that any
+/// depth can be built.
+fn nested_bytes(levels: usize, arrays: bool) -> Vec<u8> {
+    const INNERMOST_BYTES: usize = 12; // {k: int32}
+    const LEVEL_BYTES: usize = 8;
+    let (open_type, key) = if arrays { (0x04u8, b'0') } else { (0x03u8, b'a') };
+    let mut out = Vec::with_capacity(INNERMOST_BYTES + LEVEL_BYTES * levels);
+    for level in (1..=levels).rev() {
+        out.extend_from_slice(&((INNERMOST_BYTES + LEVEL_BYTES * level) as i32).to_le_bytes());
+        out.extend_from_slice(&[open_type, if level == levels { b'a' } else { key }, 0]);
+    }
+    out.extend_from_slice(&(INNERMOST_BYTES as i32).to_le_bytes());
+    out.extend_from_slice(&[0x10, if levels == 0 { b'a' } else { key }, 0, 1, 0, 0, 0, 0]);
+    out.resize(out.len() + levels, 0);
+    out
+}
+
+/// The document `{key: value}` where `value` is the encoded document or
+/// array `inner` (element type `element_type`), after the fields of
+/// `before`.
+fn wrap_bytes(before: &bson::Document, element_type: u8, key: &str, inner: &[u8]) -> Vec<u8> {
+    let mut elements = before.to_vec().unwrap();
+    elements.truncate(elements.len() - 1);
+    elements.drain(..4);
+    elements.push(element_type);
+    elements.extend_from_slice(key.as_bytes());
+    elements.push(0);
+    elements.extend_from_slice(inner);
+    let mut out = ((elements.len() + 5) as i32).to_le_bytes().to_vec();
+    out.extend(elements);
+    out.push(0);
+    out
+}
+
+/// A command whose filter, document or stage nests `levels` deep, around
+/// and past maxBSONDepth (200): every kind of command that walks it must
+/// answer (Overflow past the limit), never overflow the node's stack.
+fn deep_message(random: &mut Random) -> Vec<u8> {
+    let levels = [199, 200, 201, 202, 1_000, 5_000, 150 + random.below(3_000)][random.below(7)];
+    let nested = nested_bytes(levels, random.below(3) == 0);
+    let database = doc! {"$db": "fuzzdb"};
+    let body = match random.below(5) {
+        0 => wrap_bytes(&doc! {"find": "fuzz"}, 0x03, "filter", &nested),
+        1 => wrap_bytes(&doc! {"count": "fuzz"}, 0x03, "query", &nested),
+        2 => wrap_bytes(&doc! {"insert": "fuzz"}, 0x04, "documents", &wrap_bytes(&doc! {}, 0x03, "0", &nested)),
+        3 => {
+            let stage = wrap_bytes(&doc! {}, 0x03, "$match", &nested);
+            let pipeline = wrap_bytes(&doc! {}, 0x03, "0", &stage);
+            wrap_bytes(&doc! {"aggregate": "fuzz", "cursor": {}}, 0x04, "pipeline", &pipeline)
+        }
+        _ => {
+            let statement = wrap_bytes(&doc! {"u": {"$set": {"x": 1}}}, 0x03, "q", &nested);
+            wrap_bytes(&doc! {"update": "fuzz"}, 0x04, "updates", &wrap_bytes(&doc! {}, 0x03, "0", &statement))
+        }
+    };
+    // `$db` goes last: append its element before the body's terminator.
+    let mut body = body;
+    let db_element = &database.to_vec().unwrap()[4..];
+    body.pop();
+    body.extend_from_slice(db_element);
+    let length = (body.len() as i32).to_le_bytes();
+    body[..4].copy_from_slice(&length);
+    let mut message = vec![0; 16];
+    message.extend_from_slice(&0u32.to_le_bytes());
+    message.push(0);
+    message.extend(body);
+    message[12..16].copy_from_slice(&opcode::OP_MSG.to_le_bytes());
+    if random.below(3) == 0 {
+        // Corrupt a few bytes of the nesting (lengths and types included).
+        for _ in 0..=random.below(4) {
+            let at = 21 + random.below(message.len() - 21);
+            message[at] = random.next() as u8;
+        }
+    }
+    set_length(&mut message);
+    message
+}
+
+/// One garbage message: a mutated seed, random bytes, or deep nesting.
 fn garbage(random: &mut Random, seeds: &[Vec<u8>]) -> Vec<u8> {
     let mut message = seeds[random.below(seeds.len())].clone();
-    match random.below(9) {
+    match random.below(10) {
         0 => {
             // Flip a few bytes past the length field, keep the framing.
             for _ in 0..=random.below(6) {
@@ -116,6 +196,7 @@ fn garbage(random: &mut Random, seeds: &[Vec<u8>]) -> Vec<u8> {
             // Random bytes, no framing at all.
             message = (0..random.below(64)).map(|_| random.next() as u8).collect();
         }
+        8 => message = deep_message(random),
         _ => {
             // Append junk and fix the length (trailing section bytes).
             for _ in 0..=random.below(20) {
@@ -171,6 +252,26 @@ fn random_and_mutated_messages_never_stop_the_node() {
             break;
         }
     }
+}
+
+#[test]
+fn deep_messages_are_answered_with_overflow_past_the_limit() {
+    let node = Node::start(&[]);
+    let mut random = Random(7);
+    let mut client = node.client();
+    let mut overflows = 0;
+    for _ in 0..60 {
+        let message = deep_message(&mut random);
+        client.send(&message).unwrap();
+        // Every message is answered (corrupted ones with an error), and the
+        // connection stays usable.
+        let Ok(slipstream_wire::Message::Msg(reply)) = client.receive() else { panic!("no OP_MSG reply") };
+        if reply.body.get_i32("code").ok() == Some(15) {
+            overflows += 1;
+        }
+    }
+    assert!(overflows > 10, "{overflows} of 60 deep messages were refused as too deep");
+    assert_eq!(client.command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
 }
 
 #[test]

@@ -26,6 +26,9 @@ pub enum WireError {
     Malformed(String),
     /// A document that is not valid BSON.
     InvalidBson(String),
+    /// A document nested deeper than `MAX_BSON_DEPTH`; the dotted path of
+    /// the element that went past it.
+    NestingTooDeep(String),
 }
 
 impl WireError {
@@ -35,6 +38,8 @@ impl WireError {
         match self {
             WireError::DocumentTooLarge(_) => 10334,
             WireError::InvalidBson(_) => 22,
+            // MongoDB's validateBSON answers ErrorCodes::Overflow.
+            WireError::NestingTooDeep(_) => 15,
             // MongoDB answers an unusable opcode or compressor with a
             // plain BadValue-class error; the message names the cause.
             WireError::UnsupportedOpCode(_) | WireError::CompressionNotSupported => 2,
@@ -46,6 +51,7 @@ impl WireError {
         match self.code() {
             10334 => "BSONObjectTooLarge",
             22 => "InvalidBSON",
+            15 => "Overflow",
             2 => "BadValue",
             _ => "Location40413",
         }
@@ -56,7 +62,9 @@ impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WireError::Incomplete => write!(f, "incomplete message"),
-            WireError::MessageTooSmall(len) => write!(f, "message length {len} is smaller than the 16-byte header"),
+            WireError::MessageTooSmall(len) => {
+                write!(f, "message length {len} is smaller than the 16-byte header")
+            }
             WireError::MessageTooLarge(len) => {
                 write!(f, "message length {len} exceeds maxMessageSizeBytes {}", crate::MAX_MESSAGE_SIZE_BYTES)
             }
@@ -69,12 +77,17 @@ impl fmt::Display for WireError {
             WireError::CompressionNotSupported => {
                 write!(f, "OP_COMPRESSED is not supported: this node advertises no compressors")
             }
-            WireError::UnknownRequiredFlags(bits) => write!(f, "unrecognized required OP_MSG flag bits {bits:#x}"),
+            WireError::UnknownRequiredFlags(bits) => {
+                write!(f, "unrecognized required OP_MSG flag bits {bits:#x}")
+            }
             WireError::ChecksumMismatch { expected, actual } => {
                 write!(f, "OP_MSG checksum mismatch: message says {expected:#010x}, bytes give {actual:#010x}")
             }
             WireError::Malformed(msg) => write!(f, "malformed message: {msg}"),
             WireError::InvalidBson(msg) => write!(f, "invalid BSON: {msg}"),
+            WireError::NestingTooDeep(path) => {
+                write!(f, "BSONObj exceeds maximum nested object depth in element with field name '{path}'")
+            }
         }
     }
 }

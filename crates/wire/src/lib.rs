@@ -10,19 +10,22 @@
 //!
 //! Every size the peer declares is checked against the named limits
 //! (`MAX_MESSAGE_SIZE_BYTES`, `MAX_BSON_OBJECT_SIZE_BYTES`) and against the
-//! bytes actually present before anything is allocated for it, and no
-//! input can make a parser panic: malformed input is a `WireError`.
+//! bytes actually present before anything is allocated for it, every
+//! document's nesting against `MAX_BSON_DEPTH` before it is decoded, and
+//! no input can make a parser panic: malformed input is a `WireError`.
 
+mod decoder;
 mod error;
 mod frame;
 mod message;
+mod nesting;
 
 pub use error::WireError;
 pub use frame::{check_frame, MsgHeader, HEADER_LEN_BYTES};
 pub use message::{
-    encode_op_msg, encode_op_query, encode_op_reply, parse_message, DocumentSequence, Message,
-    OpMsg, OpQuery, OpReply,
+    encode_op_msg, encode_op_query, encode_op_reply, parse_message, DocumentSequence, Message, OpMsg, OpQuery, OpReply,
 };
+pub use nesting::check_nesting_depth;
 
 /// The largest message a node accepts or sends (MongoDB's
 /// `maxMessageSizeBytes`, advertised in `hello`).
@@ -38,8 +41,14 @@ pub const MAX_BSON_OBJECT_SIZE_BYTES: usize = 16 * 1024 * 1024;
 pub const BSON_OBJECT_INTERNAL_SLACK_BYTES: usize = 16 * 1024;
 
 /// The largest BSON document the parser accepts anywhere in a message.
-pub const MAX_BSON_DOCUMENT_IN_MESSAGE_BYTES: usize =
-    MAX_BSON_OBJECT_SIZE_BYTES + BSON_OBJECT_INTERNAL_SLACK_BYTES;
+pub const MAX_BSON_DOCUMENT_IN_MESSAGE_BYTES: usize = MAX_BSON_OBJECT_SIZE_BYTES + BSON_OBJECT_INTERNAL_SLACK_BYTES;
+
+/// How deeply a document in a message may nest: the top-level document is
+/// depth 0 and each embedded document or array adds one (MongoDB's
+/// `maxBSONDepth`, default 200). Every document of every message is
+/// checked against it on its raw bytes before it is decoded, so that no
+/// recursive code (the decoder included) ever sees deeper input.
+pub const MAX_BSON_DEPTH: usize = 200;
 
 /// Operation codes of the message header.
 pub mod opcode {

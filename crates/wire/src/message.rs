@@ -5,7 +5,9 @@
 use bson::{Bson, Document, RawDocument};
 
 use crate::frame::{read_i32, read_i64, read_u32, MsgHeader, HEADER_LEN_BYTES};
-use crate::{msg_flags, opcode, WireError, MAX_BSON_DOCUMENT_IN_MESSAGE_BYTES, MAX_MESSAGE_SIZE_BYTES};
+use crate::decoder::decode_document;
+use crate::nesting::check_nesting_depth;
+use crate::{msg_flags, opcode, WireError, MAX_BSON_DEPTH, MAX_BSON_DOCUMENT_IN_MESSAGE_BYTES, MAX_MESSAGE_SIZE_BYTES};
 
 /// The most document-sequence sections one OP_MSG may carry; real drivers
 /// send at most one, so a larger number is treated as malformed input.
@@ -250,8 +252,8 @@ fn need(end: usize, at: usize, count: usize) -> Result<(), WireError> {
 }
 
 /// Reads one BSON document at `at` that must end at or before `end`; the
-/// declared size is checked against the limit and the bytes present before
-/// the document is decoded.
+/// declared size is checked against the limit and the bytes present, and
+/// the nesting against `MAX_BSON_DEPTH`, before the document is decoded.
 fn read_document(frame: &[u8], at: usize, end: usize) -> Result<(Document, usize), WireError> {
     need(end, at, 4)?;
     let declared = read_i32(frame, at);
@@ -263,8 +265,10 @@ fn read_document(frame: &[u8], at: usize, end: usize) -> Result<(Document, usize
         return Err(WireError::DocumentTooLarge(length));
     }
     need(end, at, length)?;
-    let raw = RawDocument::from_bytes(&frame[at..at + length]).map_err(|err| WireError::InvalidBson(err.to_string()))?;
-    let document = Document::try_from(raw).map_err(|err| WireError::InvalidBson(err.to_string()))?;
+    let bytes = &frame[at..at + length];
+    check_nesting_depth(bytes, MAX_BSON_DEPTH)?;
+    let raw = RawDocument::from_bytes(bytes).map_err(|err| WireError::InvalidBson(err.to_string()))?;
+    let document = decode_document(raw)?;
     Ok((document, at + length))
 }
 

@@ -10,6 +10,7 @@ pub(crate) fn split_path(stage: &str, path: &str) -> Result<Vec<String>, QueryEr
     if path.is_empty() {
         return Err(QueryError::new(40352, format!("{stage}: FieldPath cannot be constructed with empty string")));
     }
+    crate::depth::check_field_path(path)?;
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     for part in &parts {
         if part.is_empty() {

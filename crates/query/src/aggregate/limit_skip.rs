@@ -36,6 +36,11 @@ impl LimitStage {
 }
 
 impl Stage for LimitStage {
+    /// Passes documents through unchanged.
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, _: &'a ExecContext<'a>) -> DocStream<'a> {
         Box::new(input.take(self.limit))
     }
@@ -57,6 +62,11 @@ impl SkipStage {
 }
 
 impl Stage for SkipStage {
+    /// Passes documents through unchanged.
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, _: &'a ExecContext<'a>) -> DocStream<'a> {
         let mut remaining = self.skip;
         // Errors are never skipped: they must reach the caller.

@@ -36,6 +36,11 @@ pub(crate) fn split_top_level_expr(filter: &Document) -> (Document, Option<&Bson
 }
 
 impl Stage for MatchStage {
+    /// Passes documents through unchanged.
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         Box::new(input.filter_map(move |item| match item {
             Ok(doc) => match self.matches(&doc, cx) {

@@ -21,6 +21,7 @@
 //! themselves; any other name answers 40324.
 
 mod accumulators;
+mod active_stages;
 mod bucket;
 mod count;
 mod documents;
@@ -55,8 +56,24 @@ pub const MEMORY_LIMIT_CODE: i32 = 292;
 /// How deeply sub-pipelines (`$facet`, `$lookup`, `$unionWith`) may nest.
 const SUB_PIPELINE_DEPTH_MAX: usize = 20;
 
+/// MaxSubPipelineDepthExceeded.
+const MAX_SUB_PIPELINE_DEPTH_EXCEEDED: i32 = 232;
+
 /// The most stages one pipeline may have (MongoDB's default limit).
 const PIPELINE_STAGES_MAX: usize = 1000;
+
+/// The most stages that may be running at once on one thread: a pipeline's
+/// own, plus those of the sub-pipelines (`$lookup`, `$unionWith`,
+/// `$facet`) and views it is reading through at that moment.
+///
+/// Stages are chained iterators: pulling one document from the last stage
+/// calls into every stage before it, so each running stage holds a few
+/// frames on the thread's stack, and a sub-pipeline's chain runs on top of
+/// its parent's. Nesting limits alone do not bound that (20 levels of
+/// sub-pipelines, or of views, of up to 1000 stages each would be 20,000
+/// chained stages); this does, and `stage_stack` measures what it costs.
+/// One maximum-length pipeline always fits, with room for sub-pipelines.
+pub const ACTIVE_STAGES_MAX: usize = 2 * PIPELINE_STAGES_MAX;
 
 /// How a pipeline reads other collections (`$lookup`, `$unionWith`).
 pub trait CollectionSource {
@@ -80,6 +97,16 @@ pub(crate) struct ExecContext<'a> {
 pub(crate) trait Stage: std::fmt::Debug + Send + Sync {
     /// Transforms the input stream. Errors travel inside the stream.
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a>;
+
+    /// Whether an output document may nest deeper than its input (computed
+    /// fields, accumulators, joined documents, created paths). Such output
+    /// is checked against `depth::BSON_DEPTH_MAX` before the next stage
+    /// sees it, so that no chain of stages can build a document deeper than
+    /// every later walk over it can follow. Stages that only select, order
+    /// or trim documents say no.
+    fn may_deepen(&self) -> bool {
+        true
+    }
 }
 
 /// A parsed pipeline.
@@ -146,14 +173,26 @@ impl Pipeline {
         self.run(input, &cx).collect()
     }
 
-    /// Chains every stage onto `input`.
+    /// Chains every stage onto `input`; the chain counts its stages
+    /// against `ACTIVE_STAGES_MAX` whenever it is pulled.
     pub(crate) fn run<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         let mut stream = input;
         for stage in &self.stages {
             stream = stage.apply(stream, cx);
+            if stage.may_deepen() {
+                stream = Box::new(stream.map(|item| item.and_then(checked_output)));
+            }
         }
-        stream
+        Box::new(active_stages::Counted::new(stream, self.stages.len()))
     }
+}
+
+/// A stage's output, refused when it nests deeper than
+/// `depth::BSON_DEPTH_MAX` (MongoDB fails such a pipeline when it converts
+/// the document to BSON).
+fn checked_output(document: Document) -> Result<Document, QueryError> {
+    crate::depth::check_built_document(&document)?;
+    Ok(document)
 }
 
 /// Parses a pipeline nested `depth` sub-pipelines deep.
@@ -183,8 +222,8 @@ pub(crate) fn parse_sub_pipeline(
 pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Result<Pipeline, QueryError> {
     if depth > SUB_PIPELINE_DEPTH_MAX {
         return Err(QueryError::new(
-            codes::BAD_VALUE,
-            format!("sub-pipelines may nest at most {SUB_PIPELINE_DEPTH_MAX} deep"),
+            MAX_SUB_PIPELINE_DEPTH_EXCEEDED,
+            format!("Maximum number of nested sub-pipelines exceeded. Limit is {SUB_PIPELINE_DEPTH_MAX}"),
         ));
     }
     if stages.len() > PIPELINE_STAGES_MAX {

@@ -87,6 +87,7 @@ fn validate_field_name(stage: &str, name: &str) -> Result<Vec<String>, QueryErro
     if name.is_empty() {
         return Err(QueryError::new(40352, format!("Invalid {stage} :: caused by :: FieldPath cannot be constructed with empty string")));
     }
+    crate::depth::check_field_path(name)?;
     let parts: Vec<String> = name.split('.').map(str::to_string).collect();
     for part in &parts {
         if part.is_empty() {
@@ -112,6 +113,10 @@ fn parse_into(stage: &str, kind: SpecKind, spec: &Document, prefix: &[String], t
     for (name, value) in spec {
         let mut path = prefix.to_vec();
         path.extend(validate_field_name(stage, name)?);
+        // Nested specifications spell one path over several levels.
+        if path.len() > crate::depth::FIELD_PATH_PARTS_MAX {
+            return Err(QueryError::new(crate::depth::OVERFLOW, "FieldPath is too long"));
+        }
         let full = path.join(".");
         let node = match value {
             Bson::Document(sub) if sub.keys().next().is_some_and(|k| k.starts_with('$')) => {

@@ -71,6 +71,11 @@ impl RedactStage {
 }
 
 impl Stage for RedactStage {
+    /// Only removes parts of documents.
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         Box::new(input.filter_map(move |item| {
             let doc = match item {

@@ -73,6 +73,11 @@ impl SortStage {
 }
 
 impl Stage for SortStage {
+    /// Passes documents through unchanged.
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         match self.sort_all(input, cx) {
             Ok(docs) => Box::new(docs.into_iter().map(Ok)),

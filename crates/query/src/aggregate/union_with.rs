@@ -34,6 +34,11 @@ impl UnionWithStage {
 }
 
 impl Stage for UnionWithStage {
+    /// Adds stored documents, or a sub-pipeline's (whose own stages check theirs).
+    fn may_deepen(&self) -> bool {
+        false
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         // The other collection is read only once the input is exhausted.
         let other = std::iter::once(()).flat_map(move |()| -> DocStream<'a> {

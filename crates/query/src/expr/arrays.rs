@@ -8,6 +8,7 @@ use super::{
     Context, OpSpec, Value,
 };
 use crate::compare::values_equal;
+use crate::depth::{value_exceeds, BSON_DEPTH_MAX, OVERFLOW};
 use crate::error::QueryError;
 
 /// The most elements `$range` may produce, so that one expression cannot
@@ -189,6 +190,12 @@ fn eval_reduce(name: &'static str, args: &Args, cx: &Context) -> Result<Value, Q
     for item in items {
         let bindings = vec![("value".to_string(), accumulated), ("this".to_string(), Some(item))];
         accumulated = cx.with_bindings(bindings, |inner| args.eval(2, inner))?;
+        // `in` may wrap `$$value` once more on every element: the loop,
+        // not the expression, decides how deep the result gets, so the
+        // depth is checked before the next round copies it again.
+        if accumulated.as_ref().is_some_and(|value| value_exceeds(value, BSON_DEPTH_MAX)) {
+            return Err(QueryError::new(OVERFLOW, "$reduce accumulated value exceeded max allowable BSON depth"));
+        }
     }
     Ok(accumulated)
 }

@@ -469,6 +469,7 @@ fn parse_field_path(path: &str) -> Result<Vec<String>, QueryError> {
     if path.is_empty() {
         return Err(QueryError::new(16872, "'$' by itself is not a valid FieldPath"));
     }
+    crate::depth::check_field_path(path)?;
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     for part in &parts {
         if part.is_empty() {

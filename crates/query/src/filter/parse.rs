@@ -15,6 +15,14 @@ use crate::path::FieldPath;
 /// MongoDB's limit is 100 levels.
 const FILTER_DEPTH_MAX: usize = 100;
 
+/// How many components a filter's path may have: no stored document has
+/// more levels (MongoDB's match parser refuses longer paths with
+/// `maxDepthForUserStorage`).
+const FILTER_PATH_PARTS_MAX: usize = crate::validate::STORED_DEPTH_MAX;
+
+/// MongoDB's code for a filter path longer than `FILTER_PATH_PARTS_MAX`.
+const FILTER_PATH_TOO_LONG: i32 = 5729100;
+
 pub fn parse_document(filter: &Document, depth: usize) -> Result<Node, QueryError> {
     parse_document_in(filter, depth, true)
 }
@@ -136,6 +144,9 @@ fn is_operator_document(value: &Document) -> bool {
 }
 
 fn parse_path(key: &str, value: &Bson, depth: usize) -> Result<Node, QueryError> {
+    if crate::depth::path_parts(key) > FILTER_PATH_PARTS_MAX {
+        return Err(QueryError::new(FILTER_PATH_TOO_LONG, "FieldPath is too long"));
+    }
     let path = FieldPath::new(key);
     match value {
         Bson::Document(operators) if is_operator_document(operators) => {

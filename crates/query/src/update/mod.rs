@@ -195,6 +195,10 @@ impl Update {
                 result
             }
         };
+        // A path or a value may have made the result deeper than any
+        // stored document may be; refuse it before encoding it below or
+        // handing it on.
+        crate::validate::check_updated_depth(&result)?;
         let modified = !same_document(doc, &result);
         Ok(UpdateOutcome {
             document: result,

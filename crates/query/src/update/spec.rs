@@ -356,6 +356,7 @@ fn parse_push_sort(value: &Bson) -> Result<PushSort, QueryError> {
     }
     let mut fields = Vec::with_capacity(spec.len());
     for (field, direction) in spec {
+        crate::depth::check_field_path(field)?;
         if field.is_empty() || field.starts_with('$') || field.split('.').any(str::is_empty) {
             return Err(QueryError::bad_value(format!(
                 "The $sort field is a dotted field but has an empty part: {field}"

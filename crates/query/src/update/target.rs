@@ -35,6 +35,10 @@ impl TargetPath {
                 "An empty update path is not valid.",
             ));
         }
+        // Writing to a path creates its levels: a path of more components
+        // than any stored document may have levels is refused before any
+        // walk over it.
+        crate::depth::check_field_path(dotted)?;
         let mut components = Vec::new();
         let mut positional_count = 0;
         for (i, part) in dotted.split('.').enumerate() {

@@ -27,9 +27,10 @@ use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
 use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
+use crate::exec::stored_document::check_updated;
 use crate::sessions::retryable::{self, RetryableWrite};
 use command_let::CommandLet;
-use documents::{check_stored, prepare_insert, with_id_first};
+use documents::{prepare_insert, with_id_first};
 
 /// One entry of `writeErrors`.
 fn write_error(index: usize, error: CommandError) -> Document {
@@ -624,7 +625,7 @@ fn run_update(
         if !outcome.modified {
             continue;
         }
-        check_stored(&outcome.document)?;
+        check_updated(&outcome.document)?;
         let id = old.get("_id").cloned().unwrap_or(Bson::Null);
         let oplog_form = oplog_update(&old, &outcome.document);
         counts.last_write = Some(writer.update(ns, &id, outcome.document, oplog_form)?);
@@ -654,8 +655,8 @@ fn upsert_document(
         is_upsert_insert: true,
     };
     let outcome = update.apply_with_variables(&seed, &context, variables)?;
+    check_updated(&outcome.document)?;
     let document = with_id_first(&outcome.document, || Bson::ObjectId(ObjectId::new()));
-    check_stored(&document)?;
     Ok(document)
 }
 
@@ -984,7 +985,7 @@ fn run_find_and_modify(
             let outcome = update.apply_with_variables(&old, &context, &request.variables)?;
             let mut last_write = None;
             if outcome.modified {
-                check_stored(&outcome.document)?;
+                check_updated(&outcome.document)?;
                 let id = old.get("_id").cloned().unwrap_or(Bson::Null);
                 let oplog_form = oplog_update(&old, &outcome.document);
                 last_write = Some(writer.update(ns, &id, outcome.document.clone(), oplog_form)?);

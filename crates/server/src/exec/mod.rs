@@ -19,6 +19,7 @@
 //! - `source`: pipeline input and `$lookup` reads over storage.
 //! - `args`: argument and namespace helpers shared by the commands.
 //! - `views`: resolving views to their backing collection and pipeline.
+//! - `stored_document`: the depth, `_id` and size rules of every write.
 
 pub mod args;
 pub mod batch;
@@ -32,6 +33,7 @@ pub mod scan;
 pub mod size;
 pub mod sort;
 pub mod source;
+pub mod stored_document;
 pub mod views;
 
 pub use cursor_body::CursorBody;

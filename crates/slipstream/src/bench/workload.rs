@@ -1,17 +1,20 @@
 //! The workloads: what each operation sends and how the data set is
 //! prepared.
 //!
-//! - `insert-j`: one 1 KB document per insert, `writeConcern {j: true}`.
-//! - `insert`: the same with `{w: 1}`.
+//! - `insert-j`: one 1 KB document per insert, `writeConcern {w, j: true}`.
+//! - `insert`: the same with `{w}`.
 //! - `read`: a point `find` by `_id` over `docs` preloaded documents.
 //! - `scan`: a range `find` of 100 documents by `_id` from a random start.
-//! - `update`: `$inc` of one field of a random document by `_id`.
+//! - `update`: `$inc` of one field of a random document by `_id`, `{w}`.
+//!
+//! `w` is `--write-concern` (1 or "majority"); reads carry
+//! `$readPreference` when it is not `primary`.
 
 use bson::{doc, Document};
 use slipstream_wire::DocumentSequence;
 
 use super::client::{reply_ok, Client};
-use super::WorkloadName;
+use super::{ReadPreferenceArg, WorkloadName, WriteConcernArg};
 
 pub const DATABASE: &str = "slipstream_bench";
 /// Size of the payload string of every document.
@@ -46,11 +49,39 @@ pub struct Workload {
     name: WorkloadName,
     docs: u64,
     payload: String,
+    write_concern: Document,
+    /// `$readPreference` of reads, `None` for `primary`.
+    read_preference: Option<Document>,
+    /// The preload waits for a majority, so that reads on secondaries find
+    /// the documents.
+    preload_write_concern: Document,
 }
 
 impl Workload {
-    pub fn new(name: WorkloadName, docs: u64) -> Workload {
-        Workload { name, docs, payload: "x".repeat(PAYLOAD_BYTES) }
+    pub fn new(
+        name: WorkloadName,
+        docs: u64,
+        write_concern: WriteConcernArg,
+        read_preference: ReadPreferenceArg,
+        replica_set: bool,
+    ) -> Workload {
+        let mut concern = doc! {"w": write_concern.w()};
+        if name == WorkloadName::InsertJ {
+            concern.insert("j", true);
+        }
+        Workload {
+            name,
+            docs,
+            payload: "x".repeat(PAYLOAD_BYTES),
+            write_concern: concern,
+            read_preference: (read_preference != ReadPreferenceArg::Primary)
+                .then(|| doc! {"mode": read_preference.as_str()}),
+            preload_write_concern: if replica_set {
+                doc! {"w": "majority"}
+            } else {
+                doc! {"w": 1}
+            },
+        }
     }
 
     fn collection(&self) -> &'static str {
@@ -81,6 +112,7 @@ impl Workload {
         for loader in 0..loaders {
             let address = address.to_owned();
             let payload = self.payload.clone();
+            let write_concern = self.preload_write_concern.clone();
             let docs = self.docs;
             tasks.push(tokio::spawn(async move {
                 let mut client = Client::connect(&address).await.map_err(|err| err.to_string())?;
@@ -93,7 +125,10 @@ impl Workload {
                         .collect();
                     let sequence = DocumentSequence { identifier: "documents".into(), documents };
                     let reply = client
-                        .command(&doc! {"insert": "docs", "ordered": false, "$db": DATABASE}, &[sequence])
+                        .command(
+                            &doc! {"insert": "docs", "ordered": false, "writeConcern": write_concern.clone(), "$db": DATABASE},
+                            &[sequence],
+                        )
                         .await
                         .map_err(|err| err.to_string())?;
                     if !reply_ok(&reply) {
@@ -115,15 +150,15 @@ impl Workload {
     pub fn next_operation(&self, client: u64, sequence: u64, random: &mut Random) -> (Document, Vec<DocumentSequence>) {
         match self.name {
             WorkloadName::InsertJ | WorkloadName::Insert => {
-                let write_concern = if self.name == WorkloadName::InsertJ { doc! {"j": true} } else { doc! {"w": 1} };
                 let document = doc! {"_id": format!("{client}-{sequence}"), "payload": self.payload.clone()};
-                let body = doc! {"insert": "inserts", "ordered": true, "writeConcern": write_concern, "$db": DATABASE};
+                let body = doc! {"insert": "inserts", "ordered": true, "writeConcern": self.write_concern.clone(), "$db": DATABASE};
                 (body, vec![DocumentSequence { identifier: "documents".into(), documents: vec![document] }])
             }
             WorkloadName::Read => {
                 let id = random.below(self.docs) as i64;
-                let body = doc! {"find": "docs", "filter": {"_id": id}, "limit": 1, "singleBatch": true, "$db": DATABASE};
-                (body, Vec::new())
+                let body =
+                    doc! {"find": "docs", "filter": {"_id": id}, "limit": 1, "singleBatch": true, "$db": DATABASE};
+                (self.with_read_preference(body), Vec::new())
             }
             WorkloadName::Scan => {
                 let start = random.below(self.docs.saturating_sub(SCAN_DOCS as u64).max(1)) as i64;
@@ -131,15 +166,21 @@ impl Workload {
                     "find": "docs", "filter": {"_id": {"$gte": start}}, "sort": {"_id": 1},
                     "limit": SCAN_DOCS, "batchSize": SCAN_DOCS, "singleBatch": true, "$db": DATABASE,
                 };
-                (body, Vec::new())
+                (self.with_read_preference(body), Vec::new())
             }
             WorkloadName::Update => {
                 let id = random.below(self.docs) as i64;
                 let update = doc! {"q": {"_id": id}, "u": {"$inc": {"counter": 1_i64}}};
-                let body = doc! {"update": "docs", "ordered": true, "$db": DATABASE};
+                let body = doc! {"update": "docs", "ordered": true, "writeConcern": self.write_concern.clone(), "$db": DATABASE};
                 (body, vec![DocumentSequence { identifier: "updates".into(), documents: vec![update] }])
             }
         }
     }
-}
 
+    fn with_read_preference(&self, mut body: Document) -> Document {
+        if let Some(read_preference) = &self.read_preference {
+            body.insert("$readPreference", read_preference.clone());
+        }
+        body
+    }
+}

@@ -1,6 +1,6 @@
 //! Feeds arbitrary bytes to the framing check and the message parser; any
 //! panic is a bug. Messages that parse are re-encoded and must parse again
-//! to the same value.
+//! to the same value (compared as bytes, re-encoded once more).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,9 +13,17 @@ fuzz_target!(|data: &[u8]| {
         let bytes = encode_op_msg(msg.header.request_id, msg.header.response_to, flags, &msg.body, &msg.sequences)
             .expect("a parsed message re-encodes");
         match parse_message(&bytes).expect("a re-encoded message parses") {
+            // Compared as bytes: a NaN in a document is not equal to itself.
             Message::Msg(again) => {
-                assert_eq!(again.body, msg.body);
-                assert_eq!(again.sequences, msg.sequences);
+                let again = encode_op_msg(
+                    again.header.request_id,
+                    again.header.response_to,
+                    flags,
+                    &again.body,
+                    &again.sequences,
+                )
+                .expect("a parsed message re-encodes");
+                assert_eq!(again, bytes);
             }
             other => panic!("re-encoded OP_MSG parsed as {other:?}"),
         }

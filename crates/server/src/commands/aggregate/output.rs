@@ -19,6 +19,7 @@ use crate::error::CommandError;
 use crate::exec::args::{check_writable, namespace, type_name};
 use crate::exec::plan::{plan_query, QueryShape};
 use crate::exec::query::collect_matches;
+use crate::exec::stored_document::{check_inserted, check_updated};
 use slipstream_query::filter::Filter;
 
 /// Where a write stage writes.
@@ -315,6 +316,7 @@ fn write_out(engine: &Engine, target: &Target, documents: Vec<Document>) -> Resu
             }
         }
         for document in documents {
+            check_inserted(&document)?;
             let document = with_id(document);
             engine.writer().insert(&temp_ns, document)?;
         }
@@ -478,7 +480,10 @@ impl Merge<'_> {
             let existing = self.find_match(engine, &writer.reader(), &document)?;
             let write = match existing {
                 None => match self.when_not_matched {
-                    WhenNotMatched::Insert => Some(writer.insert(&self.ns, with_id(document))?),
+                    WhenNotMatched::Insert => {
+                        check_inserted(&document)?;
+                        Some(writer.insert(&self.ns, with_id(document))?)
+                    }
                     WhenNotMatched::Discard => None,
                     WhenNotMatched::Fail => {
                         return Err(CommandError::new(
@@ -548,6 +553,10 @@ impl Merge<'_> {
                 Some(update.apply_with_variables(&old, &context, &variables)?.document)
             }
         };
+        if let Some(new) = &new {
+            // Before comparing it with `old` or diffing it for the oplog.
+            check_updated(new)?;
+        }
         match new {
             Some(new) if new != old => {
                 if new.get("_id") != Some(&id) {

@@ -1,37 +1,11 @@
-//! Checking a document before it is stored: `_id` first (generated when
-//! missing), no `$`-prefixed fields inside `_id`, the 16 MiB limit.
+//! Preparing a document for `insert`: `_id` first (generated when
+//! missing), no `$`-prefixed fields inside `_id`, then the rules of
+//! `exec::stored_document`.
 
 use bson::{oid::ObjectId, Bson, Document};
 
 use crate::error::CommandError;
-use crate::exec::limits::DOCUMENT_BYTES_MAX;
-use crate::exec::size::document_size;
-
-/// BSONObjectTooLarge (10334).
-pub fn too_large(size: usize) -> CommandError {
-    CommandError::new(
-        10334,
-        format!("object to insert too large. size in bytes: {size}, max size: {DOCUMENT_BYTES_MAX}"),
-    )
-}
-
-/// Checks a document that is about to be stored (inserted, or the result of
-/// an update): `_id` valid, size within the limit.
-pub fn check_stored(document: &Document) -> Result<(), CommandError> {
-    if let Some(id) = document.get("_id") {
-        match id {
-            Bson::Array(_) => return Err(CommandError::new(53, "The '_id' value cannot be of type array")),
-            Bson::RegularExpression(_) => return Err(CommandError::new(2, "can't use a regex for _id")),
-            Bson::Undefined => return Err(CommandError::new(2, "can't use a undefined for _id")),
-            _ => {}
-        }
-    }
-    let size = document_size(document);
-    if size > DOCUMENT_BYTES_MAX {
-        return Err(too_large(size));
-    }
-    Ok(())
-}
+use crate::exec::stored_document::check_inserted;
 
 /// A document to insert: `_id` moved (or generated) to the front, then
 /// checked.
@@ -49,8 +23,10 @@ pub fn prepare_insert(value: &Bson) -> Result<Document, CommandError> {
             ));
         }
     }
+    // Depth first: nothing else walks a document deeper than may be stored.
+    slipstream_query::validate::check_inserted_depth(document)?;
     let prepared = with_id_first(document, || Bson::ObjectId(ObjectId::new()));
-    check_stored(&prepared)?;
+    check_inserted(&prepared)?;
     Ok(prepared)
 }
 
@@ -99,7 +75,12 @@ mod tests {
             52
         );
         assert!(prepare_insert(&Bson::Document(doc! {"_id": 1, "$a": 1, "b.c": 2})).is_ok());
-        let big = doc! {"s": "x".repeat(DOCUMENT_BYTES_MAX)};
+        let big = doc! {"s": "x".repeat(crate::exec::limits::DOCUMENT_BYTES_MAX)};
         assert_eq!(prepare_insert(&Bson::Document(big)).unwrap_err().code, 10334);
+        let mut deep = doc! {"a": 1};
+        for _ in 0..slipstream_query::validate::STORED_DEPTH_MAX {
+            deep = doc! {"a": deep};
+        }
+        assert_eq!(prepare_insert(&Bson::Document(deep)).unwrap_err().code, 15);
     }
 }

@@ -1,0 +1,100 @@
+"""Members of other kinds and reconfiguration (issue 7 tests): an
+arbiter's vote, a non-voter that holds data but does not count, and
+replSetReconfig adding and removing a member."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pymongo import WriteConcern
+from pymongo.errors import NotPrimaryError, PyMongoError
+
+CATCH_UP_TIMEOUT_S = 30
+
+
+def test_an_arbiter_votes_and_holds_no_data(make_replset):
+    rs = make_replset(nodes=2, arbiter=True)
+    arbiter = 3
+    rs.wait_state(arbiter, "ARBITER")
+    hello = rs.direct(1).admin.command("hello")
+    assert hello["arbiters"] == [rs.host(arbiter)]
+    assert rs.host(arbiter) not in hello["hosts"]
+    assert rs.direct(arbiter).admin.command("hello")["arbiterOnly"] is True
+    coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=10_000))
+    coll.insert_one({"_id": 1})
+    with pytest.raises(NotPrimaryError) as failure:
+        rs.direct(arbiter).t.c.find_one()
+    assert failure.value.details["code"] == 13436  # NotPrimaryOrSecondary
+
+    old = rs.primary()
+    survivor = next(i for i in (1, 2) if i != old)
+    rs.kill(old)
+    # The survivor wins with the arbiter's vote.
+    assert rs.primary(exclude=(old,)) == survivor
+    coll.with_options(write_concern=WriteConcern(w=1)).insert_one({"_id": 2})
+    # Only one data-bearing voter is up: a majority of data cannot be had.
+    with pytest.raises(PyMongoError):
+        coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=1_000)).insert_one({"_id": 3})
+    rs.restart(old)
+    coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=CATCH_UP_TIMEOUT_S * 1000)).insert_one(
+        {"_id": 4})
+    assert sorted(d["_id"] for d in rs.direct(old).t.c.find()) == [1, 2, 3, 4]
+
+
+def test_a_non_voter_holds_data_but_does_not_count(make_replset):
+    rs = make_replset(members={3: "votes=0"})
+    config = rs.config()
+    member = next(m for m in config["members"] if m["_id"] == 3)
+    assert (member["votes"], member["priority"]) == (0, 0)
+    hello = rs.direct(1).admin.command("hello")
+    assert hello["passives"] == [rs.host(3)]
+    assert sorted(hello["hosts"]) == sorted([rs.host(1), rs.host(2)])
+    coll = rs.client().t.get_collection("c")
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 1})
+    assert rs.direct(3).t.c.find_one({"_id": 1}) == {"_id": 1}
+
+    primary = rs.primary()
+    voter = next(i for i in (1, 2) if i != primary)
+    rs.kill(voter)
+    # The non-voter is up and has everything, yet one voter of two is no
+    # majority: no write is acknowledged as majority-committed, and the
+    # primary steps down for want of a voting majority.
+    with pytest.raises(PyMongoError):
+        coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=1_000)).insert_one({"_id": 2})
+    rs.wait_state(primary, "SECONDARY", timeout=10)
+    assert rs.member_state(3) == "SECONDARY"
+    rs.restart(voter)
+    rs.primary()
+
+
+def test_reconfig_adds_and_removes_a_member(make_replset):
+    rs = make_replset()
+    coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority"))
+    coll.insert_many([{"_id": i} for i in range(100)])
+
+    added = rs.add_member()
+    assert rs.member_state(added) == "STARTUP"
+    config = rs.config()
+    config["version"] += 1
+    config["members"].append({"_id": added, "host": rs.host(added)})
+    rs.direct(rs.primary()).admin.command("replSetReconfig", config)
+    rs.wait_state(added, "SECONDARY", timeout=CATCH_UP_TIMEOUT_S)
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+    while rs.direct(added).t.c.count_documents({}) != 100:
+        assert time.monotonic() < deadline, "the new member never caught up"
+        time.sleep(0.05)
+    assert rs.host(added) in rs.direct(rs.primary()).admin.command("hello")["hosts"]
+    coll.with_options(write_concern=WriteConcern(w=4, wtimeout=10_000)).insert_one({"_id": "four"})
+
+    primary = rs.primary()
+    removed = next(i for i in rs.ids() if i not in (primary, added))
+    config = rs.config()
+    config["version"] += 1
+    config["members"] = [m for m in config["members"] if m["_id"] != removed]
+    rs.direct(primary).admin.command("replSetReconfig", config)
+    rs.wait_state(removed, "REMOVED", timeout=CATCH_UP_TIMEOUT_S)
+    hello = rs.direct(primary).admin.command("hello")
+    assert rs.host(removed) not in hello["hosts"]
+    assert len(hello["hosts"]) == 3
+    coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=10_000)).insert_one({"_id": "three"})

@@ -1,0 +1,66 @@
+"""Majority reads never show a write that is later rolled back (issue 7
+tests): a primary cut off from the others takes w:1 writes, which a
+majority read there must not show; the others elect a new primary; after
+healing, the old primary rolls those writes back."""
+
+from __future__ import annotations
+
+import time
+
+from pymongo import WriteConcern
+from pymongo.errors import PyMongoError
+from pymongo.read_concern import ReadConcern
+
+MAJORITY = WriteConcern(w="majority")
+# Writes tried on the isolated primary before it notices it is alone.
+DOOMED_WRITES_MAX = 20
+ROLLBACK_TIMEOUT_S = 30
+
+
+def majority_ids(coll) -> set:
+    return {d["_id"] for d in coll.with_options(read_concern=ReadConcern("majority")).find()}
+
+
+def test_majority_reads_never_show_a_write_that_is_rolled_back(make_replset):
+    rs = make_replset()
+    old = rs.primary()
+    others = [i for i in rs.ids() if i != old]
+    rs.client().t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "committed"})
+
+    old_coll = rs.direct(old).t.get_collection("c", write_concern=WriteConcern(w=1))
+    rs.partition([[old], others])
+    doomed = []
+    for n in range(DOOMED_WRITES_MAX):
+        try:
+            old_coll.insert_one({"_id": f"doomed-{n}"})
+        except PyMongoError:
+            break  # it stepped down: no primary takes writes alone for long
+        doomed.append(f"doomed-{n}")
+    assert doomed, "the isolated primary took no w:1 write"
+    local = {d["_id"] for d in old_coll.find()}
+    assert set(doomed) <= local, "a w:1 write is not even visible locally"
+    assert majority_ids(old_coll) == {"committed"}, "a majority read showed an uncommitted write"
+
+    new = rs.primary(exclude=(old,))
+    new_coll = rs.direct(new).t.get_collection("c", write_concern=MAJORITY)
+    new_coll.insert_one({"_id": "after"})
+    assert majority_ids(old_coll).isdisjoint(doomed)
+
+    rs.heal()
+    deadline = time.monotonic() + ROLLBACK_TIMEOUT_S
+    seen = None
+    while True:
+        # At every moment, whatever the old primary's state, its majority
+        # reads show none of the writes that are being rolled back.
+        try:
+            assert majority_ids(old_coll).isdisjoint(doomed)
+            seen = {d["_id"] for d in old_coll.find()}
+        except PyMongoError:
+            pass  # in ROLLBACK it refuses reads
+        if seen == {"committed", "after"}:
+            break
+        assert time.monotonic() < deadline, f"the old primary still holds {sorted(seen)}"
+        time.sleep(0.05)
+    rs.wait_state(old, "SECONDARY")
+    for i in rs.ids():
+        assert {d["_id"] for d in rs.direct(i).t.c.find()} == {"committed", "after"}, f"member {i}"

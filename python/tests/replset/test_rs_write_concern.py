@@ -1,0 +1,69 @@
+"""Write concerns on a real set: a `w: "majority"` acknowledgement means a
+majority has the write on disk (issue 7 tests), `w: N` and `wtimeout`."""
+
+from __future__ import annotations
+
+import pytest
+from pymongo import WriteConcern
+from pymongo.errors import WriteConcernError
+
+MAJORITY = WriteConcern(w="majority")
+
+
+def test_a_majority_write_survives_the_primary_killed_right_after_the_ack(make_replset):
+    rs = make_replset()
+    old = rs.primary()
+    coll = rs.client().t.get_collection("c", write_concern=MAJORITY)
+    ids = list(range(50))
+    for i in ids:
+        coll.insert_one({"_id": i, "pad": "x" * 100})
+    rs.kill(old)
+    new = rs.primary(exclude=(old,))
+    found = sorted(d["_id"] for d in rs.direct(new).t.c.find())
+    assert found == ids
+
+
+def test_a_majority_write_is_on_a_majority_of_disks(make_replset):
+    """Every member is killed right after the acknowledgement; whichever
+    majority comes back elects a primary that has the write."""
+    rs = make_replset()
+    coll = rs.client().t.get_collection("c", write_concern=MAJORITY)
+    coll.insert_one({"_id": "before"})
+    coll.insert_one({"_id": "acknowledged", "n": 1})
+    for i in rs.ids():
+        rs.kill(i)
+    survivors = rs.ids()[:2]
+    for i in survivors:
+        rs.restart(i)
+    primary = rs.primary()
+    assert primary in survivors
+    assert rs.direct(primary).t.c.find_one({"_id": "acknowledged"}) == {"_id": "acknowledged", "n": 1}
+
+
+def test_w_all_and_wtimeout(rs):
+    coll = rs.client().t.get_collection("wc")
+    coll.drop()
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 1})
+    for i in rs.ids():
+        assert rs.direct(i).t.wc.find_one({"_id": 1}) == {"_id": 1}, f"member {i} lacks a w:3 write"
+    secondary = rs.secondaries()[0]
+    rs.pause(secondary)
+    try:
+        with pytest.raises(WriteConcernError) as failure:
+            coll.with_options(write_concern=WriteConcern(w=3, wtimeout=500)).insert_one({"_id": 2})
+        assert failure.value.code == 64
+        assert failure.value.details["errInfo"]["wtimeout"] is True
+        # The write itself happened: w:3 only failed to be confirmed.
+        assert coll.find_one({"_id": 2}) == {"_id": 2}
+        # A majority (the primary and the other secondary) still answers.
+        coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=10_000)).insert_one({"_id": 3})
+    finally:
+        rs.resume(secondary)
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 4})
+
+
+def test_more_members_than_the_set_has_is_refused(rs):
+    coll = rs.client().t.wc_too_many
+    with pytest.raises(Exception) as failure:
+        coll.with_options(write_concern=WriteConcern(w=4)).insert_one({"_id": 1})
+    assert getattr(failure.value, "code", None) == 100  # UnsatisfiableWriteConcern

@@ -506,3 +506,30 @@ fn a_lost_reply_is_retried_exactly_once() {
         assert_eq!(node.documents("c").await.len(), 4);
     });
 }
+
+#[test]
+fn a_write_cut_by_a_stepdown_fails_the_command_and_is_retried() {
+    runtime().block_on(async {
+        let node = node(1);
+        let lsid = doc! {"id": Uuid::new()};
+        let insert = with_txn(
+            doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "ordered": false},
+            &lsid,
+            1,
+        );
+        // The gate closes after the command was admitted (a stepdown
+        // racing the write): the whole command fails, labelled, not one
+        // statement after another.
+        node.ctx.state.engine.set_write_gate(WriteGate::Closed);
+        let cut = node.run(insert.clone()).await;
+        assert_eq!(code(&cut), Some(10107), "{cut}");
+        assert!(!cut.contains_key("writeErrors"), "{cut}");
+        assert_eq!(
+            cut.get_array("errorLabels").unwrap(),
+            &vec![Bson::from("RetryableWriteError")]
+        );
+        node.ctx.state.engine.set_write_gate(WriteGate::Open { term: 2 });
+        let retry = node.run(insert).await;
+        assert_eq!(retry.get_i32("n").unwrap(), 2, "{retry}");
+    });
+}

@@ -87,6 +87,29 @@ fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String),
     Ok((collection.clone(), namespace(&req.db, &collection)))
 }
 
+/// Codes of statement errors after which this node can write nothing more
+/// (it stopped being primary, or is shutting down).
+const BATCH_ENDING_CODES: [i32; 5] = [10107, 11602, 189, 11600, 91];
+
+/// Fails the whole command when a statement met a batch-ending error, as
+/// MongoDB fails a batch that a stepdown or shutdown interrupted: a
+/// top-level error (labelled `RetryableWriteError` for a retryable write)
+/// is what drivers retry on the new primary, where the statements that
+/// did run are answered from history; a per-statement write error would
+/// reach the application.
+fn check_batch_not_interrupted(write_errors: &[Document]) -> Result<(), CommandError> {
+    let ending = write_errors
+        .iter()
+        .find(|error| error.get_i32("code").is_ok_and(|code| BATCH_ENDING_CODES.contains(&code)));
+    match ending {
+        Some(error) => Err(CommandError::new(
+            error.get_i32("code").unwrap_or(10107),
+            error.get_str("errmsg").unwrap_or("not primary"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Adds `writeErrors` to a write reply (the write concern, and its
 /// `writeConcernError`, are `operation::execute`'s).
 fn finish_reply(mut reply: Document, write_errors: Vec<Document>) -> Document {
@@ -166,6 +189,7 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     };
     ctx.state.metrics.count_insert(totals.applied);
     ctx.note_write(totals.last_write);
+    check_batch_not_interrupted(&totals.write_errors)?;
     let mut reply = doc! {"n": totals.applied as i32};
     if let Some(retry) = &retry {
         retry.add_retried_ids(&mut reply);
@@ -513,6 +537,7 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_update(statement_count);
     ctx.note_write(totals.last_write);
+    check_batch_not_interrupted(&totals.write_errors)?;
     let mut reply = doc! {
         "n": (totals.matched + totals.upserted.len() as u64) as i32,
         "nModified": totals.modified as i32,
@@ -714,6 +739,7 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_delete(statement_count);
     ctx.note_write(totals.last_write);
+    check_batch_not_interrupted(&totals.write_errors)?;
     let mut reply = doc! {"n": totals.applied as i32};
     if let Some(retry) = &retry {
         retry.add_retried_ids(&mut reply);
@@ -1024,6 +1050,15 @@ fn run_find_and_modify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stepdown_fails_the_whole_batch() {
+        let duplicate = write_error(0, CommandError::new(11000, "dup"));
+        assert!(check_batch_not_interrupted(std::slice::from_ref(&duplicate)).is_ok());
+        let stepped_down = write_error(1, CommandError::new(10107, "not primary"));
+        let error = check_batch_not_interrupted(&[duplicate, stepped_down]).unwrap_err();
+        assert_eq!((error.code, error.message.as_str()), (10107, "not primary"));
+    }
 
     #[test]
     fn statement_shapes_fail_the_command() {

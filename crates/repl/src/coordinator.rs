@@ -405,7 +405,8 @@ impl Coordinator {
             }
             Action::SetSyncSource(source) => {
                 let host = source.and_then(|s| self.host_of(s));
-                tracing::info!(target: "repl", source = ?source, host = ?host, "sync source changed");
+                tracing::info!(target: "repl", source = source.map_or(-1, i64::from), host = host.as_deref().unwrap_or(""),
+                    "sync source changed");
                 match (source, host) {
                     (Some(id), Some(host)) => self.fetcher.start(id, host, self.term()),
                     _ => self.fetcher.stop(),
@@ -446,9 +447,11 @@ impl Coordinator {
             Action::ElectionFinished { term, won, reason } => {
                 self.shared.metrics.record_election(reason, won);
                 let metrics = self.node.as_ref().and_then(|n| n.election_candidate_metrics().cloned());
-                let duration_ms = metrics.as_ref().map(|m| self.now().since(m.started_at));
-                tracing::info!(target: "repl", term, won, reason = reason.name(), duration_ms = ?duration_ms,
-                    votes_needed = ?metrics.as_ref().map(|m| m.votes_needed), "election finished");
+                // Without metrics (a lost dry run) the numbers are 0.
+                let duration_ms = metrics.as_ref().map_or(0, |m| self.now().since(m.started_at));
+                let votes_needed = metrics.as_ref().map_or(0, |m| m.votes_needed as u64);
+                tracing::info!(target: "repl", term, won, reason = reason.name(), duration_ms, votes_needed,
+                    "election finished");
             }
             Action::WriteNoop => self.write_noop("new primary"),
             Action::AcceptWrites(true) => {

@@ -58,8 +58,7 @@ impl NoopWriter {
 /// through the write gate (NotWritablePrimary when closed).
 pub async fn write_note(shared: &Arc<Shared>, data: Document) -> Result<OpTime, ReplError> {
     let engine = shared.engine.clone();
-    let message = data.to_string();
-    let written = tokio::task::spawn_blocking(move || engine.writer().noop(&message)).await;
+    let written = tokio::task::spawn_blocking(move || engine.writer().noop_object(&data)).await;
     match written {
         Ok(Ok(op)) => Ok(op),
         Ok(Err(err)) => Err(ReplError::from(err)),

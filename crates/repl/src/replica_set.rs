@@ -318,6 +318,17 @@ impl ReplicaSet {
         }
     }
 
+    async fn wait_committed_for_concern(&self, op: OpTime, concern: &WriteConcern) -> Result<(), ReplError> {
+        let deadline = (concern.wtimeout_ms > 0).then(|| Instant::now() + Duration::from_millis(concern.wtimeout_ms));
+        match self.wait_committed(op.ts, deadline).await {
+            Ok(_) => Ok(()),
+            Err(ReplError::MaxTimeMsExpired) => Err(ReplError::WriteConcernTimeout {
+                wtimeout_ms: concern.wtimeout_ms,
+            }),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn wait_committed(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<OpTime, ReplError> {
         let mut commit = self.shared.commit_point_changed.subscribe();
         let wait = commit.wait_for(|commit_point| commit_point.ts >= ts);
@@ -461,8 +472,14 @@ impl Topology for ReplicaSet {
                     wtimeout_ms: Some(concern.wtimeout_ms),
                 },
                 W::Majority => {
-                    if self.shared.snapshot().commit_point >= last_write {
+                    let snapshot = self.shared.snapshot();
+                    if snapshot.commit_point >= last_write {
                         return Ok(());
+                    }
+                    if !snapshot.writable_primary {
+                        // Not a write of ours (a failed command, a read):
+                        // majority means the commit point reaching it.
+                        return self.wait_committed_for_concern(last_write, concern).await;
                     }
                     // Majority writes are journaled: ask for this member's
                     // sync now rather than at the group commit's interval
@@ -601,6 +618,20 @@ impl Topology for ReplicaSet {
     fn server_status(&self) -> Option<Document> {
         Some(report::server_status_repl(&self.shared.report_snapshot()))
     }
+
+    fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
+        let metrics = &self.shared.metrics;
+        vec![
+            (
+                "metrics",
+                doc! {
+                    "repl": report::metrics_repl_document(metrics),
+                    "getLastError": report::get_last_error_document(metrics),
+                },
+            ),
+            ("electionMetrics", report::election_metrics_document(metrics)),
+        ]
+    }
 }
 
 /// The wall date of the commit point's entry (0 when unknown).
@@ -611,6 +642,13 @@ pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     let (applied, applied_wall) = shared.engine.last_applied_wall();
     if applied == commit_point {
         return applied_wall;
+    }
+    // The commit point is usually some member's durable position, whose
+    // date the node keeps: no oplog read on the fetchers' hot path.
+    let snapshot = shared.snapshot();
+    let known = snapshot.members.iter().flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
+    if let Some((_, wall)) = known.into_iter().find(|(op, wall)| *op == commit_point && *wall > 0) {
+        return wall;
     }
     match shared.engine.oplog_entry(commit_point.ts) {
         Ok(Some(entry)) => entry.get_datetime("wall").map(|d| d.timestamp_millis()).unwrap_or(0),

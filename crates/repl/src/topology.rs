@@ -142,4 +142,11 @@ pub trait Topology: Send + Sync {
 
     /// `serverStatus.repl`, or `None` on a standalone (`commands/admin.rs`).
     fn server_status(&self) -> Option<Document>;
+
+    /// Further top-level `serverStatus` sections of a member
+    /// (`metrics: {repl, getLastError}`, `electionMetrics`); none on a
+    /// standalone (`commands/admin.rs`).
+    fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
+        Vec::new()
+    }
 }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
+use bson::Document;
 use parking_lot::Mutex;
 
 use crate::error::CommandError;
@@ -46,6 +47,9 @@ pub struct Cursor<B> {
     pub time_left: Option<Duration>,
     /// Query execution's state: plan position, buffered results.
     pub body: B,
+    /// The session that opened it (its `{id, uid}`), if any: only that
+    /// session may continue it, and `killSessions` closes it.
+    pub lsid: Option<Document>,
 }
 
 /// The map of cursors and when it was last swept for expired ones.
@@ -68,6 +72,7 @@ enum Slot<B> {
     InUse {
         ns: String,
         kill_requested: bool,
+        lsid: Option<Document>,
     },
 }
 
@@ -184,11 +189,16 @@ impl<B> CursorManager<B> {
             Some(Slot::Idle { .. }) => {}
         }
         let ns = ns.to_string();
+        let lsid = match slots.get(&id) {
+            Some(Slot::Idle { cursor, .. }) => cursor.lsid.clone(),
+            _ => None,
+        };
         match slots.insert(
             id,
             Slot::InUse {
                 ns,
                 kill_requested: false,
+                lsid,
             },
         ) {
             Some(Slot::Idle { cursor, .. }) => Ok(cursor),
@@ -238,6 +248,7 @@ impl<B> CursorManager<B> {
                 Some(Slot::InUse {
                     ns: cursor_ns,
                     kill_requested,
+                    ..
                 }) if cursor_ns == ns => {
                     *kill_requested = true;
                     report.killed.push(id);
@@ -261,7 +272,58 @@ impl<B> CursorManager<B> {
                 closed += 1;
                 false
             }
-            Slot::InUse { ns, kill_requested } if gone(ns) => {
+            Slot::InUse { ns, kill_requested, .. } if gone(ns) => {
+                *kill_requested = true;
+                closed += 1;
+                true
+            }
+            _ => true,
+        });
+        closed
+    }
+
+    /// Refuses a `getMore` on cursor `id` from another session than the
+    /// one that opened it (`lsid`: the getMore's session, if any), with
+    /// MongoDB's codes: 50736 (opened outside a session), 50737 (no
+    /// session now), 50738 (another session). Unknown or busy cursors pass:
+    /// `check_out` answers for them.
+    pub fn check_session(&self, id: i64, lsid: Option<&Document>) -> Result<(), CommandError> {
+        let slots = &self.slots.lock().map;
+        let Some(Slot::Idle { cursor, .. }) = slots.get(&id) else {
+            return Ok(());
+        };
+        match (&cursor.lsid, lsid) {
+            (None, Some(now)) => Err(CommandError::new(
+                50736,
+                format!("Cannot run getMore on cursor {id}, which was not created in a session, in session {now}"),
+            )),
+            (Some(opened), None) => Err(CommandError::new(
+                50737,
+                format!("Cannot run getMore on cursor {id}, which was created in session {opened}, without an lsid"),
+            )),
+            (Some(opened), Some(now)) if opened != now => Err(CommandError::new(
+                50738,
+                format!("Cannot run getMore on cursor {id}, which was created in session {opened}, in session {now}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Closes every cursor opened in one of these sessions (`killSessions`);
+    /// one checked out now is closed when it is checked in. Returns how
+    /// many were closed.
+    pub fn kill_sessions(&self, lsids: &[Document]) -> usize {
+        let slots = &mut self.slots.lock().map;
+        let mut closed = 0;
+        let killed = |lsid: &Option<Document>| lsid.as_ref().is_some_and(|lsid| lsids.contains(lsid));
+        slots.retain(|_, slot| match slot {
+            Slot::Idle { cursor, .. } if killed(&cursor.lsid) => {
+                closed += 1;
+                false
+            }
+            Slot::InUse {
+                kill_requested, lsid, ..
+            } if killed(lsid) => {
                 *kill_requested = true;
                 closed += 1;
                 true
@@ -371,11 +433,48 @@ mod tests {
             no_cursor_timeout,
             time_left: None,
             body: "body",
+            lsid: None,
         }
     }
 
     fn manager() -> CursorManager<&'static str> {
         CursorManager::with_idle_timeout(Duration::from_secs(600))
+    }
+
+    #[test]
+    fn only_the_opening_session_continues_a_cursor_and_killing_it_closes_them() {
+        let cursors = manager();
+        let now = Instant::now();
+        let (mine, other) = (bson::doc! {"id": 1}, bson::doc! {"id": 2});
+        let owned = cursors
+            .register(
+                Cursor {
+                    lsid: Some(mine.clone()),
+                    ..cursor("db.a", false)
+                },
+                now,
+            )
+            .unwrap();
+        let free = cursors.register(cursor("db.a", false), now).unwrap();
+        assert!(cursors.check_session(owned, Some(&mine)).is_ok());
+        assert_eq!(cursors.check_session(owned, Some(&other)).unwrap_err().code, 50738);
+        assert_eq!(cursors.check_session(owned, None).unwrap_err().code, 50737);
+        assert_eq!(cursors.check_session(free, Some(&mine)).unwrap_err().code, 50736);
+        assert!(cursors.check_session(free, None).is_ok());
+        let busy = cursors
+            .register(
+                Cursor {
+                    lsid: Some(mine.clone()),
+                    ..cursor("db.a", false)
+                },
+                now,
+            )
+            .unwrap();
+        let taken = cursors.check_out(busy, "db.a", now).unwrap();
+        assert_eq!(cursors.kill_sessions(&[mine]), 2);
+        assert_eq!(cursors.check_out(owned, "db.a", now).err().unwrap().code, 43);
+        assert!(!cursors.check_in(busy, taken, now), "killed while in use");
+        assert!(cursors.check_out(free, "db.a", now).is_ok());
     }
 
     #[tokio::test]

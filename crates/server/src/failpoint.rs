@@ -5,7 +5,15 @@
 //!   drivers' test suites (retryable writes, transactions, discovery)
 //!   expect;
 //! - `maxTimeAlwaysTimeOut` makes every command that carries `maxTimeMS`
-//!   fail with MaxTimeMSExpired (50).
+//!   fail with MaxTimeMSExpired (50);
+//! - `onPrimaryTransactionalWrite` acts on each statement a retryable
+//!   write executes (not on those answered from history): the connection
+//!   closes after the command (`closeConnection`, default true), and with
+//!   `failBeforeCommitExceptionCode` the statement fails with that code
+//!   instead of running, as MongoDB's fail point of that name does for
+//!   drivers' retryable-write tests.
+
+use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
@@ -47,9 +55,53 @@ pub struct FailAction {
     pub write_concern_error: Option<Document>,
 }
 
+/// What `onPrimaryTransactionalWrite` does to one statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatementFailure {
+    /// Close the connection once the command is done, without a reply.
+    pub close_connection: bool,
+    /// Fail the statement with this code instead of running it.
+    pub fail_before_commit_code: Option<i32>,
+}
+
+/// `onPrimaryTransactionalWrite`, shared with the retryable writes that
+/// consult it (locks internally).
+#[derive(Debug, Default)]
+pub struct TransactionalWriteFailPoint {
+    configured: Mutex<Option<(Mode, StatementFailure)>>,
+}
+
+impl TransactionalWriteFailPoint {
+    /// Whether the fail point fires for the statement about to run;
+    /// counts the firing against `times`/`skip`.
+    pub fn fires(&self) -> Option<StatementFailure> {
+        let mut guard = self.configured.lock();
+        let (mode, failure) = guard.as_mut()?;
+        let failure = *failure;
+        match mode {
+            Mode::AlwaysOn => {}
+            Mode::Skip(left) if *left > 0 => {
+                *left -= 1;
+                return None;
+            }
+            Mode::Skip(_) => {}
+            Mode::Times(left) => {
+                if *left <= 0 {
+                    *guard = None;
+                    return None;
+                }
+                *left -= 1;
+            }
+        }
+        Some(failure)
+    }
+}
+
 /// The node's fail points (guarded by one mutex, held only to decide).
 #[derive(Default)]
 pub struct FailPoints {
+    /// `onPrimaryTransactionalWrite` (handed to retryable writes).
+    pub transactional_write: Arc<TransactionalWriteFailPoint>,
     fail_command: Mutex<Option<FailCommand>>,
     max_time_always_time_out: Mutex<Option<Mode>>,
     /// How many times `failCommand` fired since it was last configured.
@@ -73,9 +125,10 @@ impl FailPoints {
     /// configuration fired).
     pub fn configure(&self, body: &Document) -> Result<Document, CommandError> {
         let name = body.get_str("configureFailPoint").map_err(|_| CommandError::type_mismatch("configureFailPoint must be a string"))?;
-        if name != "failCommand" && name != "maxTimeAlwaysTimeOut" {
+        if !matches!(name, "failCommand" | "maxTimeAlwaysTimeOut" | "onPrimaryTransactionalWrite") {
             return Err(CommandError::bad_value(format!(
-                "Cannot find fail point named {name} (failCommand and maxTimeAlwaysTimeOut exist)"
+                "Cannot find fail point named {name} (failCommand, maxTimeAlwaysTimeOut and \
+                 onPrimaryTransactionalWrite exist)"
             )));
         }
         let mode = match body.get("mode") {
@@ -99,6 +152,14 @@ impl FailPoints {
         };
         if name == "maxTimeAlwaysTimeOut" {
             *self.max_time_always_time_out.lock() = mode;
+            return Ok(doc! {"count": 0_i64});
+        }
+        if name == "onPrimaryTransactionalWrite" {
+            let failure = StatementFailure {
+                close_connection: data.get_bool("closeConnection").unwrap_or(true),
+                fail_before_commit_code: data.get("failBeforeCommitExceptionCode").and_then(as_i64).map(|code| code as i32),
+            };
+            *self.transactional_write.configured.lock() = mode.map(|mode| (mode, failure));
             return Ok(doc! {"count": 0_i64});
         }
         let configured = match mode {
@@ -232,6 +293,22 @@ mod tests {
         assert!(points.check("insert", None).is_none());
         let off = points.configure(&doc! {"configureFailPoint": "failCommand", "mode": "off"}).unwrap();
         assert_eq!(off.get_i64("count").ok(), Some(2));
+    }
+
+    #[test]
+    fn transactional_writes_fail_per_statement_after_the_skip() {
+        let points = FailPoints::default();
+        let body = doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": {"skip": 2},
+                         "data": {"failBeforeCommitExceptionCode": 1}};
+        points.configure(&body).unwrap();
+        let fail_point = Arc::clone(&points.transactional_write);
+        assert_eq!(fail_point.fires(), None);
+        assert_eq!(fail_point.fires(), None);
+        let failure = StatementFailure { close_connection: true, fail_before_commit_code: Some(1) };
+        assert_eq!(fail_point.fires(), Some(failure));
+        assert_eq!(fail_point.fires(), Some(failure));
+        points.configure(&doc! {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": "off"}).unwrap();
+        assert_eq!(fail_point.fires(), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod log;
 pub mod metrics;
 pub mod operation;
 pub mod session;
+pub mod sessions;
 pub mod state;
 
 pub use listener::serve;

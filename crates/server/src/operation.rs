@@ -8,7 +8,8 @@
 //!    refuses writes, and reads without secondaryOk);
 //! 6. decide the read concern (the topology's read point, which may wait)
 //!    and the write concern (refused now if it cannot be satisfied); then
-//!    the retryable-write hook (`session::begin_retryable_write`);
+//!    check out the command's session and, for a retryable write, load its
+//!    history (`sessions::begin`);
 //! 7. run the handler, its panics caught;
 //! 8. wait for the write concern at the command's last write;
 //! 9. prove a `linearizable` read (`linearizable_barrier`) before replying;
@@ -32,6 +33,7 @@ use crate::concern;
 use crate::error::{retryable_write_labels, CommandError};
 use crate::metrics::SELF_COUNTING_COMMANDS;
 use crate::session::{self, SessionArguments};
+use crate::sessions;
 
 /// Bytes of the (unsigned) `$clusterTime.signature.hash`.
 const CLUSTER_TIME_SIGNATURE_BYTES: usize = 20;
@@ -106,11 +108,16 @@ async fn run(
         Ok(write_concern) => write_concern,
         Err(error) => return Some(error.to_reply()),
     };
-    if let Err(error) = session::begin_retryable_write(spec, &session) {
-        return Some(error.to_reply());
-    }
+    let checked_out = match sessions::begin(ctx, spec, &request.body, &session, deadline).await {
+        Ok(checked_out) => checked_out,
+        Err(error) => return Some(error.to_reply()),
+    };
     ctx.operation.lock().read_point = read.point;
     let mut outcome = run_handler(ctx, spec, request).await;
+    let retryable_write = ctx.session.lock().take().and_then(|session| session.retryable_write);
+    if retryable_write.is_some_and(|write| write.close_connection_requested()) {
+        return None;
+    }
     let write_concern_error = match (injected_write_concern_error, &write_concern) {
         (Some(injected), _) => Some(injected),
         (None, Some(concern)) if !concern.is_unacknowledged() => {
@@ -124,6 +131,9 @@ async fn run(
         }
         (None, _) => None,
     };
+    // Checked in after the write concern wait, as in MongoDB, where the
+    // wait runs inside the command's session checkout.
+    drop(checked_out);
     if read.linearizable && outcome.is_ok() {
         if let Err(error) = topology.linearizable_barrier(deadline).await {
             outcome = Err(error.into());

@@ -9,10 +9,9 @@
 //!   they are not implemented yet. `txnNumber` alone marks a retryable
 //!   write: it needs `lsid` (InvalidOptions, 72), must not be negative
 //!   (BadValue, 2), and only the retryable write commands take it
-//!   (NotARetryableWriteCommand, 50768). The retryable write itself must
-//!   answer a retry with the first attempt's outcome; until that exists
-//!   (`begin_retryable_write`), a member refuses it rather than risk
-//!   applying one statement twice.
+//!   (NotARetryableWriteCommand, 50768). The retryable write itself
+//!   (answering a retry with the first attempt's outcome) is
+//!   `sessions::begin` and `sessions::retryable`.
 
 use bson::{Bson, Document};
 
@@ -110,26 +109,6 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
     Ok(())
 }
 
-/// THE HOOK for retryable writes, run after the command was admitted (so
-/// that a write reaching a secondary is NotWritablePrimary, which drivers
-/// retry on the new primary) and just before its handler: here a retried
-/// statement must be found in `config.transactions` / the oplog's
-/// `prevOpTime` chain and answered with its first outcome instead of
-/// running again. Until that exists, a retryable write is refused, so that
-/// nothing can apply a `txnNumber` write twice.
-pub fn begin_retryable_write(spec: &CommandSpec, session: &SessionArguments) -> Result<(), CommandError> {
-    if !session.is_retryable_write() {
-        return Ok(());
-    }
-    Err(CommandError::new(
-        115,
-        format!(
-            "retryable writes ({} with txnNumber) are not supported by Slipstream yet",
-            spec.name
-        ),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,11 +150,6 @@ mod tests {
         assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": -1_i64}, true), Some(2));
         assert_eq!(code("find", doc! {"autocommit": false}, true), Some(72));
         assert_eq!(code("insert", txn(doc! {}), true), None);
-        // Until retried statements are answered from history, refused.
-        let session = SessionArguments::of(&txn(doc! {})).unwrap();
-        let insert = find_command("insert", false).unwrap();
-        assert_eq!(begin_retryable_write(insert, &session).unwrap_err().code, 115);
-        assert!(begin_retryable_write(insert, &SessionArguments::default()).is_ok());
         assert_eq!(code("find", doc! {"lsid": {}}, true), None);
         assert!(SessionArguments::of(&txn(doc! {})).unwrap().is_retryable_write());
     }

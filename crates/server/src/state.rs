@@ -13,6 +13,7 @@ use crate::cursor::CursorManager;
 use crate::failpoint::FailPoints;
 use crate::log::Log;
 use crate::metrics::Metrics;
+use crate::sessions::SessionCatalog;
 
 /// The most connections a node serves at once; further clients wait in
 /// the accept queue until one closes (MongoDB's `net.maxIncomingConnections`).
@@ -87,6 +88,9 @@ pub struct ServerState {
     pub engine: Arc<Engine>,
     /// Open cursors (locks internally).
     pub cursors: CursorManager,
+    /// Logical sessions, checked out by one command at a time (locks
+    /// internally).
+    pub sessions: SessionCatalog,
     /// Read-only after start.
     pub options: ServerOptions,
     /// Atomics; any task may count.
@@ -125,6 +129,7 @@ impl ServerState {
             topology,
             member_blocklist,
             cursors: CursorManager::default(),
+            sessions: SessionCatalog::default(),
             options,
             metrics: Metrics::default(),
             log,

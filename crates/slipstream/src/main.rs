@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// such a node refuses to start.
     #[arg(long = "accept-journal-loss")]
     pub accept_journal_loss: bool,
+    /// Serve Prometheus metrics of the replica set member on this port
+    /// (plain HTTP, `GET /metrics`).
+    #[arg(long = "metrics-port", value_name = "PORT")]
+    pub metrics_port: Option<u16>,
     /// Run as a member of this replica set (MongoDB's `--replSet`).
     #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
     pub repl_set: Option<String>,

@@ -90,10 +90,20 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(options, args.accept_journal_loss, args.repl_set.clone(), log))
+    if args.metrics_port.is_some() && args.repl_set.is_none() {
+        log.error("CONTROL", 20574, "initandlisten", "--metrics-port requires --replSet", serde_json::Value::Null);
+        return ExitCode::from(2);
+    }
+    runtime.block_on(serve(options, args.accept_journal_loss, args.repl_set.clone(), args.metrics_port, log))
 }
 
-async fn serve(options: ServerOptions, accept_journal_loss: bool, repl_set: Option<String>, log: Log) -> ExitCode {
+async fn serve(
+    options: ServerOptions,
+    accept_journal_loss: bool,
+    repl_set: Option<String>,
+    metrics_port: Option<u16>,
+    log: Log,
+) -> ExitCode {
     if let Err(err) = slipstream_storage::lock_file::create_data_directory(&*StdIo::new(), &options.dbpath) {
         log.error(
             "STORAGE",
@@ -168,10 +178,25 @@ async fn serve(options: ServerOptions, accept_journal_loss: bool, repl_set: Opti
             }
         },
     };
+    let metrics_endpoint = match (&replica_set, metrics_port) {
+        (Some(set), Some(port)) => match serve_metrics(set, &options.bind_ip, port).await {
+            Ok(endpoint) => Some(endpoint),
+            Err(err) => {
+                log.error("NETWORK", 20568, "initandlisten", "cannot listen on --metrics-port", json!({"error": err.to_string()}));
+                set.stop();
+                shutdown_engine(&log, &engine);
+                return ExitCode::from(EXIT_NETWORK);
+            }
+        },
+        _ => None,
+    };
     let state = Arc::new(ServerState::new(engine.clone(), topology, member_blocklist, options, log));
     let signals = tokio::spawn(watch_signals(state.clone()));
     slipstream_server::serve(state.clone(), listeners).await;
     signals.abort();
+    if let Some(endpoint) = metrics_endpoint {
+        endpoint.abort();
+    }
     if let Some(set) = replica_set {
         set.stop();
     }
@@ -201,6 +226,20 @@ fn start_replica_set(
     let set_options = ReplicaSetOptions { set_name: set_name.to_owned(), port: options.port, host_names };
     let set = ReplicaSet::start(engine.clone(), network, me_host, set_options, tokio::runtime::Handle::current())?;
     Ok(Arc::new(set))
+}
+
+/// `--metrics-port`: Prometheus text of the member, on the first bind address.
+async fn serve_metrics(
+    set: &Arc<ReplicaSet>,
+    bind_ip: &str,
+    port: u16,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let address = bind_ip.split(',').next().unwrap_or("127.0.0.1").trim();
+    let listener = tokio::net::TcpListener::bind((address, port)).await?;
+    let shared = set.shared().clone();
+    let render: slipstream_repl::report::metrics_http::Render =
+        Arc::new(move || slipstream_repl::report::prometheus_text(&shared.report_snapshot(), &shared.metrics));
+    Ok(slipstream_repl::report::metrics_http::serve(listener, render))
 }
 
 fn refuse_start(log: &Log, options: &ServerOptions, err: StorageError) -> ExitCode {

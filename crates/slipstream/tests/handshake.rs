@@ -104,10 +104,13 @@ fn handshake_and_admin_commands() {
     let no_db = client.command(&doc! {"ping": 1}).unwrap();
     assert_eq!(no_db.get_i32("code").ok(), Some(40571));
     let generic = client
-        .command(&doc! {"ping": 1, "$db": "admin", "lsid": {"id": Bson::Null}, "$clusterTime": {}, "comment": "x",
+        .command(&doc! {"ping": 1, "$db": "admin", "lsid": {"id": bson::Uuid::new()}, "$clusterTime": {}, "comment": "x",
                         "maxTimeMS": 1000, "apiVersion": "1", "$readPreference": {"mode": "primary"}})
         .unwrap();
     assert_eq!(generic.get_f64("ok").ok(), Some(1.0));
+    // A session id must be a UUID, as MongoDB's parser requires.
+    let bad_lsid = client.command(&doc! {"ping": 1, "$db": "admin", "lsid": {"id": Bson::Null}}).unwrap();
+    assert_eq!(bad_lsid.get_i32("code").ok(), Some(14));
 }
 
 #[test]

@@ -171,16 +171,6 @@ pub async fn connection_status(_ctx: &CommandContext, req: &CommandRequest) -> C
     Ok(doc! {"authInfo": auth_info})
 }
 
-/// Sessions are not tracked on the server yet (no transactions, no
-/// retryable-write table), so ending them has nothing to release; the
-/// argument is still checked.
-pub async fn end_sessions(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    match req.body.get(&req.name) {
-        Some(Bson::Array(_)) => Ok(Document::new()),
-        _ => Err(CommandError::type_mismatch(format!("{} must be an array of session ids", req.name))),
-    }
-}
-
 /// Shuts the node down cleanly. Only from a loopback client and on the
 /// admin database, as MongoDB requires without authentication.
 pub async fn shutdown(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -356,6 +346,9 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
     // MongoDB reports `repl` only on a replica set member.
     if let Some(repl) = state.topology.server_status() {
         status.insert("repl", repl);
+    }
+    for (name, section) in state.topology.server_status_sections() {
+        status.insert(name, section);
     }
     Ok(status)
 }

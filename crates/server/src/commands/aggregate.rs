@@ -291,7 +291,10 @@ pub fn access(body: &Document) -> CommandAccess {
 }
 
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    let mut request = parse_resolving_views(&ctx.state.engine, &req.db, &req.body)?;
+    // `$listLocalSessions` becomes `$documents` of the node's sessions.
+    let expanded = crate::sessions::commands::expand_list_local_sessions(ctx, req)?;
+    let body = expanded.as_ref().unwrap_or(&req.body);
+    let mut request = parse_resolving_views(&ctx.state.engine, &req.db, body)?;
     request.read_point = ctx.read_point();
     if request.explain {
         return super::explain::explain_aggregate(ctx, request, "queryPlanner").await;
@@ -326,6 +329,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             no_cursor_timeout: false,
             time_left: None,
             body,
+            lsid: None,
         };
         super::find::register_cursor(ctx, cursor)?
     };

@@ -18,7 +18,7 @@ use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
 use slipstream_query::update::{oplog_update, upsert_seed, Update, UpdateContext};
-use slipstream_storage::{Engine, OpTime};
+use slipstream_storage::{Engine, OpTime, RetryImage, StatementSession};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
@@ -28,6 +28,7 @@ use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
 use crate::exec::stored_document::check_updated;
+use crate::sessions::retryable::{self, RetryableWrite};
 use command_let::CommandLet;
 use documents::{prepare_insert, with_id_first};
 
@@ -84,6 +85,29 @@ fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String),
     refuse_constants(&req.body)?;
     check_writable(&req.db, &collection)?;
     Ok((collection.clone(), namespace(&req.db, &collection)))
+}
+
+/// Codes of statement errors after which this node can write nothing more
+/// (it stopped being primary, or is shutting down).
+const BATCH_ENDING_CODES: [i32; 5] = [10107, 11602, 189, 11600, 91];
+
+/// Fails the whole command when a statement met a batch-ending error, as
+/// MongoDB fails a batch that a stepdown or shutdown interrupted: a
+/// top-level error (labelled `RetryableWriteError` for a retryable write)
+/// is what drivers retry on the new primary, where the statements that
+/// did run are answered from history; a per-statement write error would
+/// reach the application.
+fn check_batch_not_interrupted(write_errors: &[Document]) -> Result<(), CommandError> {
+    let ending = write_errors
+        .iter()
+        .find(|error| error.get_i32("code").is_ok_and(|code| BATCH_ENDING_CODES.contains(&code)));
+    match ending {
+        Some(error) => Err(CommandError::new(
+            error.get_i32("code").unwrap_or(10107),
+            error.get_str("errmsg").unwrap_or("not primary"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Adds `writeErrors` to a write reply (the write concern, and its
@@ -151,16 +175,26 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     // a single document that gets the lock without waiting: then the
     // hand-off of the worker (block_in_place) would cost more than the
     // insert itself.
-    let totals = match insert_single_inline(engine, &ns, documents).await {
-        Some(totals) => totals,
-        None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered)),
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        retry.check_statement_count(documents.len())?;
+    }
+    let totals = match (&retry, documents.as_slice()) {
+        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry).await?,
+        (None, [value]) => match insert_single_inline(engine, &ns, value, None).await {
+            Some(totals) => totals,
+            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None))?,
+        },
+        (retry, _) => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref()))?,
     };
     ctx.state.metrics.count_insert(totals.applied);
     ctx.note_write(totals.last_write);
-    Ok(finish_reply(
-        doc! {"n": totals.applied as i32},
-        totals.write_errors,
-    ))
+    check_batch_not_interrupted(&totals.write_errors)?;
+    let mut reply = doc! {"n": totals.applied as i32};
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
+    }
+    Ok(finish_reply(reply, totals.write_errors))
 }
 
 /// What a batch of write statements did.
@@ -172,10 +206,27 @@ struct WriteTotals {
     write_errors: Vec<Document>,
 }
 
-fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> WriteTotals {
+/// The statements of a batch; a retryable write's statements that already
+/// ran are answered from history instead (IncompleteTransactionHistory
+/// fails the command).
+fn run_inserts(
+    engine: &Engine,
+    ns: &str,
+    documents: &[Bson],
+    ordered: bool,
+    retry: Option<&RetryableWrite>,
+) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in documents.iter().enumerate() {
-        match insert_one(engine, ns, value) {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                retryable::insert_outcome(entry)?;
+                totals.applied += 1;
+                continue;
+            }
+        }
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        match session.and_then(|session| insert_one(engine, ns, value, session)) {
             Ok(optime) => {
                 totals.applied += 1;
                 totals.last_write = Some(optime);
@@ -188,7 +239,7 @@ fn run_inserts(engine: &Engine, ns: &str, documents: &[Bson], ordered: bool) -> 
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 /// Attempts at the write lock, with a yield to other tasks between them,
@@ -199,26 +250,72 @@ const INLINE_INSERT_ATTEMPTS_MAX: usize = 8;
 
 /// Inserts the only document of a one-document `insert` on the async
 /// worker if the write lock can be had without blocking; `None` (nothing
-/// done) when there are several documents or the lock stays taken.
-async fn insert_single_inline(engine: &Engine, ns: &str, documents: &[Bson]) -> Option<WriteTotals> {
-    let [value] = documents else {
-        return None;
-    };
+/// done) when the lock stays taken.
+async fn insert_single_inline(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<&StatementSession>,
+) -> Option<WriteTotals> {
     for attempt in 0..INLINE_INSERT_ATTEMPTS_MAX {
         if attempt > 0 {
             tokio::task::yield_now().await;
         }
-        if let Some(totals) = insert_if_unlocked(engine, ns, value) {
+        if let Some(totals) = insert_if_unlocked(engine, ns, value, session) {
             return Some(totals);
         }
     }
     None
 }
 
+/// The one statement of a one-document retryable `insert`: answered from
+/// history, or inserted (inline when the write lock is free) with the
+/// statement attached. The statement is looked up and prepared once, so
+/// that the test-only fail point counts it once.
+async fn insert_single_retryable(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    retry: &RetryableWrite,
+) -> Result<WriteTotals, CommandError> {
+    let mut totals = WriteTotals::default();
+    if let Some(entry) = retry.executed(retry.stmt_id(0))? {
+        retryable::insert_outcome(entry)?;
+        totals.applied = 1;
+        return Ok(totals);
+    }
+    let session = match retry.statement(0) {
+        Ok(session) => session,
+        Err(error) => {
+            totals.write_errors.push(write_error(0, error));
+            return Ok(totals);
+        }
+    };
+    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session)).await {
+        return Ok(totals);
+    }
+    Ok(off_async_workers(|| {
+        match insert_one(engine, ns, value, Some(session)) {
+            Ok(optime) => {
+                totals.applied = 1;
+                totals.last_write = Some(optime);
+            }
+            Err(error) => totals.write_errors.push(write_error(0, error)),
+        }
+        totals
+    }))
+}
+
 /// One attempt of `insert_single_inline` (synchronous, so that the write
 /// lock's guard never lives across an await).
-fn insert_if_unlocked(engine: &Engine, ns: &str, value: &Bson) -> Option<WriteTotals> {
+fn insert_if_unlocked(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<&StatementSession>,
+) -> Option<WriteTotals> {
     let mut writer = engine.try_writer()?;
+    writer.set_session(session.cloned());
     let mut totals = WriteTotals::default();
     match prepare_insert(value).and_then(|document| Ok(writer.insert(ns, document)?)) {
         Ok(optime) => {
@@ -230,9 +327,15 @@ fn insert_if_unlocked(engine: &Engine, ns: &str, value: &Bson) -> Option<WriteTo
     Some(totals)
 }
 
-fn insert_one(engine: &Engine, ns: &str, value: &Bson) -> Result<OpTime, CommandError> {
+fn insert_one(
+    engine: &Engine,
+    ns: &str,
+    value: &Bson,
+    session: Option<StatementSession>,
+) -> Result<OpTime, CommandError> {
     let document = prepare_insert(value)?;
     let mut writer = engine.writer();
+    writer.set_session(session);
     Ok(writer.insert(ns, document)?)
 }
 
@@ -427,15 +530,23 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
     let lets = CommandLet::parse(&req.body, "update", bson::DateTime::now())?;
-    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets));
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        retry.check_statement_count(updates.len())?;
+    }
+    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_update(statement_count);
     ctx.note_write(totals.last_write);
+    check_batch_not_interrupted(&totals.write_errors)?;
     let mut reply = doc! {
         "n": (totals.matched + totals.upserted.len() as u64) as i32,
         "nModified": totals.modified as i32,
     };
     if !totals.upserted.is_empty() {
         reply.insert("upserted", totals.upserted);
+    }
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
     }
     Ok(finish_reply(reply, totals.write_errors))
 }
@@ -450,12 +561,36 @@ struct UpdateTotals {
     write_errors: Vec<Document>,
 }
 
-fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool, lets: &CommandLet) -> UpdateTotals {
+fn run_updates(
+    engine: &Engine,
+    ns: &str,
+    updates: &[Bson],
+    ordered: bool,
+    lets: &CommandLet,
+    retry: Option<&RetryableWrite>,
+) -> Result<UpdateTotals, CommandError> {
     let mut totals = UpdateTotals::default();
     for (index, value) in updates.iter().enumerate() {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                match retryable::update_outcome(entry)? {
+                    retryable::UpdateOutcome::Modified => {
+                        totals.matched += 1;
+                        totals.modified += 1;
+                    }
+                    retryable::UpdateOutcome::Upserted(id) => {
+                        totals.upserted.push(doc! {"index": index as i32, "_id": id});
+                    }
+                }
+                continue;
+            }
+        }
         let mut counts = UpdateOutcomeCounts::default();
-        let result =
-            UpdateStatement::parse(value, lets).and_then(|statement| run_update(engine, ns, &statement, &mut counts));
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        let result = session.and_then(|session| {
+            UpdateStatement::parse(value, lets)
+                .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts))
+        });
         totals.matched += counts.matched;
         totals.modified += counts.modified;
         totals.last_write = counts.last_write.or(totals.last_write);
@@ -469,7 +604,7 @@ fn run_updates(engine: &Engine, ns: &str, updates: &[Bson], ordered: bool, lets:
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 /// Runs one update statement under one `Writer`. Matches are collected
@@ -479,8 +614,15 @@ fn run_update(
     engine: &Engine,
     ns: &str,
     statement: &UpdateStatement,
+    session: Option<StatementSession>,
     counts: &mut UpdateOutcomeCounts,
 ) -> Result<(), CommandError> {
+    if session.is_some() && statement.multi {
+        return Err(CommandError::new(
+            72,
+            "Cannot use (or request) retryable writes with multi=true",
+        ));
+    }
     let plan = plan_write(
         engine,
         ns,
@@ -491,6 +633,7 @@ fn run_update(
     )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
+    writer.set_session(session);
     let max = if statement.multi { None } else { Some(1) };
     let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
     for old in matches {
@@ -589,21 +732,44 @@ pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
     let lets = CommandLet::parse(&req.body, "delete", bson::DateTime::now())?;
-    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets));
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        retry.check_statement_count(deletes.len())?;
+    }
+    let totals = off_async_workers(|| run_deletes(engine, &ns, deletes, ordered, &lets, retry.as_deref()))?;
     ctx.state.metrics.count_delete(statement_count);
     ctx.note_write(totals.last_write);
-    Ok(finish_reply(
-        doc! {"n": totals.applied as i32},
-        totals.write_errors,
-    ))
+    check_batch_not_interrupted(&totals.write_errors)?;
+    let mut reply = doc! {"n": totals.applied as i32};
+    if let Some(retry) = &retry {
+        retry.add_retried_ids(&mut reply);
+    }
+    Ok(finish_reply(reply, totals.write_errors))
 }
 
-fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool, lets: &CommandLet) -> WriteTotals {
+fn run_deletes(
+    engine: &Engine,
+    ns: &str,
+    deletes: &[Bson],
+    ordered: bool,
+    lets: &CommandLet,
+    retry: Option<&RetryableWrite>,
+) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in deletes.iter().enumerate() {
+        if let Some(retry) = retry {
+            if let Some(entry) = retry.executed(retry.stmt_id(index))? {
+                retryable::delete_outcome(entry)?;
+                totals.applied += 1;
+                continue;
+            }
+        }
         let mut deleted = 0u64;
-        let result = DeleteStatement::parse(value, lets)
-            .and_then(|statement| run_delete(engine, ns, &statement, &mut deleted, &mut totals.last_write));
+        let session = retry.map(|retry| retry.statement(index)).transpose();
+        let result = session.and_then(|session| {
+            DeleteStatement::parse(value, lets)
+                .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write))
+        });
         totals.applied += deleted;
         if let Err(error) = result {
             totals.write_errors.push(write_error(index, error));
@@ -612,16 +778,23 @@ fn run_deletes(engine: &Engine, ns: &str, deletes: &[Bson], ordered: bool, lets:
             }
         }
     }
-    totals
+    Ok(totals)
 }
 
 fn run_delete(
     engine: &Engine,
     ns: &str,
     statement: &DeleteStatement,
+    session: Option<StatementSession>,
     deleted: &mut u64,
     last_write: &mut Option<OpTime>,
 ) -> Result<(), CommandError> {
+    if session.is_some() && !statement.just_one {
+        return Err(CommandError::new(
+            72,
+            "Cannot use (or request) retryable writes with limit=0",
+        ));
+    }
     let plan = plan_write(
         engine,
         ns,
@@ -631,6 +804,7 @@ fn run_delete(
         statement.hint.as_ref(),
     )?;
     let mut writer = engine.writer();
+    writer.set_session(session);
     let max = if statement.just_one { Some(1) } else { None };
     let matches = collect_matches(&writer.reader(), ns, &plan, &statement.filter, None, max)?;
     for document in matches {
@@ -720,7 +894,14 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     let request = FindAndModify::parse(&req.body)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();
-    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request))?;
+    let retry = ctx.retryable_write();
+    if let Some(retry) = &retry {
+        if let Some(reply) = off_async_workers(|| retried_find_and_modify(engine, &request, retry))? {
+            return Ok(reply);
+        }
+    }
+    let session = retry.as_ref().map(|retry| retry.statement(0)).transpose()?;
+    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request, session))?;
     if is_update {
         ctx.state.metrics.count_update(1);
     } else {
@@ -730,10 +911,53 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
     Ok(finish_reply(reply, Vec::new()))
 }
 
+/// The first outcome of a findAndModify that already ran in this
+/// retryable write (`None`: it has not), with `retriedStmtId`.
+fn retried_find_and_modify(
+    engine: &Arc<Engine>,
+    request: &FindAndModify,
+    retry: &RetryableWrite,
+) -> Result<Option<Document>, CommandError> {
+    let stmt_id = retry.stmt_id(0);
+    let Some(entry) = retry.executed(stmt_id)? else {
+        return Ok(None);
+    };
+    let image = engine
+        .reader(slipstream_storage::ReadAt::Latest)?
+        .retry_image(retry.lsid())?;
+    let shape = retryable::FindAndModifyShape {
+        remove: request.update.is_none(),
+        upsert: request.upsert,
+        return_new: request.return_new,
+    };
+    let (last_error, value) = retryable::find_and_modify_outcome(shape, entry, image.as_ref())?;
+    let value = match value {
+        Some(document) => project_value(request, &document)?,
+        None => Bson::Null,
+    };
+    Ok(Some(
+        doc! {"lastErrorObject": last_error, "value": value, "retriedStmtId": stmt_id},
+    ))
+}
+
+/// `fields` applied to a document findAndModify returns.
+fn project_value(request: &FindAndModify, document: &Document) -> Result<Bson, CommandError> {
+    match &request.projection {
+        None => Ok(Bson::Document(document.clone())),
+        Some(projection) => {
+            let details = request.filter.matches_with_details(document);
+            Ok(Bson::Document(projection.apply(document, Some(&details))?))
+        }
+    }
+}
+
+/// Runs a findAndModify; as a statement of a retryable write (`session`),
+/// its update or delete keeps the image a retry answers with.
 fn run_find_and_modify(
     engine: &Engine,
     ns: &str,
     request: &FindAndModify,
+    session: Option<StatementSession>,
 ) -> Result<(Document, Option<OpTime>), CommandError> {
     let plan = plan_write(
         engine,
@@ -745,6 +969,15 @@ fn run_find_and_modify(
     )?;
     let now = bson::DateTime::now();
     let mut writer = engine.writer();
+    if session.is_some() {
+        let image = if request.update.is_some() && request.return_new {
+            RetryImage::Post
+        } else {
+            RetryImage::Pre
+        };
+        writer.set_retry_image(Some(image));
+    }
+    writer.set_session(session);
     let found = collect_matches(
         &writer.reader(),
         ns,
@@ -754,15 +987,7 @@ fn run_find_and_modify(
         Some(1),
     )?
     .pop();
-    let project = |document: &Document| -> Result<Bson, CommandError> {
-        match &request.projection {
-            None => Ok(Bson::Document(document.clone())),
-            Some(projection) => {
-                let details = request.filter.matches_with_details(document);
-                Ok(Bson::Document(projection.apply(document, Some(&details))?))
-            }
-        }
-    };
+    let project = |document: &Document| project_value(request, document);
     let Some(update) = &request.update else {
         // remove: true
         let Some(old) = found else {
@@ -825,6 +1050,15 @@ fn run_find_and_modify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stepdown_fails_the_whole_batch() {
+        let duplicate = write_error(0, CommandError::new(11000, "dup"));
+        assert!(check_batch_not_interrupted(std::slice::from_ref(&duplicate)).is_ok());
+        let stepped_down = write_error(1, CommandError::new(10107, "not primary"));
+        let error = check_batch_not_interrupted(&[duplicate, stepped_down]).unwrap_err();
+        assert_eq!((error.code, error.message.as_str()), (10107, "not primary"));
+    }
 
     #[test]
     fn statement_shapes_fail_the_command() {

@@ -472,6 +472,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
             no_cursor_timeout: request.no_cursor_timeout,
             time_left,
             body: opened.body,
+            lsid: None,
         };
         register_cursor(ctx, cursor)?
     } else {
@@ -550,7 +551,9 @@ async fn open_bounded_find(
 
 /// Opens a cursor for a later `getMore`; the first one opened starts the
 /// node's periodic cursor reaper.
-pub(crate) fn register_cursor(ctx: &CommandContext, cursor: Cursor<CursorBody>) -> Result<i64, CommandError> {
+pub(crate) fn register_cursor(ctx: &CommandContext, mut cursor: Cursor<CursorBody>) -> Result<i64, CommandError> {
+    // A cursor belongs to the session that opened it.
+    cursor.lsid = ctx.session_lsid();
     ctx.state
         .cursors
         .start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
@@ -599,6 +602,7 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     ctx.state.metrics.count_getmore();
     let start = Instant::now();
     let cursors = &ctx.state.cursors;
+    cursors.check_session(id, ctx.session_lsid().as_ref())?;
     let cursor = cursors.check_out(id, &ns, start)?;
     let mut checked_out = CheckedOut {
         cursors,
@@ -925,6 +929,7 @@ mod tests {
                     no_cursor_timeout: false,
                     time_left: None,
                     body,
+                    lsid: None,
                 },
                 now,
             )

@@ -262,6 +262,7 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
                 no_cursor_timeout: false,
                 time_left: None,
                 body,
+                lsid: None,
             },
         )?
     };

@@ -25,6 +25,7 @@ use slipstream_storage::OpTime;
 
 use crate::error::CommandError;
 use crate::exec::read_concern::ReadPoint;
+use crate::sessions::{self, CommandSession, RetryableWrite};
 use crate::state::ServerState;
 
 /// One command as a handler sees it: the database (`$db`), the command
@@ -57,6 +58,9 @@ pub struct CommandContext {
     /// time): reset by `operation::execute` before each handler, read and
     /// updated by the handler.
     pub operation: parking_lot::Mutex<Operation>,
+    /// The running command's session and retryable write, set by
+    /// `sessions::begin` before the handler.
+    pub session: parking_lot::Mutex<Option<CommandSession>>,
 }
 
 /// What a handler learns from, and tells, the code that runs it.
@@ -78,12 +82,23 @@ impl CommandContext {
             app_name: parking_lot::Mutex::new(None),
             member: parking_lot::Mutex::new(None),
             operation: parking_lot::Mutex::new(Operation::default()),
+            session: parking_lot::Mutex::new(None),
         }
     }
 
     /// The read point `operation::execute` chose for this command.
     pub fn read_point(&self) -> ReadPoint {
         self.operation.lock().read_point
+    }
+
+    /// The running command's retryable write, if it is one.
+    pub fn retryable_write(&self) -> Option<Arc<RetryableWrite>> {
+        self.session.lock().as_ref().and_then(|session| session.retryable_write.clone())
+    }
+
+    /// The running command's session (`{id, uid}`), if it has one.
+    pub fn session_lsid(&self) -> Option<Document> {
+        self.session.lock().as_ref().map(|session| session.lsid.clone())
     }
 
     /// Records a write of this command (the latest one counts).
@@ -258,7 +273,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("hostInfo", handler!(admin::host_info)),
     always("whatsmyuri", handler!(admin::whats_my_uri)),
     always("connectionStatus", handler!(admin::connection_status)),
-    always("endSessions", handler!(admin::end_sessions)).aliases(&["killSessions"]),
+    // Sessions (sessions/commands.rs)
+    always("startSession", handler!(sessions::commands::start_session)),
+    always("refreshSessions", handler!(sessions::commands::refresh_sessions)),
+    always("endSessions", handler!(sessions::commands::end_sessions)),
+    always("killSessions", handler!(sessions::commands::kill_sessions)),
     always("shutdown", handler!(admin::shutdown)),
     always("getLog", handler!(admin::get_log)),
     always("serverStatus", handler!(admin::server_status)),

@@ -30,3 +30,21 @@ impl super::Engine {
         writer.noop(message)
     }
 }
+
+impl super::Writer<'_> {
+    /// Logs a no-op entry whose `o` is `object` (`appendOplogNote`'s
+    /// `data`, as MongoDB writes it), through the write gate.
+    pub fn noop_object(&mut self, object: &bson::Document) -> super::Result<crate::OpTime> {
+        let o = super::raw(object)?;
+        let optime = self.engine.inner.commit(&mut self.state, None, |_applier, _ts| {
+            Ok(Some(super::EntryPlan {
+                op: crate::oplog_entry::OpKind::Noop,
+                ns: String::new(),
+                ui: None,
+                o: o.clone(),
+                o2: None,
+            }))
+        })?;
+        Ok(optime.expect("noop always logs"))
+    }
+}

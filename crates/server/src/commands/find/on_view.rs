@@ -108,6 +108,7 @@ pub(super) async fn find(
                 no_cursor_timeout: request.no_cursor_timeout,
                 time_left: None,
                 body: cursor_body,
+                lsid: None,
             },
         )?
     };

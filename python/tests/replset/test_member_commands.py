@@ -1,0 +1,112 @@
+"""The administrator's replSet commands on real members: freeze and
+step-up, syncFrom, maintenance mode, reconfig (propagated by heartbeat,
+then a priority takeover), appendOplogNote, replSetGetRBID."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pymongo import ReadPreference
+from pymongo.errors import OperationFailure, PyMongoError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from repl_members import Members  # noqa: E402
+
+
+@pytest.fixture
+def members():
+    with Members(3, "commands") as running:
+        running.initiate()
+        yield running
+
+
+def status(members, i):
+    with members.direct(i) as client:
+        return client.admin.command("replSetGetStatus")
+
+
+def test_freeze_and_step_up(members):
+    primary = members.primary()
+    frozen, chosen = [i for i in range(3) if i != primary]
+    with members.direct(frozen) as client:
+        client.admin.command("replSetFreeze", 60)
+    term = status(members, primary)["term"]
+    with members.direct(chosen) as client:
+        client.admin.command("replSetStepUp")
+    assert members.primary() == chosen
+    assert status(members, chosen)["term"] > term
+    # A frozen member refuses to stand; unfreezing answers as MongoDB does.
+    with members.direct(frozen) as client:
+        assert client.admin.command("replSetFreeze", 0)["info"] == "unfreezing"
+    with members.direct(chosen) as client, pytest.raises(OperationFailure) as raised:
+        client.admin.command("replSetFreeze", 10)
+    assert raised.value.code == 95
+
+
+def test_sync_from_answers_and_refuses_strangers(members):
+    # The core honours the request once the member is ahead of the asker
+    # (seed 000: pull only from a member ahead); here only the command's
+    # answer and refusal are checked.
+    primary = members.primary()
+    a, b = [i for i in range(3) if i != primary]
+    with members.direct(a) as client:
+        reply = client.admin.command("replSetSyncFrom", members.host(b))
+        assert reply["syncFromRequested"] == members.host(b)
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetSyncFrom", "nowhere:1")
+        assert raised.value.code == 74
+
+
+def test_maintenance_mode(members):
+    primary = members.primary()
+    b = (primary + 1) % 3
+    with members.direct(b) as client:
+        client.admin.command("replSetMaintenance", True)
+        assert client.admin.command("replSetGetStatus")["myState"] == 3
+        with pytest.raises(PyMongoError) as raised:
+            client.get_database("x", read_preference=ReadPreference.SECONDARY_PREFERRED).c.find_one()
+        assert raised.value.details["code"] == 13436
+        client.admin.command("replSetMaintenance", False)
+        assert client.admin.command("replSetGetStatus")["myState"] == 2
+    with members.direct(primary) as client, pytest.raises(OperationFailure) as raised:
+        client.admin.command("replSetMaintenance", True)
+    assert raised.value.code == 95
+
+
+def test_reconfig_propagates_and_priority_takes_over(members):
+    primary = members.primary()
+    target = (primary + 1) % 3
+    with members.direct(primary) as client:
+        config = client.admin.command("replSetGetConfig")["config"]
+        config["version"] += 1
+        for member in config["members"]:
+            if member["host"] == members.host(target):
+                member["priority"] = 5
+        client.admin.command("replSetReconfig", config)
+    for i in range(3):
+        members.wait_for(f"member {i} to hold version {config['version']}",
+                         lambda i=i: members.direct(i).admin.command("replSetGetConfig")["config"]["version"]
+                         == config["version"])
+    members.wait_for("the priority takeover", lambda: members.hello(target).get("isWritablePrimary"))
+    with members.direct(target) as client:
+        with pytest.raises(OperationFailure) as raised:
+            stale = client.admin.command("replSetGetConfig")["config"]
+            client.admin.command("replSetReconfig", stale)
+        assert raised.value.code == 103
+
+
+def test_append_oplog_note_and_rbid(members):
+    primary = members.primary()
+    with members.direct(primary) as client:
+        client.admin.command("appendOplogNote", data={"note": "hello from the test"})
+        entry = client.local["oplog.rs"].find_one({"o.note": "hello from the test"})
+        assert entry is not None and entry["op"] == "n"
+        assert isinstance(client.admin.command("replSetGetRBID")["rbid"], int)
+    secondary = (primary + 1) % 3
+    with members.direct(secondary) as client, pytest.raises(PyMongoError) as raised:
+        client.admin.command("appendOplogNote", data={"x": 1})
+    assert raised.value.details["code"] == 10107
+    assert "writeConcernError" not in raised.value.details

@@ -1,0 +1,70 @@
+"""Read concerns on real members: majority reads on a secondary see
+committed writes, a causal session reads its own write on a secondary
+(afterClusterTime waits), linearizable reads are a primary's only,
+snapshot reads below the retained history answer SnapshotTooOld."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from bson import Timestamp
+from pymongo import MongoClient, ReadPreference
+from pymongo.errors import PyMongoError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from repl_members import Members  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def members():
+    with Members(3, "readconcern") as running:
+        running.initiate()
+        running.primary()
+        yield running
+
+
+def test_majority_read_on_a_secondary_sees_a_majority_write(members):
+    with MongoClient(members.uri()) as client:
+        client.rc.get_collection("m", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+        secondary = client.rc.get_collection(
+            "m", read_preference=ReadPreference.SECONDARY, read_concern=ReadConcern("majority"))
+        members.wait_for("the commit point to reach the secondary", lambda: secondary.find_one({"_id": 1}))
+
+
+def test_causal_session_reads_its_write_on_a_secondary(members):
+    with MongoClient(members.uri()) as client:
+        for i in range(20):
+            with client.start_session(causal_consistency=True) as session:
+                client.rc.get_collection("causal", write_concern=WriteConcern(w=1)).insert_one(
+                    {"_id": i}, session=session)
+                secondary = client.rc.get_collection("causal", read_preference=ReadPreference.SECONDARY)
+                # afterClusterTime makes the secondary wait until it applied the write.
+                assert secondary.find_one({"_id": i}, session=session) == {"_id": i}
+
+
+def test_linearizable_reads_need_the_primary(members):
+    primary = members.primary()
+    with members.direct(primary) as client:
+        coll = client.rc.get_collection("lin", read_concern=ReadConcern("linearizable"))
+        client.rc.lin.insert_one({"_id": 1})
+        assert coll.find_one({"_id": 1}) == {"_id": 1}
+    secondary = (primary + 1) % 3
+    with members.direct(secondary) as client:
+        coll = client.get_database("rc", read_preference=ReadPreference.SECONDARY_PREFERRED).get_collection(
+            "lin", read_concern=ReadConcern("linearizable"))
+        with pytest.raises(PyMongoError) as raised:
+            coll.find_one({"_id": 1})
+        assert raised.value.details["code"] == 10107
+
+
+def test_snapshot_read_below_history_is_snapshot_too_old(members):
+    primary = members.primary()
+    with members.direct(primary) as client:
+        with pytest.raises(PyMongoError) as raised:
+            client.rc.command("find", "m", readConcern={"level": "snapshot", "atClusterTime": Timestamp(1, 1)})
+        assert raised.value.details["code"] == 239

@@ -3,10 +3,15 @@ topology fields, seeds, the set name (issue 7 tests: discovery)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.errors import ServerSelectionTimeoutError
+
+
+DISCOVERY_TIMEOUT_S = 10
 
 
 def address(host: str) -> tuple[str, int]:
@@ -22,6 +27,12 @@ def test_any_single_seed_discovers_the_whole_set(rs):
         try:
             client.admin.command("ping")
             assert client.primary == address(rs.host(primary))
+            # The driver monitors the members it learned of from the seed
+            # on its own threads: the first ping may come before each of
+            # them answered its first hello.
+            deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+            while len(client.secondaries) < len(hosts) - 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert client.secondaries == {address(h) for h in hosts - {rs.host(primary)}}
             assert client.topology_description.topology_type_name == "ReplicaSetWithPrimary"
             assert client.nodes == {address(h) for h in hosts}

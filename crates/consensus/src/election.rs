@@ -4,6 +4,8 @@
 //! (section 4.5.1); the single voter's prompt election; primary catch-up
 //! (section 4.3), then the term's configuration and no-op.
 
+use slipstream_clock::OpTime;
+
 use crate::config::MemberId;
 use crate::election_metrics::{CatchUpOutcome, ElectionCandidateMetrics, ElectionReason};
 use crate::error::StepUpError;
@@ -20,6 +22,19 @@ impl Node {
             && self.io_state.is_none()
             && !self.rolling_back
             && self.now >= self.no_election_until
+            && !self.awaits_first_entry()
+    }
+
+    /// True while our oplog is empty although a member we heard from holds
+    /// entries: we have not synced yet (in MongoDB such a member is in
+    /// initial sync, STARTUP2, and never stands). Elected, we would start a
+    /// history without the entries the others hold (the initiating set's
+    /// no-op, whatever the initiator held), and they could only undo them:
+    /// the initiator's rollback finds no common point. A set whose members
+    /// all start empty (the simulator's) elects as before.
+    fn awaits_first_entry(&self) -> bool {
+        self.last_applied == OpTime::NULL
+            && self.members.iter().any(|m| m.seen_applied != OpTime::NULL || m.applied != OpTime::NULL)
     }
 
     pub(crate) fn check_election_timers(&mut self) {

@@ -180,6 +180,32 @@ fn one_vote_per_term_and_never_for_a_candidate_behind() {
 }
 
 #[test]
+fn an_empty_member_that_heard_of_entries_does_not_stand_until_it_holds_one() {
+    let stands = |actions: &[Action]| actions.iter().any(|a| matches!(a, Action::ElectionStarted { .. }));
+    // Members 2 and 3 joined empty; member 1 initiated the set and holds
+    // the "initiating set" no-op (term -1).
+    let initiate = OpTime::new(Timestamp::new(5, 1), -1);
+    let mut s = node(3, 2, OpTime::NULL);
+    let hb = heartbeat(0, MemberState::Secondary, initiate, OpTime::NULL);
+    receive(&mut s, 1, Message::HeartbeatRequest(hb), 10);
+    let actions = s.step(Event::Tick { election_jitter_ms: 0 }, Millis(5_000));
+    assert!(!stands(&actions), "an empty member stood: {actions:?}");
+    // Once it has applied the entry it may stand.
+    let appended = Event::Appended {
+        last_applied: initiate,
+        wall_ms: wall(initiate),
+    };
+    let actions = s.step(appended, Millis(5_001));
+    assert!(stands(&actions), "a synced member did not stand: {actions:?}");
+    // A set whose members all start empty still elects.
+    let mut fresh = node(3, 2, OpTime::NULL);
+    let hb = heartbeat(0, MemberState::Secondary, OpTime::NULL, OpTime::NULL);
+    receive(&mut fresh, 1, Message::HeartbeatRequest(hb), 10);
+    let actions = fresh.step(Event::Tick { election_jitter_ms: 0 }, Millis(5_000));
+    assert!(stands(&actions), "an empty set never elects: {actions:?}");
+}
+
+#[test]
 fn dry_run_changes_neither_term_nor_vote() {
     let mut voter = node(3, 2, op(1, 5));
     let request = vote_request(2, 1, op(1, 5), true);

@@ -619,6 +619,34 @@ impl Topology for ReplicaSet {
         Some(report::server_status_repl(&self.shared.report_snapshot()))
     }
 
+    fn prepare_shutdown(&self, force: bool, timeout_secs: Option<u64>) -> BoxFuture<'_, Result<(), ReplError>> {
+        Box::pin(async move {
+            let snapshot = self.shared.snapshot();
+            let Some(config) = snapshot.config.as_ref().filter(|_| snapshot.writable_primary && !force) else {
+                return Ok(());
+            };
+            // A set where nobody else could take over shuts down at once.
+            if !config
+                .members
+                .iter()
+                .any(|m| Some(m.id) != snapshot.me && m.is_electable())
+            {
+                return Ok(());
+            }
+            let catch_up_ms = timeout_secs.unwrap_or(SHUTDOWN_CATCH_UP_SECS_DEFAULT) * 1000;
+            let request = slipstream_consensus::StepDownRequest {
+                step_down_ms: catch_up_ms.max(SHUTDOWN_STEP_DOWN_MS),
+                secondary_catch_up_period_ms: catch_up_ms,
+                force: false,
+            };
+            let event = slipstream_consensus::Event::StepDown(request);
+            match self.ask(|reply| Input::Command { event, reply }).await? {
+                Err(ReplError::NotWritablePrimary) => Ok(()),
+                other => other,
+            }
+        })
+    }
+
     fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
         let metrics = &self.shared.metrics;
         vec![
@@ -634,6 +662,11 @@ impl Topology for ReplicaSet {
     }
 }
 
+/// MongoDB's default `timeoutSecs` of `shutdown` on a primary.
+pub const SHUTDOWN_CATCH_UP_SECS_DEFAULT: u64 = 10;
+/// How long a primary shutting down stays out of elections (it is going away).
+pub const SHUTDOWN_STEP_DOWN_MS: u64 = 60_000;
+
 /// The wall date of the commit point's entry (0 when unknown).
 pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     if commit_point.is_null() {
@@ -646,7 +679,10 @@ pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     // The commit point is usually some member's durable position, whose
     // date the node keeps: no oplog read on the fetchers' hot path.
     let snapshot = shared.snapshot();
-    let known = snapshot.members.iter().flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
+    let known = snapshot
+        .members
+        .iter()
+        .flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
     if let Some((_, wall)) = known.into_iter().find(|(op, wall)| *op == commit_point && *wall > 0) {
         return wall;
     }

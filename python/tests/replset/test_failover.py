@@ -75,3 +75,50 @@ def test_unreachable_write_concern_times_out_with_64(members):
             client.fo.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=300)).insert_one({"_id": 1})
         assert raised.value.code == 64
         assert raised.value.details["errInfo"]["wtimeout"] is True
+
+
+def test_shutdown_of_a_primary_refuses_when_nobody_caught_up():
+    from pymongo.errors import AutoReconnect, OperationFailure
+
+    # A long election timeout keeps the cut-off primary primary meanwhile.
+    with Members(3, "slowfailover") as slow:
+        slow.initiate(electionTimeoutMillis=20_000)
+        slow.wait_for("member 0 to step up", lambda: _step_up(slow, 0))
+        assert slow.primary() == 0
+        slow.isolate(0)
+        with slow.direct(0) as client:
+            client.fo.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"_id": "ahead"})
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("shutdown", timeoutSecs=1)
+            assert raised.value.code == 262
+            assert client.admin.command("hello")["isWritablePrimary"]
+            try:
+                client.admin.command("shutdown", force=True)
+            except AutoReconnect:
+                pass
+        slow.nodes[0].process.wait(timeout=60)
+
+
+def _step_up(members, i):
+    from pymongo.errors import OperationFailure
+
+    try:
+        with members.direct(i) as client:
+            client.admin.command("replSetStepUp")
+        return True
+    except OperationFailure:
+        return False
+
+
+def test_shutdown_command_steps_down_first(members):
+    from pymongo.errors import AutoReconnect
+
+    old = members.primary()
+    with members.direct(old) as client:
+        try:
+            client.admin.command("shutdown")
+        except AutoReconnect:
+            pass
+    members.nodes[old].process.wait(timeout=60)
+    new = members.primary([i for i in range(3) if i != old])
+    assert new != old

@@ -109,6 +109,16 @@ struct Waiter {
     reply: CommandReply,
 }
 
+/// Which command a `*Finished` action answers.
+#[derive(Clone, Copy)]
+enum Kind {
+    StepDown,
+    Reconfig,
+    StepUp,
+    Freeze,
+    ReportState,
+}
+
 /// Commands waiting for the node's `*Finished` action, oldest first.
 #[derive(Default)]
 struct Pending {
@@ -131,6 +141,8 @@ pub struct Coordinator {
     held_batch: Option<HeldBatch>,
     waiters: Vec<Waiter>,
     pending: Pending,
+    /// Answers of this step, sent once its snapshot is published.
+    answers: Vec<(CommandReply, Result<(), ReplError>)>,
     heartbeats: HeartbeatSender,
     elections: ElectionRunner,
     positions: PositionReporter,
@@ -166,6 +178,7 @@ impl Coordinator {
             held_batch: None,
             waiters: Vec::new(),
             pending: Pending::default(),
+            answers: Vec::new(),
             last_heartbeat: None,
             peer_hosts: HashMap::new(),
             published_key: None,
@@ -365,6 +378,24 @@ impl Coordinator {
         }
         self.release_waiters();
         self.publish();
+        // Answered only now, so that a caller reading hello right after
+        // its command sees the state the command left.
+        for (reply, result) in self.answers.drain(..) {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn answer(&mut self, kind: Kind, result: Result<(), ReplError>) {
+        let queue = match kind {
+            Kind::StepDown => &mut self.pending.step_down,
+            Kind::Reconfig => &mut self.pending.reconfig,
+            Kind::StepUp => &mut self.pending.step_up,
+            Kind::Freeze => &mut self.pending.freeze,
+            Kind::ReportState => &mut self.pending.report_state,
+        };
+        if let Some(reply) = queue.pop_front() {
+            self.answers.push((reply, result));
+        }
     }
 
     fn carry_out(&mut self, action: Action, request: &mut Option<(MemberId, oneshot::Sender<Option<Message>>)>) {
@@ -485,14 +516,12 @@ impl Coordinator {
                 tracing::info!(target: "repl", "no longer accepting writes");
             }
             Action::StepDownFinished(result) => {
-                answer(&mut self.pending.step_down, result.map_err(step_down_error));
+                self.answer(Kind::StepDown, result.map_err(step_down_error));
             }
-            Action::ReconfigFinished(result) => answer(&mut self.pending.reconfig, result.map_err(reconfig_error)),
-            Action::StepUpFinished(result) => answer(&mut self.pending.step_up, result.map_err(step_up_error)),
-            Action::FreezeFinished(result) => answer(&mut self.pending.freeze, result.map_err(not_secondary)),
-            Action::ReportStateFinished(result) => {
-                answer(&mut self.pending.report_state, result.map_err(not_secondary))
-            }
+            Action::ReconfigFinished(result) => self.answer(Kind::Reconfig, result.map_err(reconfig_error)),
+            Action::StepUpFinished(result) => self.answer(Kind::StepUp, result.map_err(step_up_error)),
+            Action::FreezeFinished(result) => self.answer(Kind::Freeze, result.map_err(not_secondary)),
+            Action::ReportStateFinished(result) => self.answer(Kind::ReportState, result.map_err(not_secondary)),
         }
     }
 
@@ -662,12 +691,6 @@ fn sanitize(node: &Node, event: Event, shared: &Shared) -> Option<Event> {
             }
         }
         other => Some(other),
-    }
-}
-
-fn answer(queue: &mut VecDeque<CommandReply>, result: Result<(), ReplError>) {
-    if let Some(reply) = queue.pop_front() {
-        let _ = reply.send(result);
     }
 }
 

@@ -240,7 +240,13 @@ impl ReplicaSet {
         let coordinator = Coordinator::new(shared.clone(), receiver, node);
         let thread = std::thread::Builder::new()
             .name("repl-coordinator".into())
-            .spawn(move || coordinator.run())
+            .spawn(move || {
+                // A member whose coordinator died must not go on serving (its
+                // write gate may be open): stop, as MongoDB fasserts.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinator.run())).is_err() {
+                    crate::coordinator::fatal("the replication coordinator panicked");
+                }
+            })
             .map_err(|err| ReplError::IllegalOperation(format!("cannot start the coordinator: {err}")))?;
         let watcher = PositionWatcher::start(shared.clone());
         let noop_writer = NoopWriter::start(shared.clone());

@@ -42,6 +42,7 @@ use crate::heartbeat_sender::HeartbeatSender;
 use crate::oplog_fetcher::{HeldBatch, OplogFetcher};
 use crate::position_reporter::PositionReporter;
 use crate::replica_set::Shared;
+use crate::report::SyncSourceSelection;
 use crate::rollback::Rollback;
 use crate::snapshot::Snapshot;
 
@@ -158,6 +159,8 @@ pub struct Coordinator {
     /// The "new primary" no-op already written when the gate opened, so
     /// that the `WriteNoop` following `AcceptWrites(true)` writes nothing.
     noop_written_at_open: Option<OpTime>,
+    /// The last sync source chosen (metrics: same or different).
+    last_sync_source: Option<MemberId>,
 }
 
 impl Coordinator {
@@ -183,6 +186,7 @@ impl Coordinator {
             peer_hosts: HashMap::new(),
             published_key: None,
             noop_written_at_open: None,
+            last_sync_source: None,
         }
     }
 
@@ -435,6 +439,15 @@ impl Coordinator {
                 }
             }
             Action::SetSyncSource(source) => {
+                let selection = match source {
+                    None => SyncSourceSelection::CouldNotFind,
+                    Some(id) if Some(id) == self.last_sync_source => SyncSourceSelection::ChoseSame,
+                    Some(_) => SyncSourceSelection::ChoseDifferent,
+                };
+                self.shared.metrics.record_sync_source_selection(selection);
+                if source.is_some() {
+                    self.last_sync_source = source;
+                }
                 let host = source.and_then(|s| self.host_of(s));
                 tracing::info!(target: "repl", source = source.map_or(-1, i64::from), host = host.as_deref().unwrap_or(""),
                     "sync source changed");

@@ -368,9 +368,23 @@ impl Coordinator {
             let Some(node) = self.node.as_mut() else {
                 return;
             };
-            let Some(event) = sanitize(node, event, &self.shared) else {
+            let Some(mut event) = sanitize(node, event, &self.shared) else {
                 continue;
             };
+            // A primary learns its own appends before positions others
+            // report: a secondary can fetch, sync and report an entry before
+            // the watcher's `Appended` for it arrives here, and the node's
+            // commit rule must never see a majority past its own oplog.
+            if node.is_writable_primary() && matches!(event, Event::Receive { .. }) {
+                let (applied, wall_ms) = self.shared.engine.last_applied_wall();
+                if applied > node.last_applied() && applied.term == node.term() {
+                    self.follow_ups.push_front(event);
+                    event = Event::Appended {
+                        last_applied: applied,
+                        wall_ms,
+                    };
+                }
+            }
             let now = Millis(self.started.elapsed().as_millis() as u64);
             let actions = node.step(event, now);
             for action in actions {

@@ -42,27 +42,42 @@ pub struct ReplicaSetOptions {
     pub host_names: Vec<String>,
 }
 
-/// State shared by the handle, the coordinator and the companions.
+/// State shared by the handle, the coordinator and the companions. Each
+/// field says who writes it; everything else only reads.
 pub struct Shared {
+    /// The storage engine (locks internally). Its write gate is opened and
+    /// closed only by the coordinator (and `stop`).
     pub engine: Arc<Engine>,
+    /// How companions reach other members (stateless to callers).
     pub network: Arc<dyn Network>,
+    /// Where companions spawn their I/O.
     pub runtime: Handle,
+    /// Term/vote and configuration are written only by the coordinator's
+    /// thread; the rollback id only by the rollback companion.
     pub local: LocalState,
+    /// Fixed at start.
     pub options: ReplicaSetOptions,
     /// The coordinator's clock starts here (`Millis` are ms since).
     pub started: Instant,
     /// Wall-clock start, for `uptime`.
     pub started_wall_ms: i64,
+    /// The coordinator's input queue (any task may send).
     inputs: SyncSender<Input>,
+    /// Written only by the coordinator after each step (`publish`).
     snapshot: RwLock<Arc<Snapshot>>,
-    /// `topologyVersion.counter`; awaitable `hello`s wait on it.
+    /// `topologyVersion.counter`; awaitable `hello`s wait on it. Moved
+    /// only by the coordinator.
     pub topology: watch::Sender<i64>,
-    /// The commit point, for majority reads waiting on it.
+    /// The commit point, for majority reads waiting on it. Written only
+    /// by the coordinator.
     pub commit_point_changed: watch::Sender<OpTime>,
-    /// This member's `host:port` as its configuration names it.
+    /// This member's `host:port` as its configuration names it (shared
+    /// with `TcpNetwork`'s handshake). Written by the coordinator when a
+    /// configuration is installed, and by `replSetInitiate`.
     pub me_host: Arc<RwLock<String>>,
+    /// Bumped only by the rollback companion.
     rbid: AtomicI32,
-    /// True while the applier has a batch in flight.
+    /// True while the applier has a batch in flight (written by the applier).
     pub applier_busy: watch::Sender<bool>,
     /// Counters and histograms for serverStatus and Prometheus.
     pub metrics: ReplMetrics,

@@ -10,6 +10,20 @@
 //! Rollback files are issue 8; until then nothing is lost silently: every
 //! undone entry's operation, namespace and `_id` is logged before the
 //! truncation.
+//!
+//! The steps, and what a crash between two of them leaves:
+//!
+//! 1. Search: read-only on both sides. A crash leaves nothing to undo; the
+//!    restarted member searches again.
+//! 2. Log every entry after the common point. A crash repeats the lines.
+//! 3. `Engine::rollback_to(common point)`: storage truncates the journal and
+//!    drops the versions above it as one step (the gate is closed on a
+//!    secondary). A crash before it changes nothing; after it the member
+//!    restarts at the common point.
+//! 4. Bump and persist the rollback id. A crash between 3 and 4 leaves the
+//!    old id: a member that searched this oplog before the truncation cannot
+//!    tell (MongoDB bumps it first; issue 8 moves it before step 3).
+//! 5. Report `RollbackComplete`; the node chooses a sync source again.
 
 use std::ops::Bound;
 use std::sync::Arc;

@@ -28,10 +28,13 @@ fn host(port: u16) -> String {
     format!("localhost:{port}")
 }
 
+/// A member's topology handle and its engine.
+type Member = (Arc<ReplicaSet>, Arc<Engine>);
+
 /// Who is reachable from whom, and each member's handle.
 #[derive(Default)]
 struct Router {
-    members: RwLock<HashMap<String, (Arc<ReplicaSet>, Arc<Engine>)>>,
+    members: RwLock<HashMap<String, Member>>,
     /// Pairs (either direction) that cannot talk.
     cut: RwLock<BTreeSet<(String, String)>>,
     cursors: Mutex<HashMap<i64, (String, Timestamp)>>,
@@ -57,7 +60,7 @@ impl Router {
         self.cut.write().clear();
     }
 
-    fn member(&self, host: &str) -> Option<(Arc<ReplicaSet>, Arc<Engine>)> {
+    fn member(&self, host: &str) -> Option<Member> {
         self.members.read().get(host).cloned()
     }
 
@@ -278,9 +281,10 @@ impl Cluster {
 
 async fn insert(cluster: &Cluster, port: u16, id: i32) -> Result<OpTime, ReplError> {
     let engine = cluster.engine(port);
-    let op = tokio::task::spawn_blocking(move || engine.writer().insert("test.c", doc! {"_id": id}))
+    let op = tokio::task::spawn_blocking(move || engine.writer().insert("test.c", doc! {"_id": id}).map_err(Box::new))
         .await
-        .unwrap()?;
+        .unwrap()
+        .map_err(ReplError::Storage)?;
     Ok(op)
 }
 

@@ -52,11 +52,14 @@ impl HeartbeatSender {
                 Ok(reply) => reply,
                 Err(err) => {
                     tracing::trace!(target: "repl", host = %host, error = %err, "heartbeat failed");
+                    shared.note_heartbeat(to, Err(err.to_string()));
                     return;
                 }
             };
             match decode_heartbeat_reply(&reply) {
                 Ok(reply) if reply.set_name == set_name => {
+                    let primary = reply.heartbeat.state == MemberState::Primary;
+                    shared.note_heartbeat(to, Ok(reply.election_time.filter(|_| primary)));
                     let message = Message::HeartbeatResponse(reply.heartbeat);
                     shared.input(Input::Event(Event::Receive { from: to, message }));
                 }

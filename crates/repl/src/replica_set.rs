@@ -4,6 +4,7 @@
 //! questions from the coordinator's last published `Snapshot`; anything
 //! that needs the node goes through the coordinator's channel.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::network::Network;
 use crate::noop_writer::{write_note, NoopWriter};
 use crate::position_watcher::PositionWatcher;
 use crate::protocol::optime_document;
-use crate::report::{self, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
+use crate::report::{self, MemberExtras, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
 use crate::snapshot::Snapshot;
 use crate::topology::{BoxFuture, CommandAccess, Topology};
 
@@ -77,6 +78,9 @@ pub struct Shared {
     pub me_host: Arc<RwLock<String>>,
     /// Bumped only by the rollback companion.
     rbid: AtomicI32,
+    /// Heartbeat details of the other members for replSetGetStatus
+    /// (written by the heartbeat sender's tasks).
+    member_extras: Mutex<HashMap<MemberId, MemberExtras>>,
     /// True while the applier has a batch in flight (written by the applier).
     pub applier_busy: watch::Sender<bool>,
     /// Counters and histograms for serverStatus and Prometheus.
@@ -131,6 +135,30 @@ impl Shared {
         let _ = busy.wait_for(|busy| !*busy).await;
     }
 
+    /// A heartbeat to `member` succeeded (with the `electionTime` of a
+    /// primary) or failed (with why): `uptime` counts from the first success
+    /// after a failure, `lastHeartbeatMessage` says the last failure.
+    pub fn note_heartbeat(&self, member: MemberId, outcome: Result<Option<Timestamp>, String>) {
+        let now = self.now();
+        let mut extras = self.member_extras.lock();
+        let entry = extras.entry(member).or_insert_with(|| MemberExtras {
+            id: member,
+            ..MemberExtras::default()
+        });
+        match outcome {
+            Ok(election_time) => {
+                entry.up_since.get_or_insert(now);
+                entry.last_heartbeat_message.clear();
+                entry.election_time = election_time;
+            }
+            Err(why) => {
+                entry.up_since = None;
+                entry.last_heartbeat_message = why;
+                entry.election_time = None;
+            }
+        }
+    }
+
     /// The report module's view of this member: the coordinator's last
     /// snapshot plus what the I/O layer knows (storage positions, clocks,
     /// identity).
@@ -152,7 +180,7 @@ impl Shared {
                 .and_then(|s| snapshot.host_of(s))
                 .map(str::to_owned),
             info_message: String::new(),
-            members: Vec::new(),
+            members: self.member_extras.lock().values().cloned().collect(),
             applied: (applied, applied_wall),
             durable,
             read_concern_majority: snapshot.commit_point.min(applied),
@@ -244,6 +272,7 @@ impl ReplicaSet {
             me_host,
             rbid: AtomicI32::new(rbid),
             applier_busy: watch::channel(false).0,
+            member_extras: Mutex::new(HashMap::new()),
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),

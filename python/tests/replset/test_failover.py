@@ -122,3 +122,42 @@ def test_shutdown_command_steps_down_first(members):
     members.nodes[old].process.wait(timeout=60)
     new = members.primary([i for i in range(3) if i != old])
     assert new != old
+
+
+def test_no_acknowledged_majority_write_is_lost_across_a_kill(members):
+    import threading
+    import time
+
+    from pymongo.errors import PyMongoError
+
+    acknowledged = []
+    stop = threading.Event()
+
+    def writer():
+        with MongoClient(members.uri()) as client:
+            coll = client.fo.get_collection("acked", write_concern=WriteConcern(w="majority", wtimeout=5_000))
+            i = 0
+            while not stop.is_set():
+                try:
+                    coll.insert_one({"_id": i})
+                    acknowledged.append(i)
+                except PyMongoError:
+                    time.sleep(0.05)
+                i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        members.wait_for("some acknowledged writes", lambda: len(acknowledged) >= 50)
+        old = members.primary()
+        members.nodes[old].kill()
+        new = members.primary([i for i in range(3) if i != old])
+        before = len(acknowledged)
+        members.wait_for("writes to continue on the new primary", lambda: len(acknowledged) >= before + 50)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    with members.direct(new) as client:
+        present = {d["_id"] for d in client.fo.acked.find({}, {"_id": 1})}
+    missing = [i for i in acknowledged if i not in present]
+    assert not missing, f"acknowledged majority writes lost: {missing[:10]}"

@@ -471,7 +471,27 @@ impl Topology for ReplicaSet {
         }
     }
 
+    /// MongoDB 5.0's implicit default: `w: "majority"`, except `w: 1` in a
+    /// set with arbiters whose data-bearing voters are no more than a
+    /// majority of voters (PSA), where majority writes would stall as soon
+    /// as one data-bearing member is down.
     fn default_write_concern(&self) -> WriteConcern {
+        let snapshot = self.shared.snapshot();
+        let psa_like = snapshot.config.as_ref().is_some_and(|config| {
+            let arbiters = config.members.iter().filter(|m| m.arbiter_only).count();
+            let data_voters = config
+                .members
+                .iter()
+                .filter(|m| m.is_voter() && m.is_data_bearing())
+                .count();
+            arbiters > 0 && data_voters <= config.majority()
+        });
+        if psa_like {
+            return WriteConcern {
+                implicit: true,
+                ..WriteConcern::w1()
+            };
+        }
         WriteConcern {
             implicit: true,
             ..WriteConcern::majority()

@@ -364,6 +364,7 @@ impl Coordinator {
     /// is the member request being answered, if any.
     fn step(&mut self, event: Event, mut request: Option<(MemberId, oneshot::Sender<Option<Message>>)>) {
         self.follow_ups.push_back(event);
+        let mut stepped = false;
         while let Some(event) = self.follow_ups.pop_front() {
             let Some(node) = self.node.as_mut() else {
                 return;
@@ -386,6 +387,7 @@ impl Coordinator {
                 }
             }
             let now = Millis(self.started.elapsed().as_millis() as u64);
+            stepped = true;
             let actions = node.step(event, now);
             for action in actions {
                 self.carry_out(action, &mut request);
@@ -394,8 +396,11 @@ impl Coordinator {
         if let Some((_, reply)) = request.take() {
             let _ = reply.send(None);
         }
-        self.release_waiters();
-        self.publish();
+        // An event dropped as stale changed nothing to publish.
+        if stepped {
+            self.release_waiters();
+            self.publish();
+        }
         // Answered only now, so that a caller reading hello right after
         // its command sees the state the command left.
         for (reply, result) in self.answers.drain(..) {
@@ -664,10 +669,18 @@ impl Coordinator {
         }
     }
 
+    /// The published configuration, cloned only when it changed.
+    fn published_config(&self, config: &ReplSetConfig) -> Arc<ReplSetConfig> {
+        match self.shared.snapshot().config.as_ref() {
+            Some(published) if **published == *config => published.clone(),
+            _ => Arc::new(config.clone()),
+        }
+    }
+
     fn publish(&mut self) {
         let Some(node) = &self.node else { return };
         let snapshot = Snapshot {
-            config: Some(node.config().clone()),
+            config: Some(self.published_config(node.config())),
             me: node.config().member(node.id()).map(|m| m.id),
             state: node.state(),
             term: node.term(),

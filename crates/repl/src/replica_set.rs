@@ -188,7 +188,7 @@ impl Shared {
             last_stable_recovery_timestamp: Some(self.engine.checkpoint_timestamp()),
             in_shutdown: self.stopping.load(Ordering::SeqCst),
         };
-        let Some(config) = snapshot.config.clone() else {
+        let Some(config) = snapshot.config.as_deref().cloned() else {
             return ReplSnapshot::uninitialized(extras);
         };
         let set = SetView {

@@ -161,6 +161,12 @@ pub struct Coordinator {
     noop_written_at_open: Option<OpTime>,
     /// The last sync source chosen (metrics: same or different).
     last_sync_source: Option<MemberId>,
+    /// The last state reported and the term this member was last primary
+    /// in (metrics: stepdowns for a higher term).
+    last_state: Option<slipstream_consensus::MemberState>,
+    primary_term: i64,
+    /// Whether this term's catch-up outcome was counted.
+    catch_up_counted_term: i64,
 }
 
 impl Coordinator {
@@ -187,6 +193,9 @@ impl Coordinator {
             published_key: None,
             noop_written_at_open: None,
             last_sync_source: None,
+            last_state: None,
+            primary_term: 0,
+            catch_up_counted_term: 0,
         }
     }
 
@@ -500,9 +509,16 @@ impl Coordinator {
             }
             Action::StateChanged { state, term } => {
                 tracing::info!(target: "repl", state = %state, term, "member state changed");
-                if state != slipstream_consensus::MemberState::Primary {
+                let was_primary = self.last_state == Some(slipstream_consensus::MemberState::Primary);
+                if was_primary && state != slipstream_consensus::MemberState::Primary && term > self.primary_term {
+                    self.shared.metrics.record_step_down_for_higher_term();
+                }
+                if state == slipstream_consensus::MemberState::Primary {
+                    self.primary_term = term;
+                } else {
                     self.fail_waiters(|| ReplError::PrimarySteppedDown);
                 }
+                self.last_state = Some(state);
             }
             Action::ElectionStarted { term, reason, dry_run } => {
                 tracing::info!(target: "repl", term, reason = reason.name(), dry_run, "election started");
@@ -679,6 +695,12 @@ impl Coordinator {
 
     fn publish(&mut self) {
         let Some(node) = &self.node else { return };
+        if let Some(metrics) = node.election_candidate_metrics() {
+            if let Some(outcome) = metrics.catch_up.filter(|_| metrics.term > self.catch_up_counted_term) {
+                self.shared.metrics.record_catch_up(outcome);
+                self.catch_up_counted_term = metrics.term;
+            }
+        }
         let snapshot = Snapshot {
             config: Some(self.published_config(node.config())),
             me: node.config().member(node.id()).map(|m| m.id),

@@ -87,6 +87,9 @@ pub struct Shared {
     pub metrics: ReplMetrics,
     /// `topologyVersion.processId` in the report module's documents.
     process_id: bson::oid::ObjectId,
+    /// True while a member without a configuration asks a peer for one
+    /// (`heartbeat_sender::fetch_initial_config`).
+    pub config_fetch_in_flight: std::sync::atomic::AtomicBool,
     /// True once `stop` began.
     stopping: std::sync::atomic::AtomicBool,
 }
@@ -276,6 +279,7 @@ impl ReplicaSet {
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
         });
         let node = match shared.local.read_config()? {
             Some(config) => Some(restart_node(&shared, config)?),

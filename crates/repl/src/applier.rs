@@ -1,7 +1,7 @@
 //! The applier: `Action::AppendBatch` -> `Engine::apply_batch` of the
-//! fetcher's held batch (off the coordinator's thread), then asks the
-//! journal to sync at once and reports `Appended`; `Durable` follows from
-//! the durable watch (`position_watcher`). Applied and durable positions
+//! fetcher's held batch (off the coordinator's thread), reports `Appended`,
+//! then has the journal sync at once and reports `Durable` itself (the
+//! durable watch of `position_watcher` would too, a hop later). Applied and durable positions
 //! are reported separately: the applied one moves the node's sync-source
 //! view, the durable one the commit point.
 //!
@@ -44,19 +44,14 @@ impl Applier {
                 .cloned()
                 .collect();
             let count = entries.len();
+            let mut durable_target = None;
             if !entries.is_empty() {
                 let started = std::time::Instant::now();
                 match engine.apply_batch(&entries) {
                     Ok(op) => {
                         shared.metrics.record_apply_batch(count as u64, started.elapsed());
                         shared.metrics.set_buffer(0, 0);
-                        let durable_target = op.ts;
-                        let sync = shared.clone();
-                        // Ask for the journal sync now; the durable watch
-                        // reports it.
-                        shared.runtime.spawn(async move {
-                            let _ = sync.engine.wait_durable_async(durable_target).await;
-                        });
+                        durable_target = Some(op.ts);
                     }
                     Err(StorageError::InvalidOplogEntry(why)) => {
                         fatal(&format!("cannot apply an oplog entry from the sync source: {why}"))
@@ -71,6 +66,21 @@ impl Applier {
             }));
             shared.applier_busy.send_replace(false);
             held.appended();
+            // The journal syncs now rather than at its interval, and the
+            // durable position goes to the node straight from here (the
+            // durable watch would report it one hop later).
+            if let Some(ts) = durable_target {
+                match engine.wait_durable(ts) {
+                    Ok(()) => {
+                        let (durable, wall_ms) = engine.last_durable_wall();
+                        shared.input(Input::Event(Event::Durable {
+                            last_durable: durable,
+                            wall_ms,
+                        }));
+                    }
+                    Err(err) => tracing::warn!(target: "repl", error = %err, "journal sync failed"),
+                }
+            }
         });
     }
 }

@@ -54,7 +54,8 @@ fn initialized(set: &ReplicaSet) -> Result<ReplSetConfig, ReplError> {
     set.shared()
         .snapshot()
         .config
-        .clone()
+        .as_deref()
+        .cloned()
         .ok_or(ReplError::NotYetInitialized)
 }
 
@@ -401,7 +402,7 @@ async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     let reply = HeartbeatReply {
         set_name: config.set_name.clone(),
         heartbeat,
-        config: send_config.then(|| config.clone()),
+        config: send_config.then(|| ReplSetConfig::clone(config)),
         election_time: snapshot
             .election_time
             .filter(|_| snapshot.writable_primary)

@@ -42,6 +42,7 @@ use crate::heartbeat_sender::HeartbeatSender;
 use crate::oplog_fetcher::{HeldBatch, OplogFetcher};
 use crate::position_reporter::PositionReporter;
 use crate::replica_set::Shared;
+use crate::report::SyncSourceSelection;
 use crate::rollback::Rollback;
 use crate::snapshot::Snapshot;
 
@@ -109,6 +110,16 @@ struct Waiter {
     reply: CommandReply,
 }
 
+/// Which command a `*Finished` action answers.
+#[derive(Clone, Copy)]
+enum Kind {
+    StepDown,
+    Reconfig,
+    StepUp,
+    Freeze,
+    ReportState,
+}
+
 /// Commands waiting for the node's `*Finished` action, oldest first.
 #[derive(Default)]
 struct Pending {
@@ -131,6 +142,8 @@ pub struct Coordinator {
     held_batch: Option<HeldBatch>,
     waiters: Vec<Waiter>,
     pending: Pending,
+    /// Answers of this step, sent once its snapshot is published.
+    answers: Vec<(CommandReply, Result<(), ReplError>)>,
     heartbeats: HeartbeatSender,
     elections: ElectionRunner,
     positions: PositionReporter,
@@ -146,6 +159,14 @@ pub struct Coordinator {
     /// The "new primary" no-op already written when the gate opened, so
     /// that the `WriteNoop` following `AcceptWrites(true)` writes nothing.
     noop_written_at_open: Option<OpTime>,
+    /// The last sync source chosen (metrics: same or different).
+    last_sync_source: Option<MemberId>,
+    /// The last state reported and the term this member was last primary
+    /// in (metrics: stepdowns for a higher term).
+    last_state: Option<slipstream_consensus::MemberState>,
+    primary_term: i64,
+    /// Whether this term's catch-up outcome was counted.
+    catch_up_counted_term: i64,
 }
 
 impl Coordinator {
@@ -166,10 +187,15 @@ impl Coordinator {
             held_batch: None,
             waiters: Vec::new(),
             pending: Pending::default(),
+            answers: Vec::new(),
             last_heartbeat: None,
             peer_hosts: HashMap::new(),
             published_key: None,
             noop_written_at_open: None,
+            last_sync_source: None,
+            last_state: None,
+            primary_term: 0,
+            catch_up_counted_term: 0,
         }
     }
 
@@ -347,14 +373,30 @@ impl Coordinator {
     /// is the member request being answered, if any.
     fn step(&mut self, event: Event, mut request: Option<(MemberId, oneshot::Sender<Option<Message>>)>) {
         self.follow_ups.push_back(event);
+        let mut stepped = false;
         while let Some(event) = self.follow_ups.pop_front() {
             let Some(node) = self.node.as_mut() else {
                 return;
             };
-            let Some(event) = sanitize(node, event, &self.shared) else {
+            let Some(mut event) = sanitize(node, event, &self.shared) else {
                 continue;
             };
+            // A primary learns its own appends before positions others
+            // report: a secondary can fetch, sync and report an entry before
+            // the watcher's `Appended` for it arrives here, and the node's
+            // commit rule must never see a majority past its own oplog.
+            if node.is_writable_primary() && matches!(event, Event::Receive { .. }) {
+                let (applied, wall_ms) = self.shared.engine.last_applied_wall();
+                if applied > node.last_applied() && applied.term == node.term() {
+                    self.follow_ups.push_front(event);
+                    event = Event::Appended {
+                        last_applied: applied,
+                        wall_ms,
+                    };
+                }
+            }
             let now = Millis(self.started.elapsed().as_millis() as u64);
+            stepped = true;
             let actions = node.step(event, now);
             for action in actions {
                 self.carry_out(action, &mut request);
@@ -363,8 +405,29 @@ impl Coordinator {
         if let Some((_, reply)) = request.take() {
             let _ = reply.send(None);
         }
-        self.release_waiters();
-        self.publish();
+        // An event dropped as stale changed nothing to publish.
+        if stepped {
+            self.release_waiters();
+            self.publish();
+        }
+        // Answered only now, so that a caller reading hello right after
+        // its command sees the state the command left.
+        for (reply, result) in self.answers.drain(..) {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn answer(&mut self, kind: Kind, result: Result<(), ReplError>) {
+        let queue = match kind {
+            Kind::StepDown => &mut self.pending.step_down,
+            Kind::Reconfig => &mut self.pending.reconfig,
+            Kind::StepUp => &mut self.pending.step_up,
+            Kind::Freeze => &mut self.pending.freeze,
+            Kind::ReportState => &mut self.pending.report_state,
+        };
+        if let Some(reply) = queue.pop_front() {
+            self.answers.push((reply, result));
+        }
     }
 
     fn carry_out(&mut self, action: Action, request: &mut Option<(MemberId, oneshot::Sender<Option<Message>>)>) {
@@ -404,6 +467,15 @@ impl Coordinator {
                 }
             }
             Action::SetSyncSource(source) => {
+                let selection = match source {
+                    None => SyncSourceSelection::CouldNotFind,
+                    Some(id) if Some(id) == self.last_sync_source => SyncSourceSelection::ChoseSame,
+                    Some(_) => SyncSourceSelection::ChoseDifferent,
+                };
+                self.shared.metrics.record_sync_source_selection(selection);
+                if source.is_some() {
+                    self.last_sync_source = source;
+                }
                 let host = source.and_then(|s| self.host_of(s));
                 tracing::info!(target: "repl", source = source.map_or(-1, i64::from), host = host.as_deref().unwrap_or(""),
                     "sync source changed");
@@ -437,9 +509,16 @@ impl Coordinator {
             }
             Action::StateChanged { state, term } => {
                 tracing::info!(target: "repl", state = %state, term, "member state changed");
-                if state != slipstream_consensus::MemberState::Primary {
+                let was_primary = self.last_state == Some(slipstream_consensus::MemberState::Primary);
+                if was_primary && state != slipstream_consensus::MemberState::Primary && term > self.primary_term {
+                    self.shared.metrics.record_step_down_for_higher_term();
+                }
+                if state == slipstream_consensus::MemberState::Primary {
+                    self.primary_term = term;
+                } else {
                     self.fail_waiters(|| ReplError::PrimarySteppedDown);
                 }
+                self.last_state = Some(state);
             }
             Action::ElectionStarted { term, reason, dry_run } => {
                 tracing::info!(target: "repl", term, reason = reason.name(), dry_run, "election started");
@@ -485,14 +564,12 @@ impl Coordinator {
                 tracing::info!(target: "repl", "no longer accepting writes");
             }
             Action::StepDownFinished(result) => {
-                answer(&mut self.pending.step_down, result.map_err(step_down_error));
+                self.answer(Kind::StepDown, result.map_err(step_down_error));
             }
-            Action::ReconfigFinished(result) => answer(&mut self.pending.reconfig, result.map_err(reconfig_error)),
-            Action::StepUpFinished(result) => answer(&mut self.pending.step_up, result.map_err(step_up_error)),
-            Action::FreezeFinished(result) => answer(&mut self.pending.freeze, result.map_err(not_secondary)),
-            Action::ReportStateFinished(result) => {
-                answer(&mut self.pending.report_state, result.map_err(not_secondary))
-            }
+            Action::ReconfigFinished(result) => self.answer(Kind::Reconfig, result.map_err(reconfig_error)),
+            Action::StepUpFinished(result) => self.answer(Kind::StepUp, result.map_err(step_up_error)),
+            Action::FreezeFinished(result) => self.answer(Kind::Freeze, result.map_err(not_secondary)),
+            Action::ReportStateFinished(result) => self.answer(Kind::ReportState, result.map_err(not_secondary)),
         }
     }
 
@@ -608,10 +685,24 @@ impl Coordinator {
         }
     }
 
+    /// The published configuration, cloned only when it changed.
+    fn published_config(&self, config: &ReplSetConfig) -> Arc<ReplSetConfig> {
+        match self.shared.snapshot().config.as_ref() {
+            Some(published) if **published == *config => published.clone(),
+            _ => Arc::new(config.clone()),
+        }
+    }
+
     fn publish(&mut self) {
         let Some(node) = &self.node else { return };
+        if let Some(metrics) = node.election_candidate_metrics() {
+            if let Some(outcome) = metrics.catch_up.filter(|_| metrics.term > self.catch_up_counted_term) {
+                self.shared.metrics.record_catch_up(outcome);
+                self.catch_up_counted_term = metrics.term;
+            }
+        }
         let snapshot = Snapshot {
-            config: Some(node.config().clone()),
+            config: Some(self.published_config(node.config())),
             me: node.config().member(node.id()).map(|m| m.id),
             state: node.state(),
             term: node.term(),
@@ -662,12 +753,6 @@ fn sanitize(node: &Node, event: Event, shared: &Shared) -> Option<Event> {
             }
         }
         other => Some(other),
-    }
-}
-
-fn answer(queue: &mut VecDeque<CommandReply>, result: Result<(), ReplError>) {
-    if let Some(reply) = queue.pop_front() {
-        let _ = reply.send(result);
     }
 }
 

@@ -52,11 +52,14 @@ impl HeartbeatSender {
                 Ok(reply) => reply,
                 Err(err) => {
                     tracing::trace!(target: "repl", host = %host, error = %err, "heartbeat failed");
+                    shared.note_heartbeat(to, Err(err.to_string()));
                     return;
                 }
             };
             match decode_heartbeat_reply(&reply) {
                 Ok(reply) if reply.set_name == set_name => {
+                    let primary = reply.heartbeat.state == MemberState::Primary;
+                    shared.note_heartbeat(to, Ok(reply.election_time.filter(|_| primary)));
                     let message = Message::HeartbeatResponse(reply.heartbeat);
                     shared.input(Input::Event(Event::Receive { from: to, message }));
                 }
@@ -94,31 +97,49 @@ impl HeartbeatSender {
 /// one: ask for it (a heartbeat showing version -2 gets the config in its
 /// response) and adopt it if it names this member.
 pub fn fetch_initial_config(shared: Arc<Shared>, host: String, set_name: String) {
+    // One fetch at a time: every member's heartbeats would start one.
+    if shared
+        .config_fetch_in_flight
+        .swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return;
+    }
     let runtime = shared.runtime.clone();
     runtime.spawn(async move {
-        let hb = Heartbeat {
-            term: 0,
-            config_version: UNINITIALIZED_CONFIG_VERSION,
-            config_term: -1,
-            state: MemberState::Startup,
-            last_applied: OpTime::NULL,
-            last_applied_wall_ms: 0,
-            last_durable: OpTime::NULL,
-            last_durable_wall_ms: 0,
-            commit_point: OpTime::NULL,
-            sync_source: None,
-        };
-        let body = encode_heartbeat_request(&set_name, &shared.me_host(), None, &hb);
-        let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_MAX);
-        let Ok(reply) = shared.network.run(&host, "admin", body, timeout).await else { return };
-        let Ok(reply) = decode_heartbeat_reply(&reply) else { return };
-        let Some(config) = reply.config else { return };
-        match shared.find_self(&config) {
-            Some(me) => {
-                tracing::info!(target: "repl", from = %host, version = config.version, "configuration learned by heartbeat");
-                shared.input(Input::Adopt { config, me });
-            }
-            None => tracing::warn!(target: "repl", from = %host, "a configuration that does not name this member"),
-        }
+        fetch_and_adopt(&shared, &host, &set_name).await;
+        shared
+            .config_fetch_in_flight
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     });
+}
+
+async fn fetch_and_adopt(shared: &Arc<Shared>, host: &str, set_name: &str) {
+    let hb = Heartbeat {
+        term: 0,
+        config_version: UNINITIALIZED_CONFIG_VERSION,
+        config_term: -1,
+        state: MemberState::Startup,
+        last_applied: OpTime::NULL,
+        last_applied_wall_ms: 0,
+        last_durable: OpTime::NULL,
+        last_durable_wall_ms: 0,
+        commit_point: OpTime::NULL,
+        sync_source: None,
+    };
+    let body = encode_heartbeat_request(set_name, &shared.me_host(), None, &hb);
+    let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_MAX);
+    let Ok(reply) = shared.network.run(host, "admin", body, timeout).await else {
+        return;
+    };
+    let Ok(reply) = decode_heartbeat_reply(&reply) else {
+        return;
+    };
+    let Some(config) = reply.config else { return };
+    match shared.find_self(&config) {
+        Some(me) => {
+            tracing::info!(target: "repl", from = %host, version = config.version, "configuration learned by heartbeat");
+            shared.input(Input::Adopt { config, me });
+        }
+        None => tracing::warn!(target: "repl", from = %host, "a configuration that does not name this member"),
+    }
 }

@@ -1,10 +1,15 @@
 //! Replication: everything between the consensus core's decisions and the
 //! world. It owns the `Topology` trait the server asks (role, write and
 //! read concern waits, `hello` fields, reply metadata) and its two
-//! implementations: `Standalone`, a node without `--replSet`, and (next)
-//! `ReplicaSet`, a member whose coordinator thread owns the
-//! `consensus::Node` and carries out its actions through the heartbeat
-//! sender, oplog fetcher, applier, position reporter and election runner.
+//! implementations: `Standalone`, a node without `--replSet`, and
+//! `ReplicaSet`, a member whose coordinator thread (`coordinator`) owns the
+//! `consensus::Node` and carries out its actions through its companions,
+//! one noun a file: `heartbeat_sender`, `election_runner`,
+//! `position_reporter`, `oplog_fetcher`, `applier`, `rollback`,
+//! `position_watcher`, `noop_writer`. Members talk over `network` (the
+//! internal `client`, or an in-memory one in tests) in the shapes of
+//! `protocol` and `config_document`; `commands` runs the replSet commands;
+//! `report` renders what a member tells drivers and operators.
 //!
 //! Must not depend on the server crate: the server depends on this one and
 //! holds an `Arc<dyn Topology>`; nothing else in the server knows whether

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bson::Document;
+use bson::{Document, RawDocumentBuf};
 use parking_lot::Mutex;
 
 use crate::client::Connection;
@@ -64,6 +64,21 @@ pub trait Network: Send + Sync {
         body: Document,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Document, NetError>>;
+
+    /// `run` whose reply stays raw BSON (the oplog fetcher's batches go to
+    /// storage as they arrived). By default the document reply, encoded.
+    fn run_raw<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<RawDocumentBuf, NetError>> {
+        Box::pin(async move {
+            let reply = self.run(host, db, body, timeout).await?;
+            RawDocumentBuf::try_from(&reply).map_err(|err| NetError::Protocol(err.to_string()))
+        })
+    }
 }
 
 /// The real network: TCP to each member.
@@ -103,9 +118,9 @@ impl TcpNetwork {
         }
     }
 
-    async fn run_once(&self, host: &str, db: &str, body: Document) -> Result<Document, NetError> {
+    async fn run_once(&self, host: &str, db: &str, body: Document, raw: bool) -> Result<Reply, NetError> {
         if let Some(mut connection) = self.take_idle(host) {
-            match connection.run(db, body.clone()).await {
+            match run_on(&mut connection, db, body.clone(), raw).await {
                 // A pooled connection may have died while idle: one retry on
                 // a fresh connection for that case only.
                 Err(NetError::Unreachable(_)) => {}
@@ -118,11 +133,45 @@ impl TcpNetwork {
         }
         let me = self.me.read().clone();
         let mut connection = Connection::open(host, &me).await?;
-        let result = connection.run(db, body).await;
+        let result = run_on(&mut connection, db, body, raw).await;
         if !matches!(result, Err(NetError::Unreachable(_)) | Err(NetError::Protocol(_))) {
             self.put_idle(host, connection);
         }
         result
+    }
+
+    async fn run_checked(
+        &self,
+        host: &str,
+        db: &str,
+        body: Document,
+        timeout: Duration,
+        raw: bool,
+    ) -> Result<Reply, NetError> {
+        if self.blocklist.is_blocked(host) {
+            self.idle.lock().remove(host);
+            return Err(NetError::Blocked);
+        }
+        // A timed-out call drops its connection with it (never pooled
+        // mid-reply).
+        match tokio::time::timeout(timeout, self.run_once(host, db, body, raw)).await {
+            Ok(result) => result,
+            Err(_) => Err(NetError::Timeout),
+        }
+    }
+}
+
+/// A reply as a document, or as the raw BSON it arrived as.
+enum Reply {
+    Document(Document),
+    Raw(RawDocumentBuf),
+}
+
+async fn run_on(connection: &mut Connection, db: &str, body: Document, raw: bool) -> Result<Reply, NetError> {
+    if raw {
+        connection.run_raw(db, body).await.map(Reply::Raw)
+    } else {
+        connection.run(db, body).await.map(Reply::Document)
     }
 }
 
@@ -135,15 +184,24 @@ impl Network for TcpNetwork {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Document, NetError>> {
         Box::pin(async move {
-            if self.blocklist.is_blocked(host) {
-                self.idle.lock().remove(host);
-                return Err(NetError::Blocked);
+            match self.run_checked(host, db, body, timeout, false).await? {
+                Reply::Document(reply) => Ok(reply),
+                Reply::Raw(_) => unreachable!("asked for a document"),
             }
-            // A timed-out call drops its connection with it (never pooled
-            // mid-reply).
-            match tokio::time::timeout(timeout, self.run_once(host, db, body)).await {
-                Ok(result) => result,
-                Err(_) => Err(NetError::Timeout),
+        })
+    }
+
+    fn run_raw<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<RawDocumentBuf, NetError>> {
+        Box::pin(async move {
+            match self.run_checked(host, db, body, timeout, true).await? {
+                Reply::Raw(reply) => Ok(reply),
+                Reply::Document(_) => unreachable!("asked for raw BSON"),
             }
         })
     }

@@ -38,7 +38,8 @@ impl NoopWriter {
                     continue;
                 }
                 let engine = shared.engine.clone();
-                let written = tokio::task::spawn_blocking(move || engine.writer().noop("periodic noop")).await;
+                let written =
+                    tokio::task::spawn_blocking(move || engine.writer().noop("periodic noop").map_err(Box::new)).await;
                 if let Ok(Err(err)) = written {
                     tracing::debug!(target: "repl", error = %err, "periodic no-op not written");
                 }
@@ -58,10 +59,10 @@ impl NoopWriter {
 /// through the write gate (NotWritablePrimary when closed).
 pub async fn write_note(shared: &Arc<Shared>, data: Document) -> Result<OpTime, ReplError> {
     let engine = shared.engine.clone();
-    let written = tokio::task::spawn_blocking(move || engine.writer().noop_object(&data)).await;
+    let written = tokio::task::spawn_blocking(move || engine.writer().noop_object(&data).map_err(Box::new)).await;
     match written {
         Ok(Ok(op)) => Ok(op),
-        Ok(Err(err)) => Err(ReplError::from(err)),
+        Ok(Err(err)) => Err(ReplError::Storage(err)),
         Err(_) => Err(ReplError::ShutdownInProgress),
     }
 }

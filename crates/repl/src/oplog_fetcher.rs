@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 use slipstream_clock::OpTime;
 use slipstream_consensus::config::MemberId;
 use slipstream_consensus::{Event, PullBatch};
@@ -232,7 +232,7 @@ async fn deliver(
 async fn run(shared: &Arc<Shared>, host: &str, body: Document, wait_ms: u64) -> Result<Reply, NetError> {
     let timeout = Duration::from_millis(wait_ms + FETCH_NETWORK_SLACK_MS);
     let started = std::time::Instant::now();
-    let reply = shared.network.run(host, "local", body, timeout).await?;
+    let reply = shared.network.run_raw(host, "local", body, timeout).await?;
     let parsed = parse_reply(&reply).map_err(NetError::Protocol)?;
     let bytes: usize = parsed.entries.iter().map(|e| e.as_bytes().len()).sum();
     shared
@@ -241,29 +241,30 @@ async fn run(shared: &Arc<Shared>, host: &str, body: Document, wait_ms: u64) -> 
     Ok(parsed)
 }
 
-fn parse_reply(reply: &Document) -> Result<Reply, String> {
+fn parse_reply(reply: &RawDocumentBuf) -> Result<Reply, String> {
     let cursor = reply
         .get_document("cursor")
         .map_err(|_| "reply without a cursor".to_owned())?;
     let cursor_id = match cursor.get("id") {
-        Some(Bson::Int64(id)) => *id,
-        Some(Bson::Int32(id)) => i64::from(*id),
+        Ok(Some(RawBsonRef::Int64(id))) => id,
+        Ok(Some(RawBsonRef::Int32(id))) => i64::from(id),
         _ => return Err("cursor without an id".into()),
     };
     let batch = cursor
         .get_array("firstBatch")
         .or_else(|_| cursor.get_array("nextBatch"))
         .map_err(|_| "cursor without a batch".to_owned())?;
-    let entries = batch
-        .iter()
-        .map(|entry| match entry {
-            Bson::Document(entry) => RawDocumentBuf::try_from(entry).map_err(|err| err.to_string()),
-            _ => Err("an oplog entry that is not a document".to_owned()),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut entries = Vec::new();
+    for entry in batch {
+        match entry.map_err(|err| err.to_string())? {
+            RawBsonRef::Document(entry) => entries.push(entry.to_owned()),
+            _ => return Err("an oplog entry that is not a document".into()),
+        }
+    }
     let repl_data = reply
         .get_document("$replData")
         .map_err(|_| "reply without $replData".to_owned())?;
+    let repl_data = Document::try_from(repl_data).map_err(|err| err.to_string())?;
     let commit_point = parse_optime(repl_data.get("lastOpCommitted"), "lastOpCommitted").map_err(|e| e.to_string())?;
     let term = match repl_data.get("term") {
         Some(Bson::Int64(term)) => *term,

@@ -2,7 +2,7 @@
 //! `durable_watch` into the node's `Appended` and `Durable` events, one per
 //! change seen (a burst of writes coalesces into one event), never one per
 //! write. The primary's own writes reach the node this way; on a
-//! secondary the applier reports appends itself and this adds durability.
+//! secondary the applier reports appends and durability itself.
 
 use std::sync::Arc;
 
@@ -26,8 +26,11 @@ impl PositionWatcher {
             let mut sent_applied = OpTime::NULL;
             let mut sent_durable = OpTime::NULL;
             loop {
+                // Only a primary's own writes need reporting from here: a
+                // secondary's applier, rollback and the coordinator's own
+                // no-ops report theirs directly.
                 let (applied, applied_wall) = shared.engine.last_applied_wall();
-                if applied != sent_applied {
+                if applied != sent_applied && shared.snapshot().writable_primary {
                     sent_applied = applied;
                     shared.input(Input::Event(Event::Appended {
                         last_applied: applied,

@@ -4,6 +4,7 @@
 //! questions from the coordinator's last published `Snapshot`; anything
 //! that needs the node goes through the coordinator's channel.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::network::Network;
 use crate::noop_writer::{write_note, NoopWriter};
 use crate::position_watcher::PositionWatcher;
 use crate::protocol::optime_document;
-use crate::report::{self, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
+use crate::report::{self, MemberExtras, ReplMetrics, ReplSnapshot, SetView, SnapshotExtras};
 use crate::snapshot::Snapshot;
 use crate::topology::{BoxFuture, CommandAccess, Topology};
 
@@ -42,32 +43,53 @@ pub struct ReplicaSetOptions {
     pub host_names: Vec<String>,
 }
 
-/// State shared by the handle, the coordinator and the companions.
+/// State shared by the handle, the coordinator and the companions. Each
+/// field says who writes it; everything else only reads.
 pub struct Shared {
+    /// The storage engine (locks internally). Its write gate is opened and
+    /// closed only by the coordinator (and `stop`).
     pub engine: Arc<Engine>,
+    /// How companions reach other members (stateless to callers).
     pub network: Arc<dyn Network>,
+    /// Where companions spawn their I/O.
     pub runtime: Handle,
+    /// Term/vote and configuration are written only by the coordinator's
+    /// thread; the rollback id only by the rollback companion.
     pub local: LocalState,
+    /// Fixed at start.
     pub options: ReplicaSetOptions,
     /// The coordinator's clock starts here (`Millis` are ms since).
     pub started: Instant,
     /// Wall-clock start, for `uptime`.
     pub started_wall_ms: i64,
+    /// The coordinator's input queue (any task may send).
     inputs: SyncSender<Input>,
+    /// Written only by the coordinator after each step (`publish`).
     snapshot: RwLock<Arc<Snapshot>>,
-    /// `topologyVersion.counter`; awaitable `hello`s wait on it.
+    /// `topologyVersion.counter`; awaitable `hello`s wait on it. Moved
+    /// only by the coordinator.
     pub topology: watch::Sender<i64>,
-    /// The commit point, for majority reads waiting on it.
+    /// The commit point, for majority reads waiting on it. Written only
+    /// by the coordinator.
     pub commit_point_changed: watch::Sender<OpTime>,
-    /// This member's `host:port` as its configuration names it.
+    /// This member's `host:port` as its configuration names it (shared
+    /// with `TcpNetwork`'s handshake). Written by the coordinator when a
+    /// configuration is installed, and by `replSetInitiate`.
     pub me_host: Arc<RwLock<String>>,
+    /// Bumped only by the rollback companion.
     rbid: AtomicI32,
-    /// True while the applier has a batch in flight.
+    /// Heartbeat details of the other members for replSetGetStatus
+    /// (written by the heartbeat sender's tasks).
+    member_extras: Mutex<HashMap<MemberId, MemberExtras>>,
+    /// True while the applier has a batch in flight (written by the applier).
     pub applier_busy: watch::Sender<bool>,
     /// Counters and histograms for serverStatus and Prometheus.
     pub metrics: ReplMetrics,
     /// `topologyVersion.processId` in the report module's documents.
     process_id: bson::oid::ObjectId,
+    /// True while a member without a configuration asks a peer for one
+    /// (`heartbeat_sender::fetch_initial_config`).
+    pub config_fetch_in_flight: std::sync::atomic::AtomicBool,
     /// True once `stop` began.
     stopping: std::sync::atomic::AtomicBool,
 }
@@ -116,6 +138,30 @@ impl Shared {
         let _ = busy.wait_for(|busy| !*busy).await;
     }
 
+    /// A heartbeat to `member` succeeded (with the `electionTime` of a
+    /// primary) or failed (with why): `uptime` counts from the first success
+    /// after a failure, `lastHeartbeatMessage` says the last failure.
+    pub fn note_heartbeat(&self, member: MemberId, outcome: Result<Option<Timestamp>, String>) {
+        let now = self.now();
+        let mut extras = self.member_extras.lock();
+        let entry = extras.entry(member).or_insert_with(|| MemberExtras {
+            id: member,
+            ..MemberExtras::default()
+        });
+        match outcome {
+            Ok(election_time) => {
+                entry.up_since.get_or_insert(now);
+                entry.last_heartbeat_message.clear();
+                entry.election_time = election_time;
+            }
+            Err(why) => {
+                entry.up_since = None;
+                entry.last_heartbeat_message = why;
+                entry.election_time = None;
+            }
+        }
+    }
+
     /// The report module's view of this member: the coordinator's last
     /// snapshot plus what the I/O layer knows (storage positions, clocks,
     /// identity).
@@ -137,7 +183,7 @@ impl Shared {
                 .and_then(|s| snapshot.host_of(s))
                 .map(str::to_owned),
             info_message: String::new(),
-            members: Vec::new(),
+            members: self.member_extras.lock().values().cloned().collect(),
             applied: (applied, applied_wall),
             durable,
             read_concern_majority: snapshot.commit_point.min(applied),
@@ -145,7 +191,7 @@ impl Shared {
             last_stable_recovery_timestamp: Some(self.engine.checkpoint_timestamp()),
             in_shutdown: self.stopping.load(Ordering::SeqCst),
         };
-        let Some(config) = snapshot.config.clone() else {
+        let Some(config) = snapshot.config.as_deref().cloned() else {
             return ReplSnapshot::uninitialized(extras);
         };
         let set = SetView {
@@ -229,9 +275,11 @@ impl ReplicaSet {
             me_host,
             rbid: AtomicI32::new(rbid),
             applier_busy: watch::channel(false).0,
+            member_extras: Mutex::new(HashMap::new()),
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
         });
         let node = match shared.local.read_config()? {
             Some(config) => Some(restart_node(&shared, config)?),
@@ -240,7 +288,13 @@ impl ReplicaSet {
         let coordinator = Coordinator::new(shared.clone(), receiver, node);
         let thread = std::thread::Builder::new()
             .name("repl-coordinator".into())
-            .spawn(move || coordinator.run())
+            .spawn(move || {
+                // A member whose coordinator died must not go on serving (its
+                // write gate may be open): stop, as MongoDB fasserts.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinator.run())).is_err() {
+                    crate::coordinator::fatal("the replication coordinator panicked");
+                }
+            })
             .map_err(|err| ReplError::IllegalOperation(format!("cannot start the coordinator: {err}")))?;
         let watcher = PositionWatcher::start(shared.clone());
         let noop_writer = NoopWriter::start(shared.clone());
@@ -421,7 +475,27 @@ impl Topology for ReplicaSet {
         }
     }
 
+    /// MongoDB 5.0's implicit default: `w: "majority"`, except `w: 1` in a
+    /// set with arbiters whose data-bearing voters are no more than a
+    /// majority of voters (PSA), where majority writes would stall as soon
+    /// as one data-bearing member is down.
     fn default_write_concern(&self) -> WriteConcern {
+        let snapshot = self.shared.snapshot();
+        let psa_like = snapshot.config.as_ref().is_some_and(|config| {
+            let arbiters = config.members.iter().filter(|m| m.arbiter_only).count();
+            let data_voters = config
+                .members
+                .iter()
+                .filter(|m| m.is_voter() && m.is_data_bearing())
+                .count();
+            arbiters > 0 && data_voters <= config.majority()
+        });
+        if psa_like {
+            return WriteConcern {
+                implicit: true,
+                ..WriteConcern::w1()
+            };
+        }
         WriteConcern {
             implicit: true,
             ..WriteConcern::majority()
@@ -619,6 +693,34 @@ impl Topology for ReplicaSet {
         Some(report::server_status_repl(&self.shared.report_snapshot()))
     }
 
+    fn prepare_shutdown(&self, force: bool, timeout_secs: Option<u64>) -> BoxFuture<'_, Result<(), ReplError>> {
+        Box::pin(async move {
+            let snapshot = self.shared.snapshot();
+            let Some(config) = snapshot.config.as_ref().filter(|_| snapshot.writable_primary && !force) else {
+                return Ok(());
+            };
+            // A set where nobody else could take over shuts down at once.
+            if !config
+                .members
+                .iter()
+                .any(|m| Some(m.id) != snapshot.me && m.is_electable())
+            {
+                return Ok(());
+            }
+            let catch_up_ms = timeout_secs.unwrap_or(SHUTDOWN_CATCH_UP_SECS_DEFAULT) * 1000;
+            let request = slipstream_consensus::StepDownRequest {
+                step_down_ms: catch_up_ms.max(SHUTDOWN_STEP_DOWN_MS),
+                secondary_catch_up_period_ms: catch_up_ms,
+                force: false,
+            };
+            let event = slipstream_consensus::Event::StepDown(request);
+            match self.ask(|reply| Input::Command { event, reply }).await? {
+                Err(ReplError::NotWritablePrimary) => Ok(()),
+                other => other,
+            }
+        })
+    }
+
     fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
         let metrics = &self.shared.metrics;
         vec![
@@ -634,6 +736,11 @@ impl Topology for ReplicaSet {
     }
 }
 
+/// MongoDB's default `timeoutSecs` of `shutdown` on a primary.
+pub const SHUTDOWN_CATCH_UP_SECS_DEFAULT: u64 = 10;
+/// How long a primary shutting down stays out of elections (it is going away).
+pub const SHUTDOWN_STEP_DOWN_MS: u64 = 60_000;
+
 /// The wall date of the commit point's entry (0 when unknown).
 pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     if commit_point.is_null() {
@@ -646,7 +753,10 @@ pub fn commit_wall_ms(shared: &Shared, commit_point: OpTime) -> i64 {
     // The commit point is usually some member's durable position, whose
     // date the node keeps: no oplog read on the fetchers' hot path.
     let snapshot = shared.snapshot();
-    let known = snapshot.members.iter().flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
+    let known = snapshot
+        .members
+        .iter()
+        .flat_map(|m| [(m.durable, m.durable_wall_ms), (m.applied, m.applied_wall_ms)]);
     if let Some((_, wall)) = known.into_iter().find(|(op, wall)| *op == commit_point && *wall > 0) {
         return wall;
     }

@@ -10,6 +10,19 @@
 //! Rollback files are issue 8; until then nothing is lost silently: every
 //! undone entry's operation, namespace and `_id` is logged before the
 //! truncation.
+//!
+//! The steps, and what a crash between two of them leaves:
+//!
+//! 1. Search: read-only on both sides. A crash leaves nothing to undo; the
+//!    restarted member searches again.
+//! 2. Log every entry after the common point. A crash repeats the lines.
+//! 3. Bump and persist the rollback id (first, as MongoDB does). A crash
+//!    after it only makes others look again at an oplog that did not change.
+//! 4. `Engine::rollback_to(common point)`: storage truncates the journal and
+//!    drops the versions above it as one step (the gate is closed on a
+//!    secondary). A crash before it changes nothing; after it the member
+//!    restarts at the common point.
+//! 5. Report `RollbackComplete`; the node chooses a sync source again.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -71,13 +84,16 @@ impl Rollback {
         self.shared.runtime.spawn_blocking(move || {
             let engine = &shared.engine;
             let undone = log_undone(&shared, common_point);
+            // The id moves first, as MongoDB's does: whoever compares it
+            // before and after reading this oplog sees the change even if
+            // this member crashes in the middle.
+            let rbid = shared.bump_rbid();
             if let Err(err) = engine.rollback_to(common_point.ts) {
                 fatal(&format!(
                     "rollback to {} failed: {err}",
                     common_point_text(common_point)
                 ));
             }
-            let rbid = shared.bump_rbid();
             let (_, wall_ms) = engine.last_applied_wall();
             tracing::warn!(target: "repl", common_point = %common_point_text(common_point), entries_undone = undone,
                 rbid, "rollback complete");

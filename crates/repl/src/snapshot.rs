@@ -3,6 +3,8 @@
 //! without touching the coordinator's thread. The coordinator is its only
 //! writer; everything here is a copy.
 
+use std::sync::Arc;
+
 use slipstream_clock::OpTime;
 use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{ElectionCandidateMetrics, MemberState, MemberView, Millis};
@@ -10,7 +12,8 @@ use slipstream_consensus::{ElectionCandidateMetrics, MemberState, MemberView, Mi
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     /// `None` until `replSetInitiate` or a configuration learned by heartbeat.
-    pub config: Option<ReplSetConfig>,
+    /// Shared between snapshots until the configuration changes.
+    pub config: Option<Arc<ReplSetConfig>>,
     /// This member's `_id` in `config` (`None` when not in it: REMOVED).
     pub me: Option<MemberId>,
     pub state: MemberState,

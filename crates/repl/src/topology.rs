@@ -149,4 +149,13 @@ pub trait Topology: Send + Sync {
     fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
         Vec::new()
     }
+
+    /// Before a `shutdown` command stops the node: a primary waits up to
+    /// `timeout_secs` (MongoDB's `timeoutSecs`, default 10) for an
+    /// electable secondary to catch up and steps down, failing with
+    /// ExceededTimeLimit (262) if none did, unless `force`
+    /// (`commands/admin.rs`). Nothing to wait for on a standalone.
+    fn prepare_shutdown(&self, _force: bool, _timeout_secs: Option<u64>) -> BoxFuture<'_, Result<(), ReplError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -28,10 +28,13 @@ fn host(port: u16) -> String {
     format!("localhost:{port}")
 }
 
+/// A member's topology handle and its engine.
+type Member = (Arc<ReplicaSet>, Arc<Engine>);
+
 /// Who is reachable from whom, and each member's handle.
 #[derive(Default)]
 struct Router {
-    members: RwLock<HashMap<String, (Arc<ReplicaSet>, Arc<Engine>)>>,
+    members: RwLock<HashMap<String, Member>>,
     /// Pairs (either direction) that cannot talk.
     cut: RwLock<BTreeSet<(String, String)>>,
     cursors: Mutex<HashMap<i64, (String, Timestamp)>>,
@@ -57,7 +60,7 @@ impl Router {
         self.cut.write().clear();
     }
 
-    fn member(&self, host: &str) -> Option<(Arc<ReplicaSet>, Arc<Engine>)> {
+    fn member(&self, host: &str) -> Option<Member> {
         self.members.read().get(host).cloned()
     }
 
@@ -278,9 +281,10 @@ impl Cluster {
 
 async fn insert(cluster: &Cluster, port: u16, id: i32) -> Result<OpTime, ReplError> {
     let engine = cluster.engine(port);
-    let op = tokio::task::spawn_blocking(move || engine.writer().insert("test.c", doc! {"_id": id}))
+    let op = tokio::task::spawn_blocking(move || engine.writer().insert("test.c", doc! {"_id": id}).map_err(Box::new))
         .await
-        .unwrap()?;
+        .unwrap()
+        .map_err(ReplError::Storage)?;
     Ok(op)
 }
 
@@ -367,6 +371,124 @@ fn three_members_elect_replicate_fail_over_and_roll_back() {
             );
         }
         assert_ne!(old.shared().rbid(), rbid_before, "the rollback bumps the rollback id");
+    });
+    cluster.stop();
+}
+
+/// Rounds of the partition test, and writes tried per round.
+const PARTITION_ROUNDS: u64 = 6;
+const WRITES_PER_ROUND: i32 = 10;
+/// How long a partition lasts at least: more than two election timeouts.
+const PARTITION_HOLD_MS: u64 = 700;
+
+/// xorshift64*: which member each round isolates (fixed seed: the choices
+/// repeat; the timing does not).
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[test]
+fn partitions_never_lose_a_majority_write_and_members_converge() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = Cluster::start(&runtime);
+    runtime.block_on(async {
+        let config = doc! {
+            "_id": "rs",
+            "members": [{"_id": 1, "host": host(1)}, {"_id": 2, "host": host(2)}, {"_id": 3, "host": host(3)}],
+            "settings": {"electionTimeoutMillis": 300, "heartbeatIntervalMillis": 60},
+        };
+        cluster
+            .set(1)
+            .run_command("replSetInitiate", &doc! {"replSetInitiate": config})
+            .await
+            .unwrap();
+        cluster.wait_for_primary(&[1, 2, 3], 0).await;
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut acknowledged = Vec::new();
+        let majority = WriteConcern {
+            wtimeout_ms: 1_000,
+            ..WriteConcern::majority()
+        };
+        let mut id = 0;
+        for round in 0..PARTITION_ROUNDS {
+            // Even rounds isolate the primary (an election must follow);
+            // odd rounds isolate a member drawn at random, or nobody.
+            let primary = (1..=MEMBERS).find(|&p| cluster.set(p).shared().snapshot().writable_primary);
+            let isolated = match primary {
+                Some(primary) if round % 2 == 0 => primary,
+                _ => (next(&mut rng) % (u64::from(MEMBERS) + 1)) as u16,
+            };
+            if isolated > 0 {
+                cluster.router.isolate(&host(isolated));
+            }
+            for _ in 0..WRITES_PER_ROUND {
+                id += 1;
+                let primary = (1..=MEMBERS).find(|&p| cluster.set(p).shared().snapshot().writable_primary);
+                let Some(primary) = primary else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let Ok(op) = insert(&cluster, primary, id).await else {
+                    continue;
+                };
+                if cluster.set(primary).wait_for_write_concern(op, &majority).await.is_ok() {
+                    acknowledged.push(id);
+                }
+            }
+            // Long enough for the others to elect (election timeout 300 ms).
+            tokio::time::sleep(Duration::from_millis(PARTITION_HOLD_MS + next(&mut rng) % 300)).await;
+            cluster.router.heal();
+        }
+        assert!(!acknowledged.is_empty(), "no write was acknowledged at all");
+        // Healed: one primary, every member at the same oplog end.
+        cluster.wait_for_primary(&[1, 2, 3], 0).await;
+        let (primary, _) = cluster.wait_for_primary(&[1, 2, 3], 0).await;
+        let op = insert(&cluster, primary, 1_000_000).await.unwrap();
+        cluster
+            .set(primary)
+            .wait_for_write_concern(op, &majority)
+            .await
+            .unwrap();
+        cluster
+            .wait_until("every member to reach the last write", || {
+                (1..=MEMBERS).all(|p| cluster.engine(p).last_applied() >= op)
+            })
+            .await;
+        let oplog = |port: u16| {
+            let entries = cluster
+                .engine(port)
+                .oplog_read(Bound::Unbounded, 1_000_000, OPLOG_READ_BYTES)
+                .unwrap();
+            documents(&entries)
+                .iter()
+                .map(|e| (ts_of(e), e.get_i64("t").ok()))
+                .collect::<Vec<_>>()
+        };
+        let reference = oplog(1);
+        for port in 2..=MEMBERS {
+            assert_eq!(oplog(port), reference, "member {port}'s oplog differs from member 1's");
+        }
+        let term = cluster.set(primary).shared().snapshot().term;
+        eprintln!(
+            "partition test: {} of {id} writes acknowledged, final term {term}",
+            acknowledged.len()
+        );
+        assert!(term > 1, "the partitions caused no election");
+        for port in 1..=MEMBERS {
+            let missing: Vec<i32> = acknowledged
+                .iter()
+                .copied()
+                .filter(|&id| cluster.get(port, id).is_none())
+                .collect();
+            assert!(missing.is_empty(), "member {port} lost acknowledged writes {missing:?}");
+        }
     });
     cluster.stop();
 }

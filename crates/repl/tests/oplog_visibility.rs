@@ -129,6 +129,9 @@ fn a_secondary_reader_sees_an_applied_batch_whole_or_not_at_all() {
         "a partial batch was visible"
     );
     assert_eq!(*counts.last().unwrap(), BATCH_ENTRIES as u64);
-    assert!(counts.contains(&0), "the reader never read before the batch was visible");
+    assert!(
+        counts.contains(&0),
+        "the reader never read before the batch was visible"
+    );
     secondary.shutdown().unwrap();
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pymongo
 import pytest
 from pymongo import MongoClient
 from pymongo.errors import WriteConcernError
@@ -32,7 +33,12 @@ def test_primary_secondary_arbiter():
             coll.insert_one({"_id": 1})
             with members.direct(2) as arbiter:
                 assert arbiter.local["oplog.rs"].count_documents({}) == 0
+            # MongoDB's implicit default in such a set is w:1, so that plain
+            # writes go on with one data-bearing member down.
+            default = client.psa.get_collection("d")
             members.nodes[1 - primary].kill()
+            with pymongo.timeout(10):
+                default.insert_one({"_id": "implicit w:1"})
             with pytest.raises(WriteConcernError) as raised:
                 client.psa.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=500)).insert_one(
                     {"_id": 2})

@@ -75,3 +75,89 @@ def test_unreachable_write_concern_times_out_with_64(members):
             client.fo.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=300)).insert_one({"_id": 1})
         assert raised.value.code == 64
         assert raised.value.details["errInfo"]["wtimeout"] is True
+
+
+def test_shutdown_of_a_primary_refuses_when_nobody_caught_up():
+    from pymongo.errors import AutoReconnect, OperationFailure
+
+    # A long election timeout keeps the cut-off primary primary meanwhile.
+    with Members(3, "slowfailover") as slow:
+        slow.initiate(electionTimeoutMillis=20_000)
+        slow.wait_for("member 0 to step up", lambda: _step_up(slow, 0))
+        assert slow.primary() == 0
+        slow.isolate(0)
+        with slow.direct(0) as client:
+            client.fo.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"_id": "ahead"})
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("shutdown", timeoutSecs=1)
+            assert raised.value.code == 262
+            assert client.admin.command("hello")["isWritablePrimary"]
+            try:
+                client.admin.command("shutdown", force=True)
+            except AutoReconnect:
+                pass
+        slow.nodes[0].process.wait(timeout=60)
+
+
+def _step_up(members, i):
+    from pymongo.errors import OperationFailure
+
+    try:
+        with members.direct(i) as client:
+            client.admin.command("replSetStepUp")
+        return True
+    except OperationFailure:
+        return False
+
+
+def test_shutdown_command_steps_down_first(members):
+    from pymongo.errors import AutoReconnect
+
+    old = members.primary()
+    with members.direct(old) as client:
+        try:
+            client.admin.command("shutdown")
+        except AutoReconnect:
+            pass
+    members.nodes[old].process.wait(timeout=60)
+    new = members.primary([i for i in range(3) if i != old])
+    assert new != old
+
+
+def test_no_acknowledged_majority_write_is_lost_across_a_kill(members):
+    import threading
+    import time
+
+    from pymongo.errors import PyMongoError
+
+    acknowledged = []
+    stop = threading.Event()
+
+    def writer():
+        with MongoClient(members.uri()) as client:
+            coll = client.fo.get_collection("acked", write_concern=WriteConcern(w="majority", wtimeout=5_000))
+            i = 0
+            while not stop.is_set():
+                try:
+                    coll.insert_one({"_id": i})
+                    acknowledged.append(i)
+                except PyMongoError:
+                    time.sleep(0.05)
+                i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        members.wait_for("some acknowledged writes", lambda: len(acknowledged) >= 50)
+        old = members.primary()
+        members.nodes[old].kill()
+        new = members.primary([i for i in range(3) if i != old])
+        before = len(acknowledged)
+        members.wait_for("writes to continue on the new primary", lambda: len(acknowledged) >= before + 50)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    with members.direct(new) as client:
+        present = {d["_id"] for d in client.fo.acked.find({}, {"_id": 1})}
+    missing = [i for i in acknowledged if i not in present]
+    assert not missing, f"acknowledged majority writes lost: {missing[:10]}"

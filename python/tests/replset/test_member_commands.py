@@ -110,3 +110,30 @@ def test_append_oplog_note_and_rbid(members):
         client.admin.command("appendOplogNote", data={"x": 1})
     assert raised.value.details["code"] == 10107
     assert "writeConcernError" not in raised.value.details
+
+
+def test_an_added_member_learns_the_config_and_syncs_the_oplog(members):
+    from pymongo import MongoClient
+    from pymongo.write_concern import WriteConcern
+    from slipstream_testing import Node
+
+    primary = members.primary()
+    with MongoClient(members.uri()) as client:
+        client.grow.get_collection("c", write_concern=WriteConcern(w="majority")).insert_many(
+            [{"_id": i} for i in range(100)])
+    new = Node(extra_args=["--replSet", members.set_name]).start()
+    try:
+        host = f"127.0.0.1:{new.port}"
+        with members.direct(primary) as client:
+            config = client.admin.command("replSetGetConfig")["config"]
+            config["version"] += 1
+            config["members"].append({"_id": 3, "host": host, "priority": 0, "votes": 0})
+            client.admin.command("replSetReconfig", config)
+        with MongoClient(f"mongodb://{host}/?directConnection=true&readPreference=secondaryPreferred") as added:
+            members.wait_for("the new member to be SECONDARY",
+                             lambda: added.admin.command("replSetGetStatus")["myState"] == 2)
+            members.wait_for("the new member to hold the data", lambda: added.grow.c.count_documents({}) == 100)
+            assert added.admin.command("hello")["passive"] is True
+    finally:
+        new.kill()
+        new.cleanup()

@@ -186,8 +186,15 @@ pub async fn shutdown(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         Some(Bson::Boolean(force)) => *force,
         Some(_) => return Err(CommandError::type_mismatch("force must be a boolean")),
     };
-    // A standalone has no secondaries to wait for, so `force` changes
-    // nothing; in-flight requests are answered either way.
+    // A primary hands over first (unless `force`); a standalone has no
+    // secondaries to wait for. In-flight requests are answered either way.
+    let timeout_secs = match req.body.get("timeoutSecs") {
+        None | Some(Bson::Null) => None,
+        Some(value) => Some(as_count(value).filter(|secs| *secs >= 0).ok_or_else(|| {
+            CommandError::bad_value("timeoutSecs must be a non-negative number")
+        })? as u64),
+    };
+    ctx.state.topology.prepare_shutdown(force, timeout_secs).await?;
     ctx.state.log.info(
         "COMMAND",
         4695400,

@@ -13,11 +13,12 @@ from pymongo.errors import PyMongoError
 from slipstream_testing.replset import ELECTION_TIMEOUT_MS
 
 MAJORITY = WriteConcern(w="majority")
-# A new primary must be serving within this long of the old one's death:
-# the election timeout (plus MongoDB's up to 15% random offset), a dry run
-# and a vote over loopback, and the time to notice, with room for a loaded
-# machine.
-FAILOVER_BOUND_S = 2 * ELECTION_TIMEOUT_MS / 1000 + 2.0
+# A new primary must be serving within this long of the old one's death.
+# This is a liveness check, not the speed figure (tests never judge wall
+# time; `slipstream bench failover` measures the window): the election
+# timeout plus its random offset, a dry run and a vote take about 1.5 s on
+# an idle machine, and a loaded CI machine stretches every heartbeat.
+FAILOVER_BOUND_S = 15 * ELECTION_TIMEOUT_MS / 1000
 # How long the writers run before and after the fault.
 WRITE_BEFORE_S = 1.0
 WRITE_AFTER_S = 2.0

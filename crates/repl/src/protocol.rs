@@ -503,4 +503,102 @@ mod tests {
         };
         assert!(decode_vote_response(&doc! {"term": 1}, &request).is_err());
     }
+
+    /// Every field of every member message replaced by values of every
+    /// other type, one at a time (nested ones too): decoding answers an
+    /// error or a value, and never panics.
+    #[test]
+    fn no_field_of_any_type_makes_decoding_panic() {
+        let bad_values = [
+            Bson::Null,
+            Bson::Int32(-1),
+            Bson::Int64(i64::MAX),
+            Bson::Double(f64::NAN),
+            Bson::Double(1e300),
+            Bson::String(String::new()),
+            Bson::Boolean(true),
+            Bson::Array(vec![Bson::Int32(1)]),
+            Bson::Document(doc! {"ts": 1, "t": "x"}),
+            Bson::Timestamp(bson::Timestamp { time: 0, increment: 0 }),
+            Bson::DateTime(DateTime::from_millis(i64::MIN)),
+        ];
+        let mut reply = encode_heartbeat_reply(
+            &HeartbeatReply {
+                set_name: "rs".into(),
+                heartbeat: heartbeat(),
+                config: Some(config()),
+                election_time: None,
+            },
+            "",
+        );
+        reply.insert("electionTime", bson::Timestamp { time: 1, increment: 1 });
+        let request = VoteRequest {
+            term: 1,
+            candidate: 0,
+            last_applied: OpTime::NULL,
+            config_version: 1,
+            config_term: 0,
+            dry_run: false,
+        };
+        let update = UpdatePosition {
+            term: 1,
+            positions: vec![MemberPosition {
+                member: 0,
+                applied: OpTime::NULL,
+                applied_wall_ms: 0,
+                durable: OpTime::NULL,
+                durable_wall_ms: 0,
+            }],
+        };
+        let messages = [
+            encode_heartbeat_request("rs", "a:1", Some(0), &heartbeat()),
+            reply,
+            encode_vote_request("rs", 0, &request),
+            encode_vote_response(&VoteResponse {
+                term: 1,
+                request_term: 1,
+                dry_run: false,
+                granted: true,
+                reason: "",
+            }),
+            encode_update_position(&update, 1),
+        ];
+        for message in &messages {
+            for variant in variants(message, &bad_values) {
+                let _ = decode_heartbeat_request(&variant);
+                let _ = decode_heartbeat_reply(&variant);
+                let _ = decode_vote_request(&variant, &config());
+                let _ = decode_vote_response(&variant, &request);
+                let _ = decode_update_position(&variant);
+            }
+        }
+    }
+
+    /// `document` with each field (at any depth) replaced by each bad value.
+    fn variants(document: &Document, bad_values: &[Bson]) -> Vec<Document> {
+        let mut out = Vec::new();
+        for (key, value) in document {
+            for bad in bad_values {
+                let mut changed = document.clone();
+                changed.insert(key.clone(), bad.clone());
+                out.push(changed);
+            }
+            let nested: Vec<Bson> = match value {
+                Bson::Document(inner) => variants(inner, bad_values).into_iter().map(Bson::Document).collect(),
+                Bson::Array(items) => items
+                    .iter()
+                    .filter_map(|item| item.as_document())
+                    .flat_map(|inner| variants(inner, bad_values))
+                    .map(|inner| Bson::Array(vec![Bson::Document(inner)]))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for inner in nested {
+                let mut changed = document.clone();
+                changed.insert(key.clone(), inner);
+                out.push(changed);
+            }
+        }
+        out
+    }
 }

@@ -62,13 +62,60 @@ enum Slot<B> {
     Idle {
         cursor: Cursor<B>,
         last_used: Instant,
+        session: Option<SessionId>,
     },
     /// Checked out by a running `getMore`. `ns` is kept for `killCursors`
     /// checks; a kill while in use takes effect at check-in.
     InUse {
         ns: String,
         kill_requested: bool,
+        session: Option<SessionId>,
     },
+}
+
+/// The `lsid.id` of the session a cursor was opened in: only a `getMore`
+/// of the same session may continue it (and one without a session only a
+/// cursor opened without one), as MongoDB's `validateLSID` rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionId(pub Vec<u8>);
+
+impl SessionId {
+    /// The `lsid.id` of a command body, when it carries one.
+    pub fn of(body: &bson::Document) -> Option<SessionId> {
+        match body.get_document("lsid").ok()?.get("id")? {
+            bson::Bson::Binary(id) => Some(SessionId(id.bytes.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for byte in &self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The error MongoDB gives a `getMore` from another session than the
+/// cursor's (codes 50736, 50737, 50738); `None` when they match.
+fn session_mismatch(id: i64, cursor: Option<&SessionId>, caller: Option<&SessionId>) -> Option<CommandError> {
+    match (cursor, caller) {
+        (None, Some(caller)) => Some(CommandError::new(
+            50736,
+            format!("Cannot run getMore on cursor {id}, which was not created in a session, in session {caller}"),
+        )),
+        (Some(cursor), None) => Some(CommandError::new(
+            50737,
+            format!("Cannot run getMore on cursor {id}, which was created in session {cursor}, without an lsid"),
+        )),
+        (Some(cursor), Some(caller)) if cursor != caller => Some(CommandError::new(
+            50738,
+            format!("Cannot run getMore on cursor {id}, which was created in session {cursor}, in session {caller}"),
+        )),
+        _ => None,
+    }
 }
 
 /// What `killCursors` reports, as MongoDB does.
@@ -143,6 +190,16 @@ impl<B> CursorManager<B> {
     /// Stores a new cursor and returns its id. Expired cursors are reaped
     /// first; beyond `OPEN_CURSORS_MAX` open cursors the call fails.
     pub fn register(&self, cursor: Cursor<B>, now: Instant) -> Result<i64, CommandError> {
+        self.register_in_session(cursor, None, now)
+    }
+
+    /// `register` for a cursor opened in a session (`lsid`).
+    pub fn register_in_session(
+        &self,
+        cursor: Cursor<B>,
+        session: Option<SessionId>,
+        now: Instant,
+    ) -> Result<i64, CommandError> {
         let mut guard = self.slots.lock();
         self.maybe_reap(&mut guard, now);
         let slots = &mut guard.map;
@@ -153,24 +210,46 @@ impl<B> CursorManager<B> {
             ));
         }
         let id = self.next_id(slots);
-        slots.insert(id, Slot::Idle { cursor, last_used: now });
+        slots.insert(
+            id,
+            Slot::Idle {
+                cursor,
+                last_used: now,
+                session,
+            },
+        );
         Ok(id)
     }
 
     /// Takes the cursor out for one `getMore` on namespace `ns`.
     pub fn check_out(&self, id: i64, ns: &str, now: Instant) -> Result<Cursor<B>, CommandError> {
+        self.check_out_in_session(id, ns, None, now)
+    }
+
+    /// `check_out` by a `getMore` of session `caller`: refused unless the
+    /// cursor was opened in the same session (or both in none).
+    pub fn check_out_in_session(
+        &self,
+        id: i64,
+        ns: &str,
+        caller: Option<&SessionId>,
+        now: Instant,
+    ) -> Result<Cursor<B>, CommandError> {
         let mut guard = self.slots.lock();
         self.maybe_reap(&mut guard, now);
         let slots = &mut guard.map;
         match slots.get(&id) {
             None => return Err(cursor_not_found(id)),
-            Some(Slot::Idle { cursor, last_used }) if self.expired(cursor, *last_used, now) => {
+            Some(Slot::Idle { cursor, last_used, .. }) if self.expired(cursor, *last_used, now) => {
                 slots.remove(&id);
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
                 return Err(cursor_not_found(id));
             }
             Some(Slot::InUse { .. }) => {
                 return Err(CommandError::new(96, format!("cursor id {id} is already in use")));
+            }
+            Some(Slot::Idle { session, .. }) if session_mismatch(id, session.as_ref(), caller).is_some() => {
+                return Err(session_mismatch(id, session.as_ref(), caller).expect("just checked"));
             }
             Some(Slot::Idle { cursor, .. }) if cursor.ns != ns => {
                 return Err(CommandError::new(
@@ -184,11 +263,13 @@ impl<B> CursorManager<B> {
             Some(Slot::Idle { .. }) => {}
         }
         let ns = ns.to_string();
+        let session = caller.cloned();
         match slots.insert(
             id,
             Slot::InUse {
                 ns,
                 kill_requested: false,
+                session,
             },
         ) {
             Some(Slot::Idle { cursor, .. }) => Ok(cursor),
@@ -200,11 +281,20 @@ impl<B> CursorManager<B> {
     /// (and drops it) when it was killed meanwhile.
     pub fn check_in(&self, id: i64, cursor: Cursor<B>, now: Instant) -> bool {
         let slots = &mut self.slots.lock().map;
-        match slots.get(&id) {
+        match slots.remove(&id) {
             Some(Slot::InUse {
-                kill_requested: false, ..
+                kill_requested: false,
+                session,
+                ..
             }) => {
-                slots.insert(id, Slot::Idle { cursor, last_used: now });
+                slots.insert(
+                    id,
+                    Slot::Idle {
+                        cursor,
+                        last_used: now,
+                        session,
+                    },
+                );
                 true
             }
             _ => {
@@ -238,6 +328,7 @@ impl<B> CursorManager<B> {
                 Some(Slot::InUse {
                     ns: cursor_ns,
                     kill_requested,
+                    ..
                 }) if cursor_ns == ns => {
                     *kill_requested = true;
                     report.killed.push(id);
@@ -261,7 +352,7 @@ impl<B> CursorManager<B> {
                 closed += 1;
                 false
             }
-            Slot::InUse { ns, kill_requested } if gone(ns) => {
+            Slot::InUse { ns, kill_requested, .. } if gone(ns) => {
                 *kill_requested = true;
                 closed += 1;
                 true
@@ -278,7 +369,7 @@ impl<B> CursorManager<B> {
         guard.last_reap = Some(now);
         let before = guard.map.len();
         guard.map.retain(|_, slot| match slot {
-            Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
+            Slot::Idle { cursor, last_used, .. } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
         let closed = before - guard.map.len();
@@ -302,7 +393,7 @@ impl<B> CursorManager<B> {
         slots.last_reap = Some(now);
         let before = slots.map.len();
         slots.map.retain(|_, slot| match slot {
-            Slot::Idle { cursor, last_used } => !self.expired(cursor, *last_used, now),
+            Slot::Idle { cursor, last_used, .. } => !self.expired(cursor, *last_used, now),
             Slot::InUse { .. } => true,
         });
         self.timed_out
@@ -372,6 +463,38 @@ mod tests {
             time_left: None,
             body: "body",
         }
+    }
+
+    #[test]
+    fn only_the_opening_session_continues_a_cursor() {
+        let cursors = manager();
+        let now = Instant::now();
+        let (one, two) = (SessionId(vec![1; 16]), SessionId(vec![2; 16]));
+        let in_one = cursors
+            .register_in_session(cursor("db.c", false), Some(one.clone()), now)
+            .unwrap();
+        let in_none = cursors.register(cursor("db.c", false), now).unwrap();
+        let code = |result: Result<Cursor<&'static str>, CommandError>| result.err().map(|error| error.code);
+        assert_eq!(
+            code(cursors.check_out_in_session(in_one, "db.c", Some(&two), now)),
+            Some(50738)
+        );
+        assert_eq!(
+            code(cursors.check_out_in_session(in_one, "db.c", None, now)),
+            Some(50737)
+        );
+        assert_eq!(
+            code(cursors.check_out_in_session(in_none, "db.c", Some(&one), now)),
+            Some(50736)
+        );
+        // A refused getMore leaves the cursor idle, in its session.
+        let checked = cursors.check_out_in_session(in_one, "db.c", Some(&one), now).unwrap();
+        assert!(cursors.check_in(in_one, checked, now));
+        assert_eq!(
+            code(cursors.check_out_in_session(in_one, "db.c", None, now)),
+            Some(50737)
+        );
+        assert!(cursors.check_out_in_session(in_none, "db.c", None, now).is_ok());
     }
 
     fn manager() -> CursorManager<&'static str> {

@@ -1,6 +1,7 @@
 //! One command's run, in MongoDB's order:
 //!
-//! 1. find the command's table row (unknown: CommandNotFound, 59);
+//! 1. find the command's table row (unknown: CommandNotFound, 59), and
+//!    check the generic arguments (Stable API parameters, `maxTimeMS`);
 //! 2. pass a received `$clusterTime` to the topology (gossip);
 //! 3. check the session arguments (`txnNumber`, transactions);
 //! 4. test-only fail points (`failCommand`, `maxTimeAlwaysTimeOut`);
@@ -45,6 +46,7 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
     }
     note_handshake(ctx, request);
     *ctx.operation.lock() = Operation::default();
+    *ctx.session.lock() = crate::cursor::SessionId::of(&request.body);
     let session = SessionArguments::of(&request.body);
     let retryable_write = session.as_ref().is_ok_and(SessionArguments::is_retryable_write);
     let mut reply = run(ctx, request, session).await?;
@@ -66,6 +68,9 @@ async fn run(
     let Some(spec) = find_command(&request.name, state.options.enable_test_commands) else {
         return Some(CommandError::new(59, format!("no such command: '{}'", request.name)).to_reply());
     };
+    if let Err(error) = check_generic_arguments(request) {
+        return Some(error.to_reply());
+    }
     if let Err(error) = observe_cluster_time(topology, &request.body) {
         return Some(error.to_reply());
     }
@@ -173,6 +178,14 @@ fn max_time_deadline(body: &Document) -> Option<Instant> {
         _ => return None,
     };
     (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+/// The generic arguments every command is checked for before anything
+/// else is done with it: the Stable API parameters, and `maxTimeMS`.
+fn check_generic_arguments(request: &CommandRequest) -> Result<(), CommandError> {
+    crate::api_version::check(&request.name, &request.body)?;
+    crate::exec::args::get_max_time_ms(&request.body, &request.name)?;
+    Ok(())
 }
 
 /// A received `$clusterTime` (a client's or another member's gossip). A

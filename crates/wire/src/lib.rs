@@ -20,6 +20,7 @@ mod frame;
 mod message;
 mod nesting;
 
+pub use decoder::DUPLICATE_ID_MARKER;
 pub use error::WireError;
 pub use frame::{check_frame, MsgHeader, HEADER_LEN_BYTES};
 pub use message::{

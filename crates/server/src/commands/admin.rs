@@ -17,22 +17,33 @@ pub const MONGODB_VERSION: &str = "7.0.0";
 pub const MONGODB_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
 
 /// Fields any command may carry that are not parameters or options of the
-/// command itself (generic arguments of the driver specifications).
+/// command itself (MongoDB's generic arguments: the driver specifications'
+/// ones, and those members send each other).
 pub fn is_generic_argument(key: &str) -> bool {
     key.starts_with('$')
         || matches!(
             key,
             "lsid"
                 | "txnNumber"
+                | "txnRetryCounter"
+                | "stmtId"
                 | "autocommit"
                 | "startTransaction"
                 | "readConcern"
                 | "writeConcern"
                 | "comment"
                 | "maxTimeMS"
+                | "maxTimeMSOpOnly"
                 | "apiVersion"
                 | "apiStrict"
                 | "apiDeprecationErrors"
+                | "clientOperationKey"
+                | "help"
+                | "allowImplicitCollectionCreation"
+                | "databaseVersion"
+                | "shardVersion"
+                | "mayBypassWriteBlocking"
+                | "usesDefaultMaxTimeMS"
         )
 }
 

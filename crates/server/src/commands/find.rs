@@ -85,9 +85,41 @@ fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// The fields of `find` (MongoDB 7.0's `find_command.idl`) besides the
+/// generic arguments.
+const FIND_FIELDS: &[&str] = &[
+    "find",
+    "filter",
+    "projection",
+    "sort",
+    "hint",
+    "skip",
+    "limit",
+    "batchSize",
+    "singleBatch",
+    "max",
+    "min",
+    "returnKey",
+    "showRecordId",
+    "tailable",
+    "oplogReplay",
+    "noCursorTimeout",
+    "awaitData",
+    "allowPartialResults",
+    "collation",
+    "allowDiskUse",
+    "let",
+    "readOnce",
+    "allowSpeculativeMajorityRead",
+    "term",
+    "includeQueryStatsMetrics",
+    "tailableRetryOnAbort",
+];
+
 impl FindRequest {
     pub fn parse(db: &str, body: &Document) -> Result<FindRequest, CommandError> {
         const COMMAND: &str = "find";
+        args::refuse_unknown_fields(body, COMMAND, FIND_FIELDS)?;
         let collection = args::collection_name(body, COMMAND)?;
         args::check_database_name(db)?;
         check_collation(body, COMMAND)?;
@@ -149,7 +181,7 @@ impl FindRequest {
                 "cannot use tailable option with singleBatch or a negative limit",
             ));
         }
-        let max_time_ms = get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0);
+        let max_time_ms = args::get_max_time_ms(body, COMMAND)?.filter(|ms| *ms > 0);
         Ok(FindRequest {
             is_oplog: is_oplog(db, &collection),
             ns: namespace(db, &collection),
@@ -554,52 +586,26 @@ pub(crate) fn register_cursor(ctx: &CommandContext, cursor: Cursor<CursorBody>) 
     ctx.state
         .cursors
         .start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
-    ctx.state.cursors.register(cursor, Instant::now())
+    let session = ctx.session.lock().clone();
+    ctx.state.cursors.register_in_session(cursor, session, Instant::now())
 }
 
 pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    const COMMAND: &str = "getMore";
-    let id = match req.body.get(COMMAND) {
-        Some(Bson::Int64(id)) => *id,
-        Some(Bson::Int32(id)) => i64::from(*id),
-        Some(other) => {
-            return Err(CommandError::new(
-                14,
-                format!(
-                    "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
-                    args::type_name(other)
-                ),
-            ))
-        }
-        None => {
-            return Err(CommandError::new(
-                40414,
-                "BSON field 'getMore.getMore' is missing but a required field",
-            ))
-        }
-    };
-    let collection = match req.body.get("collection") {
-        Some(Bson::String(collection)) => collection.clone(),
-        _ => {
-            return Err(CommandError::new(
-                40414,
-                "BSON field 'getMore.collection' is missing but a required field",
-            ))
-        }
-    };
-    let ns = namespace(&req.db, &collection);
-    let batch_size =
-        get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    if batch_size == Some(0) {
-        return Err(CommandError::bad_value(
-            "Batch size for getMore must be positive, but received: 0",
-        ));
-    }
-    let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
+    let arguments = GetMoreArguments::parse(&req.db, &req.body)?;
+    let (id, ns, batch_size, max_time_ms) = (arguments.id, arguments.ns, arguments.batch_size, arguments.max_time_ms);
     ctx.state.metrics.count_getmore();
     let start = Instant::now();
     let cursors = &ctx.state.cursors;
-    let cursor = cursors.check_out(id, &ns, start)?;
+    let session = ctx.session.lock().clone();
+    let cursor = cursors.check_out_in_session(id, &ns, session.as_ref(), start)?;
+    if max_time_ms.is_some() && !cursor.body.is_await_data() {
+        // Checked after the cursor is found, as MongoDB does; the cursor
+        // stays open.
+        cursors.check_in(id, cursor, start);
+        return Err(CommandError::bad_value(
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
     let mut checked_out = CheckedOut {
         cursors,
         id,
@@ -657,6 +663,75 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         0
     };
     Ok(cursor_reply(id_out, &ns, "nextBatch", documents))
+}
+
+/// The arguments of a `getMore`, checked in MongoDB's order: unknown
+/// fields, then each field's type, then the values.
+struct GetMoreArguments {
+    id: i64,
+    ns: String,
+    /// `None` (or 0, which MongoDB 7.0 takes as "no batch size"): as many
+    /// as fit in a reply.
+    batch_size: Option<usize>,
+    max_time_ms: Option<u64>,
+}
+
+/// The fields of `getMore` besides the generic arguments.
+const GET_MORE_FIELDS: &[&str] = &["getMore", "collection", "batchSize", "maxTimeMS", "term", "lastKnownCommittedOpTime"];
+
+impl GetMoreArguments {
+    fn parse(db: &str, body: &Document) -> Result<GetMoreArguments, CommandError> {
+        const COMMAND: &str = "getMore";
+        args::refuse_unknown_fields(body, COMMAND, GET_MORE_FIELDS)?;
+        let id = match body.get(COMMAND) {
+            Some(Bson::Int64(id)) => *id,
+            Some(Bson::Int32(id)) => i64::from(*id),
+            Some(other) => {
+                return Err(CommandError::new(
+                    14,
+                    format!(
+                        "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                        args::type_name(other)
+                    ),
+                ))
+            }
+            None => {
+                return Err(CommandError::new(
+                    40414,
+                    "BSON field 'getMore.getMore' is missing but a required field",
+                ))
+            }
+        };
+        let collection = match body.get("collection") {
+            Some(Bson::String(collection)) => collection.clone(),
+            Some(other) => {
+                return Err(CommandError::new(
+                    14,
+                    format!(
+                        "BSON field 'getMore.collection' is the wrong type '{}', expected type 'string'",
+                        args::type_name(other)
+                    ),
+                ))
+            }
+            None => {
+                return Err(CommandError::new(
+                    40414,
+                    "BSON field 'getMore.collection' is missing but a required field",
+                ))
+            }
+        };
+        let batch_size = get_non_negative(body, COMMAND, "batchSize")?
+            .filter(|n| *n > 0)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let max_time_ms = args::get_max_time_ms(body, COMMAND)?;
+        args::check_collection_name(&collection)?;
+        Ok(GetMoreArguments {
+            id,
+            ns: namespace(db, &collection),
+            batch_size,
+            max_time_ms,
+        })
+    }
 }
 
 pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

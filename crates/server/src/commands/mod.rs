@@ -57,6 +57,10 @@ pub struct CommandContext {
     /// time): reset by `operation::execute` before each handler, read and
     /// updated by the handler.
     pub operation: parking_lot::Mutex<Operation>,
+    /// The session (`lsid.id`) of the command running on this connection:
+    /// set by `operation::execute` before each handler; a cursor remembers
+    /// it so that only the same session continues it.
+    pub session: parking_lot::Mutex<Option<crate::cursor::SessionId>>,
 }
 
 /// What a handler learns from, and tells, the code that runs it.
@@ -78,6 +82,7 @@ impl CommandContext {
             app_name: parking_lot::Mutex::new(None),
             member: parking_lot::Mutex::new(None),
             operation: parking_lot::Mutex::new(Operation::default()),
+            session: parking_lot::Mutex::new(None),
         }
     }
 

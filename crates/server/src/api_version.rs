@@ -1,0 +1,177 @@
+//! The Stable API parameters every command may carry (`apiVersion`,
+//! `apiStrict`, `apiDeprecationErrors`) and what MongoDB 7.0 does with
+//! them, checked before the command's own arguments:
+//!
+//! 1. each parameter's type (TypeMismatch, 14);
+//! 2. `apiStrict` or `apiDeprecationErrors` without `apiVersion` (4886600);
+//! 3. a version other than "1" (APIVersionError, 322);
+//! 4. with `apiStrict: true`, a command outside API version 1
+//!    (APIStrictError, 323).
+//!
+//! No command of version 1 is deprecated, so `apiDeprecationErrors` never
+//! refuses one. Stages and options outside version 1 inside a command of
+//! version 1 (e.g. `$currentOp` in an `aggregate`) are not checked yet.
+
+use bson::{Bson, Document};
+
+use crate::error::CommandError;
+use crate::exec::args::type_name;
+
+/// The commands of Stable API version 1 in MongoDB 7.0 (the Stable API
+/// changelog: everything added in 5.0, plus `count` in 6.0).
+pub const API_VERSION_1_COMMANDS: &[&str] = &[
+    "abortTransaction",
+    "aggregate",
+    "authenticate",
+    "collMod",
+    "commitTransaction",
+    "count",
+    "create",
+    "createIndexes",
+    "delete",
+    "drop",
+    "dropDatabase",
+    "dropIndexes",
+    "endSessions",
+    "explain",
+    "find",
+    "findAndModify",
+    "getMore",
+    "hello",
+    "insert",
+    "killCursors",
+    "listCollections",
+    "listDatabases",
+    "listIndexes",
+    "ping",
+    "refreshSessions",
+    "saslContinue",
+    "saslStart",
+    "update",
+];
+
+/// Whether `name` (the dispatch table's name, not an alias: `isMaster` is
+/// outside version 1 although `hello` is in it) belongs to API version 1.
+pub fn in_api_version_1(name: &str) -> bool {
+    API_VERSION_1_COMMANDS.contains(&name)
+}
+
+/// Checks the API parameters of a command named `name` (as the client
+/// spelled it).
+pub fn check(name: &str, body: &Document) -> Result<(), CommandError> {
+    let version = typed(body, "apiVersion", "string", |value| matches!(value, Bson::String(_)))?;
+    let strict = typed(body, "apiStrict", "bool", |value| matches!(value, Bson::Boolean(_)))?;
+    let deprecation = typed(body, "apiDeprecationErrors", "bool", |value| {
+        matches!(value, Bson::Boolean(_))
+    })?;
+    let Some(version) = version else {
+        for (field, present) in [
+            ("apiStrict", strict.is_some()),
+            ("apiDeprecationErrors", deprecation.is_some()),
+        ] {
+            if present {
+                return Err(CommandError::new(
+                    4886600,
+                    format!("Provided {field} without passing apiVersion"),
+                ));
+            }
+        }
+        return Ok(());
+    };
+    if version.as_str() != Some("1") {
+        return Err(CommandError::new(322, "API version must be \"1\""));
+    }
+    if strict == Some(&Bson::Boolean(true)) && !in_api_version_1(name) {
+        return Err(CommandError::new(
+            323,
+            format!(
+                "Provided apiStrict:true, but the command {name} is not in API Version 1. Information on \
+                 supported commands and migrations in API Version 1 can be found at \
+                 https://dochub.mongodb.org/core/manual-versioning"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The parameter `field` when present, refused with TypeMismatch unless
+/// `is_expected` says it has the right type.
+fn typed<'a>(
+    body: &'a Document,
+    field: &str,
+    expected: &str,
+    is_expected: fn(&Bson) -> bool,
+) -> Result<Option<&'a Bson>, CommandError> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(value) if is_expected(value) => Ok(Some(value)),
+        Some(value) => Err(CommandError::new(
+            14,
+            format!(
+                "BSON field '{field}' is the wrong type '{}', expected type '{expected}'",
+                type_name(value)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn code(name: &str, body: Document) -> Option<i32> {
+        check(name, &body).err().map(|error| error.code)
+    }
+
+    #[test]
+    fn parameters_are_checked_in_mongodb_order() {
+        assert_eq!(code("ping", doc! {"ping": 1, "apiStrict": true}), Some(4886600));
+        assert_eq!(
+            code("ping", doc! {"ping": 1, "apiDeprecationErrors": false}),
+            Some(4886600)
+        );
+        assert_eq!(code("ping", doc! {"ping": 1, "apiVersion": 1}), Some(14));
+        assert_eq!(code("ping", doc! {"ping": 1, "apiVersion": "2"}), Some(322));
+        assert_eq!(
+            code("ping", doc! {"ping": 1, "apiVersion": "1", "apiStrict": "true"}),
+            Some(14)
+        );
+        // The type of apiStrict is checked before the missing version.
+        assert_eq!(code("ping", doc! {"ping": 1, "apiStrict": 1}), Some(14));
+        assert_eq!(
+            code("ping", doc! {"ping": 1, "apiVersion": "1", "apiStrict": true}),
+            None
+        );
+    }
+
+    #[test]
+    fn strict_refuses_commands_outside_version_1() {
+        assert_eq!(
+            code("buildInfo", doc! {"buildInfo": 1, "apiVersion": "1", "apiStrict": true}),
+            Some(323)
+        );
+        assert_eq!(
+            code("isMaster", doc! {"isMaster": 1, "apiVersion": "1", "apiStrict": true}),
+            Some(323)
+        );
+        assert_eq!(
+            code("hello", doc! {"hello": 1, "apiVersion": "1", "apiStrict": true}),
+            None
+        );
+        assert_eq!(
+            code(
+                "buildInfo",
+                doc! {"buildInfo": 1, "apiVersion": "1", "apiStrict": false}
+            ),
+            None
+        );
+        assert_eq!(
+            code(
+                "buildInfo",
+                doc! {"buildInfo": 1, "apiVersion": "1", "apiDeprecationErrors": true}
+            ),
+            None
+        );
+    }
+}

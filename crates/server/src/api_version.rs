@@ -57,9 +57,15 @@ pub fn in_api_version_1(name: &str) -> bool {
 }
 
 /// Checks the API parameters of a command named `name` (as the client
-/// spelled it).
-pub fn check(name: &str, body: &Document) -> Result<(), CommandError> {
+/// spelled it). `required`: the `requireApiVersion` parameter is on.
+pub fn check(name: &str, body: &Document, required: bool) -> Result<(), CommandError> {
     let version = typed(body, "apiVersion", "string", |value| matches!(value, Bson::String(_)))?;
+    if required && version.is_none() {
+        return Err(CommandError::new(
+            498870,
+            "The apiVersion parameter is required, please configure your MongoClient's API version",
+        ));
+    }
     let strict = typed(body, "apiStrict", "bool", |value| matches!(value, Bson::Boolean(_)))?;
     let deprecation = typed(body, "apiDeprecationErrors", "bool", |value| {
         matches!(value, Bson::Boolean(_))
@@ -121,7 +127,7 @@ mod tests {
     use bson::doc;
 
     fn code(name: &str, body: Document) -> Option<i32> {
-        check(name, &body).err().map(|error| error.code)
+        check(name, &body, false).err().map(|error| error.code)
     }
 
     #[test]

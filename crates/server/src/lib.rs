@@ -21,6 +21,7 @@ pub mod listener;
 pub mod log;
 pub mod metrics;
 pub mod operation;
+pub mod parameters;
 pub mod session;
 pub mod state;
 

@@ -68,7 +68,7 @@ async fn run(
     let Some(spec) = find_command(&request.name, state.options.enable_test_commands) else {
         return Some(CommandError::new(59, format!("no such command: '{}'", request.name)).to_reply());
     };
-    if let Err(error) = check_generic_arguments(request) {
+    if let Err(error) = check_generic_arguments(ctx, request) {
         return Some(error.to_reply());
     }
     if let Err(error) = observe_cluster_time(topology, &request.body) {
@@ -182,8 +182,11 @@ fn max_time_deadline(body: &Document) -> Option<Instant> {
 
 /// The generic arguments every command is checked for before anything
 /// else is done with it: the Stable API parameters, and `maxTimeMS`.
-fn check_generic_arguments(request: &CommandRequest) -> Result<(), CommandError> {
-    crate::api_version::check(&request.name, &request.body)?;
+fn check_generic_arguments(ctx: &CommandContext, request: &CommandRequest) -> Result<(), CommandError> {
+    // Other members' internal clients are exempt, as MongoDB exempts
+    // internal clients.
+    let required = ctx.state.parameters.require_api_version() && ctx.member.lock().is_none();
+    crate::api_version::check(&request.name, &request.body, required)?;
     crate::exec::args::get_max_time_ms(&request.body, &request.name)?;
     Ok(())
 }

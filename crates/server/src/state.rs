@@ -110,6 +110,8 @@ pub struct ServerState {
     /// When the node started (read-only), for `uptime`.
     pub started_at: Instant,
     pub host_name: String,
+    /// Parameters `setParameter` changes at runtime (atomics).
+    pub parameters: crate::parameters::Parameters,
 }
 
 impl ServerState {
@@ -133,6 +135,7 @@ impl ServerState {
             process_id: ObjectId::new(),
             started_at: Instant::now(),
             host_name: host_name(),
+            parameters: crate::parameters::Parameters::default(),
         }
     }
 

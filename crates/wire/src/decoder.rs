@@ -95,16 +95,20 @@ pub fn decode_document(raw: &RawDocument) -> Result<Document, WireError> {
 /// Whether the innermost open frame is a document that a command may
 /// store: the root, or an element of an array field of the root.
 fn may_be_stored(stack: &[Frame<'_>]) -> bool {
-    match stack {
-        [_root] => true,
-        [_root, Frame {
-            built: Built::Array(_), ..
-        }, Frame {
-            built: Built::Document(_),
-            ..
-        }] => true,
-        _ => false,
-    }
+    matches!(
+        stack,
+        [_] | [
+            _,
+            Frame {
+                built: Built::Array(_),
+                ..
+            },
+            Frame {
+                built: Built::Document(_),
+                ..
+            }
+        ]
+    )
 }
 
 /// The field a decoded document gets when its bytes held `_id` more than

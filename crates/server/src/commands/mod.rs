@@ -11,6 +11,7 @@ pub mod admin;
 pub mod aggregate;
 pub mod catalog;
 pub mod crud;
+pub mod diagnostics;
 pub mod explain;
 pub mod find;
 pub mod handshake;
@@ -258,7 +259,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     // Administration and diagnostics (commands/admin.rs)
     always("ping", handler!(admin::ping)),
     always("buildInfo", handler!(admin::build_info)).aliases(&["buildinfo"]),
-    always("getParameter", handler!(admin::get_parameter)),
+    always("getParameter", handler!(diagnostics::get_parameter)),
+    always("setParameter", handler!(diagnostics::set_parameter)),
+    always("listCommands", handler!(diagnostics::list_commands)),
+    reads("dataSize", handler!(diagnostics::data_size)).aliases(&["datasize"]),
     always("getCmdLineOpts", handler!(admin::get_cmd_line_opts)),
     always("hostInfo", handler!(admin::host_info)),
     always("whatsmyuri", handler!(admin::whats_my_uri)),
@@ -276,7 +280,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     writes("dropDatabase", handler!(catalog::drop_database)),
     writes("renameCollection", handler!(catalog::rename_collection)),
     reads("collStats", handler!(catalog::coll_stats)),
-    reads("dbStats", handler!(catalog::db_stats)),
+    reads("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
     always("dbHash", handler!(catalog::db_hash)).aliases(&["dbhash"]),
     always("validate", handler!(catalog::validate)),
     // CRUD (commands/crud.rs)

@@ -21,7 +21,9 @@ pub mod listener;
 pub mod log;
 pub mod metrics;
 pub mod operation;
+pub mod operations;
 pub mod parameters;
+pub mod profiler;
 pub mod session;
 pub mod state;
 

@@ -49,7 +49,19 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
     *ctx.session.lock() = crate::cursor::SessionId::of(&request.body);
     let session = SessionArguments::of(&request.body);
     let retryable_write = session.as_ref().is_ok_and(SessionArguments::is_retryable_write);
-    let mut reply = run(ctx, request, session).await?;
+    let registered = register_operation(ctx, request);
+    let started = Instant::now();
+    let ran = run(ctx, request, session);
+    let mut reply = match &registered {
+        // A killOp ends the run wherever it waits (see `operations`).
+        Some(registered) => tokio::select! {
+            reply = ran => reply?,
+            _ = registered.operation.killed() => crate::operations::interrupted().to_reply(),
+        },
+        None => ran.await?,
+    };
+    drop(registered);
+    crate::profiler::after_command(ctx, request, &reply, started.elapsed());
     if retryable_write && !reply.contains_key("errorLabels") {
         add_retryable_write_label(&mut reply);
     }
@@ -145,6 +157,38 @@ async fn run(
         reply.insert("ok", 1.0);
     }
     Some(reply)
+}
+
+/// Registers the command with the node's running operations (for
+/// `currentOp` and `killOp`).
+fn register_operation<'a>(
+    ctx: &'a CommandContext,
+    request: &CommandRequest,
+) -> Option<crate::operations::Registered<'a>> {
+    ctx.state.operations.register(crate::operations::NewOperation {
+        connection_id: ctx.connection_id,
+        client: &ctx.client_address,
+        app_name: ctx.app_name.lock().clone(),
+        command_name: &request.name,
+        ns: operation_namespace(request),
+        command: &request.body,
+    })
+}
+
+/// The namespace `currentOp` and the profiler show: the collection of a
+/// command that names one, else `<db>.$cmd`, as MongoDB shows them.
+pub fn operation_namespace(request: &CommandRequest) -> String {
+    const ON_COLLECTION: &[&str] = &[
+        "find", "insert", "update", "delete", "findAndModify", "findandmodify", "aggregate", "count", "distinct",
+        "create", "drop", "collStats", "listIndexes", "createIndexes", "dropIndexes", "deleteIndexes", "validate",
+        "killCursors",
+    ];
+    let collection = match request.name.as_str() {
+        "getMore" => request.body.get_str("collection").ok(),
+        name if ON_COLLECTION.contains(&name) => request.body.get_str(name).ok(),
+        _ => None,
+    };
+    format!("{}.{}", request.db, collection.unwrap_or("$cmd"))
 }
 
 /// Remembers what a handshake (`hello` / `isMaster`) says about the

@@ -112,6 +112,10 @@ pub struct ServerState {
     pub host_name: String,
     /// Parameters `setParameter` changes at runtime (atomics).
     pub parameters: crate::parameters::Parameters,
+    /// Running commands, for `currentOp` and `killOp` (locks internally).
+    pub operations: crate::operations::OperationRegistry,
+    /// Profiling levels per database, for `profile` (locks internally).
+    pub profiler: crate::profiler::Profiler,
 }
 
 impl ServerState {
@@ -136,6 +140,8 @@ impl ServerState {
             started_at: Instant::now(),
             host_name: host_name(),
             parameters: crate::parameters::Parameters::default(),
+            operations: crate::operations::OperationRegistry::default(),
+            profiler: crate::profiler::Profiler::default(),
         }
     }
 

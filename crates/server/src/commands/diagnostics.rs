@@ -1,5 +1,6 @@
 //! Commands that describe the node to its operators: `getParameter` and
-//! `setParameter`, `listCommands`, `dataSize`.
+//! `setParameter`, `listCommands`, `dataSize`, `currentOp` and `killOp`
+//! (over `operations`), `profile` (over `profiler`).
 
 use bson::{doc, Bson, Document};
 
@@ -240,4 +241,141 @@ pub async fn data_size(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         }
     };
     Ok(doc! {"size": size, "numObjects": count, "millis": started.elapsed().as_millis() as i64})
+}
+
+/// `currentOp` (admin only): the running operations, each as MongoDB
+/// shows one, that match the command's other fields taken as a query
+/// (`{currentOp: 1, op: "query"}`). Every registered operation is active;
+/// idle connections and sessions, which `$all: true` adds in MongoDB, are
+/// not tracked, so `$all` changes nothing here.
+pub async fn current_op(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(
+            13,
+            "currentOp may only be run against the admin database.",
+        ));
+    }
+    let filter = current_op_filter(&req.body)?;
+    let own_ops = args::get_bool(&req.body, "currentOp", "$ownOps")?.unwrap_or(false);
+    args::get_bool(&req.body, "currentOp", "$all")?;
+    let host = ctx.state.host_and_port();
+    let now = std::time::Instant::now();
+    let inprog: Vec<Bson> = ctx
+        .state
+        .operations
+        .snapshot()
+        .iter()
+        .filter(|operation| !own_ops || operation.connection_id == ctx.connection_id)
+        .map(|operation| operation.describe(&host, now))
+        .filter(|described| filter.matches(described))
+        .map(Bson::Document)
+        .collect();
+    Ok(doc! {"inprog": inprog})
+}
+
+/// The query part of a `currentOp` command: every field but the command,
+/// its own `$` options and the generic arguments (query operators such as
+/// `$or` stay).
+fn current_op_filter(body: &Document) -> Result<slipstream_query::filter::Filter, CommandError> {
+    const OPTIONS: &[&str] = &["$all", "$ownOps", "$truncateOps"];
+    const QUERY_OPERATORS: &[&str] = &["$or", "$and", "$nor", "$expr"];
+    let mut filter = Document::new();
+    for (key, value) in body.iter().skip(1) {
+        let is_query = QUERY_OPERATORS.contains(&key.as_str()) || !is_generic_argument(key);
+        if is_query && !OPTIONS.contains(&key.as_str()) {
+            filter.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(slipstream_query::filter::Filter::parse(&filter)?)
+}
+
+/// `killOp` (admin only): flags operation `op` as killed; it answers
+/// Interrupted (11601) wherever it waits. Success whether or not such an
+/// operation runs, as in MongoDB.
+pub async fn kill_op(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    if req.db != "admin" {
+        return Err(CommandError::new(
+            13,
+            "killOp may only be run against the admin database.",
+        ));
+    }
+    let opid =
+        match req.body.get("op") {
+            None => return Err(CommandError::new(4, "Missing expected field \"op\"")),
+            Some(Bson::Int32(n)) => i64::from(*n),
+            Some(Bson::Int64(n)) => *n,
+            Some(Bson::Double(n)) if n.fract() == 0.0 => *n as i64,
+            Some(Bson::Double(n)) => return Err(CommandError::bad_value(format!(
+                "Expected field \"op\" to have a value exactly representable as a 64-bit integer, but found op: {n}"
+            ))),
+            Some(other) => {
+                return Err(CommandError::new(
+                    14,
+                    format!(
+                        "Expected field \"op\" to have numeric type, but found {}",
+                        args::type_name(other)
+                    ),
+                ))
+            }
+        };
+    let opid = i32::try_from(opid).map_err(|_| {
+        CommandError::new(
+            26823,
+            format!("invalid op : {opid}. Op ID cannot be represented with 32 bits"),
+        )
+    })?;
+    if let Ok(opid) = u32::try_from(opid) {
+        if ctx.state.operations.kill(opid) {
+            ctx.state.log.info(
+                "COMMAND",
+                20482,
+                &format!("conn{}", ctx.connection_id),
+                "Going to kill op",
+                serde_json::json!({"opId": opid}),
+            );
+        }
+    }
+    Ok(doc! {"info": "attempting to kill op"})
+}
+
+/// `profile`: reads (`profile: -1`) or sets the database's profiling level
+/// and the node's `slowms` and `sampleRate`; answers the settings before
+/// (see `profiler`).
+pub async fn profile(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    const COMMAND: &str = "profile";
+    args::check_database_name(&req.db)?;
+    let level = args::get_i64(&req.body, COMMAND, COMMAND)?
+        .ok_or_else(|| CommandError::new(40414, "BSON field 'profile.profile' is missing but a required field"))?;
+    if !(-1..=2).contains(&level) {
+        return Err(CommandError::bad_value(format!(
+            "Invalid profiling level: {level}; it must be -1, 0, 1 or 2"
+        )));
+    }
+    let slow_ms = args::get_i64(&req.body, COMMAND, "slowms")?;
+    let sample_rate = match req.body.get("sampleRate") {
+        None => None,
+        Some(Bson::Double(rate)) if (0.0..=1.0).contains(rate) => Some(*rate),
+        Some(Bson::Int32(rate)) if (0..=1).contains(rate) => Some(f64::from(*rate)),
+        Some(Bson::Int64(rate)) if (0..=1).contains(rate) => Some(*rate as f64),
+        Some(_) => {
+            return Err(CommandError::bad_value(
+                "'sampleRate' must be between 0.0 and 1.0 inclusive",
+            ))
+        }
+    };
+    if req.body.contains_key("filter") {
+        return Err(CommandError::new(
+            115,
+            "profile's 'filter' is not supported by Slipstream; use slowms and sampleRate",
+        ));
+    }
+    if level > 0 && ctx.state.topology.is_replica_set() {
+        return Err(CommandError::new(
+            115,
+            "profiling is not supported on a replica set member by Slipstream: system.profile writes would be replicated",
+        ));
+    }
+    let level = (level >= 0).then_some(level as i32);
+    let before = ctx.state.profiler.change(&req.db, level, slow_ms, sample_rate);
+    Ok(doc! {"was": before.level, "slowms": before.slow_ms as i32, "sampleRate": before.sample_rate})
 }

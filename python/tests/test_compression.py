@@ -49,8 +49,14 @@ def reply_of(op_code: int, rest: bytes) -> dict:
     return bson.decode(rest[5:])
 
 
+def compression_counters(node, compressor):
+    with MongoClient(node.uri) as plain:
+        return plain.admin.command("serverStatus")["network"]["compression"][compressor]
+
+
 @pytest.mark.parametrize("compressor", ["snappy", "zlib", "zstd"])
 def test_pymongo_works_over_each_compressor(node, compressor):
+    before = compression_counters(node, compressor)
     client = MongoClient(node.uri, compressors=compressor)
     try:
         coll = client["t_compress"][compressor]
@@ -65,6 +71,15 @@ def test_pymongo_works_over_each_compressor(node, compressor):
         assert connection.compression_context.compressor_id == {"snappy": 1, "zlib": 2, "zstd": 3}[compressor]
     finally:
         client.close()
+    # The node counted what it compressed and restored with this compressor,
+    # and the repetitive documents shrank on the wire.
+    after = compression_counters(node, compressor)
+    restored = after["decompressor"]["bytesOut"] - before["decompressor"]["bytesOut"]
+    received = after["decompressor"]["bytesIn"] - before["decompressor"]["bytesIn"]
+    sent_plain = after["compressor"]["bytesIn"] - before["compressor"]["bytesIn"]
+    sent = after["compressor"]["bytesOut"] - before["compressor"]["bytesOut"]
+    assert restored > 250_000 and received < restored / 5, (received, restored)
+    assert sent_plain > 250_000 and sent < sent_plain / 5, (sent, sent_plain)
 
 
 def test_handshake_answers_the_shared_compressors_in_the_clients_order(node):

@@ -163,3 +163,32 @@ def test_profile_arguments(db):
     assert code_of(db, SON([("profile", 0), ("sampleRate", 2.0)])) == 2
     assert code_of(db, SON([("profile", 1), ("filter", {"millis": {"$gt": 1}})])) == 115
     assert code_of(db, {"profile": "on"}) == 14
+
+
+def test_current_op_stage_lists_operations_through_a_pipeline(client):
+    reply = client.admin.command(SON([
+        ("aggregate", 1),
+        ("pipeline", [{"$currentOp": {"allUsers": True, "idleConnections": False}},
+                      {"$match": {"command.aggregate": 1}}, {"$project": {"op": 1, "ns": 1}}]),
+        ("cursor", {}),
+    ]))
+    batch = reply["cursor"]["firstBatch"]
+    assert [(op["op"], op["ns"]) for op in batch] == [("command", "admin.$cmd")]
+    assert code_of(client.admin, SON([("aggregate", 1), ("pipeline", [{"$currentOp": {"bogus": True}}]),
+                                      ("cursor", {})])) == 9
+    assert code_of(client.test, SON([("aggregate", 1), ("pipeline", [{"$currentOp": {}}]), ("cursor", {})])) == 73
+
+
+def test_coll_stats_stage(db):
+    db.c.insert_many([{"_id": i} for i in range(4)])
+    reply = db.command(SON([("aggregate", "c"), ("pipeline", [{"$collStats": {"storageStats": {}, "count": {}}}]),
+                            ("cursor", {})]))
+    stats = reply["cursor"]["firstBatch"][0]
+    assert stats["ns"] == f"{db.name}.c"
+    assert stats["count"] == 4
+    assert stats["storageStats"]["count"] == 4
+    assert stats["storageStats"]["size"] > 0
+    assert code_of(db, SON([("aggregate", "c"), ("pipeline", [{"$collStats": {"latencyStats": {}}}]),
+                            ("cursor", {})])) == 115
+    assert code_of(db, SON([("aggregate", "none"), ("pipeline", [{"$collStats": {"storageStats": {}}}]),
+                            ("cursor", {})])) == 26

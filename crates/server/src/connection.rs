@@ -228,10 +228,10 @@ async fn stream_exhaust(
         let flags = if more { slipstream_wire::msg_flags::MORE_TO_COME } else { 0 };
         let Ok(bytes) = encode_op_msg(request_id, response_to, flags, &reply, &[]) else {
             // Too large to encode: end the stream with the error.
-            let error = compressed(encode_msg_reply(response_to, &reply), compressor);
+            let error = compressed(ctx, encode_msg_reply(response_to, &reply), compressor);
             return write_reply(ctx, stream, &error).await;
         };
-        write_reply(ctx, stream, &compressed(bytes, compressor)).await?;
+        write_reply(ctx, stream, &compressed(ctx, bytes, compressor)).await?;
         if !more {
             return Ok(());
         }
@@ -249,9 +249,11 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
     }
     match decompress_message(frame) {
         Ok(opened) => {
+            let restored = opened.message.len() as u64;
+            ctx.state.metrics.count_decompressed(opened.compressor.id(), frame.len() as u64, restored);
             let compressor = Some(opened.compressor);
             match handle_message(ctx, header, &opened.message, compressor).await {
-                Outcome::Reply(bytes) => Outcome::Reply(compressed(bytes, compressor)),
+                Outcome::Reply(bytes) => Outcome::Reply(compressed(ctx, bytes, compressor)),
                 other => other,
             }
         }
@@ -262,10 +264,14 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
 /// `reply` wrapped in OP_COMPRESSED when the request came compressed. A
 /// reply the compressor cannot wrap (only one near the size limit) goes
 /// out uncompressed, which every driver reads.
-fn compressed(reply: Vec<u8>, compressor: Option<Compressor>) -> Vec<u8> {
-    match compressor {
-        Some(compressor) => compress_message(&reply, compressor).unwrap_or(reply),
-        None => reply,
+fn compressed(ctx: &CommandContext, reply: Vec<u8>, compressor: Option<Compressor>) -> Vec<u8> {
+    let Some(compressor) = compressor else { return reply };
+    match compress_message(&reply, compressor) {
+        Ok(bytes) => {
+            ctx.state.metrics.count_compressed(compressor.id(), reply.len() as u64, bytes.len() as u64);
+            bytes
+        }
+        Err(_) => reply,
     }
 }
 

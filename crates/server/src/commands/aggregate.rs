@@ -309,6 +309,9 @@ pub fn access(body: &Document) -> CommandAccess {
 
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     refuse_change_stream_on_standalone(ctx, &req.body)?;
+    if let Some(result) = super::diagnostic_stages::run(ctx, req).await {
+        return result;
+    }
     let mut request = parse_resolving_views(&ctx.state.engine, &req.db, &req.body)?;
     request.read_point = ctx.read_point();
     if request.explain {

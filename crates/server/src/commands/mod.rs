@@ -11,6 +11,7 @@ pub mod admin;
 pub mod aggregate;
 pub mod catalog;
 pub mod crud;
+pub mod diagnostic_stages;
 pub mod diagnostics;
 pub mod explain;
 pub mod find;

@@ -1,5 +1,8 @@
 """Where MongoDB 7.0 refuses a request, so does Slipstream, with its code (issue 10, items 1 and 2)."""
 
+import socket
+import struct
+
 import bson
 import pytest
 from bson import SON
@@ -170,3 +173,42 @@ def test_change_stream_on_a_standalone_answers_40573(coll):
     with pytest.raises(OperationFailure) as failure:
         coll.database.watch()
     assert failure.value.code == 40573
+
+
+# Item 2: arguments are checked before the catalog is looked at.
+
+def raw_command(node, command: SON) -> dict:
+    """One OP_MSG with the whole command in its body (pymongo would move
+    documents/updates/deletes into document sequences, and refuses
+    non-arrays there)."""
+    payload = struct.pack("<I", 0) + b"\x00" + bson.encode(command)
+    message = struct.pack("<iiii", 16 + len(payload), 7, 0, 2013) + payload
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5) as sock:
+        sock.sendall(message)
+        header = sock.recv(16)
+        length = struct.unpack("<i", header[:4])[0]
+        rest = b""
+        while len(rest) < length - 16:
+            rest += sock.recv(length - 16 - len(rest))
+    return bson.decode(rest[5:])
+
+
+@pytest.mark.parametrize("command", [
+    SON([("insert", "v"), ("documents", "not an array")]),
+    SON([("update", "v"), ("updates", 5)]),
+    SON([("delete", "v"), ("deletes", {"q": {}})]),
+    SON([("findAndModify", "v"), ("query", "not a document"), ("remove", True)]),
+])
+def test_write_argument_types_are_checked_before_the_view_lookup(node, db, command):
+    db.command(SON([("create", "v"), ("viewOn", "c"), ("pipeline", [])]))
+    command["$db"] = db.name
+    reply = raw_command(node, command)
+    assert (reply["ok"], reply["code"]) == (0.0, 14), reply
+    # With good arguments the view is what is refused.
+    assert code_of(db, SON([("insert", "v"), ("documents", [{"x": 1}])])) == 166
+
+
+def test_get_more_arguments_are_checked_before_the_cursor_lookup(db):
+    command = SON([("getMore", bson.Int64(12345)), ("collection", "c"), ("notAnOption", 1)])
+    assert code_of(db, command) == 40415
+    assert code_of(db, SON([("getMore", bson.Int64(12345)), ("collection", "c")])) == 43

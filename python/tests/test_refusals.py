@@ -212,3 +212,12 @@ def test_get_more_arguments_are_checked_before_the_cursor_lookup(db):
     command = SON([("getMore", bson.Int64(12345)), ("collection", "c"), ("notAnOption", 1)])
     assert code_of(db, command) == 40415
     assert code_of(db, SON([("getMore", bson.Int64(12345)), ("collection", "c")])) == 43
+
+
+@pytest.mark.parametrize("command", [
+    SON([("count", "c"), ("querry", {})]),
+    SON([("distinct", "c"), ("key", "a"), ("filter", {})]),
+    SON([("killCursors", "c"), ("cursors", []), ("all", True)]),
+])
+def test_count_distinct_and_kill_cursors_refuse_unknown_fields(db, command):
+    assert code_of(db, command) == 40415

@@ -299,25 +299,25 @@ pub async fn kill_op(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
             "killOp may only be run against the admin database.",
         ));
     }
-    let opid =
-        match req.body.get("op") {
-            None => return Err(CommandError::new(4, "Missing expected field \"op\"")),
-            Some(Bson::Int32(n)) => i64::from(*n),
-            Some(Bson::Int64(n)) => *n,
-            Some(Bson::Double(n)) if n.fract() == 0.0 => *n as i64,
-            Some(Bson::Double(n)) => return Err(CommandError::bad_value(format!(
-                "Expected field \"op\" to have a value exactly representable as a 64-bit integer, but found op: {n}"
-            ))),
-            Some(other) => {
-                return Err(CommandError::new(
-                    14,
-                    format!(
-                        "Expected field \"op\" to have numeric type, but found {}",
-                        args::type_name(other)
-                    ),
-                ))
-            }
-        };
+    let opid = match req.body.get("op") {
+        None => return Err(CommandError::new(4, "Missing expected field \"op\"")),
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(n)) if n.fract() == 0.0 => *n as i64,
+        Some(Bson::Double(n)) => {
+            let message = format!("Expected field \"op\" to have an integral value, but found op: {n}");
+            return Err(CommandError::bad_value(message));
+        }
+        Some(other) => {
+            return Err(CommandError::new(
+                14,
+                format!(
+                    "Expected field \"op\" to have numeric type, but found {}",
+                    args::type_name(other)
+                ),
+            ))
+        }
+    };
     let opid = i32::try_from(opid).map_err(|_| {
         CommandError::new(
             26823,

@@ -736,6 +736,7 @@ impl GetMoreArguments {
 
 pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "killCursors";
+    args::refuse_unknown_fields(&req.body, COMMAND, &["killCursors", "cursors"])?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     let items = args::get_array(&req.body, COMMAND, "cursors")?.ok_or_else(|| {
@@ -867,8 +868,17 @@ async fn matching_documents(
     .map_err(|join_error| CommandError::internal(format!("query failed: {join_error}")))?
 }
 
+/// The fields of `count` (MongoDB 7.0's `count_command.idl`) besides the
+/// generic arguments.
+const COUNT_FIELDS: &[&str] =
+    &["count", "query", "limit", "skip", "hint", "collation", "fields", "mirrored", "sampleId", "encryptionInformation"];
+
+/// The fields of `distinct` (MongoDB 7.0's `distinct_command.idl`).
+const DISTINCT_FIELDS: &[&str] = &["distinct", "key", "query", "collation", "hint", "mirrored", "sampleId"];
+
 pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "count";
+    args::refuse_unknown_fields(&req.body, COMMAND, COUNT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     check_collation(&req.body, COMMAND)?;
@@ -900,6 +910,7 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
 
 pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "distinct";
+    args::refuse_unknown_fields(&req.body, COMMAND, DISTINCT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     check_collation(&req.body, COMMAND)?;

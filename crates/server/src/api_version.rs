@@ -9,8 +9,10 @@
 //!    (APIStrictError, 323).
 //!
 //! No command of version 1 is deprecated, so `apiDeprecationErrors` never
-//! refuses one. Stages and options outside version 1 inside a command of
-//! version 1 (e.g. `$currentOp` in an `aggregate`) are not checked yet.
+//! refuses one. Under `apiStrict`, the top-level stages of an `aggregate`
+//! outside version 1 are refused too (323); options outside version 1
+//! (e.g. `find`'s `tailable`) and stages inside sub-pipelines are not
+//! checked yet.
 
 use bson::{Bson, Document};
 
@@ -48,6 +50,17 @@ pub const API_VERSION_1_COMMANDS: &[&str] = &[
     "saslContinue",
     "saslStart",
     "update",
+];
+
+/// Aggregation stages outside API version 1 (MongoDB 7.0's `aggregate`
+/// page): refused at the top level of a pipeline under `apiStrict`.
+pub const STAGES_OUTSIDE_API_VERSION_1: &[&str] = &[
+    "$currentOp",
+    "$indexStats",
+    "$listLocalSessions",
+    "$listSessions",
+    "$planCacheStats",
+    "$search",
 ];
 
 /// Whether `name` (the dispatch table's name, not an alias: `isMaster` is
@@ -96,6 +109,25 @@ pub fn check(name: &str, body: &Document, required: bool) -> Result<(), CommandE
                  https://dochub.mongodb.org/core/manual-versioning"
             ),
         ));
+    }
+    if strict == Some(&Bson::Boolean(true)) && name == "aggregate" {
+        refuse_stages_outside_version_1(body)?;
+    }
+    Ok(())
+}
+
+fn refuse_stages_outside_version_1(body: &Document) -> Result<(), CommandError> {
+    let Ok(stages) = body.get_array("pipeline") else {
+        return Ok(());
+    };
+    let names = stages.iter().filter_map(|stage| stage.as_document()?.keys().next());
+    for name in names {
+        if STAGES_OUTSIDE_API_VERSION_1.contains(&name.as_str()) {
+            return Err(CommandError::new(
+                323,
+                format!("{name} is not allowed with 'apiStrict: true' in API Version 1"),
+            ));
+        }
     }
     Ok(())
 }
@@ -179,5 +211,25 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn require_api_version_refuses_commands_without_one() {
+        assert_eq!(check("ping", &doc! {"ping": 1}, true).unwrap_err().code, 498870);
+        assert!(check("ping", &doc! {"ping": 1, "apiVersion": "1"}, true).is_ok());
+    }
+
+    #[test]
+    fn strict_refuses_stages_outside_version_1() {
+        let pipeline =
+            |stage: &str| doc! {"aggregate": 1, "pipeline": [{"$match": {}}, {stage: {}}], "apiVersion": "1"};
+        let strict = |mut body: Document| {
+            body.insert("apiStrict", true);
+            body
+        };
+        assert_eq!(code("aggregate", strict(pipeline("$currentOp"))), Some(323));
+        assert_eq!(code("aggregate", strict(pipeline("$listLocalSessions"))), Some(323));
+        assert_eq!(code("aggregate", strict(pipeline("$group"))), None);
+        assert_eq!(code("aggregate", pipeline("$currentOp")), None);
     }
 }

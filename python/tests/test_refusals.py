@@ -141,6 +141,11 @@ def test_api_strict_refuses_commands_outside_version_1(db):
     assert code_of(db, SON([("buildInfo", 1), ("apiVersion", "1"), ("apiStrict", True)])) == 323
     assert code_of(db, SON([("isMaster", 1), ("apiVersion", "1"), ("apiStrict", True)])) == 323
     assert db.command(SON([("buildInfo", 1), ("apiVersion", "1")]))["ok"] == 1.0
+    # Fields and stages outside version 1 inside version-1 commands.
+    assert code_of(db, SON([("find", "c"), ("tailable", True), ("apiVersion", "1"), ("apiStrict", True)])) == 323
+    current_op = SON([("aggregate", 1), ("pipeline", [{"$currentOp": {}}]), ("cursor", {}),
+                      ("apiVersion", "1"), ("apiStrict", True)])
+    assert code_of(db.client.admin, current_op) == 323
     assert db.command(SON([("ping", 1), ("apiVersion", "1"), ("apiStrict", True),
                            ("apiDeprecationErrors", True)]))["ok"] == 1.0
 

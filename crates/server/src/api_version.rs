@@ -9,10 +9,10 @@
 //!    (APIStrictError, 323).
 //!
 //! No command of version 1 is deprecated, so `apiDeprecationErrors` never
-//! refuses one. Under `apiStrict`, the top-level stages of an `aggregate`
-//! outside version 1 are refused too (323); options outside version 1
-//! (e.g. `find`'s `tailable`) and stages inside sub-pipelines are not
-//! checked yet.
+//! refuses one. Under `apiStrict`, the fields of `find` and `getMore`
+//! outside version 1 (e.g. `tailable`) and the top-level stages of an
+//! `aggregate` outside it are refused too (323); other commands' options
+//! and stages inside sub-pipelines are not checked yet.
 
 use bson::{Bson, Document};
 
@@ -110,10 +110,52 @@ pub fn check(name: &str, body: &Document, required: bool) -> Result<(), CommandE
             ),
         ));
     }
-    if strict == Some(&Bson::Boolean(true)) && name == "aggregate" {
-        refuse_stages_outside_version_1(body)?;
+    if strict == Some(&Bson::Boolean(true)) {
+        refuse_unstable_fields(name, body)?;
+        if name == "aggregate" {
+            refuse_stages_outside_version_1(body)?;
+        }
     }
     Ok(())
+}
+
+/// Fields of version-1 commands that are not part of API version 1
+/// (`unstable: true` in MongoDB 7.0's IDL files).
+const UNSTABLE_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "find",
+        &[
+            "ntoreturn",
+            "min",
+            "max",
+            "returnKey",
+            "showRecordId",
+            "tailable",
+            "oplogReplay",
+            "noCursorTimeout",
+            "awaitData",
+            "options",
+            "term",
+            "readOnce",
+            "allowSpeculativeMajorityRead",
+            "runtimeConstants",
+            "collectionUUID",
+        ],
+    ),
+    ("getMore", &["term", "lastKnownCommittedOpTime"]),
+];
+
+fn refuse_unstable_fields(name: &str, body: &Document) -> Result<(), CommandError> {
+    let Some((_, unstable)) = UNSTABLE_FIELDS.iter().find(|(command, _)| *command == name) else {
+        return Ok(());
+    };
+    match body.keys().find(|key| unstable.contains(&key.as_str())) {
+        Some(field) => Err(CommandError::new(
+            323,
+            format!("BSON field '{name}.{field}' is not allowed with apiStrict:true"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn refuse_stages_outside_version_1(body: &Document) -> Result<(), CommandError> {
@@ -231,5 +273,22 @@ mod tests {
         assert_eq!(code("aggregate", strict(pipeline("$listLocalSessions"))), Some(323));
         assert_eq!(code("aggregate", strict(pipeline("$group"))), None);
         assert_eq!(code("aggregate", pipeline("$currentOp")), None);
+    }
+
+    #[test]
+    fn strict_refuses_unstable_fields() {
+        let find = doc! {"find": "c", "tailable": true, "apiVersion": "1", "apiStrict": true};
+        assert_eq!(code("find", find), Some(323));
+        assert_eq!(
+            code(
+                "find",
+                doc! {"find": "c", "filter": {}, "apiVersion": "1", "apiStrict": true}
+            ),
+            None
+        );
+        assert_eq!(
+            code("find", doc! {"find": "c", "tailable": true, "apiVersion": "1"}),
+            None
+        );
     }
 }

@@ -114,6 +114,11 @@ const FIND_FIELDS: &[&str] = &[
     "term",
     "includeQueryStatsMetrics",
     "tailableRetryOnAbort",
+    "ntoreturn",
+    "options",
+    "runtimeConstants",
+    "collectionUUID",
+    "encryptionInformation",
 ];
 
 impl FindRequest {

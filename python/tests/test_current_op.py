@@ -84,6 +84,22 @@ def test_current_op_shows_a_running_find_and_kill_op_interrupts_it(node, client,
         unblock(client)
 
 
+def test_kill_op_interrupts_an_aggregate(node, client, coll):
+    coll.insert_many([{"x": i} for i in range(10)])
+    blocking(client, "slowagg", "aggregate", 20_000)
+    try:
+        pipeline = [{"$group": {"_id": None, "n": {"$sum": 1}}}]
+        slow = Background(node, "slowagg", lambda c: list(c[coll.database.name][coll.name].aggregate(pipeline)))
+        op = wait_for_op(client, appName="slowagg", op="command", ns=coll.full_name)
+        assert op["command"]["pipeline"] == pipeline
+        client.admin.command({"killOp": 1, "op": op["opid"]})
+        outcome = slow.join()
+        assert isinstance(outcome, OperationFailure) and outcome.code == 11601, outcome
+        assert slow.elapsed < 10
+    finally:
+        unblock(client)
+
+
 def test_kill_op_interrupts_an_await_data_get_more(node, client):
     def tail_the_oplog(c):
         # The cursor is opened and continued in one session (a getMore of

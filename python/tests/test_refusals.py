@@ -226,3 +226,13 @@ def test_get_more_arguments_are_checked_before_the_cursor_lookup(db):
 ])
 def test_count_distinct_and_kill_cursors_refuse_unknown_fields(db, command):
     assert code_of(db, command) == 40415
+
+
+def test_two_ids_are_refused_in_the_command_body_too(node, db):
+    # The documents inside the body (not an OP_MSG document sequence).
+    twice = raw_document(("_id", 7), ("_id", 8))
+    command = SON([("insert", "c"), ("documents", [twice]), ("$db", db.name)])
+    reply = raw_command(node, command)
+    assert reply["n"] == 0
+    assert reply["writeErrors"][0]["code"] == 2
+    assert db.c.count_documents({}) == 0

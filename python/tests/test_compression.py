@@ -109,3 +109,19 @@ def test_bad_compressed_messages_get_error_replies(node, client, declared, compr
     reply = bson.decode(rest[5:])
     assert (reply["ok"], reply["code"]) == (0.0, code)
     assert client.admin.command("ping")["ok"] == 1.0
+
+
+def test_exhaust_cursor_over_a_compressed_connection(node):
+    from pymongo import CursorType
+    client = MongoClient(node.uri, compressors="zlib")
+    try:
+        coll = client["t_compress"]["exhaust"]
+        coll.drop()
+        coll.insert_many([{"_id": i, "pad": "p" * 200} for i in range(300)])
+        before = compression_counters(node, "zlib")["compressor"]["bytesIn"]
+        found = list(coll.find(cursor_type=CursorType.EXHAUST, batch_size=20).sort("_id", 1))
+        assert [doc["_id"] for doc in found] == list(range(300))
+        # The streamed replies went out compressed too.
+        assert compression_counters(node, "zlib")["compressor"]["bytesIn"] - before > 300 * 200
+    finally:
+        client.close()

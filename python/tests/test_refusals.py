@@ -113,6 +113,11 @@ def test_get_more_from_another_session_is_refused(client, coll):
     ("maxTimeMS", "ten", 2),
     ("notAnOption", 1, 40415),
     ("tailable", "yes", 14),
+    # MongoDB's optionalBool flags take only booleans.
+    ("singleBatch", 1, 14),
+    ("allowDiskUse", 0, 14),
+    ("noCursorTimeout", None, 14),
+    ("allowPartialResults", 1.0, 14),
 ])
 def test_find_argument_errors(coll, field, value, code):
     assert code_of(coll.database, SON([("find", coll.name), (field, value)])) == code

@@ -28,7 +28,7 @@ use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
-use crate::exec::args::{self, check_collation, get_bool, get_document, get_i64, get_non_negative, namespace};
+use crate::exec::args::{self, check_collation, get_document, get_i64, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
@@ -75,7 +75,7 @@ pub(crate) struct FindRequest {
 /// Options MongoDB has that Slipstream refuses with a clear error when set.
 fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
     for field in ["returnKey", "showRecordId", "tailableRetryOnAbort"] {
-        if get_bool(body, "find", field)? == Some(true) {
+        if args::get_optional_bool(body, field)? == Some(true) {
             return Err(CommandError::new(
                 115,
                 format!("find option '{field}' is not supported by Slipstream"),
@@ -130,6 +130,10 @@ impl FindRequest {
         check_collation(body, COMMAND)?;
         refuse_unsupported(body)?;
         // `let` constants reach the filter's `$expr` (see `CommandLet`).
+        // Flags read nowhere else are still checked, as MongoDB's parser does.
+        for flag in ["allowPartialResults", "readOnce", "allowSpeculativeMajorityRead"] {
+            args::get_optional_bool(body, flag)?;
+        }
         let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
         let filter_document = lets.bind_filter(get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default());
         let filter = Filter::parse(&filter_document)?;
@@ -157,7 +161,7 @@ impl FindRequest {
             Some(hint) => Some(hint.clone()),
         };
         let skip = get_non_negative(body, COMMAND, "skip")?.unwrap_or(0);
-        let mut single_batch = get_bool(body, COMMAND, "singleBatch")?.unwrap_or(false);
+        let mut single_batch = args::get_optional_bool(body, "singleBatch")?.unwrap_or(false);
         let limit = match get_i64(body, COMMAND, "limit")? {
             None | Some(0) => None,
             Some(n) if n < 0 => {
@@ -169,8 +173,8 @@ impl FindRequest {
         };
         let batch_size =
             get_non_negative(body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-        let tailable = get_bool(body, COMMAND, "tailable")?.unwrap_or(false);
-        let await_data = get_bool(body, COMMAND, "awaitData")?.unwrap_or(false);
+        let tailable = args::get_optional_bool(body, "tailable")?.unwrap_or(false);
+        let await_data = args::get_optional_bool(body, "awaitData")?.unwrap_or(false);
         if await_data && !tailable {
             return Err(CommandError::bad_value(
                 "Cannot set 'awaitData' without also setting 'tailable'",
@@ -205,8 +209,8 @@ impl FindRequest {
             tailable,
             await_data,
             max_time_ms,
-            no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
-            allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
+            no_cursor_timeout: args::get_optional_bool(body, "noCursorTimeout")?.unwrap_or(false),
+            allow_disk_use: args::get_optional_bool(body, "allowDiskUse")?.unwrap_or(false),
             read_point: ReadPoint::LATEST,
             min: get_document(body, COMMAND, "min")?
                 .filter(|bound| !bound.is_empty())

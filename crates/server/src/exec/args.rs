@@ -107,6 +107,20 @@ pub fn refuse_unknown_fields(body: &Document, command: &str, known: &[&str]) -> 
     }
 }
 
+/// A field of MongoDB's IDL type `optionalBool` (most command flags:
+/// `find`'s `singleBatch`, `tailable`, `allowDiskUse`, ...): only a
+/// boolean. A number or null is TypeMismatch, as MongoDB words it.
+pub fn get_optional_bool(body: &Document, field: &str) -> Result<Option<bool>, CommandError> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Bson::Boolean(flag)) => Ok(Some(*flag)),
+        Some(other) => Err(CommandError::new(
+            14,
+            format!("Field '{field}' should be a boolean value, but found: {}", type_name(other)),
+        )),
+    }
+}
+
 /// An object field.
 pub fn get_document<'a>(body: &'a Document, command: &str, field: &str) -> Result<Option<&'a Document>, CommandError> {
     match body.get(field) {

@@ -252,7 +252,9 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
             let restored = opened.message.len() as u64;
             ctx.state.metrics.count_decompressed(opened.compressor.id(), frame.len() as u64, restored);
             let compressor = Some(opened.compressor);
-            match handle_message(ctx, header, &opened.message, compressor).await {
+            // The inner header: its opcode decides how an error is answered.
+            let Ok(inner) = MsgHeader::parse(&opened.message) else { return Outcome::NoReply };
+            match handle_message(ctx, inner, &opened.message, compressor).await {
                 Outcome::Reply(bytes) => Outcome::Reply(compressed(ctx, bytes, compressor)),
                 other => other,
             }

@@ -51,7 +51,10 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
     let retryable_write = session.as_ref().is_ok_and(SessionArguments::is_retryable_write);
     let registered = register_operation(ctx, request);
     let started = Instant::now();
-    let ran = run(ctx, request, session);
+    let ran = crate::operations::InOperation {
+        operation: registered.as_ref().map(|registered| registered.operation.clone()),
+        inner: Box::pin(run(ctx, request, session)),
+    };
     let mut reply = match &registered {
         // A killOp ends the run wherever it waits (see `operations`).
         Some(registered) => tokio::select! {

@@ -3,12 +3,18 @@
 //!
 //! `operation::execute` registers every command when it starts and the
 //! returned guard removes it when the command ends (or is dropped). A kill
-//! sets the operation's flag and wakes whoever waits on it: the command's
-//! run is raced against that wake-up (`RunningOperation::killed`), so a
-//! command waiting anywhere (a fail point's block, a read or write
-//! concern wait, an awaitData `getMore`, a query off the async workers)
-//! answers Interrupted (11601) at once. Work already handed to a blocking
-//! thread finishes there; its result is dropped.
+//! sets the operation's flag and wakes whoever waits on it:
+//!
+//! - the command's run is raced against that wake-up
+//!   (`RunningOperation::killed`), so a command waiting anywhere (a fail
+//!   point's block, a read or write concern wait, an awaitData `getMore`,
+//!   a query off the async workers) answers Interrupted (11601) at once;
+//! - the work itself checks the flag at its yield points, the places that
+//!   already check `maxTimeMS` (`exec::query::check_deadline`, once per
+//!   document or batch of a scan): the command's future runs inside
+//!   `InOperation`, which makes the operation current on the thread that
+//!   polls it, and `spawn_blocking` carries it to a blocking thread, so a
+//!   killed scan stops there instead of running to its end.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -227,6 +233,58 @@ pub fn interrupted() -> CommandError {
     CommandError::new(11601, "operation was interrupted")
 }
 
+thread_local! {
+    /// The operation whose code this thread runs now (set by `InOperation`
+    /// for one poll, or by `spawn_blocking` for one closure).
+    static CURRENT: std::cell::RefCell<Option<Arc<RunningOperation>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `work` with `operation` current on this thread, restoring the one
+/// before (nesting is allowed).
+fn with_current<T>(operation: Option<Arc<RunningOperation>>, work: impl FnOnce() -> T) -> T {
+    let previous = CURRENT.with(|current| current.replace(operation));
+    let result = work();
+    CURRENT.with(|current| *current.borrow_mut() = previous);
+    result
+}
+
+/// The yield-point check: Interrupted when the operation running on this
+/// thread has been killed.
+pub fn check_for_interrupt() -> Result<(), CommandError> {
+    let killed = CURRENT.with(|current| current.borrow().as_ref().is_some_and(|operation| operation.is_killed()));
+    if killed {
+        return Err(interrupted());
+    }
+    Ok(())
+}
+
+/// A command's future, polled with its operation current on the polling
+/// thread.
+pub struct InOperation<F> {
+    pub operation: Option<Arc<RunningOperation>>,
+    pub inner: std::pin::Pin<Box<F>>,
+}
+
+impl<F: std::future::Future> std::future::Future for InOperation<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let operation = self.operation.clone();
+        with_current(operation, || self.inner.as_mut().poll(cx))
+    }
+}
+
+/// `tokio::task::spawn_blocking` that keeps the current operation current
+/// in the closure, so that its yield points see a kill.
+pub fn spawn_blocking<T, W>(work: W) -> tokio::task::JoinHandle<T>
+where
+    W: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let operation = CURRENT.with(|current| current.borrow().clone());
+    tokio::task::spawn_blocking(move || with_current(operation, work))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +335,28 @@ mod tests {
         });
         assert!(registered.operation.is_killed());
         assert!(!registry.kill(u32::MAX));
+    }
+
+    #[test]
+    fn yield_points_see_a_kill_of_the_current_operation() {
+        let registry = OperationRegistry::default();
+        let find = doc! {"find": "c"};
+        let registered = registry.register(new(&find)).unwrap();
+        let operation = Some(registered.operation.clone());
+        assert!(check_for_interrupt().is_ok(), "no operation is current");
+        with_current(operation.clone(), || assert!(check_for_interrupt().is_ok()));
+        registry.kill(registered.operation.opid);
+        with_current(operation.clone(), || {
+            assert_eq!(check_for_interrupt().unwrap_err().code, 11601)
+        });
+        assert!(check_for_interrupt().is_ok(), "the previous (none) is restored");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let _inside = runtime.enter();
+        let on_blocking_thread = with_current(operation, || spawn_blocking(check_for_interrupt));
+        assert_eq!(runtime.block_on(on_blocking_thread).unwrap().unwrap_err().code, 11601);
     }
 
     #[test]

@@ -236,7 +236,7 @@ pub(crate) async fn run_pipeline_blocking(
 ) -> Result<(AggregateRequest, PipelineRun), CommandError> {
     let engine = Arc::clone(engine);
     let start = Instant::now();
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         let run = run_pipeline(&engine, &request, start);
         run.map(|run| (request, run))
     })

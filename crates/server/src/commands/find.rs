@@ -328,7 +328,7 @@ pub(crate) async fn open_find(
             let scan = plan.scan(&request.ns);
             let (filter, sort, projection) = (request.filter.clone(), sort.clone(), request.projection.clone());
             let (skip, limit, allow_disk_use) = (request.skip, request.limit, request.allow_disk_use);
-            let (documents, stats) = tokio::task::spawn_blocking(move || {
+            let (documents, stats) = crate::operations::spawn_blocking(move || {
                 run_sorted(
                     scan,
                     &reader,
@@ -560,7 +560,7 @@ async fn open_bounded_find(
     let ns = request.ns.clone();
     let (filter, sort, projection) = (request.filter.clone(), request.sort.clone(), request.projection.clone());
     let (skip, limit) = (request.skip, request.limit);
-    let documents = tokio::task::spawn_blocking(move || -> Result<Vec<Document>, CommandError> {
+    let documents = crate::operations::spawn_blocking(move || -> Result<Vec<Document>, CommandError> {
         let matches = collect_matches(&reader, &ns, &plan, &filter, sort.as_ref(), None)?;
         let mut documents = Vec::new();
         let mut skipped = 0;
@@ -819,7 +819,7 @@ async fn count_documents(
     read_at: ReadAt,
 ) -> Result<u64, CommandError> {
     let engine = Arc::clone(engine);
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         if ns == OPLOG_NAMESPACE {
             let mut count = 0u64;
             visit_oplog_matches(&engine, &filter_document, &filter, |_| count += 1)?;
@@ -852,7 +852,7 @@ async fn matching_documents(
     read_at: ReadAt,
 ) -> Result<Vec<Document>, CommandError> {
     let engine = Arc::clone(engine);
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         if ns == OPLOG_NAMESPACE {
             let mut matches = Vec::new();
             visit_oplog_matches(&engine, &filter_document, &filter, |entry| matches.push(entry))?;

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::error::CommandError;
+use crate::exec::size::value_size;
 
 /// The most operations tracked at once. A node serves at most
 /// `MAX_CONNECTIONS_DEFAULT` connections, each running one command at a
@@ -57,7 +58,11 @@ pub struct RunningOperation {
     pub app_name: Option<String>,
     pub op: &'static str,
     pub ns: String,
-    pub command: Document,
+    /// The command as `currentOp` shows it (`command_preview`): taken once
+    /// at registration, never a copy of a large command.
+    pub command: Bson,
+    /// The command's `lsid`, if any.
+    pub lsid: Option<Bson>,
     pub started: Instant,
     pub started_wall: SystemTime,
     killed: AtomicBool,
@@ -110,8 +115,8 @@ impl RunningOperation {
         described.insert("microsecs_running", running.as_micros() as i64);
         described.insert("op", self.op);
         described.insert("ns", self.ns.clone());
-        described.insert("command", shown_command(&self.command));
-        if let Some(lsid) = self.command.get("lsid") {
+        described.insert("command", self.command.clone());
+        if let Some(lsid) = &self.lsid {
             described.insert("lsid", lsid.clone());
         }
         described.insert("numYields", 0);
@@ -132,12 +137,46 @@ fn connection_id(id: i64) -> Bson {
     }
 }
 
-fn shown_command(command: &Document) -> Bson {
-    let size = command.to_vec().map(|bytes| bytes.len()).unwrap_or(usize::MAX);
-    if size <= CURRENT_OP_COMMAND_BYTES_MAX {
-        return Bson::Document(command.clone());
+/// A command as `currentOp` and the profiler show it: whole when it
+/// encodes within `CURRENT_OP_COMMAND_BYTES_MAX`, else, as MongoDB shows a
+/// large one, `{$truncated: <the start of its JSON>}`. The cost is bounded
+/// by the limit, not by the command: array elements (an `insert`'s
+/// documents) are measured one by one only until the budget is spent,
+/// and nothing beyond it is copied.
+pub fn command_preview(command: &Document) -> Bson {
+    let mut budget = CURRENT_OP_COMMAND_BYTES_MAX;
+    let mut preview = Document::new();
+    let mut truncated = false;
+    for (key, value) in command {
+        let Bson::Array(items) = value else {
+            let size = value_size(value) + key.len() + 2;
+            if size > budget {
+                truncated = true;
+                break;
+            }
+            budget -= size;
+            preview.insert(key.clone(), value.clone());
+            continue;
+        };
+        let mut kept = Vec::new();
+        for item in items {
+            let size = value_size(item) + 8;
+            if size > budget {
+                truncated = true;
+                break;
+            }
+            budget -= size;
+            kept.push(item.clone());
+        }
+        preview.insert(key.clone(), kept);
+        if truncated {
+            break;
+        }
     }
-    let json = command.to_string();
+    if !truncated {
+        return Bson::Document(preview);
+    }
+    let json = preview.to_string();
     let cut = (0..=CURRENT_OP_COMMAND_BYTES_MAX.min(json.len()))
         .rev()
         .find(|at| json.is_char_boundary(*at))
@@ -198,7 +237,8 @@ impl OperationRegistry {
             app_name: new.app_name,
             op: op_kind(new.command_name),
             ns: new.ns,
-            command: new.command.clone(),
+            command: command_preview(new.command),
+            lsid: new.command.get("lsid").cloned(),
             started: Instant::now(),
             started_wall: SystemTime::now(),
             killed: AtomicBool::new(false),
@@ -361,12 +401,20 @@ mod tests {
 
     #[test]
     fn large_commands_are_truncated() {
-        let large = doc! {"insert": "c", "documents": [{"s": "x".repeat(5000)}]};
-        match shown_command(&large) {
-            Bson::Document(shown) => {
-                assert!(shown.get_str("$truncated").unwrap().len() <= CURRENT_OP_COMMAND_BYTES_MAX)
-            }
-            other => panic!("{other:?}"),
-        }
+        let large = doc! {"insert": "c", "documents": [{"_id": 1}, {"s": "x".repeat(5000)}]};
+        let Bson::Document(shown) = command_preview(&large) else {
+            panic!("a document")
+        };
+        let truncated = shown.get_str("$truncated").unwrap();
+        assert!(truncated.len() <= CURRENT_OP_COMMAND_BYTES_MAX);
+        assert!(truncated.contains("\"_id\": 1"), "{truncated}");
+        let small = doc! {"find": "c", "filter": {"x": [1, 2, 3]}, "lsid": {"id": 1}};
+        assert_eq!(command_preview(&small), Bson::Document(small));
+        let many =
+            doc! {"insert": "c", "documents": (0..10_000).map(|i| Bson::Document(doc! {"_id": i})).collect::<Vec<_>>()};
+        let Bson::Document(shown) = command_preview(&many) else {
+            panic!("a document")
+        };
+        assert!(shown.contains_key("$truncated"));
     }
 }

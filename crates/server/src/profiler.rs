@@ -161,7 +161,7 @@ fn profile_document(ctx: &CommandContext, request: &CommandRequest, reply: &Docu
         "_id": ObjectId::new(),
         "op": crate::operations::op_kind(&request.name),
         "ns": crate::operation::operation_namespace(request),
-        "command": request.body.clone(),
+        "command": crate::operations::command_preview(&request.body),
     };
     if let Ok(cursor) = reply.get_document("cursor") {
         let batch = cursor

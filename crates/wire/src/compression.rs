@@ -319,4 +319,44 @@ mod tests {
         assert_eq!(Compressor::offered("noop"), None);
         assert_eq!(Compressor::offered("lz4"), None);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any bytes after an OP_COMPRESSED header open to an error or to a
+        /// message of exactly the declared size; nothing panics.
+        #[test]
+        fn arbitrary_payloads_never_panic(
+            compressor_id in 0u8..5,
+            declared in -2i32..70_000,
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        ) {
+            let mut frame = Vec::new();
+            let length = (HEADER_LEN_BYTES + COMPRESSION_HEADER_LEN_BYTES + payload.len()) as i32;
+            MsgHeader { message_length: length, request_id: 1, response_to: 0, op_code: opcode::OP_COMPRESSED }
+                .write(&mut frame);
+            frame.extend_from_slice(&opcode::OP_MSG.to_le_bytes());
+            frame.extend_from_slice(&declared.to_le_bytes());
+            frame.push(compressor_id);
+            frame.extend_from_slice(&payload);
+            if let Ok(opened) = decompress_message(&frame) {
+                proptest::prop_assert_eq!(opened.message.len(), HEADER_LEN_BYTES + declared as usize);
+            }
+        }
+
+        /// Whatever a compressor makes of a body opens to the same body.
+        #[test]
+        fn compressed_bodies_round_trip(
+            compressor_id in 0u8..4,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096),
+        ) {
+            let compressor = Compressor::from_id(compressor_id).unwrap();
+            let mut message = Vec::new();
+            MsgHeader { message_length: (HEADER_LEN_BYTES + body.len()) as i32, request_id: 9, response_to: 4, op_code: opcode::OP_MSG }
+                .write(&mut message);
+            message.extend_from_slice(&body);
+            let compressed = compress_message(&message, compressor).unwrap();
+            proptest::prop_assert_eq!(decompress_message(&compressed).unwrap().message, message);
+        }
+    }
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document};
 use serde_json::json;
 use slipstream_wire::{
-    check_frame, encode_op_msg, encode_op_reply, opcode, parse_message, query_flags, reply_flags, Message, MsgHeader,
-    OpMsg, OpQuery, WireError,
+    check_frame, compress_message, decompress_message, encode_op_msg, encode_op_reply, opcode, parse_message,
+    query_flags, reply_flags, Compressor, Message, MsgHeader, OpMsg, OpQuery, WireError,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -83,7 +83,9 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                 let written = match outcome {
                     Outcome::NoReply => Ok(()),
                     Outcome::Reply(bytes) => write_reply(ctx, stream, &bytes).await,
-                    Outcome::Exhaust { request, response_to } => stream_exhaust(ctx, stream, &request, response_to).await,
+                    Outcome::Exhaust { request, response_to, compressor } => {
+                        stream_exhaust(ctx, stream, &request, response_to, compressor).await
+                    }
                     Outcome::Close => return "closed by the failCommand fail point".into(),
                 };
                 if let Err(err) = written {
@@ -160,7 +162,12 @@ enum Outcome {
     Reply(Vec<u8>),
     /// An exhaust stream: the request is run again after each reply until
     /// it says there is no more (see `stream_exhaust`).
-    Exhaust { request: CommandRequest, response_to: i32 },
+    Exhaust {
+        request: CommandRequest,
+        response_to: i32,
+        /// The request came compressed: so does every reply of the stream.
+        compressor: Option<Compressor>,
+    },
     /// Close the connection without a reply (a fail point asked for it).
     Close,
 }
@@ -200,7 +207,13 @@ fn stream_continues(request: &CommandRequest, reply: &Document) -> bool {
 /// Streams replies with the moreToCome flag, each answering the previous
 /// one (its responseTo is the previous reply's requestId), until a reply
 /// ends the stream, the node shuts down, or the client goes away.
-async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &CommandRequest, first_request_id: i32) -> std::io::Result<()> {
+async fn stream_exhaust(
+    ctx: &CommandContext,
+    stream: &mut TcpStream,
+    request: &CommandRequest,
+    first_request_id: i32,
+    compressor: Option<Compressor>,
+) -> std::io::Result<()> {
     let mut response_to = first_request_id;
     loop {
         let executed = tokio::select! {
@@ -215,9 +228,10 @@ async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &
         let flags = if more { slipstream_wire::msg_flags::MORE_TO_COME } else { 0 };
         let Ok(bytes) = encode_op_msg(request_id, response_to, flags, &reply, &[]) else {
             // Too large to encode: end the stream with the error.
-            return write_reply(ctx, stream, &encode_msg_reply(response_to, &reply)).await;
+            let error = compressed(ctx, encode_msg_reply(response_to, &reply), compressor);
+            return write_reply(ctx, stream, &error).await;
         };
-        write_reply(ctx, stream, &bytes).await?;
+        write_reply(ctx, stream, &compressed(ctx, bytes, compressor)).await?;
         if !more {
             return Ok(());
         }
@@ -225,11 +239,48 @@ async fn stream_exhaust(ctx: &CommandContext, stream: &mut TcpStream, request: &
     }
 }
 
-/// Answers one whole frame.
+/// Answers one whole frame, opening it first if it is compressed; the
+/// reply to a compressed request is compressed with the same compressor,
+/// as MongoDB does.
 async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
     let Ok(header) = MsgHeader::parse(frame) else { return Outcome::NoReply };
+    if header.op_code != opcode::OP_COMPRESSED {
+        return handle_message(ctx, header, frame, None).await;
+    }
+    match decompress_message(frame) {
+        Ok(opened) => {
+            let restored = opened.message.len() as u64;
+            ctx.state.metrics.count_decompressed(opened.compressor.id(), frame.len() as u64, restored);
+            let compressor = Some(opened.compressor);
+            // The inner header: its opcode decides how an error is answered.
+            let Ok(inner) = MsgHeader::parse(&opened.message) else { return Outcome::NoReply };
+            match handle_message(ctx, inner, &opened.message, compressor).await {
+                Outcome::Reply(bytes) => Outcome::Reply(compressed(ctx, bytes, compressor)),
+                other => other,
+            }
+        }
+        Err(err) => handle_malformed(ctx, header, err),
+    }
+}
+
+/// `reply` wrapped in OP_COMPRESSED when the request came compressed. A
+/// reply the compressor cannot wrap (only one near the size limit) goes
+/// out uncompressed, which every driver reads.
+fn compressed(ctx: &CommandContext, reply: Vec<u8>, compressor: Option<Compressor>) -> Vec<u8> {
+    let Some(compressor) = compressor else { return reply };
+    match compress_message(&reply, compressor) {
+        Ok(bytes) => {
+            ctx.state.metrics.count_compressed(compressor.id(), reply.len() as u64, bytes.len() as u64);
+            bytes
+        }
+        Err(_) => reply,
+    }
+}
+
+/// Answers one uncompressed message (`compressor`: how it came).
+async fn handle_message(ctx: &CommandContext, header: MsgHeader, frame: &[u8], compressor: Option<Compressor>) -> Outcome {
     match parse_message(frame) {
-        Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg).await,
+        Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg, compressor).await,
         Ok(Message::Query(query)) => match handle_op_query(ctx, query).await {
             Some(bytes) => Outcome::Reply(bytes),
             None => Outcome::Close,
@@ -238,34 +289,40 @@ async fn handle_frame(ctx: &CommandContext, frame: &[u8]) -> Outcome {
             let error = CommandError::new(40413, "OP_REPLY is a server-to-client message");
             Outcome::Reply(encode_msg_reply(header.request_id, &error.to_reply()))
         }
-        Err(err) => {
-            ctx.state.log.warning(
-                "NETWORK",
-                4915701,
-                &format!("conn{}", ctx.connection_id),
-                "malformed message",
-                json!({"error": err.to_string(), "opCode": header.op_code}),
-            );
-            let reply = CommandError::from(err).to_reply();
-            if header.op_code == opcode::OP_QUERY {
-                Outcome::Reply(encode_legacy_reply(header.request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&reply)))
-            } else {
-                Outcome::Reply(encode_msg_reply(header.request_id, &reply))
-            }
-        }
+        Err(err) => handle_malformed(ctx, header, err),
     }
 }
 
-async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg) -> Outcome {
+/// The error reply to a message that could not be opened or parsed.
+fn handle_malformed(ctx: &CommandContext, header: MsgHeader, err: WireError) -> Outcome {
+    ctx.state.log.warning(
+        "NETWORK",
+        4915701,
+        &format!("conn{}", ctx.connection_id),
+        "malformed message",
+        json!({"error": err.to_string(), "opCode": header.op_code}),
+    );
+    let reply = CommandError::from(err).to_reply();
+    if header.op_code == opcode::OP_QUERY {
+        Outcome::Reply(encode_legacy_reply(header.request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&reply)))
+    } else {
+        Outcome::Reply(encode_msg_reply(header.request_id, &reply))
+    }
+}
+
+async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg, compressor: Option<Compressor>) -> Outcome {
     let request_id = msg.header.request_id;
     let more_to_come = msg.more_to_come();
     let exhaust_allowed = msg.exhaust_allowed();
     let reply = match msg.into_command_body().map_err(CommandError::from).and_then(request_from_op_msg) {
         Ok(request) if exhaust_allowed && !more_to_come && is_exhaustible(&request) => {
-            return Outcome::Exhaust { request, response_to: request_id };
+            return Outcome::Exhaust { request, response_to: request_id, compressor };
         }
         Ok(request) => match execute(ctx, &request).await {
-            Some(reply) => reply,
+            Some(mut reply) => {
+                negotiate_compression(&request, &mut reply);
+                reply
+            }
             None => return Outcome::Close,
         },
         Err(error) => error.to_reply(),
@@ -282,11 +339,31 @@ async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Option<Vec<u8>
     let request_id = query.header.request_id;
     match request_from_op_query(query) {
         Ok(request) => {
-            let reply = execute(ctx, &request).await?;
+            let mut reply = execute(ctx, &request).await?;
+            negotiate_compression(&request, &mut reply);
             Some(encode_legacy_reply(request_id, 0, &reply))
         }
         Err(error) => Some(encode_legacy_reply(request_id, reply_flags::QUERY_FAILURE, &legacy_failure(&error.to_reply()))),
     }
+}
+
+/// Answers a handshake's `compression` list with the compressors of it
+/// this node offers, in the client's order (the client uses the first);
+/// an empty list when none is shared. Only a successful handshake
+/// negotiates.
+fn negotiate_compression(request: &CommandRequest, reply: &mut Document) {
+    if !matches!(request.name.as_str(), "hello" | "isMaster" | "ismaster") || reply.get_f64("ok").ok() != Some(1.0) {
+        return;
+    }
+    let Ok(asked) = request.body.get_array("compression") else { return };
+    let mut chosen: Vec<Bson> = Vec::new();
+    for compressor in asked.iter().filter_map(|name| name.as_str()).filter_map(Compressor::offered) {
+        let name = Bson::String(compressor.name().into());
+        if !chosen.contains(&name) {
+            chosen.push(name);
+        }
+    }
+    reply.insert("compression", chosen);
 }
 
 /// A legacy query failure document: `$err` plus the usual error fields.

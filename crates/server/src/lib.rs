@@ -8,6 +8,7 @@
 //! must not know whether the node is a replica set member except through
 //! the `Arc<dyn Topology>` in `ServerState`.
 
+pub mod api_version;
 pub mod commands;
 pub mod concern;
 pub mod connection;
@@ -20,6 +21,9 @@ pub mod listener;
 pub mod log;
 pub mod metrics;
 pub mod operation;
+pub mod operations;
+pub mod parameters;
+pub mod profiler;
 pub mod session;
 pub mod sessions;
 pub mod state;

@@ -1,4 +1,5 @@
-//! Counters for `serverStatus`: connections, opcounters, network bytes.
+//! Counters for `serverStatus`: connections, opcounters, network bytes
+//! (wire compression included).
 //!
 //! Every field is an atomic updated with relaxed ordering: the counters are
 //! statistics, read without any consistency between them.
@@ -25,6 +26,22 @@ pub struct Metrics {
     requests: AtomicU64,
     connections_current: AtomicU64,
     connections_total_created: AtomicU64,
+    /// Wire compression, by compressor id (0 noop, 1 snappy, 2 zlib, 3 zstd).
+    compression: [CompressionCounters; COMPRESSOR_IDS],
+}
+
+/// How many compressor ids the counters cover (MongoDB's 0 to 3).
+const COMPRESSOR_IDS: usize = 4;
+
+/// `network.compression.<name>` of `serverStatus`.
+#[derive(Default)]
+struct CompressionCounters {
+    /// Bytes given to the compressor, and the compressed bytes it made.
+    compressor_in: AtomicU64,
+    compressor_out: AtomicU64,
+    /// Compressed bytes given to the decompressor, and what it restored.
+    decompressor_in: AtomicU64,
+    decompressor_out: AtomicU64,
 }
 
 /// The commands whose handlers count themselves (see the module note).
@@ -96,11 +113,40 @@ impl Metrics {
         }
     }
 
+    /// A reply compressed by compressor `id` from `uncompressed` to
+    /// `compressed` bytes.
+    pub fn count_compressed(&self, id: u8, uncompressed: u64, compressed: u64) {
+        if let Some(counters) = self.compression.get(usize::from(id)) {
+            add(&counters.compressor_in, uncompressed);
+            add(&counters.compressor_out, compressed);
+        }
+    }
+
+    /// A request decompressed by compressor `id`.
+    pub fn count_decompressed(&self, id: u8, compressed: u64, uncompressed: u64) {
+        if let Some(counters) = self.compression.get(usize::from(id)) {
+            add(&counters.decompressor_in, compressed);
+            add(&counters.decompressor_out, uncompressed);
+        }
+    }
+
     pub fn network(&self) -> Document {
+        let mut compression = Document::new();
+        for (name, id) in [("snappy", 1), ("zstd", 3), ("zlib", 2)] {
+            let counters = &self.compression[id];
+            compression.insert(
+                name,
+                doc! {
+                    "compressor": {"bytesIn": get(&counters.compressor_in), "bytesOut": get(&counters.compressor_out)},
+                    "decompressor": {"bytesIn": get(&counters.decompressor_in), "bytesOut": get(&counters.decompressor_out)},
+                },
+            );
+        }
         doc! {
             "bytesIn": get(&self.bytes_in),
             "bytesOut": get(&self.bytes_out),
             "numRequests": get(&self.requests),
+            "compression": compression,
         }
     }
 

@@ -1,6 +1,7 @@
 //! One command's run, in MongoDB's order:
 //!
-//! 1. find the command's table row (unknown: CommandNotFound, 59);
+//! 1. find the command's table row (unknown: CommandNotFound, 59), and
+//!    check the generic arguments (Stable API parameters, `maxTimeMS`);
 //! 2. pass a received `$clusterTime` to the topology (gossip);
 //! 3. check the session arguments (`txnNumber`, transactions);
 //! 4. test-only fail points (`failCommand`, `maxTimeAlwaysTimeOut`);
@@ -49,7 +50,22 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
     *ctx.operation.lock() = Operation::default();
     let session = SessionArguments::of(&request.body);
     let retryable_write = session.as_ref().is_ok_and(SessionArguments::is_retryable_write);
-    let mut reply = run(ctx, request, session).await?;
+    let registered = register_operation(ctx, request);
+    let started = Instant::now();
+    let ran = crate::operations::InOperation {
+        operation: registered.as_ref().map(|registered| registered.operation.clone()),
+        inner: Box::pin(run(ctx, request, session)),
+    };
+    let mut reply = match &registered {
+        // A killOp ends the run wherever it waits (see `operations`).
+        Some(registered) => tokio::select! {
+            reply = ran => reply?,
+            _ = registered.operation.killed() => crate::operations::interrupted().to_reply(),
+        },
+        None => ran.await?,
+    };
+    drop(registered);
+    crate::profiler::after_command(ctx, request, &reply, started.elapsed());
     if retryable_write && !reply.contains_key("errorLabels") {
         add_retryable_write_label(&mut reply);
     }
@@ -68,6 +84,9 @@ async fn run(
     let Some(spec) = find_command(&request.name, state.options.enable_test_commands) else {
         return Some(CommandError::new(59, format!("no such command: '{}'", request.name)).to_reply());
     };
+    if let Err(error) = check_generic_arguments(ctx, request) {
+        return Some(error.to_reply());
+    }
     if let Err(error) = observe_cluster_time(topology, &request.body) {
         return Some(error.to_reply());
     }
@@ -152,6 +171,38 @@ async fn run(
     Some(reply)
 }
 
+/// Registers the command with the node's running operations (for
+/// `currentOp` and `killOp`).
+fn register_operation<'a>(
+    ctx: &'a CommandContext,
+    request: &CommandRequest,
+) -> Option<crate::operations::Registered<'a>> {
+    ctx.state.operations.register(crate::operations::NewOperation {
+        connection_id: ctx.connection_id,
+        client: &ctx.client_address,
+        app_name: ctx.app_name.lock().clone(),
+        command_name: &request.name,
+        ns: operation_namespace(request),
+        command: &request.body,
+    })
+}
+
+/// The namespace `currentOp` and the profiler show: the collection of a
+/// command that names one, else `<db>.$cmd`, as MongoDB shows them.
+pub fn operation_namespace(request: &CommandRequest) -> String {
+    const ON_COLLECTION: &[&str] = &[
+        "find", "insert", "update", "delete", "findAndModify", "findandmodify", "aggregate", "count", "distinct",
+        "create", "drop", "collStats", "listIndexes", "createIndexes", "dropIndexes", "deleteIndexes", "validate",
+        "killCursors",
+    ];
+    let collection = match request.name.as_str() {
+        "getMore" => request.body.get_str("collection").ok(),
+        name if ON_COLLECTION.contains(&name) => request.body.get_str(name).ok(),
+        _ => None,
+    };
+    format!("{}.{}", request.db, collection.unwrap_or("$cmd"))
+}
+
 /// Remembers what a handshake (`hello` / `isMaster`) says about the
 /// client: its application name, and the member an internal client comes
 /// from (`slipstreamMember`).
@@ -183,6 +234,17 @@ fn max_time_deadline(body: &Document) -> Option<Instant> {
         _ => return None,
     };
     (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+/// The generic arguments every command is checked for before anything
+/// else is done with it: the Stable API parameters, and `maxTimeMS`.
+fn check_generic_arguments(ctx: &CommandContext, request: &CommandRequest) -> Result<(), CommandError> {
+    // Other members' internal clients are exempt, as MongoDB exempts
+    // internal clients.
+    let required = ctx.state.parameters.require_api_version() && ctx.member.lock().is_none();
+    crate::api_version::check(&request.name, &request.body, required)?;
+    crate::exec::args::get_max_time_ms(&request.body, &request.name)?;
+    Ok(())
 }
 
 /// A received `$clusterTime` (a client's or another member's gossip). A

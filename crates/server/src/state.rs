@@ -114,6 +114,12 @@ pub struct ServerState {
     /// When the node started (read-only), for `uptime`.
     pub started_at: Instant,
     pub host_name: String,
+    /// Parameters `setParameter` changes at runtime (atomics).
+    pub parameters: crate::parameters::Parameters,
+    /// Running commands, for `currentOp` and `killOp` (locks internally).
+    pub operations: crate::operations::OperationRegistry,
+    /// Profiling levels per database, for `profile` (locks internally).
+    pub profiler: crate::profiler::Profiler,
 }
 
 impl ServerState {
@@ -138,6 +144,9 @@ impl ServerState {
             process_id: ObjectId::new(),
             started_at: Instant::now(),
             host_name: host_name(),
+            parameters: crate::parameters::Parameters::default(),
+            operations: crate::operations::OperationRegistry::default(),
+            profiler: crate::profiler::Profiler::default(),
         }
     }
 

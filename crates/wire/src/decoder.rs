@@ -10,6 +10,15 @@
 //! (duplicate keys included: a later value replaces an earlier one in its
 //! position, as `Document::insert` does).
 //!
+//! One exception: a document that may be one to store and holds two `_id`
+//! fields also gets the field `DUPLICATE_ID_MARKER`, so that the commands
+//! that store documents refuse it as MongoDB does ("can't have multiple
+//! _id fields in one document") although the decoded form can hold only
+//! one `_id`. Such documents are the decoded document itself (an OP_MSG
+//! document sequence's element) and the elements of an array field of it
+//! (`insert`'s `documents` in the command body); deeper documents may
+//! repeat `_id` as MongoDB lets them (the later value is kept).
+//!
 //! Callers bound the depth first (`check_nesting_depth`): the heap stack
 //! is then at most `MAX_BSON_DEPTH + 1` frames.
 
@@ -33,7 +42,11 @@ enum Built {
 
 /// Decodes `raw` into a `Document`.
 pub fn decode_document(raw: &RawDocument) -> Result<Document, WireError> {
-    let root = Frame { elements: raw.iter_elements(), built: Built::Document(Document::new()), key: String::new() };
+    let root = Frame {
+        elements: raw.iter_elements(),
+        built: Built::Document(Document::new()),
+        key: String::new(),
+    };
     let mut stack = vec![root];
     loop {
         let frame = stack.last_mut().expect("the root frame stays until the end");
@@ -43,8 +56,9 @@ pub fn decode_document(raw: &RawDocument) -> Result<Document, WireError> {
                 Built::Document(document) => Bson::Document(document),
                 Built::Array(items) => Bson::Array(items),
             };
+            let mark = may_be_stored(&stack);
             match stack.last_mut() {
-                Some(parent) => parent.built.add(done.key, value),
+                Some(parent) => parent.built.add(done.key, value, mark),
                 None => match value {
                     Bson::Document(document) => return Ok(document),
                     _ => unreachable!("the root frame is a document"),
@@ -56,20 +70,60 @@ pub fn decode_document(raw: &RawDocument) -> Result<Document, WireError> {
         let key = element.key().as_str().to_owned();
         match element.value().map_err(invalid)? {
             RawBsonRef::Document(inner) => {
-                stack.push(Frame { elements: inner.iter_elements(), built: Built::Document(Document::new()), key });
+                stack.push(Frame {
+                    elements: inner.iter_elements(),
+                    built: Built::Document(Document::new()),
+                    key,
+                });
             }
             RawBsonRef::Array(inner) => {
-                stack.push(Frame { elements: inner.iter_elements(), built: Built::Array(Vec::new()), key });
+                stack.push(Frame {
+                    elements: inner.iter_elements(),
+                    built: Built::Array(Vec::new()),
+                    key,
+                });
             }
-            scalar => frame.built.add(key, Bson::try_from(scalar).map_err(invalid)?),
+            scalar => {
+                let value = Bson::try_from(scalar).map_err(invalid)?;
+                let mark = may_be_stored(&stack);
+                stack.last_mut().expect("the frame is open").built.add(key, value, mark);
+            }
         }
     }
 }
 
+/// Whether the innermost open frame is a document that a command may
+/// store: the root, or an element of an array field of the root.
+fn may_be_stored(stack: &[Frame<'_>]) -> bool {
+    matches!(
+        stack,
+        [_] | [
+            _,
+            Frame {
+                built: Built::Array(_),
+                ..
+            },
+            Frame {
+                built: Built::Document(_),
+                ..
+            }
+        ]
+    )
+}
+
+/// The field a decoded document gets when its bytes held `_id` more than
+/// once. Its name starts with a NUL byte, which no BSON field name can
+/// hold, so a peer can neither send it nor have it stored: encoding a
+/// document that still has it fails.
+pub const DUPLICATE_ID_MARKER: &str = "\0duplicate _id";
+
 impl Built {
-    fn add(&mut self, key: String, value: Bson) {
+    fn add(&mut self, key: String, value: Bson, mark_duplicate_id: bool) {
         match self {
             Built::Document(document) => {
+                if mark_duplicate_id && key == "_id" && document.contains_key("_id") {
+                    document.insert(DUPLICATE_ID_MARKER, true);
+                }
                 document.insert(key, value);
             }
             // An array's keys are its positions; the crate ignores them too.
@@ -111,6 +165,26 @@ mod tests {
         assert_eq!(decoded, Document::try_from(raw.as_ref()).unwrap());
         assert_eq!(decoded.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(decoded.get_i32("a").unwrap(), 3);
+    }
+
+    #[test]
+    fn a_second_id_is_marked() {
+        let raw = rawdoc! {"_id": 1, "x": {"_id": 2, "_id": 3}, "_id": 4};
+        let decoded = decode_document(&raw).unwrap();
+        assert_eq!(decoded.get_i32("_id").unwrap(), 4);
+        assert!(decoded.get_bool(DUPLICATE_ID_MARKER).unwrap());
+        // An embedded document may repeat `_id`, as in MongoDB.
+        let inner = decoded.get_document("x").unwrap();
+        assert!(!inner.contains_key(DUPLICATE_ID_MARKER));
+        assert_eq!(inner.get_i32("_id").unwrap(), 3);
+        // The elements of an array field of the root: `insert`'s documents.
+        let command = rawdoc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2, "_id": 3}]};
+        let decoded = decode_document(&command).unwrap();
+        let documents = decoded.get_array("documents").unwrap();
+        assert!(!documents[0].as_document().unwrap().contains_key(DUPLICATE_ID_MARKER));
+        assert!(documents[1].as_document().unwrap().contains_key(DUPLICATE_ID_MARKER));
+        let deeper = decode_document(&rawdoc! {"u": {"a": [{"_id": 1, "_id": 2}]}}).unwrap();
+        assert!(!deeper.to_string().contains("duplicate"));
     }
 
     #[test]

@@ -16,8 +16,18 @@ pub enum WireError {
     DocumentTooLarge(usize),
     /// An operation code this node does not handle.
     UnsupportedOpCode(i32),
-    /// OP_COMPRESSED: no compressor is advertised, so none is accepted.
+    /// OP_COMPRESSED reached the message parser: compressed messages are
+    /// opened first (`decompress_message`), so this one was nested.
     CompressionNotSupported,
+    /// OP_COMPRESSED names a compressor id this node does not know.
+    UnknownCompressor(u8),
+    /// OP_COMPRESSED declares an uncompressed size below zero or above
+    /// what a message may hold.
+    UncompressedSizeOutOfRange(i64),
+    /// The payload expanded to another size than declared.
+    DecompressedSizeMismatch { declared: usize, actual: usize },
+    /// The compressor refused the payload (corrupt input), or failed.
+    Compression(String),
     /// An OP_MSG required flag bit this node does not know.
     UnknownRequiredFlags(u32),
     /// The OP_MSG checksum does not match its bytes.
@@ -42,7 +52,14 @@ impl WireError {
             WireError::NestingTooDeep(_) => 15,
             // MongoDB answers an unusable opcode or compressor with a
             // plain BadValue-class error; the message names the cause.
-            WireError::UnsupportedOpCode(_) | WireError::CompressionNotSupported => 2,
+            WireError::UnsupportedOpCode(_)
+            | WireError::CompressionNotSupported
+            | WireError::UncompressedSizeOutOfRange(_)
+            | WireError::DecompressedSizeMismatch { .. }
+            | WireError::Compression(_) => 2,
+            // MongoDB: "Compression algorithm specified in message is not
+            // available" is an InternalError.
+            WireError::UnknownCompressor(_) => 1,
             _ => 40_413,
         }
     }
@@ -53,6 +70,7 @@ impl WireError {
             22 => "InvalidBSON",
             15 => "Overflow",
             2 => "BadValue",
+            1 => "InternalError",
             _ => "Location40413",
         }
     }
@@ -66,7 +84,11 @@ impl fmt::Display for WireError {
                 write!(f, "message length {len} is smaller than the 16-byte header")
             }
             WireError::MessageTooLarge(len) => {
-                write!(f, "message length {len} exceeds maxMessageSizeBytes {}", crate::MAX_MESSAGE_SIZE_BYTES)
+                write!(
+                    f,
+                    "message length {len} exceeds maxMessageSizeBytes {}",
+                    crate::MAX_MESSAGE_SIZE_BYTES
+                )
             }
             WireError::DocumentTooLarge(len) => write!(
                 f,
@@ -74,19 +96,41 @@ impl fmt::Display for WireError {
                 crate::MAX_BSON_DOCUMENT_IN_MESSAGE_BYTES
             ),
             WireError::UnsupportedOpCode(op) => write!(f, "unsupported wire operation code {op}"),
-            WireError::CompressionNotSupported => {
-                write!(f, "OP_COMPRESSED is not supported: this node advertises no compressors")
+            WireError::CompressionNotSupported => write!(f, "OP_COMPRESSED inside a compressed message"),
+            WireError::UnknownCompressor(id) => {
+                write!(
+                    f,
+                    "Compression algorithm specified in message is not available (compressor id {id})"
+                )
             }
+            WireError::UncompressedSizeOutOfRange(size) => write!(
+                f,
+                "Decompressed message size {size} is out of range [0, {}]",
+                crate::compression::MAX_UNCOMPRESSED_SIZE_BYTES
+            ),
+            WireError::DecompressedSizeMismatch { declared, actual } => {
+                write!(
+                    f,
+                    "Decompressing message returned {actual} bytes, but the message declares {declared}"
+                )
+            }
+            WireError::Compression(msg) => write!(f, "Decompressing message failed: {msg}"),
             WireError::UnknownRequiredFlags(bits) => {
                 write!(f, "unrecognized required OP_MSG flag bits {bits:#x}")
             }
             WireError::ChecksumMismatch { expected, actual } => {
-                write!(f, "OP_MSG checksum mismatch: message says {expected:#010x}, bytes give {actual:#010x}")
+                write!(
+                    f,
+                    "OP_MSG checksum mismatch: message says {expected:#010x}, bytes give {actual:#010x}"
+                )
             }
             WireError::Malformed(msg) => write!(f, "malformed message: {msg}"),
             WireError::InvalidBson(msg) => write!(f, "invalid BSON: {msg}"),
             WireError::NestingTooDeep(path) => {
-                write!(f, "BSONObj exceeds maximum nested object depth in element with field name '{path}'")
+                write!(
+                    f,
+                    "BSONObj exceeds maximum nested object depth in element with field name '{path}'"
+                )
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The MongoDB wire protocol: message framing, OP_MSG (body and
+//! The MongoDB wire protocol: message framing, OP_COMPRESSED (snappy,
+//! zlib, zstd), OP_MSG (body and
 //! document-sequence sections, the checksumPresent, moreToCome and
 //! exhaustAllowed flags), and the legacy OP_QUERY / OP_REPLY pair that
 //! mongosh and the Java driver still open a connection with.
@@ -14,12 +15,15 @@
 //! document's nesting against `MAX_BSON_DEPTH` before it is decoded, and
 //! no input can make a parser panic: malformed input is a `WireError`.
 
+pub mod compression;
 mod decoder;
 mod error;
 mod frame;
 mod message;
 mod nesting;
 
+pub use compression::{compress_message, decompress_message, Compressor, Decompressed};
+pub use decoder::DUPLICATE_ID_MARKER;
 pub use error::WireError;
 pub use frame::{check_frame, MsgHeader, HEADER_LEN_BYTES};
 pub use message::{

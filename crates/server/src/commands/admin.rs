@@ -1,5 +1,4 @@
-//! Administrative and diagnostic commands: `ping`, `buildInfo`,
-//! `getParameter`, `getCmdLineOpts`, `hostInfo`, `whatsmyuri`,
+//! Administrative commands: `ping`, `buildInfo`, `getCmdLineOpts`, `hostInfo`, `whatsmyuri`,
 //! `connectionStatus`, `endSessions`, `shutdown`, `getLog`, `serverStatus`.
 
 use std::net::SocketAddr;
@@ -9,7 +8,6 @@ use serde_json::json;
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
-use crate::state::ServerState;
 use slipstream_storage::TimestampBson;
 
 /// The MongoDB release whose behaviour Slipstream follows (wire version 21).
@@ -17,22 +15,33 @@ pub const MONGODB_VERSION: &str = "7.0.0";
 pub const MONGODB_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
 
 /// Fields any command may carry that are not parameters or options of the
-/// command itself (generic arguments of the driver specifications).
+/// command itself (MongoDB's generic arguments: the driver specifications'
+/// ones, and those members send each other).
 pub fn is_generic_argument(key: &str) -> bool {
     key.starts_with('$')
         || matches!(
             key,
             "lsid"
                 | "txnNumber"
+                | "txnRetryCounter"
+                | "stmtId"
                 | "autocommit"
                 | "startTransaction"
                 | "readConcern"
                 | "writeConcern"
                 | "comment"
                 | "maxTimeMS"
+                | "maxTimeMSOpOnly"
                 | "apiVersion"
                 | "apiStrict"
                 | "apiDeprecationErrors"
+                | "clientOperationKey"
+                | "help"
+                | "allowImplicitCollectionCreation"
+                | "databaseVersion"
+                | "shardVersion"
+                | "mayBypassWriteBlocking"
+                | "usesDefaultMaxTimeMS"
         )
 }
 
@@ -57,60 +66,6 @@ pub async fn build_info(_ctx: &CommandContext, _req: &CommandRequest) -> Command
         "openssl": {"running": "disabled", "compiled": "disabled"},
         "buildEnvironment": {"target_arch": std::env::consts::ARCH, "target_os": std::env::consts::OS},
     })
-}
-
-/// Every server parameter `getParameter` knows, with its current value.
-fn parameters(state: &ServerState) -> Vec<(&'static str, Bson)> {
-    vec![
-        ("enableTestCommands", Bson::Boolean(state.options.enable_test_commands)),
-        ("featureCompatibilityVersion", Bson::Document(doc! {"version": "7.0"})),
-        ("authenticationMechanisms", Bson::Array(vec![])),
-        ("journalCommitInterval", Bson::Int32(state.options.journal_commit_interval_ms as i32)),
-        ("logLevel", Bson::Int32(0)),
-        ("quiet", Bson::Boolean(false)),
-        ("requireApiVersion", Bson::Boolean(false)),
-        ("transactionLifetimeLimitSeconds", Bson::Int32(60)),
-        ("maxIncomingConnections", Bson::Int32(state.options.max_connections as i32)),
-        ("localLogicalSessionTimeoutMinutes", Bson::Int32(super::handshake::LOGICAL_SESSION_TIMEOUT_MINUTES)),
-    ]
-}
-
-pub async fn get_parameter(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    let all = parameters(&ctx.state);
-    let (want_all, show_details) = match req.body.get("getParameter") {
-        Some(Bson::String(star)) if star == "*" => (true, false),
-        Some(Bson::Document(options)) => (
-            options.get_bool("allParameters").unwrap_or(false),
-            options.get_bool("showDetails").unwrap_or(false),
-        ),
-        _ => (false, false),
-    };
-    let present = |value: &Bson| {
-        if show_details {
-            Bson::Document(doc! {"value": value.clone(), "settableAtRuntime": false, "settableAtStartup": true})
-        } else {
-            value.clone()
-        }
-    };
-    let mut reply = Document::new();
-    if want_all {
-        for (name, value) in &all {
-            reply.insert(*name, present(value));
-        }
-        return Ok(reply);
-    }
-    for key in req.body.keys().skip(1).filter(|key| !is_generic_argument(key)) {
-        let value = all
-            .iter()
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| present(value))
-            .ok_or_else(|| CommandError::new(72, format!("no option found to get: {key}")))?;
-        reply.insert(key.clone(), value);
-    }
-    if reply.is_empty() {
-        return Err(CommandError::new(72, "no option found to get"));
-    }
-    Ok(reply)
 }
 
 pub async fn get_cmd_line_opts(ctx: &CommandContext, _req: &CommandRequest) -> CommandResult {

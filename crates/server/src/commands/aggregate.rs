@@ -236,7 +236,7 @@ pub(crate) async fn run_pipeline_blocking(
 ) -> Result<(AggregateRequest, PipelineRun), CommandError> {
     let engine = Arc::clone(engine);
     let start = Instant::now();
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         let run = run_pipeline(&engine, &request, start);
         run.map(|run| (request, run))
     })
@@ -272,6 +272,23 @@ pub(crate) fn parse_resolving_views(
     Ok(request)
 }
 
+/// A change stream needs an oplog that a majority has: MongoDB refuses it
+/// on a standalone with 40573 before looking at anything else of the
+/// pipeline. (A replica set member answers CommandNotSupported for now,
+/// from the pipeline parser.)
+fn refuse_change_stream_on_standalone(ctx: &CommandContext, body: &Document) -> Result<(), CommandError> {
+    let first_stage = match body.get("pipeline") {
+        Some(Bson::Array(stages)) => stages.first(),
+        _ => None,
+    };
+    let opens_change_stream =
+        matches!(first_stage, Some(Bson::Document(stage)) if stage.keys().next().is_some_and(|name| name == "$changeStream"));
+    if opens_change_stream && !ctx.state.topology.is_replica_set() {
+        return Err(CommandError::new(40573, "The $changeStream stage is only supported on replica sets"));
+    }
+    Ok(())
+}
+
 /// What an `aggregate` does to data: a pipeline ending in `$out` or
 /// `$merge` writes (a primary only), any other reads.
 pub fn access(body: &Document) -> CommandAccess {
@@ -291,6 +308,10 @@ pub fn access(body: &Document) -> CommandAccess {
 }
 
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    refuse_change_stream_on_standalone(ctx, &req.body)?;
+    if let Some(result) = super::diagnostic_stages::run(ctx, req).await {
+        return result;
+    }
     // `$listLocalSessions` becomes `$documents` of the node's sessions.
     let expanded = crate::sessions::commands::expand_list_local_sessions(ctx, req)?;
     let body = expanded.as_ref().unwrap_or(&req.body);

@@ -166,9 +166,10 @@ fn plan_write(
 
 pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "insert")?;
-    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let documents = statements(&req.body, "insert", "documents")?;
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
+    // Arguments first, then the catalog, in MongoDB's order.
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     // Even one insert may wait for the write lock behind a long statement
     // of another connection, so inserts run off the async workers, except
@@ -523,10 +524,10 @@ struct UpdateOutcomeCounts {
 
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "update")?;
-    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let updates = statements(&req.body, "update", "updates")?;
     check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     let statement_count = updates.len() as u64;
     let lets = CommandLet::parse(&req.body, "update", bson::DateTime::now())?;
@@ -725,10 +726,10 @@ impl DeleteStatement {
 
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let (_, ns) = write_target(req, "delete")?;
-    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let deletes = statements(&req.body, "delete", "deletes")?;
     check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     let statement_count = deletes.len() as u64;
     let lets = CommandLet::parse(&req.body, "delete", bson::DateTime::now())?;
@@ -890,8 +891,8 @@ impl FindAndModify {
 pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let command_name = req.name.as_str();
     let (_, ns) = write_target(req, command_name)?;
-    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let request = FindAndModify::parse(&req.body)?;
+    crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();
     let retry = ctx.retryable_write();

@@ -28,7 +28,7 @@ use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
-use crate::exec::args::{self, check_collation, get_bool, get_document, get_i64, get_non_negative, namespace};
+use crate::exec::args::{self, check_collation, get_document, get_i64, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
@@ -75,7 +75,7 @@ pub(crate) struct FindRequest {
 /// Options MongoDB has that Slipstream refuses with a clear error when set.
 fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
     for field in ["returnKey", "showRecordId", "tailableRetryOnAbort"] {
-        if get_bool(body, "find", field)? == Some(true) {
+        if args::get_optional_bool(body, field)? == Some(true) {
             return Err(CommandError::new(
                 115,
                 format!("find option '{field}' is not supported by Slipstream"),
@@ -85,14 +85,55 @@ fn refuse_unsupported(body: &Document) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// The fields of `find` (MongoDB 7.0's `find_command.idl`) besides the
+/// generic arguments.
+const FIND_FIELDS: &[&str] = &[
+    "find",
+    "filter",
+    "projection",
+    "sort",
+    "hint",
+    "skip",
+    "limit",
+    "batchSize",
+    "singleBatch",
+    "max",
+    "min",
+    "returnKey",
+    "showRecordId",
+    "tailable",
+    "oplogReplay",
+    "noCursorTimeout",
+    "awaitData",
+    "allowPartialResults",
+    "collation",
+    "allowDiskUse",
+    "let",
+    "readOnce",
+    "allowSpeculativeMajorityRead",
+    "term",
+    "includeQueryStatsMetrics",
+    "tailableRetryOnAbort",
+    "ntoreturn",
+    "options",
+    "runtimeConstants",
+    "collectionUUID",
+    "encryptionInformation",
+];
+
 impl FindRequest {
     pub fn parse(db: &str, body: &Document) -> Result<FindRequest, CommandError> {
         const COMMAND: &str = "find";
+        args::refuse_unknown_fields(body, COMMAND, FIND_FIELDS)?;
         let collection = args::collection_name(body, COMMAND)?;
         args::check_database_name(db)?;
         check_collation(body, COMMAND)?;
         refuse_unsupported(body)?;
         // `let` constants reach the filter's `$expr` (see `CommandLet`).
+        // Flags read nowhere else are still checked, as MongoDB's parser does.
+        for flag in ["allowPartialResults", "readOnce", "allowSpeculativeMajorityRead"] {
+            args::get_optional_bool(body, flag)?;
+        }
         let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
         let filter_document = lets.bind_filter(get_document(body, COMMAND, "filter")?.cloned().unwrap_or_default());
         let filter = Filter::parse(&filter_document)?;
@@ -120,7 +161,7 @@ impl FindRequest {
             Some(hint) => Some(hint.clone()),
         };
         let skip = get_non_negative(body, COMMAND, "skip")?.unwrap_or(0);
-        let mut single_batch = get_bool(body, COMMAND, "singleBatch")?.unwrap_or(false);
+        let mut single_batch = args::get_optional_bool(body, "singleBatch")?.unwrap_or(false);
         let limit = match get_i64(body, COMMAND, "limit")? {
             None | Some(0) => None,
             Some(n) if n < 0 => {
@@ -132,8 +173,8 @@ impl FindRequest {
         };
         let batch_size =
             get_non_negative(body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-        let tailable = get_bool(body, COMMAND, "tailable")?.unwrap_or(false);
-        let await_data = get_bool(body, COMMAND, "awaitData")?.unwrap_or(false);
+        let tailable = args::get_optional_bool(body, "tailable")?.unwrap_or(false);
+        let await_data = args::get_optional_bool(body, "awaitData")?.unwrap_or(false);
         if await_data && !tailable {
             return Err(CommandError::bad_value(
                 "Cannot set 'awaitData' without also setting 'tailable'",
@@ -149,7 +190,7 @@ impl FindRequest {
                 "cannot use tailable option with singleBatch or a negative limit",
             ));
         }
-        let max_time_ms = get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0);
+        let max_time_ms = args::get_max_time_ms(body, COMMAND)?.filter(|ms| *ms > 0);
         Ok(FindRequest {
             is_oplog: is_oplog(db, &collection),
             ns: namespace(db, &collection),
@@ -168,8 +209,8 @@ impl FindRequest {
             tailable,
             await_data,
             max_time_ms,
-            no_cursor_timeout: get_bool(body, COMMAND, "noCursorTimeout")?.unwrap_or(false),
-            allow_disk_use: get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false),
+            no_cursor_timeout: args::get_optional_bool(body, "noCursorTimeout")?.unwrap_or(false),
+            allow_disk_use: args::get_optional_bool(body, "allowDiskUse")?.unwrap_or(false),
             read_point: ReadPoint::LATEST,
             min: get_document(body, COMMAND, "min")?
                 .filter(|bound| !bound.is_empty())
@@ -287,7 +328,7 @@ pub(crate) async fn open_find(
             let scan = plan.scan(&request.ns);
             let (filter, sort, projection) = (request.filter.clone(), sort.clone(), request.projection.clone());
             let (skip, limit, allow_disk_use) = (request.skip, request.limit, request.allow_disk_use);
-            let (documents, stats) = tokio::task::spawn_blocking(move || {
+            let (documents, stats) = crate::operations::spawn_blocking(move || {
                 run_sorted(
                     scan,
                     &reader,
@@ -520,7 +561,7 @@ async fn open_bounded_find(
     let ns = request.ns.clone();
     let (filter, sort, projection) = (request.filter.clone(), request.sort.clone(), request.projection.clone());
     let (skip, limit) = (request.skip, request.limit);
-    let documents = tokio::task::spawn_blocking(move || -> Result<Vec<Document>, CommandError> {
+    let documents = crate::operations::spawn_blocking(move || -> Result<Vec<Document>, CommandError> {
         let matches = collect_matches(&reader, &ns, &plan, &filter, sort.as_ref(), None)?;
         let mut documents = Vec::new();
         let mut skipped = 0;
@@ -561,49 +602,21 @@ pub(crate) fn register_cursor(ctx: &CommandContext, mut cursor: Cursor<CursorBod
 }
 
 pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    const COMMAND: &str = "getMore";
-    let id = match req.body.get(COMMAND) {
-        Some(Bson::Int64(id)) => *id,
-        Some(Bson::Int32(id)) => i64::from(*id),
-        Some(other) => {
-            return Err(CommandError::new(
-                14,
-                format!(
-                    "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
-                    args::type_name(other)
-                ),
-            ))
-        }
-        None => {
-            return Err(CommandError::new(
-                40414,
-                "BSON field 'getMore.getMore' is missing but a required field",
-            ))
-        }
-    };
-    let collection = match req.body.get("collection") {
-        Some(Bson::String(collection)) => collection.clone(),
-        _ => {
-            return Err(CommandError::new(
-                40414,
-                "BSON field 'getMore.collection' is missing but a required field",
-            ))
-        }
-    };
-    let ns = namespace(&req.db, &collection);
-    let batch_size =
-        get_non_negative(&req.body, COMMAND, "batchSize")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    if batch_size == Some(0) {
-        return Err(CommandError::bad_value(
-            "Batch size for getMore must be positive, but received: 0",
-        ));
-    }
-    let max_time_ms = get_non_negative(&req.body, COMMAND, "maxTimeMS")?;
+    let arguments = GetMoreArguments::parse(&req.db, &req.body)?;
+    let (id, ns, batch_size, max_time_ms) = (arguments.id, arguments.ns, arguments.batch_size, arguments.max_time_ms);
     ctx.state.metrics.count_getmore();
     let start = Instant::now();
     let cursors = &ctx.state.cursors;
     cursors.check_session(id, ctx.session_lsid().as_ref())?;
     let cursor = cursors.check_out(id, &ns, start)?;
+    if max_time_ms.is_some() && !cursor.body.is_await_data() {
+        // Checked after the cursor is found, as MongoDB does; the cursor
+        // stays open.
+        cursors.check_in(id, cursor, start);
+        return Err(CommandError::bad_value(
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
     let mut checked_out = CheckedOut {
         cursors,
         id,
@@ -663,8 +676,78 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     Ok(cursor_reply(id_out, &ns, "nextBatch", documents))
 }
 
+/// The arguments of a `getMore`, checked in MongoDB's order: unknown
+/// fields, then each field's type, then the values.
+struct GetMoreArguments {
+    id: i64,
+    ns: String,
+    /// `None` (or 0, which MongoDB 7.0 takes as "no batch size"): as many
+    /// as fit in a reply.
+    batch_size: Option<usize>,
+    max_time_ms: Option<u64>,
+}
+
+/// The fields of `getMore` besides the generic arguments.
+const GET_MORE_FIELDS: &[&str] = &["getMore", "collection", "batchSize", "maxTimeMS", "term", "lastKnownCommittedOpTime"];
+
+impl GetMoreArguments {
+    fn parse(db: &str, body: &Document) -> Result<GetMoreArguments, CommandError> {
+        const COMMAND: &str = "getMore";
+        args::refuse_unknown_fields(body, COMMAND, GET_MORE_FIELDS)?;
+        let id = match body.get(COMMAND) {
+            Some(Bson::Int64(id)) => *id,
+            Some(Bson::Int32(id)) => i64::from(*id),
+            Some(other) => {
+                return Err(CommandError::new(
+                    14,
+                    format!(
+                        "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                        args::type_name(other)
+                    ),
+                ))
+            }
+            None => {
+                return Err(CommandError::new(
+                    40414,
+                    "BSON field 'getMore.getMore' is missing but a required field",
+                ))
+            }
+        };
+        let collection = match body.get("collection") {
+            Some(Bson::String(collection)) => collection.clone(),
+            Some(other) => {
+                return Err(CommandError::new(
+                    14,
+                    format!(
+                        "BSON field 'getMore.collection' is the wrong type '{}', expected type 'string'",
+                        args::type_name(other)
+                    ),
+                ))
+            }
+            None => {
+                return Err(CommandError::new(
+                    40414,
+                    "BSON field 'getMore.collection' is missing but a required field",
+                ))
+            }
+        };
+        let batch_size = get_non_negative(body, COMMAND, "batchSize")?
+            .filter(|n| *n > 0)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let max_time_ms = args::get_max_time_ms(body, COMMAND)?;
+        args::check_collection_name(&collection)?;
+        Ok(GetMoreArguments {
+            id,
+            ns: namespace(db, &collection),
+            batch_size,
+            max_time_ms,
+        })
+    }
+}
+
 pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "killCursors";
+    args::refuse_unknown_fields(&req.body, COMMAND, &["killCursors", "cursors"])?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     let items = args::get_array(&req.body, COMMAND, "cursors")?.ok_or_else(|| {
@@ -738,7 +821,7 @@ async fn count_documents(
     read_at: ReadAt,
 ) -> Result<u64, CommandError> {
     let engine = Arc::clone(engine);
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         if ns == OPLOG_NAMESPACE {
             let mut count = 0u64;
             visit_oplog_matches(&engine, &filter_document, &filter, |_| count += 1)?;
@@ -771,7 +854,7 @@ async fn matching_documents(
     read_at: ReadAt,
 ) -> Result<Vec<Document>, CommandError> {
     let engine = Arc::clone(engine);
-    tokio::task::spawn_blocking(move || {
+    crate::operations::spawn_blocking(move || {
         if ns == OPLOG_NAMESPACE {
             let mut matches = Vec::new();
             visit_oplog_matches(&engine, &filter_document, &filter, |entry| matches.push(entry))?;
@@ -796,8 +879,17 @@ async fn matching_documents(
     .map_err(|join_error| CommandError::internal(format!("query failed: {join_error}")))?
 }
 
+/// The fields of `count` (MongoDB 7.0's `count_command.idl`) besides the
+/// generic arguments.
+const COUNT_FIELDS: &[&str] =
+    &["count", "query", "limit", "skip", "hint", "collation", "fields", "mirrored", "sampleId", "encryptionInformation"];
+
+/// The fields of `distinct` (MongoDB 7.0's `distinct_command.idl`).
+const DISTINCT_FIELDS: &[&str] = &["distinct", "key", "query", "collation", "hint", "mirrored", "sampleId"];
+
 pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "count";
+    args::refuse_unknown_fields(&req.body, COMMAND, COUNT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     check_collation(&req.body, COMMAND)?;
@@ -829,6 +921,7 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
 
 pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "distinct";
+    args::refuse_unknown_fields(&req.body, COMMAND, DISTINCT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     check_collation(&req.body, COMMAND)?;

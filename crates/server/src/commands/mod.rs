@@ -11,6 +11,8 @@ pub mod admin;
 pub mod aggregate;
 pub mod catalog;
 pub mod crud;
+pub mod diagnostic_stages;
+pub mod diagnostics;
 pub mod explain;
 pub mod find;
 pub mod handshake;
@@ -268,7 +270,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     // Administration and diagnostics (commands/admin.rs)
     always("ping", handler!(admin::ping)),
     always("buildInfo", handler!(admin::build_info)).aliases(&["buildinfo"]),
-    always("getParameter", handler!(admin::get_parameter)),
+    always("getParameter", handler!(diagnostics::get_parameter)),
+    always("setParameter", handler!(diagnostics::set_parameter)),
+    always("listCommands", handler!(diagnostics::list_commands)),
+    reads("dataSize", handler!(diagnostics::data_size)).aliases(&["datasize"]),
+    always("currentOp", handler!(diagnostics::current_op)),
+    always("killOp", handler!(diagnostics::kill_op)),
+    always("profile", handler!(diagnostics::profile)),
     always("getCmdLineOpts", handler!(admin::get_cmd_line_opts)),
     always("hostInfo", handler!(admin::host_info)),
     always("whatsmyuri", handler!(admin::whats_my_uri)),
@@ -290,7 +298,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     writes("dropDatabase", handler!(catalog::drop_database)),
     writes("renameCollection", handler!(catalog::rename_collection)),
     reads("collStats", handler!(catalog::coll_stats)),
-    reads("dbStats", handler!(catalog::db_stats)),
+    reads("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
     always("dbHash", handler!(catalog::db_hash)).aliases(&["dbhash"]),
     always("validate", handler!(catalog::validate)),
     // CRUD (commands/crud.rs)

@@ -57,6 +57,70 @@ pub fn get_bool(body: &Document, command: &str, field: &str) -> Result<Option<bo
     }
 }
 
+/// The longest `maxTimeMS` MongoDB accepts (INT_MAX milliseconds).
+pub const MAX_TIME_MS_MAX: i64 = i32::MAX as i64;
+
+/// `maxTimeMS`, with MongoDB's rules (`parseMaxTimeMS`): a number
+/// (BadValue otherwise, not TypeMismatch), within [0, 2^31 - 1], without
+/// a fraction. Zero means no limit.
+pub fn get_max_time_ms(body: &Document, _command: &str) -> Result<Option<u64>, CommandError> {
+    const FIELD: &str = "maxTimeMS";
+    let value = match body.get(FIELD) {
+        None => return Ok(None),
+        Some(value) => value,
+    };
+    let (whole, integral) = match value {
+        Bson::Int32(n) => (i64::from(*n), true),
+        Bson::Int64(n) => (*n, true),
+        // Saturating, as MongoDB's safeNumberLong is.
+        Bson::Double(d) => (*d as i64, d.fract() == 0.0),
+        Bson::Decimal128(_) => {
+            return Err(CommandError::bad_value(format!(
+                "{FIELD} must be an int, long or double"
+            )))
+        }
+        _ => return Err(CommandError::bad_value(format!("{FIELD} must be a number"))),
+    };
+    if !(0..=MAX_TIME_MS_MAX).contains(&whole) {
+        return Err(CommandError::bad_value(format!(
+            "{whole} value for {FIELD} is out of range [0, {MAX_TIME_MS_MAX}]"
+        )));
+    }
+    if !integral {
+        return Err(CommandError::bad_value(format!("{FIELD} has non-integral value")));
+    }
+    Ok(Some(whole as u64))
+}
+
+/// Refuses a field that is neither one of `known` nor a generic argument,
+/// as MongoDB's strict command parsers do (40415).
+pub fn refuse_unknown_fields(body: &Document, command: &str, known: &[&str]) -> Result<(), CommandError> {
+    let unknown = body
+        .keys()
+        .find(|key| !known.contains(&key.as_str()) && !crate::commands::admin::is_generic_argument(key));
+    match unknown {
+        Some(key) => Err(CommandError::new(
+            40415,
+            format!("BSON field '{command}.{key}' is an unknown field."),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A field of MongoDB's IDL type `optionalBool` (most command flags:
+/// `find`'s `singleBatch`, `tailable`, `allowDiskUse`, ...): only a
+/// boolean. A number or null is TypeMismatch, as MongoDB words it.
+pub fn get_optional_bool(body: &Document, field: &str) -> Result<Option<bool>, CommandError> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Bson::Boolean(flag)) => Ok(Some(*flag)),
+        Some(other) => Err(CommandError::new(
+            14,
+            format!("Field '{field}' should be a boolean value, but found: {}", type_name(other)),
+        )),
+    }
+}
+
 /// An object field.
 pub fn get_document<'a>(body: &'a Document, command: &str, field: &str) -> Result<Option<&'a Document>, CommandError> {
     match body.get(field) {

@@ -39,6 +39,12 @@ impl CursorBody {
         matches!(self, CursorBody::Oplog(query) if query.is_tailable())
     }
 
+    /// A tailable cursor whose `getMore` waits for new data (`awaitData`):
+    /// the only kind that takes a `maxTimeMS` on `getMore`.
+    pub fn is_await_data(&self) -> bool {
+        matches!(self, CursorBody::Oplog(query) if query.is_tailable() && query.is_await_data())
+    }
+
     /// The work done so far, for `explain`.
     pub fn stats(&self) -> ScanStats {
         match self {

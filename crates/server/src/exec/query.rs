@@ -26,7 +26,10 @@ pub fn max_time_expired() -> CommandError {
     CommandError::new(50, "operation exceeded time limit")
 }
 
+/// A yield point of a query: MaxTimeMSExpired past the deadline, and
+/// Interrupted once the running operation is killed (`killOp`).
 pub(crate) fn check_deadline(deadline: Option<Instant>) -> Result<(), CommandError> {
+    crate::operations::check_for_interrupt()?;
     match deadline {
         Some(deadline) if Instant::now() >= deadline => Err(max_time_expired()),
         _ => Ok(()),

@@ -38,6 +38,10 @@ pub fn check_updated(document: &Document) -> Result<(), CommandError> {
 }
 
 fn check_id_and_size(document: &Document) -> Result<(), CommandError> {
+    if document.contains_key(slipstream_wire::DUPLICATE_ID_MARKER) {
+        // The request's bytes held `_id` twice (see the wire decoder).
+        return Err(CommandError::new(2, "can't have multiple _id fields in one document"));
+    }
     if let Some(id) = document.get("_id") {
         match id {
             Bson::Array(_) => return Err(CommandError::new(53, "The '_id' value cannot be of type array")),

@@ -219,11 +219,30 @@ fn seconds(body: &Document, name: &str, default: u64) -> Result<u64, ReplError> 
     }
 }
 
+/// BSON's truth value, as MongoDB's `trueValue()`: false, 0, null and
+/// undefined are false; everything else is true.
+fn truth_value(value: &Bson) -> bool {
+    match value {
+        Bson::Boolean(b) => *b,
+        Bson::Int32(n) => *n != 0,
+        Bson::Int64(n) => *n != 0,
+        Bson::Double(n) => *n != 0.0,
+        Bson::Null | Bson::Undefined => false,
+        _ => true,
+    }
+}
+
 async fn step_down(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
-    let step_down_secs = seconds(body, "replSetStepDown", STEP_DOWN_SECS_DEFAULT)?;
-    let catch_up_secs = seconds(body, "secondaryCatchUpPeriodSecs", STEP_DOWN_CATCH_UP_SECS_DEFAULT)?;
-    let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
+    // MongoDB: 0 means the default period; `force` is read as a truth
+    // value and, when set, waits for no secondary unless told to.
+    let step_down_secs = match seconds(body, "replSetStepDown", STEP_DOWN_SECS_DEFAULT)? {
+        0 => STEP_DOWN_SECS_DEFAULT,
+        secs => secs,
+    };
+    let force = body.get("force").is_some_and(truth_value);
+    let catch_up_default = if force { 0 } else { STEP_DOWN_CATCH_UP_SECS_DEFAULT };
+    let catch_up_secs = seconds(body, "secondaryCatchUpPeriodSecs", catch_up_default)?;
     if step_down_secs < catch_up_secs {
         return Err(ReplError::bad_value(
             "stepdown period must be longer than secondaryCatchUpPeriodSecs",

@@ -137,3 +137,20 @@ def test_an_added_member_learns_the_config_and_syncs_the_oplog(members):
     finally:
         new.kill()
         new.cleanup()
+
+
+def test_step_down_periods_follow_mongodb_defaults(members):
+    primary = members.primary()
+    with members.direct(primary) as client:
+        # Without force the catch-up period defaults to 10 s, longer than 5.
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetStepDown", 5)
+        assert raised.value.code == 2
+        assert "longer than secondaryCatchUpPeriodSecs" in str(raised.value)
+        # With force (any truth value) it defaults to 0: pymongo's own
+        # stepdown tests send exactly this.
+        try:
+            client.admin.command("replSetStepDown", 5, force=1)
+        except PyMongoError:
+            pass  # the connection may close as the primary steps down
+    assert members.primary() != primary

@@ -123,3 +123,37 @@ def test_unsupported_index_type_is_a_clear_error(coll):
     with pytest.raises(OperationFailure) as failure:
         coll.create_index([("loc", "2dsphere")])
     assert "2dsphere" in str(failure.value)
+
+
+def create(coll, *specs):
+    return coll.database.command({"createIndexes": coll.name, "indexes": list(specs)})
+
+
+def test_existing_name_with_another_key_or_options_conflicts(coll):
+    create(coll, {"key": {"a": 1}, "name": "a_1"})
+    assert create(coll, {"key": {"a": 1.0}, "name": "a_1"})["note"] == "all indexes already exist"
+    # Same name, another key or another identifying option: 86 IndexKeySpecsConflict.
+    for spec in ({"key": {"b": 1}, "name": "a_1"}, {"key": {"a": 1}, "name": "a_1", "unique": True}):
+        with pytest.raises(OperationFailure) as failure:
+            create(coll, spec)
+        assert failure.value.code == 86, spec
+    # The same key under another name: 85 IndexOptionsConflict.
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"a": 1}, "name": "other"})
+    assert failure.value.code == 85
+    # Another identifying option makes another index, which may share the key.
+    create(coll, {"key": {"a": 1}, "name": "a_1_sparse", "sparse": True})
+    assert index_names(coll) == ["_id_", "a_1", "a_1_sparse"]
+
+
+def test_one_command_conflicting_with_itself_is_refused(coll):
+    # Before: the second spec was dropped and the command answered ok.
+    coll.insert_one({"x": 1})
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"x": 1}, "name": "x"}, {"key": {"y": 1}, "name": "x"})
+    assert failure.value.code == 86
+    assert index_names(coll) == ["_id_"]
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"x": 1}, "name": "x"}, {"key": {"x": 1}, "name": "x2"})
+    assert failure.value.code == 85
+    assert index_names(coll) == ["_id_"]

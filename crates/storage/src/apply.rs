@@ -597,12 +597,7 @@ impl<'a> Applier<'a> {
             }
             "createIndexes" => {
                 let ns = collection_ns(value)?;
-                let spec = IndexSpec {
-                    name: o.get_str("name").map_err(|_| StorageError::Corruption("createIndexes without name".into()))?.to_string(),
-                    key: o.get_document("key").map_err(|_| StorageError::Corruption("createIndexes without key".into()))?.clone(),
-                    unique: o.get_bool("unique").unwrap_or(false),
-                    sparse: o.get_bool("sparse").unwrap_or(false),
-                };
+                let spec = IndexSpec::from_document(o)?;
                 self.create_index(&ns, spec).map(|_| ())
             }
             "dropIndexes" => {

@@ -47,7 +47,7 @@ fn applying_the_oplog_elsewhere_reproduces_the_state() {
     let secondary = open(secondary_dir.path());
 
     primary.create_collection("app.users", doc! {"validationLevel": "off"}).unwrap();
-    primary.create_indexes("app.users", vec![IndexSpec { name: "email_1".into(), key: doc! {"email": 1}, unique: true, sparse: false }]).unwrap();
+    primary.create_indexes("app.users", vec![IndexSpec { name: "email_1".into(), key: doc! {"email": 1}, unique: true, sparse: false, ..Default::default() }]).unwrap();
     {
         let mut writer = primary.writer();
         for i in 0..30 {
@@ -209,7 +209,7 @@ fn a_batch_that_fails_halfway_leaves_nothing() {
     for i in 1..4 {
         primary.writer().insert("db.c", doc! {"_id": i}).unwrap();
     }
-    primary.create_indexes("db.c", vec![IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false }]).unwrap();
+    primary.create_indexes("db.c", vec![IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false, ..Default::default() }]).unwrap();
     let mut batch: Vec<Document> = oplog(&primary)[first.len()..].to_vec();
     let last_ts = batch.last().unwrap().get_timestamp("ts").unwrap();
     let unknown = doc! {

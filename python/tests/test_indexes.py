@@ -157,3 +157,55 @@ def test_one_command_conflicting_with_itself_is_refused(coll):
         create(coll, {"key": {"x": 1}, "name": "x"}, {"key": {"x": 1}, "name": "x2"})
     assert failure.value.code == 85
     assert index_names(coll) == ["_id_"]
+
+
+def winning_index(coll, filter):
+    plan = coll.find(filter).explain()["queryPlanner"]["winningPlan"]
+    while "inputStage" in plan:
+        plan = plan["inputStage"]
+    return plan.get("indexName")
+
+
+def test_hidden_index_is_kept_and_listed_but_not_planned(coll):
+    coll.insert_many([{"a": i} for i in range(20)])
+    create(coll, {"key": {"a": 1}, "name": "a_1", "hidden": True})
+    listed = {ix["name"]: ix for ix in coll.list_indexes()}
+    assert listed["a_1"]["hidden"] is True
+    assert winning_index(coll, {"a": 5}) is None
+    with pytest.raises(OperationFailure) as failure:
+        list(coll.find({"a": 5}).hint("a_1"))
+    assert failure.value.code == 2
+    # Writes while hidden are still indexed: unhiding needs no rebuild.
+    coll.insert_one({"a": 100})
+    reply = coll.database.command({"collMod": coll.name, "index": {"name": "a_1", "hidden": False}})
+    assert reply["hidden_old"] is True and reply["hidden_new"] is False
+    assert "hidden" not in {ix["name"]: ix for ix in coll.list_indexes()}["a_1"]
+    assert winning_index(coll, {"a": 100}) == "a_1"
+    assert [d["a"] for d in coll.find({"a": 100}).hint("a_1")] == [100]
+    reply = coll.database.command({"collMod": coll.name, "index": {"keyPattern": {"a": 1}, "hidden": True}})
+    assert reply["hidden_old"] is False and reply["hidden_new"] is True
+    assert winning_index(coll, {"a": 5}) is None
+    # Hiding is not a new identity: the same spec but hidden under the name is 85.
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"a": 1}, "name": "a_1"})
+    assert failure.value.code == 85
+
+
+def test_hidden_refusals(coll):
+    coll.insert_one({"a": 1})
+    for spec, code in (({"key": {"_id": 1}, "name": "_id_", "hidden": True}, 2),):
+        with pytest.raises(OperationFailure) as failure:
+            create(coll, spec)
+        assert failure.value.code == code
+    cases = (
+        ({"name": "_id_", "hidden": True}, 2),
+        ({"name": "missing", "hidden": True}, 27),
+        ({"name": "_id_"}, 72),
+    )
+    for index, code in cases:
+        with pytest.raises(OperationFailure) as failure:
+            coll.database.command({"collMod": coll.name, "index": index})
+        assert failure.value.code == code, index
+    with pytest.raises(OperationFailure) as failure:
+        coll.database.command({"collMod": coll.name, "validator": {"a": 1}})
+    assert failure.value.code == 115

@@ -662,6 +662,30 @@ impl Engine {
         Ok((before, after, last))
     }
 
+    /// `collMod` of an index's `hidden` flag: one `collMod` command entry
+    /// `{collMod: coll, index: {name, hidden}}` that every member applies.
+    /// Returns the previous value and the entry's optime (none when the
+    /// flag already has the value: nothing to log).
+    pub fn set_index_hidden(&self, ns: &str, name: &str, hidden: bool) -> Result<(bool, Option<OpTime>)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut writer = self.writer();
+        let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let index = collection
+            .index(name)
+            .ok_or_else(|| StorageError::IndexNotFound(format!("cannot find index {name} for ns {ns}")))?;
+        let before = index.spec.hidden;
+        if before == hidden {
+            return Ok((before, None));
+        }
+        let o = doc! {"collMod": coll, "index": {"name": name, "hidden": hidden}};
+        let uuid = collection.uuid;
+        let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
+            applier.set_index_hidden(ns, name, hidden)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+        })?;
+        Ok((before, optime))
+    }
+
     /// Drops the named indexes (`"*"`: all but `_id_`); returns the number of
     /// indexes before.
     pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<(usize, OpTime)> {

@@ -272,3 +272,25 @@ fn applied_batches_bypass_the_gate_and_advance_the_clock() {
     secondary.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// Hiding an index is one `collMod` command entry: a member applying the
+/// oplog gets the same flag, and so does a restart from the checkpoint.
+#[test]
+fn hiding_an_index_replicates_and_survives_a_restart() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let secondary_dir = tempfile::tempdir().unwrap();
+    let primary = open(primary_dir.path());
+    let spec = IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, ..Default::default() };
+    primary.create_indexes("db.c", vec![spec]).unwrap();
+    let (before, optime) = primary.set_index_hidden("db.c", "x_1", true).unwrap();
+    assert!(!before && optime.is_some());
+    assert_eq!(primary.set_index_hidden("db.c", "x_1", true).unwrap(), (true, None), "no change, no entry");
+    assert!(matches!(primary.set_index_hidden("db.c", "nope", true), Err(StorageError::IndexNotFound(_))));
+    let hidden = |engine: &Arc<Engine>| engine.collection_info("db.c").unwrap().indexes[1].hidden;
+    let secondary = member(secondary_dir.path());
+    secondary.apply_batch(&raw_oplog(&primary)).unwrap();
+    assert!(hidden(&secondary));
+    secondary.shutdown().unwrap();
+    drop(secondary);
+    assert!(hidden(&member(secondary_dir.path())));
+}

@@ -37,7 +37,6 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "max",
     "bucketSize",
     "wildcardProjection",
-    "hidden",
     "clustered",
     "prepareUnique",
     "columnstoreProjection",
@@ -92,11 +91,13 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     };
     let mut unique = false;
     let mut sparse = false;
+    let mut hidden = false;
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
             "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
+            "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
             "v" => match value {
                 Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
                 Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
@@ -124,6 +125,9 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
             "the index name '_id_' is reserved for the _id index",
         ));
     }
+    if name == ID_INDEX_NAME && hidden {
+        return Err(CommandError::bad_value("can't hide _id index"));
+    }
     if key_patterns_equal(&key, &doc! {"_id": 1}) && (sparse || unique) && name == ID_INDEX_NAME {
         return Err(CommandError::new(
             67,
@@ -135,7 +139,7 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         key,
         unique,
         sparse,
-        ..IndexSpec::default()
+        hidden,
     })
 }
 
@@ -216,6 +220,9 @@ fn describe_index(index: &IndexSpec) -> Document {
     }
     if index.sparse {
         entry.insert("sparse", true);
+    }
+    if index.hidden {
+        entry.insert("hidden", true);
     }
     entry
 }

@@ -123,3 +123,89 @@ def test_unsupported_index_type_is_a_clear_error(coll):
     with pytest.raises(OperationFailure) as failure:
         coll.create_index([("loc", "2dsphere")])
     assert "2dsphere" in str(failure.value)
+
+
+def create(coll, *specs):
+    return coll.database.command({"createIndexes": coll.name, "indexes": list(specs)})
+
+
+def test_existing_name_with_another_key_or_options_conflicts(coll):
+    create(coll, {"key": {"a": 1}, "name": "a_1"})
+    assert create(coll, {"key": {"a": 1.0}, "name": "a_1"})["note"] == "all indexes already exist"
+    # Same name, another key or another identifying option: 86 IndexKeySpecsConflict.
+    for spec in ({"key": {"b": 1}, "name": "a_1"}, {"key": {"a": 1}, "name": "a_1", "unique": True}):
+        with pytest.raises(OperationFailure) as failure:
+            create(coll, spec)
+        assert failure.value.code == 86, spec
+    # The same key under another name: 85 IndexOptionsConflict.
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"a": 1}, "name": "other"})
+    assert failure.value.code == 85
+    # Another identifying option makes another index, which may share the key.
+    create(coll, {"key": {"a": 1}, "name": "a_1_sparse", "sparse": True})
+    assert index_names(coll) == ["_id_", "a_1", "a_1_sparse"]
+
+
+def test_one_command_conflicting_with_itself_is_refused(coll):
+    # Before: the second spec was dropped and the command answered ok.
+    coll.insert_one({"x": 1})
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"x": 1}, "name": "x"}, {"key": {"y": 1}, "name": "x"})
+    assert failure.value.code == 86
+    assert index_names(coll) == ["_id_"]
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"x": 1}, "name": "x"}, {"key": {"x": 1}, "name": "x2"})
+    assert failure.value.code == 85
+    assert index_names(coll) == ["_id_"]
+
+
+def winning_index(coll, filter):
+    plan = coll.find(filter).explain()["queryPlanner"]["winningPlan"]
+    while "inputStage" in plan:
+        plan = plan["inputStage"]
+    return plan.get("indexName")
+
+
+def test_hidden_index_is_kept_and_listed_but_not_planned(coll):
+    coll.insert_many([{"a": i} for i in range(20)])
+    create(coll, {"key": {"a": 1}, "name": "a_1", "hidden": True})
+    listed = {ix["name"]: ix for ix in coll.list_indexes()}
+    assert listed["a_1"]["hidden"] is True
+    assert winning_index(coll, {"a": 5}) is None
+    with pytest.raises(OperationFailure) as failure:
+        list(coll.find({"a": 5}).hint("a_1"))
+    assert failure.value.code == 2
+    # Writes while hidden are still indexed: unhiding needs no rebuild.
+    coll.insert_one({"a": 100})
+    reply = coll.database.command({"collMod": coll.name, "index": {"name": "a_1", "hidden": False}})
+    assert reply["hidden_old"] is True and reply["hidden_new"] is False
+    assert "hidden" not in {ix["name"]: ix for ix in coll.list_indexes()}["a_1"]
+    assert winning_index(coll, {"a": 100}) == "a_1"
+    assert [d["a"] for d in coll.find({"a": 100}).hint("a_1")] == [100]
+    reply = coll.database.command({"collMod": coll.name, "index": {"keyPattern": {"a": 1}, "hidden": True}})
+    assert reply["hidden_old"] is False and reply["hidden_new"] is True
+    assert winning_index(coll, {"a": 5}) is None
+    # Hiding is not a new identity: the same spec but hidden under the name is 85.
+    with pytest.raises(OperationFailure) as failure:
+        create(coll, {"key": {"a": 1}, "name": "a_1"})
+    assert failure.value.code == 85
+
+
+def test_hidden_refusals(coll):
+    coll.insert_one({"a": 1})
+    for spec, code in (({"key": {"_id": 1}, "name": "_id_", "hidden": True}, 2),):
+        with pytest.raises(OperationFailure) as failure:
+            create(coll, spec)
+        assert failure.value.code == code
+    cases = (
+        ({"name": "_id_", "hidden": True}, 2),
+        ({"name": "missing", "hidden": True}, 27),
+        ({"name": "_id_"}, 72),
+    )
+    for index, code in cases:
+        with pytest.raises(OperationFailure) as failure:
+            coll.database.command({"collMod": coll.name, "index": index})
+        assert failure.value.code == code, index
+    with pytest.raises(OperationFailure) as failure:
+        coll.database.command({"collMod": coll.name, "validator": {"a": 1}})
+    assert failure.value.code == 115

@@ -434,6 +434,25 @@ impl<'a> Applier<'a> {
         Ok(true)
     }
 
+    /// `collMod` with `index: {name, hidden}`: hides the index from the
+    /// planner or shows it again; the index stays maintained either way.
+    pub fn set_index_hidden(&mut self, ns: &str, name: &str, hidden: bool) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        let Some(position) = collection.indexes.iter().position(|i| i.spec.name == name) else {
+            return match self.strictness {
+                Strictness::Write => Err(StorageError::IndexNotFound(format!("cannot find index {name} for ns {ns}"))),
+                Strictness::Replay => Ok(false),
+            };
+        };
+        let mut changed = (*collection).clone();
+        changed.indexes[position].spec.hidden = hidden;
+        self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
+        Ok(true)
+    }
+
     /// Applies a parsed oplog entry (replay or a secondary), with the
     /// session bookkeeping of a retryable write's entry.
     pub fn apply_entry(&mut self, entry: &OplogEntry) -> Result<()> {
@@ -597,13 +616,16 @@ impl<'a> Applier<'a> {
             }
             "createIndexes" => {
                 let ns = collection_ns(value)?;
-                let spec = IndexSpec {
-                    name: o.get_str("name").map_err(|_| StorageError::Corruption("createIndexes without name".into()))?.to_string(),
-                    key: o.get_document("key").map_err(|_| StorageError::Corruption("createIndexes without key".into()))?.clone(),
-                    unique: o.get_bool("unique").unwrap_or(false),
-                    sparse: o.get_bool("sparse").unwrap_or(false),
-                };
+                let spec = IndexSpec::from_document(o)?;
                 self.create_index(&ns, spec).map(|_| ())
+            }
+            "collMod" => {
+                let ns = collection_ns(value)?;
+                let corrupt = || StorageError::Corruption(format!("collMod entry without index name and hidden: {o}"));
+                let index = o.get_document("index").map_err(|_| corrupt())?;
+                let name = index.get_str("name").map_err(|_| corrupt())?;
+                let hidden = index.get_bool("hidden").map_err(|_| corrupt())?;
+                self.set_index_hidden(&ns, name, hidden).map(|_| ())
             }
             "dropIndexes" => {
                 let ns = collection_ns(value)?;

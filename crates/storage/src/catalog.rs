@@ -49,7 +49,7 @@ pub struct CollectionMeta {
 
 /// The spec of the `_id_` index every collection has.
 pub fn id_index_spec() -> IndexSpec {
-    IndexSpec { name: "_id_".to_string(), key: doc! {"_id": 1}, unique: true, sparse: false }
+    IndexSpec { name: "_id_".to_string(), key: doc! {"_id": 1}, unique: true, ..IndexSpec::default() }
 }
 
 impl CollectionMeta {
@@ -134,14 +134,10 @@ impl Catalog {
                     .indexes
                     .iter()
                     .map(|i| {
-                        Bson::Document(doc! {
-                            "name": i.spec.name.clone(),
-                            "key": i.spec.key.clone(),
-                            "unique": i.spec.unique,
-                            "sparse": i.spec.sparse,
-                            "table": i64::from(i.table),
-                            "multikey": i.multikey,
-                        })
+                        let mut entry = i.spec.to_document();
+                        entry.insert("table", i64::from(i.table));
+                        entry.insert("multikey", i.multikey);
+                        Bson::Document(entry)
                     })
                     .collect();
                 Bson::Document(doc! {
@@ -194,12 +190,7 @@ impl Catalog {
                 let key = i.get_document("key").map_err(|_| bad_catalog("index key"))?.clone();
                 let pattern = KeyPattern::parse(&key).map_err(|e| bad_catalog(&e.to_string()))?;
                 indexes.push(IndexMeta {
-                    spec: IndexSpec {
-                        name: i.get_str("name").map_err(|_| bad_catalog("index name"))?.to_string(),
-                        key,
-                        unique: i.get_bool("unique").unwrap_or(false),
-                        sparse: i.get_bool("sparse").unwrap_or(false),
-                    },
+                    spec: IndexSpec::from_document(i).map_err(|e| bad_catalog(&e.to_string()))?,
                     pattern,
                     table: table(i, "table")?,
                     multikey: i.get_bool("multikey").unwrap_or(false),
@@ -310,7 +301,7 @@ mod tests {
             options: doc! {"capped": false},
             record_table,
             indexes: vec![IndexMeta {
-                spec: IndexSpec { name: "a_1_b_-1".into(), key: key.clone(), unique: true, sparse: false },
+                spec: IndexSpec { name: "a_1_b_-1".into(), key: key.clone(), unique: true, ..IndexSpec::default() },
                 pattern: KeyPattern::parse(&key).unwrap(),
                 table: index_table,
                 multikey: true,

@@ -50,6 +50,7 @@ use crate::apply::{
     Applier, Strictness,
 };
 use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
+use crate::index_spec::Verdict;
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{EntryMeta, Journal, JournalOptions};
 use crate::kv::KvEngine;
@@ -123,15 +124,7 @@ impl EngineOptions {
 /// of writes held in memory and replayed from the journal after a crash.
 pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 5000;
 
-/// One index of a collection, as `listIndexes` shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IndexSpec {
-    pub name: String,
-    /// The key pattern, e.g. `{a: 1, b: -1}`.
-    pub key: Document,
-    pub unique: bool,
-    pub sparse: bool,
-}
+pub use crate::index_spec::IndexSpec;
 
 /// A collection in the catalog.
 #[derive(Clone, Debug, PartialEq)]
@@ -656,14 +649,8 @@ impl Engine {
             if !check_new_index(&existing, &spec)? {
                 continue;
             }
-            let o = doc! {
-                "createIndexes": coll,
-                "v": 2,
-                "key": spec.key.clone(),
-                "name": spec.name.clone(),
-                "unique": spec.unique,
-                "sparse": spec.sparse,
-            };
+            let mut o = doc! {"createIndexes": coll};
+            o.extend(spec.to_document());
             let uuid = existing.uuid;
             let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
                 applier.create_index(ns, spec)?;
@@ -673,6 +660,30 @@ impl Engine {
         }
         let after = writer.catalog().get(ns).map(|c| c.indexes.len() + 1).unwrap_or(1);
         Ok((before, after, last))
+    }
+
+    /// `collMod` of an index's `hidden` flag: one `collMod` command entry
+    /// `{collMod: coll, index: {name, hidden}}` that every member applies.
+    /// Returns the previous value and the entry's optime (none when the
+    /// flag already has the value: nothing to log).
+    pub fn set_index_hidden(&self, ns: &str, name: &str, hidden: bool) -> Result<(bool, Option<OpTime>)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut writer = self.writer();
+        let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let index = collection
+            .index(name)
+            .ok_or_else(|| StorageError::IndexNotFound(format!("cannot find index {name} for ns {ns}")))?;
+        let before = index.spec.hidden;
+        if before == hidden {
+            return Ok((before, None));
+        }
+        let o = doc! {"collMod": coll, "index": {"name": name, "hidden": hidden}};
+        let uuid = collection.uuid;
+        let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
+            applier.set_index_hidden(ns, name, hidden)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+        })?;
+        Ok((before, optime))
     }
 
     /// Drops the named indexes (`"*"`: all but `_id_`); returns the number of
@@ -990,36 +1001,10 @@ fn check_new_index(collection: &CollectionMeta, spec: &IndexSpec) -> Result<bool
     let id_spec = crate::catalog::id_index_spec();
     let existing = std::iter::once(&id_spec).chain(collection.indexes.iter().map(|i| &i.spec));
     for index in existing {
-        let same_key = index.key == spec.key;
-        if index.name == spec.name {
-            if same_key && index.unique == spec.unique && index.sparse == spec.sparse {
-                return Ok(false);
-            }
-            if same_key || index.name == "_id_" {
-                return Err(StorageError::IndexConflict {
-                    code: 85,
-                    message: format!(
-                        "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {:?}, existing index: {:?}",
-                        spec, index
-                    ),
-                });
-            }
-            return Err(StorageError::IndexConflict {
-                code: 86,
-                message: format!("An existing index has the same name as the requested index but different key: {}", spec.name),
-            });
-        }
-        if same_key {
-            if index.unique == spec.unique && index.sparse == spec.sparse {
-                return Err(StorageError::IndexConflict {
-                    code: 85,
-                    message: format!("Index already exists with a different name: {}", index.name),
-                });
-            }
-            return Err(StorageError::IndexConflict {
-                code: 86,
-                message: format!("An equivalent index already exists with the same name but different options: {}", index.name),
-            });
+        match crate::index_spec::verdict(index, spec) {
+            Verdict::Unrelated => {}
+            Verdict::AlreadyExists => return Ok(false),
+            Verdict::Conflict { code, message } => return Err(StorageError::IndexConflict { code, message }),
         }
     }
     Ok(true)

@@ -49,6 +49,7 @@ pub mod timestamp;
 pub use error::StorageError;
 pub use timestamp::{bson_timestamp, from_bson_timestamp, OpTime, Timestamp, TimestampBson};
 pub mod engine;
+pub mod index_spec;
 pub mod apply;
 pub mod catalog;
 pub mod checkpoint;

@@ -47,7 +47,7 @@ fn applying_the_oplog_elsewhere_reproduces_the_state() {
     let secondary = open(secondary_dir.path());
 
     primary.create_collection("app.users", doc! {"validationLevel": "off"}).unwrap();
-    primary.create_indexes("app.users", vec![IndexSpec { name: "email_1".into(), key: doc! {"email": 1}, unique: true, sparse: false }]).unwrap();
+    primary.create_indexes("app.users", vec![IndexSpec { name: "email_1".into(), key: doc! {"email": 1}, unique: true, sparse: false, ..Default::default() }]).unwrap();
     {
         let mut writer = primary.writer();
         for i in 0..30 {
@@ -209,7 +209,7 @@ fn a_batch_that_fails_halfway_leaves_nothing() {
     for i in 1..4 {
         primary.writer().insert("db.c", doc! {"_id": i}).unwrap();
     }
-    primary.create_indexes("db.c", vec![IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false }]).unwrap();
+    primary.create_indexes("db.c", vec![IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false, ..Default::default() }]).unwrap();
     let mut batch: Vec<Document> = oplog(&primary)[first.len()..].to_vec();
     let last_ts = batch.last().unwrap().get_timestamp("ts").unwrap();
     let unknown = doc! {
@@ -271,4 +271,26 @@ fn applied_batches_bypass_the_gate_and_advance_the_clock() {
     assert_eq!(own.term, 4);
     secondary.shutdown().unwrap();
     primary.shutdown().unwrap();
+}
+
+/// Hiding an index is one `collMod` command entry: a member applying the
+/// oplog gets the same flag, and so does a restart from the checkpoint.
+#[test]
+fn hiding_an_index_replicates_and_survives_a_restart() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let secondary_dir = tempfile::tempdir().unwrap();
+    let primary = open(primary_dir.path());
+    let spec = IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, ..Default::default() };
+    primary.create_indexes("db.c", vec![spec]).unwrap();
+    let (before, optime) = primary.set_index_hidden("db.c", "x_1", true).unwrap();
+    assert!(!before && optime.is_some());
+    assert_eq!(primary.set_index_hidden("db.c", "x_1", true).unwrap(), (true, None), "no change, no entry");
+    assert!(matches!(primary.set_index_hidden("db.c", "nope", true), Err(StorageError::IndexNotFound(_))));
+    let hidden = |engine: &Arc<Engine>| engine.collection_info("db.c").unwrap().indexes[1].hidden;
+    let secondary = member(secondary_dir.path());
+    secondary.apply_batch(&raw_oplog(&primary)).unwrap();
+    assert!(hidden(&secondary));
+    secondary.shutdown().unwrap();
+    drop(secondary);
+    assert!(hidden(&member(secondary_dir.path())));
 }

@@ -20,7 +20,7 @@ fn all_docs(engine: &Arc<Engine>, ns: &str) -> Vec<Document> {
 }
 
 fn spec(name: &str, key: Document, unique: bool, sparse: bool) -> IndexSpec {
-    IndexSpec { name: name.to_string(), key, unique, sparse }
+    IndexSpec { name: name.to_string(), key, unique, sparse, ..Default::default() }
 }
 
 #[test]

@@ -36,7 +36,7 @@ fn readers_stay_consistent_while_writers_and_checkpoints_run() {
     options.checkpoint_interval_ms = 3;
     options.journal_commit_interval_ms = 1;
     let engine = Engine::open(options).unwrap();
-    engine.create_indexes("db.c", vec![IndexSpec { name: "g_1".into(), key: doc! {"g": 1}, unique: false, sparse: false }]).unwrap();
+    engine.create_indexes("db.c", vec![IndexSpec { name: "g_1".into(), key: doc! {"g": 1}, unique: false, sparse: false, ..Default::default() }]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let next_id = Arc::new(AtomicI64::new(0));
     let writers: Vec<_> = (0..3)

@@ -60,7 +60,7 @@ fn check_prefix(dir: &std::path::Path, durable: i32, written: i32) {
 
 fn faulty_engine(dir: &std::path::Path, faulty: &FaultyIo) -> Arc<Engine> {
     let engine = Engine::open_with_io(options(dir), faulty.as_backend()).unwrap();
-    engine.create_indexes("db.c", vec![IndexSpec { name: "k_1".into(), key: doc! {"k": 1}, unique: false, sparse: false }]).unwrap();
+    engine.create_indexes("db.c", vec![IndexSpec { name: "k_1".into(), key: doc! {"k": 1}, unique: false, sparse: false, ..Default::default() }]).unwrap();
     engine
 }
 

@@ -126,7 +126,7 @@ fn a_closed_gate_refuses_every_client_write() {
     assert!(refused(engine.writer().delete("db.c", &Bson::Int32(1))));
     assert!(refused(engine.drop_collection("db.c")));
     assert!(refused(engine.rename_collection("db.c", "db.e", false)));
-    let spec = IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false };
+    let spec = IndexSpec { name: "x_1".into(), key: doc! {"x": 1}, unique: false, sparse: false, ..Default::default() };
     assert!(matches!(engine.create_indexes("db.c", vec![spec]), Err(StorageError::NotWritablePrimary)));
     assert!(matches!(engine.drop_database("db"), Err(StorageError::NotWritablePrimary)));
     assert_eq!(engine.last_applied(), before, "nothing was logged");

@@ -94,9 +94,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn index_spec(which: usize) -> IndexSpec {
     match which {
-        0 => IndexSpec { name: "a_1".into(), key: doc! {"a": 1}, unique: false, sparse: false },
-        1 => IndexSpec { name: "b_1_unique_sparse".into(), key: doc! {"b": 1}, unique: true, sparse: true },
-        _ => IndexSpec { name: "b_-1_a_1".into(), key: doc! {"b": -1, "a": 1}, unique: false, sparse: false },
+        0 => IndexSpec { name: "a_1".into(), key: doc! {"a": 1}, unique: false, sparse: false, ..Default::default() },
+        1 => IndexSpec { name: "b_1_unique_sparse".into(), key: doc! {"b": 1}, unique: true, sparse: true, ..Default::default() },
+        _ => IndexSpec { name: "b_-1_a_1".into(), key: doc! {"b": -1, "a": 1}, unique: false, sparse: false, ..Default::default() },
     }
 }
 

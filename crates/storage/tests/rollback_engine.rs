@@ -33,7 +33,7 @@ fn index_ids(engine: &Arc<Engine>, ns: &str, index: &str) -> Vec<Bson> {
 }
 
 fn spec(name: &str, key: Document) -> IndexSpec {
-    IndexSpec { name: name.to_string(), key, unique: false, sparse: false }
+    IndexSpec { name: name.to_string(), key, unique: false, sparse: false, ..Default::default() }
 }
 
 /// A standalone's rollback: the gate is closed around it, as replication

@@ -6,9 +6,9 @@
 //! InvalidIndexSpecificationOption 197 for unknown fields) rather than
 //! building an index that would behave differently from MongoDB's.
 
-
 use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
+use slipstream_storage::index_spec::{verdict, Verdict};
 use slipstream_storage::IndexSpec;
 
 use super::{CommandContext, CommandRequest, CommandResult};
@@ -37,7 +37,6 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "max",
     "bucketSize",
     "wildcardProjection",
-    "hidden",
     "clustered",
     "prepareUnique",
     "columnstoreProjection",
@@ -53,7 +52,10 @@ fn cannot_create(message: impl Into<String>) -> CommandError {
 /// Parses one entry of `indexes`.
 fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     let Bson::Document(spec) = value else {
-        return Err(CommandError::new(14, "each index specification must be an object"));
+        return Err(CommandError::new(
+            14,
+            "each index specification must be an object",
+        ));
     };
     let key = match spec.get("key") {
         Some(Bson::Document(key)) => key.clone(),
@@ -89,11 +91,13 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     };
     let mut unique = false;
     let mut sparse = false;
+    let mut hidden = false;
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
             "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
+            "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
             "v" => match value {
                 Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
                 Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
@@ -117,7 +121,12 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         }
     }
     if name == ID_INDEX_NAME && !key_patterns_equal(&key, &doc! {"_id": 1}) {
-        return Err(cannot_create("the index name '_id_' is reserved for the _id index"));
+        return Err(cannot_create(
+            "the index name '_id_' is reserved for the _id index",
+        ));
+    }
+    if name == ID_INDEX_NAME && hidden {
+        return Err(CommandError::bad_value("can't hide _id index"));
     }
     if key_patterns_equal(&key, &doc! {"_id": 1}) && (sparse || unique) && name == ID_INDEX_NAME {
         return Err(CommandError::new(
@@ -130,44 +139,24 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         key,
         unique,
         sparse,
+        hidden,
     })
 }
 
-/// Compares a requested index with the existing ones: already there
-/// (`Ok(true)`), new (`Ok(false)`), or conflicting (85/86).
-fn already_exists(existing: &[IndexSpec], wanted: &IndexSpec) -> Result<bool, CommandError> {
+/// Compares a requested index with the existing ones and with those asked
+/// for earlier in the same command: already there (`Ok(true)`), new
+/// (`Ok(false)`), or conflicting (85/86). A second spec in one command with
+/// the name of the first but another key is the conflict it would be had
+/// the first been created by an earlier command, never silently dropped.
+fn already_exists<'a>(
+    existing: impl IntoIterator<Item = &'a IndexSpec>,
+    wanted: &IndexSpec,
+) -> Result<bool, CommandError> {
     for index in existing {
-        let same_key = key_patterns_equal(&index.key, &wanted.key);
-        // The `_id_` index is unique by nature, whatever its spec says.
-        let same_options =
-            index.name == ID_INDEX_NAME || (index.unique == wanted.unique && index.sparse == wanted.sparse);
-        if index.name == wanted.name {
-            if same_key && same_options {
-                return Ok(true);
-            }
-            if same_key || index.name == ID_INDEX_NAME {
-                return Err(CommandError::new(
-                    85,
-                    format!("An existing index has the same name as the requested index. Requested index: {:?}, existing index: {:?}", wanted.key, index.key),
-                ));
-            }
-            return Err(CommandError::new(
-                86,
-                format!("An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}", wanted.key, index.key),
-            ));
-        }
-        if same_key && same_options {
-            return Err(CommandError::new(
-                85,
-                format!("Index already exists with a different name: {}", index.name),
-            ));
-        }
-        if same_key && index.name == ID_INDEX_NAME {
-            // `{_id: 1}` with options under another name.
-            return Err(CommandError::new(
-                85,
-                "The _id index cannot be recreated with other options",
-            ));
+        match verdict(index, wanted) {
+            Verdict::Unrelated => {}
+            Verdict::AlreadyExists => return Ok(true),
+            Verdict::Conflict { code, message } => return Err(CommandError::new(code, message)),
         }
     }
     Ok(false)
@@ -186,16 +175,21 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
         )
     })?;
     if items.is_empty() {
-        return Err(CommandError::bad_value("Must specify at least one index to create"));
+        return Err(CommandError::bad_value(
+            "Must specify at least one index to create",
+        ));
     }
-    let specs = items.iter().map(parse_index_spec).collect::<Result<Vec<_>, _>>()?;
+    let specs = items
+        .iter()
+        .map(parse_index_spec)
+        .collect::<Result<Vec<_>, _>>()?;
     let engine = &ctx.state.engine;
     let info = engine.collection_info(&ns);
     let created_automatically = info.is_none();
     let existing = info.map(|info| info.indexes).unwrap_or_default();
     let mut new_specs: Vec<IndexSpec> = Vec::new();
     for spec in specs {
-        if !already_exists(&existing, &spec)? && !new_specs.iter().any(|s| s.name == spec.name) {
+        if !already_exists(existing.iter().chain(&new_specs), &spec)? {
             new_specs.push(spec);
         }
     }
@@ -227,6 +221,9 @@ fn describe_index(index: &IndexSpec) -> Document {
     if index.sparse {
         entry.insert("sparse", true);
     }
+    if index.hidden {
+        entry.insert("hidden", true);
+    }
     entry
 }
 
@@ -236,7 +233,9 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     let ns = namespace(&req.db, &collection);
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let batch_size = match args::get_document(&req.body, COMMAND, "cursor")? {
-        Some(cursor) => args::get_non_negative(cursor, "listIndexes.cursor", "batchSize")?.map(|n| n as usize),
+        Some(cursor) => {
+            args::get_non_negative(cursor, "listIndexes.cursor", "batchSize")?.map(|n| n as usize)
+        }
         None => None,
     };
     let info = ctx
@@ -291,9 +290,9 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
         Some(Bson::Array(items)) => items
             .iter()
             .map(|item| match item {
-                Bson::String(name) if name == "*" => {
-                    Err(CommandError::bad_value("'*' cannot be listed with other index names"))
-                }
+                Bson::String(name) if name == "*" => Err(CommandError::bad_value(
+                    "'*' cannot be listed with other index names",
+                )),
                 Bson::String(name) => Ok(name.clone()),
                 _ => Err(CommandError::new(14, "dropIndexes names must be strings")),
             })
@@ -303,7 +302,9 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
                 .indexes
                 .iter()
                 .find(|index| key_patterns_equal(&index.key, key))
-                .ok_or_else(|| CommandError::new(27, format!("can't find index with key: {key}")))?;
+                .ok_or_else(|| {
+                    CommandError::new(27, format!("can't find index with key: {key}"))
+                })?;
             vec![index.name.clone()]
         }
         Some(_) => {
@@ -324,11 +325,16 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
             return Err(cannot_drop_id());
         }
         if !info.indexes.iter().any(|index| &index.name == name) {
-            return Err(CommandError::new(27, format!("index not found with name [{name}]")));
+            return Err(CommandError::new(
+                27,
+                format!("index not found with name [{name}]"),
+            ));
         }
     }
     if names.is_empty() {
-        return Ok(doc! {"nIndexesWas": info.indexes.len() as i32, "msg": "non-_id indexes dropped for collection"});
+        return Ok(
+            doc! {"nIndexesWas": info.indexes.len() as i32, "msg": "non-_id indexes dropped for collection"},
+        );
     }
     let (before, optime) = off_async_workers(|| engine.drop_indexes(&ns, &names))?;
     ctx.note_write(Some(optime));
@@ -345,8 +351,10 @@ mod tests {
 
     #[test]
     fn btree_specs_parse() {
-        let parsed =
-            spec(doc! {"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true, "background": true}).unwrap();
+        let parsed = spec(
+            doc! {"key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true, "background": true},
+        )
+        .unwrap();
         assert_eq!(parsed.name, "a_1_b_-1");
         assert!(parsed.unique && !parsed.sparse);
     }
@@ -356,59 +364,26 @@ mod tests {
         let error = spec(doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}).unwrap_err();
         assert_eq!(error.code, 67);
         assert!(error.message.contains("2dsphere"));
-        let error = spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
+        let error =
+            spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
         assert_eq!(error.code, 67);
         assert!(error.message.contains("expireAfterSeconds"));
         assert_eq!(
-            spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1}).unwrap_err().code,
+            spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1})
+                .unwrap_err()
+                .code,
             197
         );
         assert_eq!(spec(doc! {"key": {"a": 1}}).unwrap_err().code, 9);
     }
 
     #[test]
-    fn existing_indexes_are_recognised_or_conflict() {
-        let existing = vec![
-            IndexSpec {
-                name: "_id_".into(),
-                key: doc! {"_id": 1},
-                unique: true,
-                sparse: false,
-            },
-            IndexSpec {
-                name: "a_1".into(),
-                key: doc! {"a": 1},
-                unique: false,
-                sparse: false,
-            },
-        ];
-        let same = IndexSpec {
-            name: "a_1".into(),
-            key: doc! {"a": 1.0},
-            unique: false,
-            sparse: false,
-        };
-        assert!(already_exists(&existing, &same).unwrap());
-        let renamed = IndexSpec {
-            name: "other".into(),
-            key: doc! {"a": 1},
-            unique: false,
-            sparse: false,
-        };
-        assert_eq!(already_exists(&existing, &renamed).unwrap_err().code, 85);
-        let rekeyed = IndexSpec {
-            name: "a_1".into(),
-            key: doc! {"b": 1},
-            unique: false,
-            sparse: false,
-        };
-        assert_eq!(already_exists(&existing, &rekeyed).unwrap_err().code, 86);
-        let new = IndexSpec {
-            name: "b_1".into(),
-            key: doc! {"b": 1},
-            unique: false,
-            sparse: false,
-        };
-        assert!(!already_exists(&existing, &new).unwrap());
+    fn a_command_conflicting_with_itself_is_refused() {
+        let first = spec(doc! {"key": {"a": 1}, "name": "a_1"}).unwrap();
+        let same = spec(doc! {"key": {"a": 1.0}, "name": "a_1"}).unwrap();
+        let rekeyed = spec(doc! {"key": {"b": 1}, "name": "a_1"}).unwrap();
+        assert!(already_exists([&first], &same).unwrap());
+        assert_eq!(already_exists([&first], &rekeyed).unwrap_err().code, 86);
+        assert!(!already_exists([], &rekeyed).unwrap());
     }
 }

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod aggregate;
 pub mod catalog;
+pub mod collmod;
 pub mod crud;
 pub mod diagnostic_stages;
 pub mod diagnostics;
@@ -321,6 +322,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     writes("createIndexes", handler!(indexes::create_indexes)),
     reads("listIndexes", handler!(indexes::list_indexes)),
     writes("dropIndexes", handler!(indexes::drop_indexes)).aliases(&["deleteIndexes"]),
+    // Options after creation (commands/collmod.rs)
+    writes("collMod", handler!(collmod::coll_mod)),
     // Plans (commands/explain.rs): explaining a write is a write, but
     // writes nothing
     reads("explain", handler!(explain::explain)).access_by(explain::access),

@@ -112,6 +112,7 @@ fn multikey_index_scan_returns_each_document_once_across_batches() {
                 key: doc! {"tags": 1},
                 unique: false,
                 sparse: false,
+                ..Default::default()
             }],
         )
         .unwrap();

@@ -51,17 +51,18 @@ fn bad_hint() -> CommandError {
 /// The index a hint names: an index name or a key pattern.
 pub fn hinted_index<'a>(info: &'a CollectionInfo, hint: &Bson) -> Result<Option<&'a IndexSpec>, CommandError> {
     match hint {
+        // A hidden index cannot be hinted: the planner does not know it.
         Bson::String(name) => info
             .indexes
             .iter()
-            .find(|index| &index.name == name)
+            .find(|index| &index.name == name && !index.hidden)
             .map(Some)
             .ok_or_else(bad_hint),
         Bson::Document(pattern) if pattern.contains_key("$natural") => Ok(None),
         Bson::Document(pattern) => info
             .indexes
             .iter()
-            .find(|index| key_patterns_equal(&index.key, pattern))
+            .find(|index| key_patterns_equal(&index.key, pattern) && !index.hidden)
             .map(Some)
             .ok_or_else(bad_hint),
         _ => Err(CommandError::bad_value("hint must be a string or an object")),
@@ -149,6 +150,7 @@ fn index_plan(
     let candidates: Vec<IndexCandidate> = info
         .indexes
         .iter()
+        .filter(|index| !index.hidden)
         .map(|index| IndexCandidate {
             name: index.name.clone(),
             key: index.key.clone(),

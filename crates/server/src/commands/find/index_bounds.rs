@@ -100,6 +100,7 @@ mod tests {
                 key,
                 unique: false,
                 sparse: false,
+                ..Default::default()
             }],
             multikey_indexes: Vec::new(),
         }

@@ -21,14 +21,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slipstream_testing import Node, ReplicaSet  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
-SUITE_TIMEOUT_S = 1200
+# One file's longest run: the slowest takes about a minute; a hung file
+# must not take CI's 30 minutes with it (it then counts no passes).
+SUITE_TIMEOUT_S = 300
 
 
 def run_file(port: int, source: Path, test_file: str, log_suffix: str) -> dict:
     env = dict(os.environ, DB_IP="127.0.0.1", DB_PORT=str(port))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
-        cwd=source, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
+            cwd=source, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as expired:
+        output = (expired.stdout or b"").decode(errors="replace") if isinstance(expired.stdout, bytes) \
+            else (expired.stdout or "")
+        result = subprocess.CompletedProcess(expired.cmd, -1, output + f"\ntimed out after {SUITE_TIMEOUT_S} s", "")
     tail = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
     for number, kind in SUMMARY.findall(tail):
@@ -42,11 +49,18 @@ def run_file(port: int, source: Path, test_file: str, log_suffix: str) -> dict:
     return counts
 
 
+SUITE_ELECTION_TIMEOUT_MS = 5_000
+
+
 @contextmanager
 def target(replset: bool):
     """Yields the port pymongo's suite starts from, and the set (or None)."""
     if replset:
-        rs = ReplicaSet(nodes=3)
+        # Longer than the tests' 1 s: pymongo's suite sends 45 MB batches and
+        # a loaded debug build then misses heartbeats long enough to call
+        # elections that only interrupt it (its stepdown tests hand over
+        # through replSetStepUp and do not wait for a timeout).
+        rs = ReplicaSet(nodes=3, election_timeout_ms=SUITE_ELECTION_TIMEOUT_MS)
         try:
             rs.start()
             yield rs.member(1)["port"], rs

@@ -30,6 +30,35 @@ enum Mode {
     Skip(i64),
 }
 
+/// What one matching event does under a mode.
+enum Turn {
+    Fire,
+    /// Not this time (`skip` still counting).
+    Pass,
+    /// `times` used up: the fail point turns itself off.
+    Exhausted,
+}
+
+impl Mode {
+    /// Counts one matching event against `times`/`skip` and says whether
+    /// the fail point fires for it.
+    fn take_turn(&mut self) -> Turn {
+        match self {
+            Mode::AlwaysOn => Turn::Fire,
+            Mode::Skip(left) if *left > 0 => {
+                *left -= 1;
+                Turn::Pass
+            }
+            Mode::Skip(_) => Turn::Fire,
+            Mode::Times(left) if *left <= 0 => Turn::Exhausted,
+            Mode::Times(left) => {
+                *left -= 1;
+                Turn::Fire
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct FailCommand {
     mode: Mode,
@@ -78,22 +107,14 @@ impl TransactionalWriteFailPoint {
         let mut guard = self.configured.lock();
         let (mode, failure) = guard.as_mut()?;
         let failure = *failure;
-        match mode {
-            Mode::AlwaysOn => {}
-            Mode::Skip(left) if *left > 0 => {
-                *left -= 1;
-                return None;
-            }
-            Mode::Skip(_) => {}
-            Mode::Times(left) => {
-                if *left <= 0 {
-                    *guard = None;
-                    return None;
-                }
-                *left -= 1;
+        match mode.take_turn() {
+            Turn::Fire => Some(failure),
+            Turn::Pass => None,
+            Turn::Exhausted => {
+                *guard = None;
+                None
             }
         }
-        Some(failure)
     }
 }
 
@@ -187,22 +208,14 @@ impl FailPoints {
         let Some(mode) = guard.as_mut() else {
             return false;
         };
-        match mode {
-            Mode::AlwaysOn => {}
-            Mode::Skip(left) if *left > 0 => {
-                *left -= 1;
-                return false;
-            }
-            Mode::Skip(_) => {}
-            Mode::Times(left) => {
-                if *left <= 0 {
-                    *guard = None;
-                    return false;
-                }
-                *left -= 1;
+        match mode.take_turn() {
+            Turn::Fire => true,
+            Turn::Pass => false,
+            Turn::Exhausted => {
+                *guard = None;
+                false
             }
         }
-        true
     }
 
     /// Decides whether `failCommand` fires for this command.
@@ -215,19 +228,12 @@ impl FailPoints {
         if fail.app_name.is_some() && fail.app_name.as_deref() != app_name {
             return None;
         }
-        match &mut fail.mode {
-            Mode::AlwaysOn => {}
-            Mode::Skip(left) if *left > 0 => {
-                *left -= 1;
+        match fail.mode.take_turn() {
+            Turn::Fire => {}
+            Turn::Pass => return None,
+            Turn::Exhausted => {
+                *guard = None;
                 return None;
-            }
-            Mode::Skip(_) => {}
-            Mode::Times(left) => {
-                if *left <= 0 {
-                    *guard = None;
-                    return None;
-                }
-                *left -= 1;
             }
         }
         let action = FailAction {

@@ -237,6 +237,29 @@ pub struct ReplicaSet {
 }
 
 impl ReplicaSet {
+    /// MongoDB's `checkIfWriteConcernCanBeSatisfied`: more members than the
+    /// set has data-bearing ones (100), or a tag mode its configuration does
+    /// not define (79: Slipstream's configurations define none).
+    fn unsatisfiable(&self, concern: &WriteConcern) -> Result<(), ReplError> {
+        match &concern.w {
+            W::Tag(mode) => Err(ReplError::UnknownReplWriteConcern(format!(
+                "No write concern mode named '{mode}' found in replica set configuration"
+            ))),
+            W::Nodes(n) => {
+                let snapshot = self.shared.snapshot();
+                let data_bearing = snapshot
+                    .config
+                    .as_ref()
+                    .map_or(1, |c| c.members.iter().filter(|m| m.is_data_bearing()).count());
+                if *n as usize > data_bearing {
+                    return Err(ReplError::UnsatisfiableWriteConcern("Not enough data-bearing nodes".into()));
+                }
+                Ok(())
+            }
+            W::Majority => Ok(()),
+        }
+    }
+
     /// Starts a member: reads its stored configuration, term and vote,
     /// starts the coordinator (with a node when a configuration is
     /// stored, else in STARTUP waiting for `replSetInitiate` or a
@@ -502,26 +525,12 @@ impl Topology for ReplicaSet {
         }
     }
 
-    fn check_write_concern(&self, concern: &WriteConcern) -> Result<(), ReplError> {
-        match &concern.w {
-            W::Tag(mode) => Err(ReplError::UnknownReplWriteConcern(format!(
-                "No write concern mode named '{mode}' found in replica set configuration"
-            ))),
-            W::Nodes(n) => {
-                let snapshot = self.shared.snapshot();
-                let data_bearing = snapshot
-                    .config
-                    .as_ref()
-                    .map_or(1, |c| c.members.iter().filter(|m| m.is_data_bearing()).count());
-                if *n as usize > data_bearing {
-                    return Err(ReplError::UnsatisfiableWriteConcern(
-                        "Not enough data-bearing nodes".into(),
-                    ));
-                }
-                Ok(())
-            }
-            W::Majority => Ok(()),
-        }
+    /// A concern the set cannot satisfy (more data-bearing members than it
+    /// has, an unknown tag) is not refused here: MongoDB runs the write and
+    /// answers `ok: 1` with a `writeConcernError` (100 or 79), which the
+    /// wait reports (`unsatisfiable`).
+    fn check_write_concern(&self, _concern: &WriteConcern) -> Result<(), ReplError> {
+        Ok(())
     }
 
     fn wait_for_write_concern<'a>(
@@ -530,7 +539,11 @@ impl Topology for ReplicaSet {
         concern: &'a WriteConcern,
     ) -> BoxFuture<'a, Result<(), ReplError>> {
         Box::pin(async move {
-            if concern.is_unacknowledged() || last_write.is_null() {
+            if concern.is_unacknowledged() {
+                return Ok(());
+            }
+            self.unsatisfiable(concern)?;
+            if last_write.is_null() {
                 return Ok(());
             }
             let core = match &concern.w {
@@ -565,11 +578,7 @@ impl Topology for ReplicaSet {
                         wtimeout_ms: Some(concern.wtimeout_ms),
                     }
                 }
-                W::Tag(mode) => {
-                    return Err(ReplError::UnknownReplWriteConcern(format!(
-                        "No write concern mode named '{mode}'"
-                    )))
-                }
+                W::Tag(_) => unreachable!("unsatisfiable() refused every tag"),
             };
             self.ask(|reply| Input::WaitWriteConcern {
                 optime: last_write,

@@ -74,9 +74,11 @@ pub trait Topology: Send + Sync {
     /// that named only `j` / `wtimeout` (`concern.rs`).
     fn default_write_concern(&self) -> WriteConcern;
 
-    /// Refuses a write concern this topology cannot satisfy, before the
-    /// write happens (an error reply, nothing written): `w > 1` on a
-    /// standalone, more nodes than the set has (100), an unknown tag (79).
+    /// Refuses a write concern this topology cannot take at all, before the
+    /// write happens (an error reply, nothing written): `w > 1` or a tag on
+    /// a standalone. A set refuses nothing here: more nodes than it has
+    /// (100) and an unknown tag (79) are reported by the wait, after the
+    /// write, as MongoDB does.
     /// Called for every command whose row takes a write concern
     /// (`concern.rs`).
     fn check_write_concern(&self, concern: &WriteConcern) -> Result<(), ReplError>;

@@ -23,6 +23,7 @@ pub mod config_document;
 pub mod coordinator;
 pub mod election_runner;
 pub mod error;
+pub mod fail_points;
 pub mod fault;
 pub mod heartbeat_sender;
 pub mod local_state;

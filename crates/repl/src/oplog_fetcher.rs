@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::coordinator::Input;
+use crate::fail_points::STOP_REPL_PRODUCER;
 use crate::network::NetError;
 use crate::protocol::parse_optime;
 use crate::replica_set::Shared;
@@ -105,6 +106,7 @@ struct Reply {
 async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) -> NetError {
     loop {
         shared.wait_applier_idle().await;
+        shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
         let last = shared.engine.last_applied();
         let filter = if last.is_null() {
             doc! {}
@@ -127,6 +129,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             Ok(reply) => reply,
             Err(err) => return err,
         };
+        shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
         if reply.entries.is_empty() {
             // Nothing at or after our last entry: the source is behind.
             deliver(shared, source, None, None, &reply, Vec::new()).await;
@@ -149,6 +152,9 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             if cursor_id == 0 {
                 break;
             }
+            // MongoDB's stopReplProducer: no new batch while it is on (the
+            // source's cursor waits; MongoDB's is kept alive 10 minutes).
+            shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
             let get_more = doc! {
                 "getMore": cursor_id,
                 "collection": "oplog.rs",
@@ -159,6 +165,8 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
                 "$oplogQueryData": 1,
             };
             let next = run(shared, host, get_more, FETCH_AWAIT_MS as u64).await;
+            // A batch that arrived after the fail point went on is held too.
+            shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
             let appended = outcome.await.unwrap_or(false);
             let next = match next {
                 Ok(next) => next,

@@ -92,6 +92,8 @@ pub struct Shared {
     pub config_fetch_in_flight: std::sync::atomic::AtomicBool,
     /// True once `stop` began.
     stopping: std::sync::atomic::AtomicBool,
+    /// Test-only fail points the companions consult (`configureFailPoint`).
+    pub fail_points: crate::fail_points::ReplFailPoints,
 }
 
 impl Shared {
@@ -303,6 +305,7 @@ impl ReplicaSet {
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
+            fail_points: crate::fail_points::ReplFailPoints::default(),
         });
         let node = match shared.local.read_config()? {
             Some(config) => Some(restart_node(&shared, config)?),
@@ -700,6 +703,10 @@ impl Topology for ReplicaSet {
 
     fn server_status(&self) -> Option<Document> {
         Some(report::server_status_repl(&self.shared.report_snapshot()))
+    }
+
+    fn configure_fail_point(&self, body: &Document) -> Option<Result<Document, ReplError>> {
+        self.shared.fail_points.configure(body)
     }
 
     fn prepare_shutdown(&self, force: bool, timeout_secs: Option<u64>) -> BoxFuture<'_, Result<(), ReplError>> {

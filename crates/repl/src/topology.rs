@@ -152,6 +152,13 @@ pub trait Topology: Send + Sync {
         Vec::new()
     }
 
+    /// `configureFailPoint` for a fail point replication consults
+    /// (`fail_points::NAMES`), or `None` for any other name (the server's
+    /// own, `commands/admin.rs`). A standalone has none.
+    fn configure_fail_point(&self, _body: &Document) -> Option<Result<Document, ReplError>> {
+        None
+    }
+
     /// Before a `shutdown` command stops the node: a primary waits up to
     /// `timeout_secs` (MongoDB's `timeoutSecs`, default 10) for an
     /// electable secondary to catch up and steps down, failing with

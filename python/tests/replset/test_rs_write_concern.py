@@ -76,3 +76,26 @@ def test_an_unsatisfiable_concern_writes_then_reports_a_write_concern_error(rs):
     assert unknown_tag.value.code == 79  # UnknownReplWriteConcern
     # Both writes happened; only their concern could not be met.
     assert sorted(d["_id"] for d in coll.find()) == [1, 2]
+
+
+def test_stop_repl_producer_holds_back_one_secondary(rs):
+    """MongoDB's stopReplProducer fail point (pymongo's suite uses it to make
+    a w: <all> write time out): the secondary fetches nothing while it is on,
+    and catches up once it is off."""
+    coll = rs.client().t.get_collection("wc_producer")
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 0})
+    held = rs.secondaries()[0]
+    admin = rs.direct(held).admin
+    admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+    try:
+        with pytest.raises(WriteConcernError) as failure:
+            coll.with_options(write_concern=WriteConcern(w=3, wtimeout=1_000)).insert_one({"_id": 1})
+        assert failure.value.code == 64
+        # The other secondary still makes a majority.
+        coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=10_000)).insert_one({"_id": 2})
+        assert rs.direct(held).t.wc_producer.find_one({"_id": 1}) is None, "the held secondary fetched"
+    finally:
+        reply = admin.command("configureFailPoint", "stopReplProducer", mode="off")
+    assert reply["count"] >= 1
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 3})
+    assert rs.direct(held).t.wc_producer.count_documents({}) == 4

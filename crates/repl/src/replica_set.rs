@@ -639,7 +639,19 @@ impl Topology for ReplicaSet {
                             }
                             Ok(ReadAt::At(ts))
                         }
-                        None => Ok(ReadAt::Latest),
+                        // MongoDB reads the most recent majority-committed
+                        // snapshot, and the reply names it (`atClusterTime`)
+                        // for the session's later reads.
+                        None => {
+                            let commit_point = match concern.after_cluster_time {
+                                Some(ts) => self.wait_committed(ts, deadline).await?,
+                                None => self.shared.snapshot().commit_point,
+                            };
+                            if commit_point.is_null() {
+                                return Err(ReplError::ReadConcernMajorityNotAvailableYet);
+                            }
+                            Ok(ReadAt::At(commit_point.ts))
+                        }
                     }
                 }
             }

@@ -68,3 +68,30 @@ def test_snapshot_read_below_history_is_snapshot_too_old(members):
         with pytest.raises(PyMongoError) as raised:
             client.rc.command("find", "m", readConcern={"level": "snapshot", "atClusterTime": Timestamp(1, 1)})
         assert raised.value.details["code"] == 239
+
+
+def test_a_snapshot_session_reads_every_command_at_its_first_reads_time(members):
+    """A snapshot session's first read names its `atClusterTime` (find,
+    aggregate and distinct alike, as MongoDB: the majority snapshot), and the
+    driver sends it with every later read: none sees a later write."""
+    with MongoClient(members.uri(), w="majority") as client:
+        coll = client.rc.snap
+        coll.drop()
+        coll.insert_many([{"_id": i, "k": i % 3} for i in range(6)])
+        first_reads = [
+            lambda s: coll.aggregate([{"$match": {}}], session=s).to_list(),
+            lambda s: coll.distinct("k", session=s),
+            lambda s: coll.find({}, session=s).to_list(),
+        ]
+        for first in first_reads:
+            with client.start_session(snapshot=True) as session:
+                first(session)
+                pinned = session._snapshot_time
+                assert pinned is not None, "the first read's reply named no atClusterTime"
+                coll.insert_one({"_id": 100, "k": 9})
+                assert coll.count_documents({}, session=session) == 6
+                assert sorted(coll.distinct("k", session=session)) == [0, 1, 2]
+                assert len(coll.find({}, session=session).to_list()) == 6
+                assert len(coll.aggregate([{"$match": {}}], session=session).to_list()) == 6
+                assert session._snapshot_time == pinned
+            coll.delete_one({"_id": 100})

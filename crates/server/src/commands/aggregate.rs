@@ -27,6 +27,7 @@ use crate::exec::oplog::{is_oplog, TsBounds};
 use crate::exec::plan::{plan_query, QueryShape};
 use crate::exec::query::BufferedResults;
 use crate::exec::read_concern::ReadPoint;
+use slipstream_storage::TimestampBson;
 use crate::exec::scan::ScanStats;
 use crate::exec::source::{OplogInput, ScanInput, StorageSource};
 use output::OutputStage;
@@ -354,5 +355,9 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
         };
         super::find::register_cursor(ctx, cursor)?
     };
-    Ok(doc! {"cursor": {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.cursor_ns}})
+    let mut cursor = doc! {"firstBatch": first_batch, "id": Bson::Int64(id), "ns": request.cursor_ns};
+    if let Some(ts) = request.read_point.chosen_snapshot() {
+        cursor.insert("atClusterTime", ts.to_bson());
+    }
+    Ok(doc! {"cursor": cursor})
 }

@@ -953,7 +953,11 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     }
     let documents = matching_documents(&ctx.state.engine, ns, filter_document, filter, hint, read_at).await?;
     let values = distinct_values(&documents, &key)?;
-    Ok(doc! {"values": values})
+    let mut reply = doc! {"values": values};
+    if let Some(ts) = ctx.read_point().chosen_snapshot() {
+        reply.insert("atClusterTime", ts.to_bson());
+    }
+    Ok(reply)
 }
 
 /// The distinct values `key` reaches in `documents`: arrays along and at

@@ -29,6 +29,16 @@ impl ReadPoint {
         self == ReadPoint::LATEST
     }
 
+    /// The `atClusterTime` a `snapshot` read's reply names when the topology
+    /// chose the timestamp up front (a set's majority snapshot); `None`
+    /// when the reader chooses it (then the reply names the reader's).
+    pub fn chosen_snapshot(self) -> Option<slipstream_storage::Timestamp> {
+        match (self.pinned, self.at) {
+            (true, ReadAt::At(ts)) => Some(ts),
+            _ => None,
+        }
+    }
+
     /// Where the batches after the first read, given the timestamp the
     /// first batch's reader read at.
     pub fn kept_by_cursor(self, first_read: slipstream_storage::Timestamp) -> ReadAt {
@@ -66,5 +76,9 @@ mod tests {
         };
         assert_eq!(snapshot.kept_by_cursor(first), ReadAt::At(first));
         assert!(!snapshot.is_latest());
+        assert_eq!(snapshot.chosen_snapshot(), None);
+        assert_eq!(majority.chosen_snapshot(), None, "not a snapshot read");
+        let chosen = ReadPoint { at: ReadAt::At(Timestamp::new(7, 2)), pinned: true };
+        assert_eq!(chosen.chosen_snapshot(), Some(Timestamp::new(7, 2)));
     }
 }

@@ -95,3 +95,18 @@ def test_a_snapshot_session_reads_every_command_at_its_first_reads_time(members)
                 assert len(coll.aggregate([{"$match": {}}], session=session).to_list()) == 6
                 assert session._snapshot_time == pinned
             coll.delete_one({"_id": 100})
+
+
+def test_out_and_merge_refuse_a_linearizable_read_concern(members):
+    with MongoClient(members.uri(), w="majority") as client:
+        coll = client.rc.get_collection("lin_out", read_concern=ReadConcern("linearizable"))
+        coll.insert_one({"_id": 1})
+        for stage in ({"$out": "lin_out_target"}, {"$merge": {"into": "lin_out_target"}}):
+            with pytest.raises(PyMongoError) as refused:
+                coll.aggregate([{"$match": {}}, stage])
+            assert refused.value.code == 72, stage
+        assert "lin_out_target" not in client.rc.list_collection_names()
+        # Majority is MongoDB's other read concern for $out, and works.
+        client.rc.get_collection("lin_out", read_concern=ReadConcern("majority")).aggregate(
+            [{"$out": "lin_out_target"}])
+        assert client.rc.lin_out_target.count_documents({}) == 1

@@ -97,6 +97,9 @@ impl AggregateRequest {
             }
         };
         let output = OutputStage::split(&mut stages, db)?;
+        if let Some(output) = &output {
+            refuse_linearizable_output(body, output)?;
+        }
         let mut pipeline = Pipeline::parse(&stages, db)?;
         if get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false) {
             pipeline = pipeline.with_memory_limit(BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX);
@@ -125,6 +128,20 @@ impl AggregateRequest {
             output,
         })
     }
+}
+
+/// MongoDB's `$out` and `$merge` refuse a linearizable read concern (72):
+/// a linearizable read is a primary's read followed by a majority no-op,
+/// which says nothing of the writes the stage makes.
+fn refuse_linearizable_output(body: &Document, output: &OutputStage) -> Result<(), CommandError> {
+    let level = body.get_document("readConcern").ok().and_then(|concern| concern.get_str("level").ok());
+    if level == Some("linearizable") {
+        return Err(CommandError::new(
+            72,
+            format!("{} cannot be used with a 'linearizable' read concern level", output.stage_name()),
+        ));
+    }
+    Ok(())
 }
 
 /// What running a pipeline produced.

@@ -255,6 +255,14 @@ impl OutputStage {
     }
 
     /// The collection written.
+    /// The stage's name as errors quote it.
+    pub(crate) fn stage_name(&self) -> &'static str {
+        match self {
+            OutputStage::Out(_) => "$out",
+            OutputStage::Merge { .. } => "$merge",
+        }
+    }
+
     pub(crate) fn target_ns(&self) -> String {
         match self {
             OutputStage::Out(target) | OutputStage::Merge { target, .. } => target.ns(),

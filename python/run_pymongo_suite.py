@@ -24,13 +24,21 @@ SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|dese
 # One file's longest run: the slowest takes about a minute; a hung file
 # must not take CI's 30 minutes with it (it then counts no passes).
 SUITE_TIMEOUT_S = 300
+# Tests left out because they cannot reach the server under test, whatever it
+# does: this class's setUp builds `MongoClient(**default_client_options)`
+# with no host, so it dials localhost:27017 and waits out 30 s of server
+# selection per test (2.5 minutes of CI for five certain failures).
+DESELECTED = {
+    "test_retryable_writes.py": ["test/test_retryable_writes.py::TestErrorPropagationAfterEncounteringMultipleErrors"],
+}
 
 
 def run_file(port: int, source: Path, test_file: str, log_suffix: str) -> dict:
     env = dict(os.environ, DB_IP="127.0.0.1", DB_PORT=str(port))
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
+            [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+            + [arg for test in DESELECTED.get(Path(test_file).name, []) for arg in ("--deselect", test)],
             cwd=source, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
     except subprocess.TimeoutExpired as expired:
         output = (expired.stdout or b"").decode(errors="replace") if isinstance(expired.stdout, bytes) \

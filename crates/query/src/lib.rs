@@ -9,6 +9,7 @@
 //! or the server; those crates depend on it.
 
 pub mod aggregate;
+pub mod collation;
 pub mod compare;
 pub mod depth;
 pub mod error;

@@ -209,6 +209,8 @@ impl PartialEq for Collation {
     }
 }
 
+impl Eq for Collation {}
+
 /// Two optional collations are the same (`None` is the simple collation).
 pub fn same_collation(a: Option<&Collation>, b: Option<&Collation>) -> bool {
     a == b

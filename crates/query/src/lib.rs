@@ -17,6 +17,7 @@ pub mod expr;
 pub mod filter;
 pub mod index_key;
 pub mod path;
+pub mod pcre;
 pub mod planner;
 pub mod projection;
 pub mod sort;

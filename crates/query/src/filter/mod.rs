@@ -180,8 +180,9 @@ impl Filter {
         vars: &Variables,
     ) -> Result<MatchDetails, QueryError> {
         let mut error = None;
+        predicate::clear_match_failure();
         let outcome = eval::matches_document_checked(&self.root, doc, vars, &mut error);
-        if let Some(error) = error {
+        if let Some(error) = predicate::take_match_failure().or(error) {
             return Err(error);
         }
         Ok(match outcome {

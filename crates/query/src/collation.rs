@@ -644,6 +644,30 @@ mod tests {
     }
 
     #[test]
+    fn filters_sorts_and_index_keys_follow_the_collation() {
+        use crate::filter::Filter;
+        use crate::index_key::{index_keys, KeyPattern};
+        use crate::sort::SortSpec;
+        let collation = Some(parse(doc! {"locale": "en", "strength": 2}));
+        let filter =
+            Filter::parse_collated(&doc! {"a": {"$in": ["X"]}, "b": {"$gte": "m"}}, collation.clone()).unwrap();
+        assert!(filter.matches(&doc! {"a": "x", "b": "M"}));
+        assert!(!filter.matches(&doc! {"a": "y", "b": "M"}));
+        assert!(!Filter::parse(&doc! {"a": "X"}).unwrap().matches(&doc! {"a": "x"}));
+        assert_eq!(filter.equality_fields(), Vec::<(String, Bson)>::new());
+        let upsert = Filter::parse_collated(&doc! {"a": "X"}, collation.clone()).unwrap();
+        assert_eq!(upsert.equality_fields(), vec![("a".to_string(), Bson::from("X"))]);
+        let sort = SortSpec::parse(&doc! {"s": 1})
+            .unwrap()
+            .with_collation(collation.clone());
+        assert_eq!(sort.compare(&doc! {"s": "b"}, &doc! {"s": "C"}), Ordering::Less);
+        let pattern = KeyPattern::parse(&doc! {"a": 1}).unwrap().with_collation(collation);
+        let upper = index_keys(&doc! {"a": "ABC"}, &pattern, false).unwrap().keys;
+        assert_eq!(upper, index_keys(&doc! {"a": "abc"}, &pattern, false).unwrap().keys);
+        assert_ne!(upper, index_keys(&doc! {"a": "abd"}, &pattern, false).unwrap().keys);
+    }
+
+    #[test]
     fn errors_carry_mongodb_codes() {
         let code = |document: Document| Collation::parse(&document).unwrap_err().code;
         assert_eq!(code(doc! {"locale": "xx"}), 2);

@@ -9,6 +9,7 @@
 //! or the server; those crates depend on it.
 
 pub mod aggregate;
+pub mod collation;
 pub mod compare;
 pub mod depth;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod expr;
 pub mod filter;
 pub mod index_key;
 pub mod path;
+pub mod pcre;
 pub mod planner;
 pub mod projection;
 pub mod sort;

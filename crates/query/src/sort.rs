@@ -11,7 +11,8 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use crate::compare::{as_number, compare_values, Number};
+use crate::collation::{compare_with, CollationRef};
+use crate::compare::{as_number, Number};
 use crate::error::QueryError;
 use crate::path::{any_candidate, FieldPath, LeafArrays};
 
@@ -26,6 +27,8 @@ pub struct SortField {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SortSpec {
     pub fields: Vec<SortField>,
+    /// The collation strings sort by (`None`: by bytes).
+    pub collation: CollationRef,
 }
 
 /// MongoDB caps a sort pattern at 32 fields, like a compound index.
@@ -58,7 +61,13 @@ impl SortSpec {
                 descending,
             });
         }
-        Ok(SortSpec { fields })
+        Ok(SortSpec { fields, collation: None })
+    }
+
+    /// The same sort with strings ordered by `collation`.
+    pub fn with_collation(mut self, collation: CollationRef) -> SortSpec {
+        self.collation = collation;
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -70,9 +79,9 @@ impl SortSpec {
     pub fn compare(&self, a: &Document, b: &Document) -> Ordering {
         for field in &self.fields {
             let path = FieldPath::new(&field.path);
-            let left = sort_key(a, &path, field.descending);
-            let right = sort_key(b, &path, field.descending);
-            let order = compare_values(&left, &right);
+            let left = self.key(a, &path, field.descending);
+            let right = self.key(b, &path, field.descending);
+            let order = compare_with(self.collation.as_deref(), &left, &right);
             let order = if field.descending {
                 order.reverse()
             } else {
@@ -90,14 +99,21 @@ impl SortSpec {
     pub fn keys(&self, doc: &Document) -> Vec<Bson> {
         self.fields
             .iter()
-            .map(|field| sort_key(doc, &FieldPath::new(&field.path), field.descending))
+            .map(|field| self.key(doc, &FieldPath::new(&field.path), field.descending))
             .collect()
+    }
+
+    fn key(&self, doc: &Document, path: &FieldPath, descending: bool) -> Bson {
+        match self.collation.as_deref() {
+            None => sort_key(doc, path, descending),
+            Some(collation) => sort_key_by(doc, path, descending, &|a, b| collation.compare(a, b)),
+        }
     }
 
     /// Orders two key vectors produced by `keys`.
     pub fn compare_keys(&self, a: &[Bson], b: &[Bson]) -> Ordering {
         for ((field, left), right) in self.fields.iter().zip(a).zip(b) {
-            let order = compare_values(left, right);
+            let order = compare_with(self.collation.as_deref(), left, right);
             let order = if field.descending {
                 order.reverse()
             } else {
@@ -147,13 +163,18 @@ fn parse_direction(direction: &Bson) -> Result<bool, QueryError> {
 /// The value `doc` sorts by on `path`: the least candidate ascending, the
 /// greatest descending.
 pub fn sort_key(doc: &Document, path: &FieldPath, descending: bool) -> Bson {
+    sort_key_by(doc, path, descending, &crate::compare::compare_values)
+}
+
+/// `sort_key` with values ordered by `compare` (a collation's order).
+fn sort_key_by(doc: &Document, path: &FieldPath, descending: bool, compare: &dyn Fn(&Bson, &Bson) -> Ordering) -> Bson {
     let mut best: Option<&Bson> = None;
     any_candidate(doc, path, LeafArrays::ElementsOnly, &mut |candidate| {
         let value = candidate.value.unwrap_or(&Bson::Null);
         let better = match best {
             None => true,
             Some(current) => {
-                let order = compare_values(value, current);
+                let order = compare(value, current);
                 if descending {
                     order == Ordering::Greater
                 } else {

@@ -25,7 +25,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use slipstream_query::index_key::{decode_key, index_keys, prefix_end, record_key, KeyPattern};
+use slipstream_query::index_key::{decode_key, index_keys, prefix_end, record_key};
 use slipstream_query::update::apply_oplog_update;
 
 use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
@@ -382,7 +382,7 @@ impl<'a> Applier<'a> {
         if spec.name == "_id_" || collection.index(&spec.name).is_some() {
             return Ok(false);
         }
-        let pattern = KeyPattern::parse(&spec.key)?;
+        let pattern = spec.pattern()?;
         let table = self.catalog_mut().allocate_table();
         let mut index = IndexMeta { spec, pattern, table, multikey: false };
         let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
@@ -673,7 +673,7 @@ mod tests {
         let rk = record_key(&Bson::Int32(1));
         let record = record_store_key(1, &rk);
         assert_eq!(record, vec![0, 0, 0, 1, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let pattern = KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
+        let pattern = slipstream_query::index_key::KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
         let keys = index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
         assert_eq!(keys, vec![vec![0x19, 0x61, 0x00, 0x00]]);
         let entry = index_store_key(2, &keys[0], &rk);

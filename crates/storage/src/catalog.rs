@@ -187,10 +187,10 @@ impl Catalog {
             let mut indexes = Vec::new();
             for index in c.get_array("indexes").map_err(|_| bad_catalog("indexes"))? {
                 let i = index.as_document().ok_or_else(|| bad_catalog("index"))?;
-                let key = i.get_document("key").map_err(|_| bad_catalog("index key"))?.clone();
-                let pattern = KeyPattern::parse(&key).map_err(|e| bad_catalog(&e.to_string()))?;
+                let spec = IndexSpec::from_document(i).map_err(|e| bad_catalog(&e.to_string()))?;
+                let pattern = spec.pattern().map_err(|e| bad_catalog(&e.to_string()))?;
                 indexes.push(IndexMeta {
-                    spec: IndexSpec::from_document(i).map_err(|e| bad_catalog(&e.to_string()))?,
+                    spec,
                     pattern,
                     table: table(i, "table")?,
                     multikey: i.get_bool("multikey").unwrap_or(false),

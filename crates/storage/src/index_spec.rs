@@ -22,6 +22,9 @@ pub struct IndexSpec {
     pub sparse: bool,
     /// A hidden index is maintained but the planner does not see it.
     pub hidden: bool,
+    /// The index's collation as MongoDB fills it in (every field and
+    /// `version`); `None` is the simple collation.
+    pub collation: Option<Document>,
 }
 
 /// How a requested index relates to an existing one, as MongoDB's
@@ -108,6 +111,10 @@ impl IndexSpec {
         if !existing.is_id_index() && (self.unique != existing.unique || self.sparse != existing.sparse) {
             return IndexComparison::Different;
         }
+        // The collation is part of an index's signature in MongoDB.
+        if self.collation != existing.collation {
+            return IndexComparison::Different;
+        }
         if self.hidden != existing.hidden {
             return IndexComparison::Equivalent;
         }
@@ -131,7 +138,20 @@ impl IndexSpec {
         if self.hidden {
             document.insert("hidden", true);
         }
+        if let Some(collation) = &self.collation {
+            document.insert("collation", collation.clone());
+        }
         document
+    }
+
+    /// The key pattern, keyed under the index's collation.
+    pub fn pattern(&self) -> Result<slipstream_query::index_key::KeyPattern, slipstream_query::QueryError> {
+        let pattern = slipstream_query::index_key::KeyPattern::parse(&self.key)?;
+        let collation = match &self.collation {
+            Some(collation) => slipstream_query::collation::Collation::parse(collation)?,
+            None => None,
+        };
+        Ok(pattern.with_collation(collation))
     }
 
     /// Reads what `to_document` wrote (older catalogs wrote `unique` and
@@ -151,6 +171,11 @@ impl IndexSpec {
             unique: flag("unique")?,
             sparse: flag("sparse")?,
             hidden: flag("hidden")?,
+            collation: match document.get("collation") {
+                None => None,
+                Some(Bson::Document(collation)) => Some(collation.clone()),
+                Some(_) => return Err(corrupt("collation")),
+            },
         })
     }
 }

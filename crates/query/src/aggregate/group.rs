@@ -18,6 +18,8 @@ use crate::expr::Expr;
 pub(crate) struct GroupStage {
     id: Expr,
     accumulators: Vec<AccumulatorSpec>,
+    /// Keys equal under this collation form one group (`None`: simple).
+    collation: crate::collation::CollationRef,
 }
 
 /// A group key ordered by BSON comparison.
@@ -65,34 +67,37 @@ impl GroupStage {
             accumulators.push(AccumulatorSpec::parse(field, value)?);
         }
         let id = id.ok_or_else(|| QueryError::new(15955, "a group specification must include an _id"))?;
-        Ok(GroupStage { id, accumulators })
+        Ok(GroupStage { id, accumulators, collation: None })
     }
 
     /// Builds a `$group` from parts (`$sortByCount`).
     pub(crate) fn from_parts(id: Expr, accumulators: Vec<AccumulatorSpec>) -> GroupStage {
-        GroupStage { id, accumulators }
+        GroupStage { id, accumulators, collation: None }
     }
 
     fn group_all(&self, input: DocStream<'_>, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
         let mut budget = MemoryBudget::new("$group", cx.memory_limit_bytes);
-        let mut groups: BTreeMap<GroupKey, Vec<AccumulatorState>> = BTreeMap::new();
+        // Under a collation, groups are found by the collated key and keep
+        // the first key seen as their `_id`.
+        let mut groups: BTreeMap<GroupKey, (Bson, Vec<AccumulatorState>)> = BTreeMap::new();
         for item in input {
             let doc = item?;
             // A missing _id groups as null.
             let key = self.id.evaluate(&doc, &cx.vars)?;
-            let states = match groups.get_mut(&GroupKey(key.clone())) {
-                Some(states) => states,
+            let lookup = crate::collation::collate_with(self.collation.as_deref(), &key).into_owned();
+            let (_, states) = match groups.get_mut(&GroupKey(lookup.clone())) {
+                Some(group) => group,
                 None => {
                     budget.charge(approximate_size(&key) + 64 * self.accumulators.len())?;
                     let fresh = self.accumulators.iter().map(|a| AccumulatorState::new(a.kind)).collect();
-                    groups.entry(GroupKey(key)).or_insert(fresh)
+                    groups.entry(GroupKey(lookup)).or_insert((key, fresh))
                 }
             };
             for (spec, state) in self.accumulators.iter().zip(states.iter_mut()) {
                 budget.charge(state.add_document(spec, &doc, &cx.vars)?)?;
             }
         }
-        Ok(groups.into_iter().map(|(key, states)| self.output(key.0, states)).collect())
+        Ok(groups.into_values().map(|(key, states)| self.output(key, states)).collect())
     }
 
     fn output(&self, id: Bson, states: Vec<AccumulatorState>) -> Document {
@@ -106,6 +111,10 @@ impl GroupStage {
 }
 
 impl Stage for GroupStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        self.collation = Some(collation.clone());
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         match self.group_all(input, cx) {
             Ok(docs) => Box::new(docs.into_iter().map(Ok)),

@@ -41,6 +41,11 @@ impl Stage for MatchStage {
         false
     }
 
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        let filter = std::mem::replace(&mut self.filter, Filter::match_all());
+        self.filter = filter.with_collation(Some(collation.clone()));
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         Box::new(input.filter_map(move |item| match item {
             Ok(doc) => match self.matches(&doc, cx) {

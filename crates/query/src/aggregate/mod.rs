@@ -107,6 +107,11 @@ pub(crate) trait Stage: std::fmt::Debug + Send + Sync {
     fn may_deepen(&self) -> bool {
         true
     }
+
+    /// Puts the stage's string comparisons (`$match`, `$sort`, `$group`
+    /// keys) under the command's collation; stages that compare no
+    /// strings keep this default.
+    fn set_collation(&mut self, _collation: &std::sync::Arc<crate::collation::Collation>) {}
 }
 
 /// A parsed pipeline.
@@ -140,6 +145,15 @@ impl Pipeline {
     /// the input, never to decide the output.
     pub fn leading_match(&self) -> Option<&Document> {
         self.leading_match.as_ref()
+    }
+
+    /// The pipeline with its string comparisons under `collation` (the
+    /// command's, or the collection's default); `None` leaves it simple.
+    pub fn with_collation(mut self, collation: crate::collation::CollationRef) -> Pipeline {
+        if let Some(collation) = &collation {
+            self.stages.iter_mut().for_each(|stage| stage.set_collation(collation));
+        }
+        self
     }
 
     /// Lowers (or raises) the memory a blocking stage may use, which is

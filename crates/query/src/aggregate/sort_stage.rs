@@ -73,6 +73,10 @@ impl SortStage {
 }
 
 impl Stage for SortStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        self.spec = std::mem::take(&mut self.spec).with_collation(Some(collation.clone()));
+    }
+
     /// Passes documents through unchanged.
     fn may_deepen(&self) -> bool {
         false

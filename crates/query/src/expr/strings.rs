@@ -6,6 +6,7 @@ use bson::Bson;
 
 use super::{is_nullish, type_name, ArgStyle, Args, Context, OpSpec, Value};
 use crate::error::QueryError;
+use crate::pcre::Pcre;
 
 pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$concat", style: ArgStyle::Positional { min: 0, max: usize::MAX }, eval: eval_concat },
@@ -245,23 +246,10 @@ fn eval_strcasecmp(name: &'static str, args: &Args, cx: &Context) -> Result<Valu
     })))
 }
 
-/// Builds a `regex::Regex` from a MongoDB pattern and options (i, m, s,
-/// x; u is implied).
-pub(crate) fn build_regex(op: &str, pattern: &str, options: &str) -> Result<regex::Regex, QueryError> {
-    let mut builder = regex::RegexBuilder::new(pattern);
-    for flag in options.chars() {
-        match flag {
-            'i' => builder.case_insensitive(true),
-            'm' => builder.multi_line(true),
-            's' => builder.dot_matches_new_line(true),
-            'x' => builder.ignore_whitespace(true),
-            'u' => &mut builder,
-            other => return Err(QueryError::new(51108, format!("{op}: invalid flag in regex options: {other}"))),
-        };
-    }
-    builder
-        .build()
-        .map_err(|e| QueryError::new(51111, format!("{op}: Invalid regular expression: {e}")))
+/// Compiles a `$regexMatch`/`$regexFind`/`$regexFindAll` pattern with
+/// PCRE semantics (see `crate::pcre`).
+pub(crate) fn build_regex(op: &'static str, pattern: &str, options: &str) -> Result<Pcre, QueryError> {
+    Pcre::compile(pattern, options, op, 51111)
 }
 
 fn eval_replace(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
@@ -283,7 +271,7 @@ fn eval_replace(name: &'static str, args: &Args, cx: &Context) -> Result<Value, 
 
 /// The compiled regex and input text of `$regexMatch`/`$regexFind`;
 /// `None` when the input or the regex is nullish (no match).
-fn regex_and_input(name: &str, args: &Args, cx: &Context) -> Result<Option<(regex::Regex, String)>, QueryError> {
+fn regex_and_input(name: &'static str, args: &Args, cx: &Context) -> Result<Option<(Pcre, String)>, QueryError> {
     let input = args.eval(0, cx)?;
     let (pattern, mut options) = match args.eval(1, cx)? {
         Some(Bson::String(p)) => (p, String::new()),
@@ -312,7 +300,10 @@ fn regex_and_input(name: &str, args: &Args, cx: &Context) -> Result<Option<(rege
 }
 
 fn eval_regex_match(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
-    let matched = regex_and_input(name, args, cx)?.is_some_and(|(regex, text)| regex.is_match(&text));
+    let matched = match regex_and_input(name, args, cx)? {
+        Some((regex, text)) => regex.is_match(&text)?,
+        None => false,
+    };
     Ok(Some(Bson::Boolean(matched)))
 }
 
@@ -324,21 +315,13 @@ fn eval_regex_find(name: &'static str, args: &Args, cx: &Context) -> Result<Valu
         return Ok(Some(if all { Bson::Array(Vec::new()) } else { Bson::Null }));
     };
     let mut found = Vec::new();
-    for captures in regex.captures_iter(&text) {
-        let whole = captures.get(0).expect("group 0 always matches");
-        let groups: Vec<Bson> = captures
-            .iter()
-            .skip(1)
-            .map(|group| group.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
-            .collect();
+    for one in regex.find(&text, all)? {
+        let groups: Vec<Bson> = one.groups.into_iter().map(|group| group.map_or(Bson::Null, Bson::String)).collect();
         let mut entry = bson::Document::new();
-        entry.insert("match", whole.as_str());
-        entry.insert("idx", i32::try_from(text[..whole.start()].chars().count()).unwrap_or(i32::MAX));
+        entry.insert("match", one.text);
+        entry.insert("idx", i32::try_from(text[..one.start].chars().count()).unwrap_or(i32::MAX));
         entry.insert("captures", groups);
         found.push(Bson::Document(entry));
-        if !all {
-            break;
-        }
     }
     if all {
         return Ok(Some(Bson::Array(found)));

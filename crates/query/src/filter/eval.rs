@@ -149,6 +149,18 @@ fn satisfies_value(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
         }
         // Arrays were handled by `satisfies`; anything else is no array.
         Predicate::ElemMatchDocument(_) | Predicate::ElemMatchValue(_) => false,
+        Predicate::Collated(collated) => {
+            let value = candidate.map(|value| collated.collation.collate(value));
+            match &collated.collated {
+                // Regexes of an `$in` match the text itself, not its sort key.
+                Predicate::In(list) => {
+                    list.values.iter().any(|target| eq_matches(value.as_deref(), target))
+                        || list.regexes.iter().any(|regex| regex.matches(candidate))
+                }
+                Predicate::Regex(regex) => regex.matches(candidate),
+                inner => satisfies_value(inner, value.as_deref()),
+            }
+        }
     }
 }
 

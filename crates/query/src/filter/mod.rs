@@ -12,11 +12,13 @@ mod predicate;
 
 use bson::{Bson, Document};
 
+use crate::collation::{contains_string, Collation, CollationRef};
 use crate::error::QueryError;
 use crate::expr::Variables;
 use crate::path::FieldPath;
 
 pub use predicate::{CompareOp, InList, RegexMatcher, TypeSet};
+
 
 /// A parsed filter: immutable and cheap to share between threads.
 #[derive(Clone, Debug)]
@@ -24,6 +26,8 @@ pub struct Filter {
     root: Node,
     /// The filter as the client sent it, for explain output.
     source: Document,
+    /// The collation its string comparisons use (`None`: simple).
+    collation: CollationRef,
 }
 
 /// What a match found, for the positional `$` of updates and projections.
@@ -79,16 +83,57 @@ pub enum Predicate {
     ElemMatchDocument(Box<Node>),
     /// `$elemMatch` with operators: some element itself satisfies them all.
     ElemMatchValue(Box<Node>),
+    /// An `$eq`, comparison or `$in` on strings under a collation: its
+    /// values are already collated (`Collation::collate`), and candidates
+    /// are collated before the inner predicate tests them. Index keys built
+    /// with the same collation hold the same collated values, so the
+    /// planner bounds such an index by the inner predicate.
+    Collated(Box<CollatedPredicate>),
+}
+
+/// A string comparison under a collation (see `Predicate::Collated`).
+#[derive(Clone, Debug)]
+pub struct CollatedPredicate {
+    /// The predicate with its values collated.
+    pub collated: Predicate,
+    /// The predicate as written, for upserts (`{name: "a"}` inserts "a").
+    pub original: Predicate,
+    pub collation: std::sync::Arc<Collation>,
 }
 
 impl Filter {
     /// Parses a filter document. Errors carry MongoDB's codes and messages
     /// (`unknown operator: $x`, `unknown top level operator: $x`, ...).
     pub fn parse(filter: &Document) -> Result<Filter, QueryError> {
-        Ok(Filter {
+        Filter::parse_collated(filter, None)
+    }
+
+    /// Parses a filter whose string comparisons (`$eq`, `$gt`..., `$in`)
+    /// follow `collation`; `$regex` never does, as in MongoDB.
+    pub fn parse_collated(filter: &Document, collation: CollationRef) -> Result<Filter, QueryError> {
+        let parsed = Filter {
             root: parse::parse_document(filter, 0)?,
             source: filter.clone(),
-        })
+            collation: None,
+        };
+        Ok(parsed.with_collation(collation))
+    }
+
+    /// This filter (parsed without a collation) with its string
+    /// comparisons under `collation`: how a collection's default collation
+    /// reaches a filter parsed before the collection was looked up.
+    pub fn with_collation(mut self, collation: CollationRef) -> Filter {
+        assert!(self.collation.is_none(), "a filter is collated once");
+        if let Some(collation) = &collation {
+            collate_node(&mut self.root, collation);
+        }
+        self.collation = collation;
+        self
+    }
+
+    /// The collation of the filter's string comparisons (`None`: simple).
+    pub fn collation(&self) -> Option<&Collation> {
+        self.collation.as_deref()
     }
 
     /// A filter that matches every document.
@@ -96,6 +141,7 @@ impl Filter {
         Filter {
             root: Node::True,
             source: Document::new(),
+            collation: None,
         }
     }
 
@@ -134,8 +180,9 @@ impl Filter {
         vars: &Variables,
     ) -> Result<MatchDetails, QueryError> {
         let mut error = None;
+        predicate::clear_match_failure();
         let outcome = eval::matches_document_checked(&self.root, doc, vars, &mut error);
-        if let Some(error) = error {
+        if let Some(error) = predicate::take_match_failure().or(error) {
             return Err(error);
         }
         Ok(match outcome {
@@ -183,6 +230,45 @@ impl Predicate {
     }
 }
 
+/// Wraps every string comparison of the tree in `Predicate::Collated`.
+fn collate_node(node: &mut Node, collation: &std::sync::Arc<Collation>) {
+    match node {
+        Node::And(children) | Node::Or(children) | Node::Nor(children) => {
+            children.iter_mut().for_each(|child| collate_node(child, collation))
+        }
+        Node::Field { predicate, .. } => collate_predicate(predicate, collation),
+        Node::True | Node::False | Node::Expr(_) => {}
+    }
+}
+
+fn collate_predicate(predicate: &mut Predicate, collation: &std::sync::Arc<Collation>) {
+    let collated = match predicate {
+        Predicate::ElemMatchDocument(node) | Predicate::ElemMatchValue(node) => {
+            collate_node(node, collation);
+            return;
+        }
+        Predicate::Eq(value) if contains_string(value) => Predicate::Eq(collation.collate(value).into_owned()),
+        Predicate::Compare(op, value) if contains_string(value) => {
+            Predicate::Compare(*op, collation.collate(value).into_owned())
+        }
+        // Wrapped so that index bounds know the keys are sort keys; the
+        // pattern still matches the text itself.
+        Predicate::Regex(_) => predicate.clone(),
+        Predicate::In(list) if !list.regexes.is_empty() || list.values.iter().any(contains_string) => {
+            let mut list = list.clone();
+            list.values = list.values.iter().map(|value| collation.collate(value).into_owned()).collect();
+            Predicate::In(list)
+        }
+        _ => return,
+    };
+    let original = std::mem::replace(predicate, Predicate::Exists);
+    *predicate = Predicate::Collated(Box::new(CollatedPredicate {
+        collated,
+        original,
+        collation: collation.clone(),
+    }));
+}
+
 fn collect_equalities(node: &Node, out: &mut Vec<(String, Bson)>) {
     match node {
         Node::And(children) => children
@@ -193,6 +279,14 @@ fn collect_equalities(node: &Node, out: &mut Vec<(String, Bson)>) {
             predicate: Predicate::Eq(value),
         } if !path.is_empty() => {
             out.push((path.dotted().to_string(), value.clone()));
+        }
+        Node::Field {
+            path,
+            predicate: Predicate::Collated(collated),
+        } if !path.is_empty() => {
+            if let Predicate::Eq(value) = &collated.original {
+                out.push((path.dotted().to_string(), value.clone()));
+            }
         }
         _ => {}
     }

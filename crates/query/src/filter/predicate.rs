@@ -4,7 +4,9 @@
 use std::cmp::Ordering;
 
 use bson::Bson;
-use regex::Regex;
+use std::cell::RefCell;
+
+use crate::pcre::Pcre;
 
 use crate::compare::{as_number, canonical_type_rank, compare_values, values_equal, Number};
 use crate::error::QueryError;
@@ -86,48 +88,58 @@ pub fn compare_matches(op: CompareOp, candidate: Option<&Bson>, target: &Bson) -
 pub struct RegexMatcher {
     pub pattern: String,
     pub options: String,
-    compiled: Regex,
+    compiled: Pcre,
+}
+
+thread_local! {
+    /// The first `$regex` failure (its backtracking cap, see `crate::pcre`)
+    /// of the filter evaluation running on this thread. Matching is
+    /// synchronous and returns a bool through many layers, so the failure
+    /// is parked here and `Filter::matches_with_variables`, which cleared
+    /// it before evaluating, takes it afterwards and fails the query.
+    static MATCH_FAILURE: RefCell<Option<QueryError>> = const { RefCell::new(None) };
+}
+
+/// Forgets a failure left by an evaluation whose caller ignored errors.
+pub(crate) fn clear_match_failure() {
+    MATCH_FAILURE.with(|failure| failure.borrow_mut().take());
+}
+
+/// The failure of the evaluation that just ran on this thread, if any.
+pub(crate) fn take_match_failure() -> Option<QueryError> {
+    MATCH_FAILURE.with(|failure| failure.borrow_mut().take())
 }
 
 impl RegexMatcher {
     pub fn new(pattern: &str, options: &str) -> Result<RegexMatcher, QueryError> {
-        let mut flags = String::new();
-        for flag in options.chars() {
-            match flag {
-                'i' | 'm' | 's' | 'x' => flags.push(flag),
-                // 'u' (Unicode) is always on in the regex crate.
-                'u' => {}
-                other => {
-                    return Err(QueryError::new(
-                        51108,
-                        format!("invalid flag in regex options: {other}"),
-                    ))
-                }
-            }
-        }
-        let source = if flags.is_empty() {
-            pattern.to_string()
-        } else {
-            format!("(?{flags}){pattern}")
-        };
-        let compiled = Regex::new(&source)
-            .map_err(|e| QueryError::new(51091, format!("Regular expression is invalid: {e}")))?;
         Ok(RegexMatcher {
             pattern: pattern.to_string(),
             options: options.to_string(),
-            compiled,
+            compiled: Pcre::compile(pattern, options, "$regex", 51091)?,
         })
     }
 
+    fn is_match(&self, text: &str) -> bool {
+        match self.compiled.is_match(text) {
+            Ok(matched) => matched,
+            Err(error) => {
+                MATCH_FAILURE.with(|failure| {
+                    failure.borrow_mut().get_or_insert(error);
+                });
+                false
+            }
+        }
+    }
+
     pub fn is_match_str(&self, text: &str) -> bool {
-        self.compiled.is_match(text)
+        self.is_match(text)
     }
 
     /// Strings and symbols match by pattern; a stored regular expression
     /// matches when it is the same expression.
     pub fn matches(&self, candidate: Option<&Bson>) -> bool {
         match candidate {
-            Some(Bson::String(s)) | Some(Bson::Symbol(s)) => self.compiled.is_match(s),
+            Some(Bson::String(s)) | Some(Bson::Symbol(s)) => self.is_match(s),
             Some(Bson::RegularExpression(r)) => {
                 r.pattern.as_str() == self.pattern
                     && sorted(r.options.as_str()) == sorted(&self.options)

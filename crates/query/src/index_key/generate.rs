@@ -271,7 +271,8 @@ pub fn index_keys(
         .map(|values| {
             let mut key = Vec::new();
             for (value, field) in values.iter().zip(&pattern.fields) {
-                encode_value(&mut key, value, field.descending);
+                let value = crate::collation::collate_with(pattern.collation.as_deref(), value);
+                encode_value(&mut key, &value, field.descending);
             }
             key
         })

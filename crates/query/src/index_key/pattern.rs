@@ -19,9 +19,18 @@ pub struct KeyField {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyPattern {
     pub fields: Vec<KeyField>,
+    /// The index's collation: string values are keyed by their sort keys
+    /// (`None`: by their bytes).
+    pub collation: crate::collation::CollationRef,
 }
 
 impl KeyPattern {
+    /// The same pattern keyed under `collation`.
+    pub fn with_collation(mut self, collation: crate::collation::CollationRef) -> KeyPattern {
+        self.collation = collation;
+        self
+    }
+
     /// Parses an index key pattern. Only ascending/descending btree fields
     /// are supported; special index types answer CannotCreateIndex (67)
     /// naming the type, never a silently wrong index.
@@ -100,7 +109,7 @@ impl KeyPattern {
                 descending,
             });
         }
-        Ok(KeyPattern { fields })
+        Ok(KeyPattern { fields, collation: None })
     }
 }
 

@@ -180,12 +180,34 @@ pub fn value_intervals(predicate: &Predicate) -> Option<Vec<ValueInterval>> {
                 out.push(type_code_interval(*code)?);
             }
         }
+        Predicate::Collated(collated) => return collated_intervals(&collated.collated),
         Predicate::Exists
         | Predicate::Size(_)
         | Predicate::ElemMatchDocument(_)
         | Predicate::ElemMatchValue(_) => return None,
     }
     Some(out)
+}
+
+/// Bounds on keys built with the filter's collation: values were collated
+/// like the keys; a regex matches text, so any string key may hold a match.
+fn collated_intervals(predicate: &Predicate) -> Option<Vec<ValueInterval>> {
+    let any_string_or_regex = || {
+        let mut out = vec![whole_type(Bson::String(String::new()))];
+        out.extend(regex_value().map(whole_type));
+        out
+    };
+    match predicate {
+        Predicate::Regex(_) => Some(any_string_or_regex()),
+        Predicate::In(list) if !list.regexes.is_empty() => {
+            let mut out = any_string_or_regex();
+            for value in &list.values {
+                equality_intervals(value, &mut out);
+            }
+            Some(out)
+        }
+        other => value_intervals(other),
+    }
 }
 
 fn compare_intervals(op: crate::filter::CompareOp, value: &Bson) -> Option<Vec<ValueInterval>> {

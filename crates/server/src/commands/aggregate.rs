@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use slipstream_query::aggregate::Pipeline;
+use slipstream_query::collation::CollationRef;
 use slipstream_query::filter::Filter;
 use slipstream_repl::CommandAccess;
 use slipstream_storage::Engine;
@@ -18,7 +19,7 @@ use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::Cursor;
 use crate::error::CommandError;
-use crate::exec::args::{self, check_collation, get_bool, get_document, get_non_negative, namespace};
+use crate::exec::args::{self, get_bool, get_document, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX;
@@ -53,6 +54,10 @@ pub(crate) struct AggregateRequest {
     /// The namespace the reply and its cursor name: `ns`, or the view
     /// the command named when `ns` is the view's backing collection.
     pub cursor_ns: String,
+    /// The command's `collation` (`None`: none given, see `resolve_collation`).
+    pub requested_collation: Option<CollationRef>,
+    /// The collation the pipeline runs under.
+    pub collation: CollationRef,
 }
 
 impl AggregateRequest {
@@ -69,7 +74,7 @@ impl AggregateRequest {
                 ))
             }
         };
-        check_collation(body, COMMAND)?;
+        let requested_collation = crate::exec::collation::requested(body, COMMAND)?;
         let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
         let items = args::get_array(body, COMMAND, "pipeline")?.ok_or_else(|| {
             CommandError::new(40414, "BSON field 'aggregate.pipeline' is missing but a required field")
@@ -100,7 +105,8 @@ impl AggregateRequest {
         if let Some(output) = &output {
             refuse_linearizable_output(body, output)?;
         }
-        let mut pipeline = Pipeline::parse(&stages, db)?;
+        let collation = requested_collation.clone().flatten();
+        let mut pipeline = Pipeline::parse(&stages, db)?.with_collation(collation.clone());
         if get_bool(body, COMMAND, "allowDiskUse")?.unwrap_or(false) {
             pipeline = pipeline.with_memory_limit(BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX);
         }
@@ -126,7 +132,21 @@ impl AggregateRequest {
             max_time_ms: get_non_negative(body, COMMAND, "maxTimeMS")?.filter(|ms| *ms > 0),
             lets,
             output,
+            requested_collation,
+            collation,
         })
+    }
+
+    /// A pipeline without its own `collation` runs under the collection's
+    /// default.
+    fn resolve_collation(mut self, engine: &Engine) -> Result<AggregateRequest, CommandError> {
+        if self.requested_collation.is_some() || self.collection.is_none() {
+            return Ok(self);
+        }
+        let default = crate::exec::collation::collection_default(engine.collection_info(&self.ns).as_ref())?;
+        self.pipeline = self.pipeline.with_collation(default.clone());
+        self.collation = default;
+        Ok(self)
     }
 }
 
@@ -214,7 +234,7 @@ pub(crate) fn run_pipeline(
             input_plan,
         });
     }
-    let filter = Filter::parse(&leading)?;
+    let filter = Filter::parse_collated(&leading, request.collation.clone())?;
     let info = engine.collection_info(&request.ns);
     let shape = QueryShape {
         filter_document: &leading,
@@ -276,7 +296,7 @@ pub(crate) fn parse_resolving_views(
         _ => None,
     };
     let Some((view_name, view)) = view else {
-        return AggregateRequest::parse(db, body);
+        return AggregateRequest::parse(db, body)?.resolve_collation(engine);
     };
     let mut resolved = body.clone();
     resolved.insert("aggregate", view.collection);

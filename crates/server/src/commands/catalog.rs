@@ -31,7 +31,6 @@ const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
     "validationAction",
     "timeseries",
     "clusteredIndex",
-    "collation",
     "changeStreamPreAndPostImages",
     "expireAfterSeconds",
     "encryptedFields",
@@ -210,6 +209,16 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         if super::admin::is_generic_argument(key) {
             continue;
         }
+        if key == "collation" {
+            // Kept as MongoDB fills it in (every field); simple is no default.
+            if let Some(collation) = crate::exec::collation::for_index(args_collation(&req.body)?, None)? {
+                if req.body.contains_key("viewOn") {
+                    return Err(CommandError::new(115, "a view with a collation is not supported by Slipstream"));
+                }
+                options.insert("collation", collation);
+            }
+            continue;
+        }
         if UNSUPPORTED_CREATE_OPTIONS.contains(&key.as_str()) {
             if key == "capped" && value == &Bson::Boolean(false) {
                 continue;
@@ -233,6 +242,11 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     }
     let op_time = engine.create_collection(&ns, options)?;
     acknowledge(ctx, Some(op_time), Document::new())
+}
+
+/// `create`'s `collation` argument, which must be a document.
+fn args_collation(body: &Document) -> Result<Option<&Document>, CommandError> {
+    crate::exec::args::get_document(body, "create", "collation")
 }
 
 /// A view's `viewOn` and `pipeline` (either alone is an error): `viewOn`

@@ -14,6 +14,7 @@ mod documents;
 use std::sync::Arc;
 
 use bson::{doc, oid::ObjectId, Bson, Document};
+use slipstream_query::collation::CollationRef;
 use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
@@ -22,7 +23,7 @@ use slipstream_storage::{Engine, OpTime, RetryImage, StatementSession};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
-use crate::exec::args::{self, check_collation, check_writable, get_array, get_bool, get_document, namespace};
+use crate::exec::args::{self, check_writable, get_array, get_bool, get_document, namespace};
 use crate::exec::limits::WRITE_BATCH_STATEMENTS_MAX;
 use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
@@ -355,7 +356,7 @@ struct UpdateStatement {
 }
 
 impl UpdateStatement {
-    fn parse(value: &Bson, lets: &CommandLet) -> Result<UpdateStatement, CommandError> {
+    fn parse(value: &Bson, lets: &CommandLet, default_collation: &CollationRef) -> Result<UpdateStatement, CommandError> {
         let Bson::Document(spec) = value else {
             return Err(CommandError::new(14, "update statements must be objects"));
         };
@@ -374,7 +375,8 @@ impl UpdateStatement {
                 "multi update is not supported for replacement-style update",
             ));
         }
-        check_collation(spec, "update.updates")?;
+        let collation = crate::exec::collation::requested(spec, "update.updates")?;
+        let filter = filter.with_collation(collation.unwrap_or_else(|| default_collation.clone()));
         Ok(UpdateStatement {
             filter_document,
             filter,
@@ -571,6 +573,7 @@ fn run_updates(
     retry: Option<&RetryableWrite>,
 ) -> Result<UpdateTotals, CommandError> {
     let mut totals = UpdateTotals::default();
+    let default_collation = crate::exec::collation::collection_default(engine.collection_info(ns).as_ref())?;
     for (index, value) in updates.iter().enumerate() {
         if let Some(retry) = retry {
             if let Some(entry) = retry.executed(retry.stmt_id(index))? {
@@ -589,7 +592,7 @@ fn run_updates(
         let mut counts = UpdateOutcomeCounts::default();
         let session = retry.map(|retry| retry.statement(index)).transpose();
         let result = session.and_then(|session| {
-            UpdateStatement::parse(value, lets)
+            UpdateStatement::parse(value, lets, &default_collation)
                 .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts))
         });
         totals.matched += counts.matched;
@@ -697,7 +700,7 @@ struct DeleteStatement {
 }
 
 impl DeleteStatement {
-    fn parse(value: &Bson, lets: &CommandLet) -> Result<DeleteStatement, CommandError> {
+    fn parse(value: &Bson, lets: &CommandLet, default_collation: &CollationRef) -> Result<DeleteStatement, CommandError> {
         let Bson::Document(spec) = value else {
             return Err(CommandError::new(14, "delete statements must be objects"));
         };
@@ -714,7 +717,8 @@ impl DeleteStatement {
                 format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
             ));
         }
-        check_collation(spec, "delete.deletes")?;
+        let collation = crate::exec::collation::requested(spec, "delete.deletes")?;
+        let filter = filter.with_collation(collation.unwrap_or_else(|| default_collation.clone()));
         Ok(DeleteStatement {
             filter_document,
             filter,
@@ -757,6 +761,7 @@ fn run_deletes(
     retry: Option<&RetryableWrite>,
 ) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
+    let default_collation = crate::exec::collation::collection_default(engine.collection_info(ns).as_ref())?;
     for (index, value) in deletes.iter().enumerate() {
         if let Some(retry) = retry {
             if let Some(entry) = retry.executed(retry.stmt_id(index))? {
@@ -768,7 +773,7 @@ fn run_deletes(
         let mut deleted = 0u64;
         let session = retry.map(|retry| retry.statement(index)).transpose();
         let result = session.and_then(|session| {
-            DeleteStatement::parse(value, lets)
+            DeleteStatement::parse(value, lets, &default_collation)
                 .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write))
         });
         totals.applied += deleted;
@@ -834,7 +839,7 @@ struct FindAndModify {
 }
 
 impl FindAndModify {
-    fn parse(body: &Document) -> Result<FindAndModify, CommandError> {
+    fn parse(body: &Document, default_collation: &CollationRef) -> Result<FindAndModify, CommandError> {
         const COMMAND: &str = "findAndModify";
         let lets = CommandLet::parse(body, COMMAND, bson::DateTime::now())?;
         let (filter_document, filter) = parse_filter(body.get("query"), COMMAND, "query", &lets)?;
@@ -873,7 +878,10 @@ impl FindAndModify {
             Some(fields) if !fields.is_empty() => Some(Projection::parse(fields)?),
             _ => None,
         };
-        check_collation(body, COMMAND)?;
+        let collation = crate::exec::collation::requested(body, COMMAND)?;
+        let collation = collation.unwrap_or_else(|| default_collation.clone());
+        let filter = filter.with_collation(collation.clone());
+        let sort = sort.map(|sort| sort.with_collation(collation));
         Ok(FindAndModify {
             filter_document,
             filter,
@@ -891,7 +899,9 @@ impl FindAndModify {
 pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let command_name = req.name.as_str();
     let (_, ns) = write_target(req, command_name)?;
-    let request = FindAndModify::parse(&req.body)?;
+    let default_collation =
+        crate::exec::collation::collection_default(ctx.state.engine.collection_info(&ns).as_ref())?;
+    let request = FindAndModify::parse(&req.body, &default_collation)?;
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine: &Arc<Engine> = &ctx.state.engine;
     let is_update = request.update.is_some();

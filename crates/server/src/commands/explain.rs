@@ -178,8 +178,8 @@ pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
 
 async fn explain_find(ctx: &CommandContext, db: &str, inner: &Document, verbosity: Verbosity) -> CommandResult {
     let start = Instant::now();
-    let request = FindRequest::parse(db, inner)?;
     let engine = &ctx.state.engine;
+    let request = FindRequest::parse(db, inner)?.resolve_collation(engine)?;
     let deadline = request.deadline(start);
     let mut opened = open_find(engine, &request, deadline).await?;
     let planner = query_planner(

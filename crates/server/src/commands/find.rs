@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
-use slipstream_query::compare::compare_values;
+use slipstream_query::collation::{compare_with, Collation, CollationRef};
 use slipstream_query::filter::Filter;
 use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
 use slipstream_query::projection::Projection;
@@ -28,7 +28,7 @@ use super::crud::command_let::CommandLet;
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
-use crate::exec::args::{self, check_collation, get_document, get_i64, get_non_negative, namespace};
+use crate::exec::args::{self, get_document, get_i64, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
@@ -70,6 +70,9 @@ pub(crate) struct FindRequest {
     /// `min` / `max`: bounds on the hinted index (see `IndexBounds`).
     pub min: Option<Document>,
     pub max: Option<Document>,
+    /// The command's `collation` (`None`: the collection default applies,
+    /// see `resolve_collation`).
+    pub collation: Option<CollationRef>,
 }
 
 /// Options MongoDB has that Slipstream refuses with a clear error when set.
@@ -127,7 +130,7 @@ impl FindRequest {
         args::refuse_unknown_fields(body, COMMAND, FIND_FIELDS)?;
         let collection = args::collection_name(body, COMMAND)?;
         args::check_database_name(db)?;
-        check_collation(body, COMMAND)?;
+        let collation = crate::exec::collation::requested(body, COMMAND)?;
         refuse_unsupported(body)?;
         // `let` constants reach the filter's `$expr` (see `CommandLet`).
         // Flags read nowhere else are still checked, as MongoDB's parser does.
@@ -218,7 +221,30 @@ impl FindRequest {
             max: get_document(body, COMMAND, "max")?
                 .filter(|bound| !bound.is_empty())
                 .cloned(),
-        })
+            collation: None,
+        }
+        .with_collation(collation))
+    }
+
+    /// Puts the filter's and sort's string comparisons under `collation`
+    /// (`None`: keep the request as it is).
+    fn with_collation(mut self, collation: Option<CollationRef>) -> FindRequest {
+        if let Some(collation) = collation {
+            let filter = std::mem::replace(&mut self.filter, Filter::match_all());
+            self.filter = filter.with_collation(collation.clone());
+            self.sort = self.sort.take().map(|sort| sort.with_collation(collation.clone()));
+            self.collation = Some(collation);
+        }
+        self
+    }
+
+    /// A request without its own `collation` takes the collection's default.
+    pub fn resolve_collation(self, engine: &Engine) -> Result<FindRequest, CommandError> {
+        if self.collation.is_some() || self.is_oplog {
+            return Ok(self);
+        }
+        let default = crate::exec::collation::collection_default(engine.collection_info(&self.ns).as_ref())?;
+        Ok(self.with_collation(Some(default)))
     }
 
     pub fn deadline(&self, start: Instant) -> Option<Instant> {
@@ -445,6 +471,7 @@ fn point_read_id(request: &FindRequest) -> Option<&Bson> {
         || request.batch_size == Some(0)
         || !request.read_point.is_latest()
         || request.filter_document.len() != 1
+        || request.filter.collation().is_some()
     {
         return None;
     }
@@ -476,7 +503,7 @@ fn point_read(ctx: &CommandContext, request: &FindRequest, id: &Bson) -> Command
 
 pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let start = Instant::now();
-    let mut request = FindRequest::parse(&req.db, &req.body)?;
+    let mut request = FindRequest::parse(&req.db, &req.body)?.resolve_collation(&ctx.state.engine)?;
     request.read_point = ctx.read_point();
     ctx.state.metrics.count_query();
     let collection = request.ns.split_once('.').map_or("", |(_, collection)| collection);
@@ -892,9 +919,11 @@ pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     args::refuse_unknown_fields(&req.body, COMMAND, COUNT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
-    check_collation(&req.body, COMMAND)?;
+    let collation = crate::exec::collation::requested(&req.body, COMMAND)?;
     let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
-    let filter = Filter::parse(&filter_document)?;
+    let collation =
+        crate::exec::collation::effective(collation.as_ref(), ctx.state.engine.collection_info(&ns).as_ref())?;
+    let filter = Filter::parse_collated(&filter_document, collation)?;
     let skip = get_non_negative(&req.body, COMMAND, "skip")?.unwrap_or(0);
     // A negative limit counts like its absolute value.
     let limit = get_i64(&req.body, COMMAND, "limit")?
@@ -924,7 +953,7 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     args::refuse_unknown_fields(&req.body, COMMAND, DISTINCT_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
-    check_collation(&req.body, COMMAND)?;
+    let collation = crate::exec::collation::requested(&req.body, COMMAND)?;
     let key = match req.body.get("key") {
         Some(Bson::String(key)) if !key.is_empty() => key.clone(),
         Some(Bson::String(_)) => return Err(CommandError::bad_value("distinct key cannot be empty")),
@@ -945,14 +974,16 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
         }
     };
     let filter_document = get_document(&req.body, COMMAND, "query")?.cloned().unwrap_or_default();
-    let filter = Filter::parse(&filter_document)?;
+    let collation =
+        crate::exec::collation::effective(collation.as_ref(), ctx.state.engine.collection_info(&ns).as_ref())?;
+    let filter = Filter::parse_collated(&filter_document, collation.clone())?;
     let hint = req.body.get("hint").filter(|hint| !matches!(hint, Bson::Null)).cloned();
     let read_at = ctx.read_point().at;
     if crate::exec::views::resolve(&ctx.state.engine, &req.db, &collection)?.is_some() {
         return on_view::distinct(ctx, &req.db, &collection, &key, filter_document, &req.body).await;
     }
     let documents = matching_documents(&ctx.state.engine, ns, filter_document, filter, hint, read_at).await?;
-    let values = distinct_values(&documents, &key)?;
+    let values = distinct_values_collated(&documents, &key, collation.as_deref())?;
     let mut reply = doc! {"values": values};
     if let Some(ts) = ctx.read_point().chosen_snapshot() {
         reply.insert("atClusterTime", ts.to_bson());
@@ -964,6 +995,16 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
 /// the end of the path contribute their elements; values are distinct by
 /// BSON comparison (so 1 and 1.0 are one value) and returned in BSON order.
 pub(crate) fn distinct_values(documents: &[Document], key: &str) -> Result<Vec<Bson>, CommandError> {
+    distinct_values_collated(documents, key, None)
+}
+
+/// `distinct_values` with strings equal and ordered under `collation`
+/// (the first of equal values is kept).
+fn distinct_values_collated(
+    documents: &[Document],
+    key: &str,
+    collation: Option<&Collation>,
+) -> Result<Vec<Bson>, CommandError> {
     let path = FieldPath::new(key);
     let mut values: Vec<Bson> = Vec::new();
     for document in documents {
@@ -978,8 +1019,9 @@ pub(crate) fn distinct_values(documents: &[Document], key: &str) -> Result<Vec<B
             false
         });
     }
-    values.sort_by(compare_values);
-    values.dedup_by(|a, b| compare_values(a, b) == std::cmp::Ordering::Equal);
+    // A stable sort keeps the first of equal values first, and dedup keeps it.
+    values.sort_by(|a, b| compare_with(collation, a, b));
+    values.dedup_by(|a, b| compare_with(collation, a, b) == std::cmp::Ordering::Equal);
     let bytes: usize = values.iter().map(value_size).sum();
     if bytes > REPLY_BATCH_BYTES_MAX {
         return Err(CommandError::new(
@@ -1082,11 +1124,11 @@ mod tests {
         assert_eq!(parse(doc! {"find": "c", "limit": -3}).unwrap().limit, Some(3));
         assert_eq!(parse(doc! {"find": "c", "awaitData": true}).err().unwrap().code, 2);
         assert_eq!(
-            parse(doc! {"find": "c", "collation": {"locale": "fr"}})
+            parse(doc! {"find": "c", "collation": {"locale": "xx"}})
                 .err()
                 .unwrap()
                 .code,
-            115
+            2
         );
         assert_eq!(parse(doc! {"find": "c", "min": {"a": 1}}).unwrap().min, Some(doc! {"a": 1}));
         assert_eq!(parse(doc! {"find": "c", "returnKey": true}).err().unwrap().code, 115);

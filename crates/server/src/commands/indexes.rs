@@ -26,7 +26,6 @@ use crate::exec::scan::ID_INDEX_NAME;
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "partialFilterExpression",
     "expireAfterSeconds",
-    "collation",
     "weights",
     "default_language",
     "language_override",
@@ -49,8 +48,9 @@ fn cannot_create(message: impl Into<String>) -> CommandError {
     CommandError::new(67, message)
 }
 
-/// Parses one entry of `indexes`.
-fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
+/// Parses one entry of `indexes`; an index without its own `collation`
+/// takes `default_collation` (the collection's, as a full document).
+fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Result<IndexSpec, CommandError> {
     let Bson::Document(spec) = value else {
         return Err(CommandError::new(
             14,
@@ -92,9 +92,14 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     let mut unique = false;
     let mut sparse = false;
     let mut hidden = false;
+    let mut collation = default_collation.clone();
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
+            "collation" => {
+                let requested = args::get_document(spec, "createIndexes.indexes", "collation")?;
+                collation = crate::exec::collation::for_index(requested, None)?;
+            }
             "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
             "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
@@ -104,9 +109,6 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
                 _ => return Err(cannot_create(format!("index version {value} is not supported"))),
             },
             field if UNSUPPORTED_OPTIONS.contains(&field) => {
-                if field == "collation" && matches!(value, Bson::Document(c) if args::is_simple_collation(c)) {
-                    continue;
-                }
                 return Err(cannot_create(format!(
                     "index option '{field}' is not supported by Slipstream (index '{name}')"
                 )));
@@ -135,11 +137,14 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         ));
     }
     Ok(IndexSpec {
-        name,
         key,
         unique,
         sparse,
         hidden,
+        // The _id index keys records by their bytes (record keys), so it
+        // stays simple whatever the collection's default.
+        collation: if name == ID_INDEX_NAME { None } else { collation },
+        name,
     })
 }
 
@@ -179,12 +184,13 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
             "Must specify at least one index to create",
         ));
     }
-    let specs = items
-        .iter()
-        .map(parse_index_spec)
-        .collect::<Result<Vec<_>, _>>()?;
     let engine = &ctx.state.engine;
     let info = engine.collection_info(&ns);
+    let default_collation = crate::exec::collation::for_index(None, info.as_ref())?;
+    let specs = items
+        .iter()
+        .map(|item| parse_index_spec(item, &default_collation))
+        .collect::<Result<Vec<_>, _>>()?;
     let created_automatically = info.is_none();
     let existing = info.map(|info| info.indexes).unwrap_or_default();
     let mut new_specs: Vec<IndexSpec> = Vec::new();
@@ -223,6 +229,9 @@ fn describe_index(index: &IndexSpec) -> Document {
     }
     if index.hidden {
         entry.insert("hidden", true);
+    }
+    if let Some(collation) = &index.collation {
+        entry.insert("collation", collation.clone());
     }
     entry
 }
@@ -346,7 +355,7 @@ mod tests {
     use super::*;
 
     fn spec(value: Document) -> Result<IndexSpec, CommandError> {
-        parse_index_spec(&Bson::Document(value))
+        parse_index_spec(&Bson::Document(value), &None)
     }
 
     #[test]

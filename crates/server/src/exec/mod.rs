@@ -23,6 +23,7 @@
 
 pub mod args;
 pub mod batch;
+pub mod collation;
 pub mod cursor_body;
 pub mod limits;
 pub mod oplog;

@@ -141,16 +141,48 @@ pub fn plan_query(info: Option<&CollectionInfo>, shape: &QueryShape<'_>) -> Resu
     index_plan(info, shape, hinted)
 }
 
+/// A hinted index whose collation differs from the query's: scanned whole,
+/// in key order that is not the query's; the filter does the selecting.
+fn mismatched_hint(info: &CollectionInfo, shape: &QueryShape<'_>, index: &IndexSpec) -> Result<PlannedQuery, CommandError> {
+    let candidate = IndexCandidate {
+        name: index.name.clone(),
+        key: index.key.clone(),
+        multikey: info.multikey_indexes.contains(&index.name),
+        unique: index.unique,
+        sparse: index.sparse,
+    };
+    let hint = Bson::String(index.name.clone());
+    let plan = planner::plan(&Filter::match_all(), None, &[candidate], Some(&hint))?;
+    Ok(PlannedQuery {
+        access: Access::Index {
+            name: index.name.clone(),
+            intervals: vec![KeyInterval::all()],
+            reverse: false,
+            multikey: info.multikey_indexes.contains(&index.name),
+        },
+        provides_sort: shape.sort.is_none_or(|sort| sort.is_empty()),
+        winning_plan: plan.explain,
+        eof: false,
+    })
+}
+
 /// Asks the query planner for a plan over the collection's indexes.
 fn index_plan(
     info: &CollectionInfo,
     shape: &QueryShape<'_>,
     hinted: Option<&IndexSpec>,
 ) -> Result<PlannedQuery, CommandError> {
+    // Index keys of strings are the index collation's sort keys: only an
+    // index with the query's collation can bound or order by them.
+    let collation = shape.filter.collation().map(|collation| collation.to_document());
+    let same_collation = |index: &IndexSpec| index.collation == collation;
+    if let Some(index) = hinted.filter(|index| !same_collation(index)) {
+        return mismatched_hint(info, shape, index);
+    }
     let candidates: Vec<IndexCandidate> = info
         .indexes
         .iter()
-        .filter(|index| !index.hidden)
+        .filter(|index| !index.hidden && same_collation(index))
         .map(|index| IndexCandidate {
             name: index.name.clone(),
             key: index.key.clone(),

@@ -30,6 +30,7 @@ use slipstream_query::update::apply_oplog_update;
 
 use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
 use crate::engine::IndexSpec;
+use crate::index_spec::IndexModification;
 use crate::mvcc::{ReadView, Value, VersionedStore};
 use crate::oplog_entry::{split_namespace, OpKind, OplogEntry};
 use crate::session::{
@@ -434,9 +435,10 @@ impl<'a> Applier<'a> {
         Ok(true)
     }
 
-    /// `collMod` with `index: {name, hidden}`: hides the index from the
-    /// planner or shows it again; the index stays maintained either way.
-    pub fn set_index_hidden(&mut self, ns: &str, name: &str, hidden: bool) -> Result<bool> {
+    /// `collMod` with `index: {name, hidden?, expireAfterSeconds?}`: hides
+    /// the index from the planner or shows it again (it stays maintained
+    /// either way), or sets its TTL.
+    pub fn modify_index(&mut self, ns: &str, name: &str, modification: &IndexModification) -> Result<bool> {
         let Some(collection) = self.catalog.get(ns).cloned() else {
             self.missing(ns)?;
             return Ok(false);
@@ -448,7 +450,7 @@ impl<'a> Applier<'a> {
             };
         };
         let mut changed = (*collection).clone();
-        changed.indexes[position].spec.hidden = hidden;
+        changed.indexes[position].spec = modification.applied_to(&changed.indexes[position].spec);
         self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
         Ok(true)
     }
@@ -621,11 +623,11 @@ impl<'a> Applier<'a> {
             }
             "collMod" => {
                 let ns = collection_ns(value)?;
-                let corrupt = || StorageError::Corruption(format!("collMod entry without index name and hidden: {o}"));
-                let index = o.get_document("index").map_err(|_| corrupt())?;
-                let name = index.get_str("name").map_err(|_| corrupt())?;
-                let hidden = index.get_bool("hidden").map_err(|_| corrupt())?;
-                self.set_index_hidden(&ns, name, hidden).map(|_| ())
+                let index = o
+                    .get_document("index")
+                    .map_err(|_| StorageError::Corruption(format!("collMod entry without index: {o}")))?;
+                let (name, modification) = IndexModification::from_document(index)?;
+                self.modify_index(&ns, &name, &modification).map(|_| ())
             }
             "dropIndexes" => {
                 let ns = collection_ns(value)?;

@@ -8,7 +8,7 @@
 
 use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
-use slipstream_storage::index_spec::{verdict, Verdict};
+use slipstream_storage::index_spec::{verdict, Verdict, EXPIRE_AFTER_SECONDS_MAX};
 use slipstream_storage::IndexSpec;
 
 use super::{CommandContext, CommandRequest, CommandResult};
@@ -25,7 +25,6 @@ use crate::exec::scan::ID_INDEX_NAME;
 /// Index options that exist in MongoDB but not in Slipstream.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "partialFilterExpression",
-    "expireAfterSeconds",
     "collation",
     "weights",
     "default_language",
@@ -92,12 +91,14 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     let mut unique = false;
     let mut sparse = false;
     let mut hidden = false;
+    let mut expire_after_seconds = None;
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
             "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
             "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
+            "expireAfterSeconds" => expire_after_seconds = Some(parse_expire_after_seconds(spec, &key, value)?),
             "v" => match value {
                 Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
                 Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
@@ -140,7 +141,60 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         unique,
         sparse,
         hidden,
+        expire_after_seconds,
     })
+}
+
+/// `expireAfterSeconds` of a new index, checked as MongoDB 7.0's
+/// `validateIndexSpecTTL` does: a number (fractions truncated), not
+/// negative, within 2^31 - 1, on a single field that is not `_id`.
+fn parse_expire_after_seconds(spec: &Document, key: &Document, value: &Bson) -> Result<i64, CommandError> {
+    if key_patterns_equal(key, &doc! {"_id": 1}) {
+        return Err(CommandError::new(
+            197,
+            format!("The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: {spec}"),
+        ));
+    }
+    let seconds = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(n) if n.is_nan() => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must not be NaN. Index spec: {spec}"
+            )))
+        }
+        // Saturating, as MongoDB's safeNumberLong.
+        Bson::Double(n) => *n as i64,
+        Bson::Decimal128(_) => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. \
+                 Index spec: {spec}"
+            )))
+        }
+        other => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{}'. Index spec: {spec}",
+                args::type_name(other)
+            )))
+        }
+    };
+    if seconds < 0 {
+        return Err(cannot_create(format!(
+            "TTL index 'expireAfterSeconds' option cannot be less than 0. Index spec: {spec}"
+        )));
+    }
+    if seconds > EXPIRE_AFTER_SECONDS_MAX {
+        return Err(cannot_create(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. \
+             Index spec: {spec}"
+        )));
+    }
+    if key.len() != 1 {
+        return Err(cannot_create(format!(
+            "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: {spec}"
+        )));
+    }
+    Ok(seconds)
 }
 
 /// Compares a requested index with the existing ones and with those asked
@@ -223,6 +277,9 @@ fn describe_index(index: &IndexSpec) -> Document {
     }
     if index.hidden {
         entry.insert("hidden", true);
+    }
+    if let Some(seconds) = index.expire_after_seconds {
+        entry.insert("expireAfterSeconds", seconds as i32);
     }
     entry
 }
@@ -364,10 +421,9 @@ mod tests {
         let error = spec(doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}).unwrap_err();
         assert_eq!(error.code, 67);
         assert!(error.message.contains("2dsphere"));
-        let error =
-            spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
+        let error = spec(doc! {"key": {"a": 1}, "name": "a_1", "weights": {"a": 1}}).unwrap_err();
         assert_eq!(error.code, 67);
-        assert!(error.message.contains("expireAfterSeconds"));
+        assert!(error.message.contains("weights"));
         assert_eq!(
             spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1})
                 .unwrap_err()

@@ -84,7 +84,12 @@ fn expired_filter(index: &IndexSpec, now: DateTime) -> Option<Document> {
     let seconds = index.expire_after_seconds?;
     let (path, _) = index.key.iter().next()?;
     let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(seconds.saturating_mul(1000)));
-    Some(doc! {path: {"$lte": cutoff}})
+    let expired = doc! {path: {"$lte": cutoff}};
+    match &index.partial_filter_expression {
+        // Only what the index holds expires.
+        Some(partial) => Some(doc! {"$and": [expired, partial.clone()]}),
+        None => Some(expired),
+    }
 }
 
 /// Deletes what `index` expires, in batches; the documents deleted.

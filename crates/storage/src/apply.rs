@@ -25,7 +25,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use slipstream_query::index_key::{decode_key, index_keys, prefix_end, record_key, KeyPattern};
+use slipstream_query::index_key::{decode_key, prefix_end, record_key};
 use slipstream_query::update::apply_oplog_update;
 
 use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
@@ -246,12 +246,12 @@ impl<'a> Applier<'a> {
         let mut index_changes = Vec::new();
         for (position, index) in collection.indexes.iter().enumerate() {
             let old_keys = match old {
-                Some(doc) => index_keys(doc, &index.pattern, index.spec.sparse)?.keys,
+                Some(doc) => index.keys_of(doc)?.keys,
                 None => Vec::new(),
             };
             let (new_keys, multikey) = match &new {
                 Some((doc, _)) => {
-                    let keys = index_keys(doc, &index.pattern, index.spec.sparse)?;
+                    let keys = index.keys_of(doc)?;
                     (keys.keys, keys.multikey)
                 }
                 None => (Vec::new(), false),
@@ -383,9 +383,8 @@ impl<'a> Applier<'a> {
         if spec.name == "_id_" || collection.index(&spec.name).is_some() {
             return Ok(false);
         }
-        let pattern = KeyPattern::parse(&spec.key)?;
         let table = self.catalog_mut().allocate_table();
-        let mut index = IndexMeta { spec, pattern, table, multikey: false };
+        let mut index = IndexMeta::new(spec, table)?;
         let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
         let (start, end) = table_range(collection.record_table);
         let mut from = Bound::Included(start);
@@ -395,7 +394,7 @@ impl<'a> Applier<'a> {
             from = Bound::Excluded(last.clone());
             for (key, bytes) in &batch {
                 let document = parse_document(bytes.as_ref())?;
-                let keys = index_keys(&document, &index.pattern, index.spec.sparse)?;
+                let keys = index.keys_of(&document)?;
                 index.multikey |= keys.multikey;
                 let record_key = &key[4..];
                 for index_key in keys.keys {
@@ -675,8 +674,8 @@ mod tests {
         let rk = record_key(&Bson::Int32(1));
         let record = record_store_key(1, &rk);
         assert_eq!(record, vec![0, 0, 0, 1, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let pattern = KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
-        let keys = index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
+        let pattern = slipstream_query::index_key::KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
+        let keys = slipstream_query::index_key::index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
         assert_eq!(keys, vec![vec![0x19, 0x61, 0x00, 0x00]]);
         let entry = index_store_key(2, &keys[0], &rk);
         assert_eq!(entry, vec![0, 0, 0, 2, 0x19, 0x61, 0, 0, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);

@@ -25,6 +25,9 @@ pub struct IndexSpec {
     /// A TTL index: the monitor deletes documents whose indexed date is
     /// this many seconds old (0 to `EXPIRE_AFTER_SECONDS_MAX`).
     pub expire_after_seconds: Option<i64>,
+    /// A partial index holds entries only for the documents this filter
+    /// matches (`partialFilterExpression`).
+    pub partial_filter_expression: Option<Document>,
 }
 
 /// The largest `expireAfterSeconds` MongoDB 7.0 accepts (2^31 - 1).
@@ -91,7 +94,7 @@ impl IndexModification {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexComparison {
     /// The key pattern or an option that identifies an index (its
-    /// "signature": `unique`, `sparse`) differs; both may coexist under
+    /// "signature": `unique`, `sparse`, `partialFilterExpression`) differs; both may coexist under
     /// different names.
     Different,
     /// Same signature, but another option (`hidden`, `expireAfterSeconds`)
@@ -171,6 +174,9 @@ impl IndexSpec {
         if !existing.is_id_index() && (self.unique != existing.unique || self.sparse != existing.sparse) {
             return IndexComparison::Different;
         }
+        if self.partial_filter_expression != existing.partial_filter_expression {
+            return IndexComparison::Different;
+        }
         if self.hidden != existing.hidden || self.expire_after_seconds != existing.expire_after_seconds {
             return IndexComparison::Equivalent;
         }
@@ -198,6 +204,9 @@ impl IndexSpec {
             assert!((0..=EXPIRE_AFTER_SECONDS_MAX).contains(&seconds), "expireAfterSeconds {seconds} out of range");
             document.insert("expireAfterSeconds", seconds as i32);
         }
+        if let Some(filter) = &self.partial_filter_expression {
+            document.insert("partialFilterExpression", filter.clone());
+        }
         document
     }
 
@@ -222,6 +231,11 @@ impl IndexSpec {
                 None => None,
                 Some(Bson::Int32(seconds)) if *seconds >= 0 => Some(i64::from(*seconds)),
                 Some(_) => return Err(corrupt("a valid expireAfterSeconds")),
+            },
+            partial_filter_expression: match document.get("partialFilterExpression") {
+                None => None,
+                Some(Bson::Document(filter)) => Some(filter.clone()),
+                Some(_) => return Err(corrupt("a valid partialFilterExpression")),
             },
         })
     }
@@ -307,6 +321,7 @@ mod tests {
             sparse: true,
             hidden: true,
             expire_after_seconds: Some(3600),
+            partial_filter_expression: Some(doc! {"a": {"$gt": 5}}),
             ..spec("a_1", doc! {"a": 1})
         };
         for value in [full, spec("b_1", doc! {"b": -1})] {

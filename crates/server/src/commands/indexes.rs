@@ -24,7 +24,6 @@ use crate::exec::scan::ID_INDEX_NAME;
 
 /// Index options that exist in MongoDB but not in Slipstream.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "partialFilterExpression",
     "collation",
     "weights",
     "default_language",
@@ -92,6 +91,7 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
     let mut sparse = false;
     let mut hidden = false;
     let mut expire_after_seconds = None;
+    let mut partial_filter_expression = None;
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
@@ -99,6 +99,7 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
             "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
             "expireAfterSeconds" => expire_after_seconds = Some(parse_expire_after_seconds(spec, &key, value)?),
+            "partialFilterExpression" => partial_filter_expression = Some(parse_partial_filter(value)?),
             "v" => match value {
                 Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
                 Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
@@ -126,6 +127,11 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
             "the index name '_id_' is reserved for the _id index",
         ));
     }
+    if sparse && partial_filter_expression.is_some() {
+        return Err(cannot_create(format!(
+            "Error in specification {spec} :: caused by :: cannot mix \"partialFilterExpression\" and \"sparse\" options"
+        )));
+    }
     if name == ID_INDEX_NAME && hidden {
         return Err(CommandError::bad_value("can't hide _id index"));
     }
@@ -142,7 +148,72 @@ fn parse_index_spec(value: &Bson) -> Result<IndexSpec, CommandError> {
         sparse,
         hidden,
         expire_after_seconds,
+        partial_filter_expression,
     })
+}
+
+/// Nesting of `$and` / `$or` a partial filter may have (MongoDB 7.0
+/// refuses deeper filters with 67 as well).
+const PARTIAL_FILTER_DEPTH_MAX: usize = 4;
+
+/// `partialFilterExpression`: a filter built only of what MongoDB 7.0
+/// allows there (`$eq`, `$exists: true`, `$gt`, `$gte`, `$lt`, `$lte`,
+/// `$type`, `$in`, `$and`, `$or`); anything else is 67.
+fn parse_partial_filter(value: &Bson) -> Result<Document, CommandError> {
+    let Bson::Document(filter) = value else {
+        return Err(CommandError::new(14, "'partialFilterExpression' for an index must be a document"));
+    };
+    slipstream_query::filter::Filter::parse(filter)?;
+    check_partial_filter(filter, 0)?;
+    Ok(filter.clone())
+}
+
+fn unsupported_in_partial(what: impl std::fmt::Display) -> CommandError {
+    cannot_create(format!("unsupported expression in partial index: {what}"))
+}
+
+fn check_partial_filter(filter: &Document, depth: usize) -> Result<(), CommandError> {
+    for (field, value) in filter {
+        match field.as_str() {
+            "$and" | "$or" => {
+                if depth >= PARTIAL_FILTER_DEPTH_MAX {
+                    return Err(unsupported_in_partial(format!("{field} nested more than {PARTIAL_FILTER_DEPTH_MAX} deep")));
+                }
+                for branch in value.as_array().into_iter().flatten() {
+                    if let Bson::Document(branch) = branch {
+                        check_partial_filter(branch, depth + 1)?;
+                    }
+                }
+            }
+            operator if operator.starts_with('$') => return Err(unsupported_in_partial(operator)),
+            path => check_partial_predicate(path, value)?,
+        }
+    }
+    Ok(())
+}
+
+/// One path's condition: an equality to a value, or allowed operators.
+fn check_partial_predicate(path: &str, value: &Bson) -> Result<(), CommandError> {
+    match value {
+        Bson::RegularExpression(_) => Err(unsupported_in_partial(format!("{path} regex"))),
+        Bson::Document(operators) if operators.keys().next().is_some_and(|key| key.starts_with('$')) => {
+            for (operator, argument) in operators {
+                match operator.as_str() {
+                    "$eq" | "$gt" | "$gte" | "$lt" | "$lte" | "$type" | "$in" => {}
+                    "$exists" if slipstream_query::expr::is_truthy(argument) => {}
+                    "$exists" => return Err(unsupported_in_partial(format!("$not {path} exists"))),
+                    other => return Err(unsupported_in_partial(format!("{path} {other}"))),
+                }
+                let regex_in_list =
+                    matches!(argument, Bson::Array(items) if items.iter().any(|item| matches!(item, Bson::RegularExpression(_))));
+                if matches!(argument, Bson::RegularExpression(_)) || regex_in_list {
+                    return Err(unsupported_in_partial(format!("{path} regex")));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `expireAfterSeconds` of a new index, checked as MongoDB 7.0's
@@ -280,6 +351,9 @@ fn describe_index(index: &IndexSpec) -> Document {
     }
     if let Some(seconds) = index.expire_after_seconds {
         entry.insert("expireAfterSeconds", seconds as i32);
+    }
+    if let Some(filter) = &index.partial_filter_expression {
+        entry.insert("partialFilterExpression", filter.clone());
     }
     entry
 }

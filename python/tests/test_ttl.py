@@ -106,7 +106,7 @@ def test_coll_mod_changes_expire_after_seconds(client, coll, fast_ttl):
     listed = {ix["name"]: ix for ix in coll.list_indexes()}
     assert listed["at_1"]["expireAfterSeconds"] == 60
     assert wait_for(lambda: coll.count_documents({}) == 0)
-    entry = client.local["oplog.rs"].find_one({"op": "c", "o.collMod": coll.name})
+    entry = client.local["oplog.rs"].find_one({"op": "c", "ns": coll.database.name + ".$cmd", "o.collMod": coll.name})
     assert entry["o"]["index"] == {"name": "at_1", "expireAfterSeconds": 60}
 
 

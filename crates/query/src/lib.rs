@@ -15,6 +15,7 @@ pub mod error;
 pub mod expr;
 pub mod filter;
 pub mod index_key;
+pub mod json_schema;
 pub mod path;
 pub mod planner;
 pub mod projection;

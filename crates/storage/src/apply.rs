@@ -454,6 +454,20 @@ impl<'a> Applier<'a> {
         Ok(true)
     }
 
+    /// `collMod` of collection options (`validator`, `validationLevel`,
+    /// `validationAction`): each field of `changes` replaces the option of
+    /// that name.
+    pub fn modify_collection_options(&mut self, ns: &str, changes: &Document) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        let mut changed = (*collection).clone();
+        changed.options.extend(changes.clone());
+        self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
+        Ok(true)
+    }
+
     /// Applies a parsed oplog entry (replay or a secondary), with the
     /// session bookkeeping of a retryable write's entry.
     pub fn apply_entry(&mut self, entry: &OplogEntry) -> Result<()> {
@@ -622,11 +636,13 @@ impl<'a> Applier<'a> {
             }
             "collMod" => {
                 let ns = collection_ns(value)?;
-                let index = o
-                    .get_document("index")
-                    .map_err(|_| StorageError::Corruption(format!("collMod entry without index: {o}")))?;
-                let (name, modification) = IndexModification::from_document(index)?;
-                self.modify_index(&ns, &name, &modification).map(|_| ())
+                if let Ok(index) = o.get_document("index") {
+                    let (name, modification) = IndexModification::from_document(index)?;
+                    return self.modify_index(&ns, &name, &modification).map(|_| ());
+                }
+                let mut changes = o.clone();
+                changes.remove("collMod");
+                self.modify_collection_options(&ns, &changes).map(|_| ())
             }
             "dropIndexes" => {
                 let ns = collection_ns(value)?;

@@ -693,6 +693,23 @@ impl Engine {
         Ok((before, optime))
     }
 
+    /// `collMod` of collection options: one entry `{collMod: coll,
+    /// ...changes}` that every member applies. Returns the options before.
+    pub fn modify_collection_options(&self, ns: &str, changes: Document) -> Result<(Document, OpTime)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        assert!(!changes.contains_key("collMod") && !changes.contains_key("index"), "not an option: {changes}");
+        let mut writer = self.writer();
+        let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut o = doc! {"collMod": coll};
+        o.extend(changes.clone());
+        let uuid = collection.uuid;
+        let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
+            applier.modify_collection_options(ns, &changes)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+        })?;
+        Ok((collection.options.clone(), optime.expect("collMod always logs")))
+    }
+
     /// Drops the named indexes (`"*"`: all but `_id_`); returns the number of
     /// indexes before.
     pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<(usize, OpTime)> {

@@ -18,9 +18,6 @@ use crate::exec::scan::ID_INDEX_NAME;
 
 /// `collMod` options MongoDB accepts that Slipstream does not implement yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "validator",
-    "validationLevel",
-    "validationAction",
     "viewOn",
     "pipeline",
     // The collection-level option (clustered and time series collections).
@@ -32,6 +29,9 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "cappedMax",
     "recordPreImages",
 ];
+
+/// Collection options `collMod` changes in the catalog.
+const VALIDATION_OPTIONS: &[&str] = &["validator", "validationLevel", "validationAction"];
 
 /// Fields every command may carry (generic arguments), not options.
 const GENERIC_FIELDS: &[&str] = &[
@@ -141,6 +141,10 @@ pub async fn coll_mod(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
                 format!("collMod option '{field}' is not supported by Slipstream"),
             ));
         }
+        if VALIDATION_OPTIONS.contains(&field.as_str()) {
+            crate::exec::validation::check_option(field, &req.body[field])?;
+            continue;
+        }
         if field != "index" && !GENERIC_FIELDS.contains(&field.as_str()) && !field.starts_with('$') {
             return Err(CommandError::new(
                 40415,
@@ -152,6 +156,17 @@ pub async fn coll_mod(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("ns does not exist: {ns}")))?;
+    let mut changes = Document::new();
+    for field in VALIDATION_OPTIONS {
+        if let Some(value) = req.body.get(*field) {
+            changes.insert(*field, value.clone());
+        }
+    }
+    if !changes.is_empty() {
+        crate::exec::views::refuse_view(engine, &ns, &req.name)?;
+        let (_, optime) = off_async_workers(|| engine.modify_collection_options(&ns, changes))?;
+        ctx.note_write(Some(optime));
+    }
     let Some(index) = args::get_document(&req.body, COMMAND, "index")? else {
         return Ok(Document::new());
     };

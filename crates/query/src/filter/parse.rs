@@ -260,8 +260,11 @@ fn parse_operator(
         "$all" => parse_all(path, argument, depth),
         "$elemMatch" => Ok(field(path, parse_elem_match(argument, depth)?)),
         "$not" => parse_not(path, argument, depth),
-        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet"
-        | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" | "$text" | "$where" => {
+        "$bitsAllSet" | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" => {
+            let test = super::BitTest::from_operator(name).expect("a bit test operator");
+            Ok(field(path, Predicate::Bits(super::BitsPredicate::parse(name, test, argument)?)))
+        }
+        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$text" | "$where" => {
             Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,
                 format!("{name} is not supported by Slipstream"),

@@ -182,6 +182,7 @@ pub fn value_intervals(predicate: &Predicate) -> Option<Vec<ValueInterval>> {
         }
         Predicate::Exists
         | Predicate::Size(_)
+        | Predicate::Bits(_)
         | Predicate::ElemMatchDocument(_)
         | Predicate::ElemMatchValue(_) => return None,
     }

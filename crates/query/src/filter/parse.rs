@@ -93,7 +93,15 @@ fn parse_top_level_operator(
                 Node::False
             }
         }
-        "where" | "text" | "jsonSchema" | "sampleRate" => {
+        // MongoDB 7.0 with JavaScript disabled (Slipstream has no
+        // JavaScript engine) refuses `$where` once its argument is code.
+        "where" => {
+            if !matches!(value, Bson::String(_) | Bson::JavaScriptCode(_) | Bson::JavaScriptCodeWithScope(_)) {
+                return Err(QueryError::bad_value("$where got bad type"));
+            }
+            return Err(QueryError::new(6108304, "no globalScriptEngine in $where parsing"));
+        }
+        "text" | "jsonSchema" | "sampleRate" => {
             return Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,
                 format!("${operator} is not supported by Slipstream"),

@@ -285,8 +285,6 @@ EXPECTED = {
     "update pipeline": ("write", OVERFLOW),
     "findAndModify update": OVERFLOW,
     "createIndexes key": 67,  # key pattern values cannot be documents
-    "createIndexes partialFilterExpression": 67,  # not supported by Slipstream
-    "create with deep options": 115,  # validator: not supported by Slipstream
     "error message quoting a deep update": ("write", 9),
     "error message quoting a stored document": 40228,
 }

@@ -241,3 +241,29 @@ def test_two_ids_are_refused_in_the_command_body_too(node, db):
     assert reply["n"] == 0
     assert reply["writeErrors"][0]["code"] == 2
     assert db.c.count_documents({}) == 0
+
+
+def test_where_is_refused_as_mongodb_without_javascript(coll):
+    """MongoDB 7.0 with JavaScript disabled: a query's $where is 6108304, a
+    pipeline's $match refuses it with BadValue, a non-code $where is BadValue."""
+    coll.insert_one({"a": 1})
+    for run in (
+        lambda: list(coll.find({"$where": "this.a == 1"})),
+        lambda: coll.database.command("count", coll.name, query={"$where": "true"}),
+        lambda: coll.delete_many({"$where": "true"}),
+        lambda: list(coll.database.missing.find({"$where": "true"})),
+    ):
+        with pytest.raises(OperationFailure) as failure:
+            run()
+        assert failure.value.code == 6108304
+        assert "no globalScriptEngine in $where parsing" in str(failure.value)
+    with pytest.raises(OperationFailure) as failure:
+        coll.count_documents({"$where": "true"})  # pymongo counts through a $match
+    assert failure.value.code == 2 and "$where is not allowed in this context" in str(failure.value)
+    with pytest.raises(OperationFailure) as failure:
+        list(coll.aggregate([{"$match": {"$or": [{"$where": "true"}, {"a": 1}]}}]))
+    assert failure.value.code == 2
+    with pytest.raises(OperationFailure) as failure:
+        list(coll.find({"$where": 5}))
+    assert failure.value.code == 2
+    assert coll.count_documents({}) == 1

@@ -16,6 +16,7 @@ pub mod error;
 pub mod expr;
 pub mod filter;
 pub mod index_key;
+pub mod json_schema;
 pub mod path;
 pub mod pcre;
 pub mod planner;

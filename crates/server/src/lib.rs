@@ -27,6 +27,7 @@ pub mod profiler;
 pub mod session;
 pub mod sessions;
 pub mod state;
+pub mod ttl_monitor;
 
 pub use listener::serve;
 pub use state::{ServerOptions, ServerState};

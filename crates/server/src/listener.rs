@@ -47,7 +47,11 @@ pub async fn serve(state: Arc<ServerState>, listeners: Vec<TcpListener>) {
         state.log.info("NETWORK", 23016, "listener", "Waiting for connections", json!({"address": address}));
         accept_loops.spawn(accept_loop(state.clone(), listener, limit.clone(), next_connection_id.clone()));
     }
+    // The TTL monitor lives as long as the node serves; it ends on the
+    // same shutdown signal.
+    let ttl_monitor = tokio::spawn(crate::ttl_monitor::run(state.clone()));
     while accept_loops.join_next().await.is_some() {}
+    let _ = ttl_monitor.await;
 }
 
 async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, limit: Arc<Semaphore>, next_id: Arc<AtomicI64>) {

@@ -28,6 +28,9 @@ pub struct Metrics {
     connections_total_created: AtomicU64,
     /// Wire compression, by compressor id (0 noop, 1 snappy, 2 zlib, 3 zstd).
     compression: [CompressionCounters; COMPRESSOR_IDS],
+    /// `metrics.ttl`: documents the TTL monitor deleted, and its passes.
+    ttl_deleted_documents: AtomicU64,
+    ttl_passes: AtomicU64,
 }
 
 /// How many compressor ids the counters cover (MongoDB's 0 to 3).
@@ -147,6 +150,22 @@ impl Metrics {
             "bytesOut": get(&self.bytes_out),
             "numRequests": get(&self.requests),
             "compression": compression,
+        }
+    }
+
+    /// One pass of the TTL monitor that deleted `deleted` documents.
+    pub fn count_ttl_pass(&self, deleted: u64) {
+        add(&self.ttl_passes, 1);
+        add(&self.ttl_deleted_documents, deleted);
+    }
+
+    /// `metrics.ttl` of `serverStatus`. Each pass is one sub-pass here:
+    /// a pass runs until every TTL index is done or at its limit.
+    pub fn ttl(&self) -> Document {
+        doc! {
+            "deletedDocuments": get(&self.ttl_deleted_documents),
+            "passes": get(&self.ttl_passes),
+            "subPasses": get(&self.ttl_passes),
         }
     }
 

@@ -25,11 +25,12 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document};
-use slipstream_query::index_key::{decode_key, index_keys, prefix_end, record_key};
+use slipstream_query::index_key::{decode_key, prefix_end, record_key};
 use slipstream_query::update::apply_oplog_update;
 
 use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
 use crate::engine::IndexSpec;
+use crate::index_spec::IndexModification;
 use crate::mvcc::{ReadView, Value, VersionedStore};
 use crate::oplog_entry::{split_namespace, OpKind, OplogEntry};
 use crate::session::{
@@ -245,12 +246,12 @@ impl<'a> Applier<'a> {
         let mut index_changes = Vec::new();
         for (position, index) in collection.indexes.iter().enumerate() {
             let old_keys = match old {
-                Some(doc) => index_keys(doc, &index.pattern, index.spec.sparse)?.keys,
+                Some(doc) => index.keys_of(doc)?.keys,
                 None => Vec::new(),
             };
             let (new_keys, multikey) = match &new {
                 Some((doc, _)) => {
-                    let keys = index_keys(doc, &index.pattern, index.spec.sparse)?;
+                    let keys = index.keys_of(doc)?;
                     (keys.keys, keys.multikey)
                 }
                 None => (Vec::new(), false),
@@ -382,9 +383,8 @@ impl<'a> Applier<'a> {
         if spec.name == "_id_" || collection.index(&spec.name).is_some() {
             return Ok(false);
         }
-        let pattern = spec.pattern()?;
         let table = self.catalog_mut().allocate_table();
-        let mut index = IndexMeta { spec, pattern, table, multikey: false };
+        let mut index = IndexMeta::new(spec, table)?;
         let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
         let (start, end) = table_range(collection.record_table);
         let mut from = Bound::Included(start);
@@ -394,7 +394,7 @@ impl<'a> Applier<'a> {
             from = Bound::Excluded(last.clone());
             for (key, bytes) in &batch {
                 let document = parse_document(bytes.as_ref())?;
-                let keys = index_keys(&document, &index.pattern, index.spec.sparse)?;
+                let keys = index.keys_of(&document)?;
                 index.multikey |= keys.multikey;
                 let record_key = &key[4..];
                 for index_key in keys.keys {
@@ -434,9 +434,10 @@ impl<'a> Applier<'a> {
         Ok(true)
     }
 
-    /// `collMod` with `index: {name, hidden}`: hides the index from the
-    /// planner or shows it again; the index stays maintained either way.
-    pub fn set_index_hidden(&mut self, ns: &str, name: &str, hidden: bool) -> Result<bool> {
+    /// `collMod` with `index: {name, hidden?, expireAfterSeconds?}`: hides
+    /// the index from the planner or shows it again (it stays maintained
+    /// either way), or sets its TTL.
+    pub fn modify_index(&mut self, ns: &str, name: &str, modification: &IndexModification) -> Result<bool> {
         let Some(collection) = self.catalog.get(ns).cloned() else {
             self.missing(ns)?;
             return Ok(false);
@@ -448,7 +449,21 @@ impl<'a> Applier<'a> {
             };
         };
         let mut changed = (*collection).clone();
-        changed.indexes[position].spec.hidden = hidden;
+        changed.indexes[position].spec = modification.applied_to(&changed.indexes[position].spec);
+        self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
+        Ok(true)
+    }
+
+    /// `collMod` of collection options (`validator`, `validationLevel`,
+    /// `validationAction`): each field of `changes` replaces the option of
+    /// that name.
+    pub fn modify_collection_options(&mut self, ns: &str, changes: &Document) -> Result<bool> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            self.missing(ns)?;
+            return Ok(false);
+        };
+        let mut changed = (*collection).clone();
+        changed.options.extend(changes.clone());
         self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
         Ok(true)
     }
@@ -621,11 +636,13 @@ impl<'a> Applier<'a> {
             }
             "collMod" => {
                 let ns = collection_ns(value)?;
-                let corrupt = || StorageError::Corruption(format!("collMod entry without index name and hidden: {o}"));
-                let index = o.get_document("index").map_err(|_| corrupt())?;
-                let name = index.get_str("name").map_err(|_| corrupt())?;
-                let hidden = index.get_bool("hidden").map_err(|_| corrupt())?;
-                self.set_index_hidden(&ns, name, hidden).map(|_| ())
+                if let Ok(index) = o.get_document("index") {
+                    let (name, modification) = IndexModification::from_document(index)?;
+                    return self.modify_index(&ns, &name, &modification).map(|_| ());
+                }
+                let mut changes = o.clone();
+                changes.remove("collMod");
+                self.modify_collection_options(&ns, &changes).map(|_| ())
             }
             "dropIndexes" => {
                 let ns = collection_ns(value)?;
@@ -674,7 +691,7 @@ mod tests {
         let record = record_store_key(1, &rk);
         assert_eq!(record, vec![0, 0, 0, 1, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);
         let pattern = slipstream_query::index_key::KeyPattern::parse(&bson::doc! {"x": 1}).unwrap();
-        let keys = index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
+        let keys = slipstream_query::index_key::index_keys(&bson::doc! {"_id": 1, "x": "a"}, &pattern, false).unwrap().keys;
         assert_eq!(keys, vec![vec![0x19, 0x61, 0x00, 0x00]]);
         let entry = index_store_key(2, &keys[0], &rk);
         assert_eq!(entry, vec![0, 0, 0, 2, 0x19, 0x61, 0, 0, 0x14, 0xBF, 0xF0, 0, 0, 0, 0, 0, 0, 0, 0]);

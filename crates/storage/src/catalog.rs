@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
-use slipstream_query::index_key::KeyPattern;
+use slipstream_query::filter::Filter;
+use slipstream_query::index_key::{index_keys, IndexKeys, KeyPattern};
 
 use crate::engine::{CollectionInfo, IndexSpec};
 use crate::{StorageError, Timestamp};
@@ -33,8 +34,43 @@ pub const FIRST_TABLE_ID: u32 = 1;
 pub struct IndexMeta {
     pub spec: IndexSpec,
     pub pattern: KeyPattern,
+    /// The parsed `partialFilterExpression`, if any.
+    pub partial: Option<PartialFilter>,
     pub table: u32,
     pub multikey: bool,
+}
+
+/// A partial index's filter, parsed once; equal when their documents are.
+#[derive(Clone, Debug)]
+pub struct PartialFilter(Arc<Filter>);
+
+impl PartialEq for PartialFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.source() == other.0.source()
+    }
+}
+
+impl IndexMeta {
+    pub fn new(spec: IndexSpec, table: u32) -> Result<IndexMeta, StorageError> {
+        // Keyed under the index's collation (strings as its sort keys).
+        let pattern = spec.pattern()?;
+        let partial = match &spec.partial_filter_expression {
+            Some(filter) => Some(PartialFilter(Arc::new(Filter::parse(filter)?))),
+            None => None,
+        };
+        Ok(IndexMeta { spec, pattern, partial, table, multikey: false })
+    }
+
+    /// The keys `document` has in this index: none when a partial index's
+    /// filter does not admit it.
+    pub fn keys_of(&self, document: &Document) -> Result<IndexKeys, StorageError> {
+        if let Some(PartialFilter(filter)) = &self.partial {
+            if !filter.matches(document) {
+                return Ok(IndexKeys { keys: Vec::new(), multikey: false });
+            }
+        }
+        Ok(index_keys(document, &self.pattern, self.spec.sparse)?)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -188,13 +224,9 @@ impl Catalog {
             for index in c.get_array("indexes").map_err(|_| bad_catalog("indexes"))? {
                 let i = index.as_document().ok_or_else(|| bad_catalog("index"))?;
                 let spec = IndexSpec::from_document(i).map_err(|e| bad_catalog(&e.to_string()))?;
-                let pattern = spec.pattern().map_err(|e| bad_catalog(&e.to_string()))?;
-                indexes.push(IndexMeta {
-                    spec,
-                    pattern,
-                    table: table(i, "table")?,
-                    multikey: i.get_bool("multikey").unwrap_or(false),
-                });
+                let mut meta = IndexMeta::new(spec, table(i, "table")?).map_err(|e| bad_catalog(&e.to_string()))?;
+                meta.multikey = i.get_bool("multikey").unwrap_or(false);
+                indexes.push(meta);
             }
             let meta = CollectionMeta {
                 ns: c.get_str("ns").map_err(|_| bad_catalog("ns"))?.to_string(),
@@ -301,10 +333,18 @@ mod tests {
             options: doc! {"capped": false},
             record_table,
             indexes: vec![IndexMeta {
-                spec: IndexSpec { name: "a_1_b_-1".into(), key: key.clone(), unique: true, ..IndexSpec::default() },
-                pattern: KeyPattern::parse(&key).unwrap(),
-                table: index_table,
                 multikey: true,
+                ..IndexMeta::new(
+                    IndexSpec {
+                        name: "a_1_b_-1".into(),
+                        key: key.clone(),
+                        unique: true,
+                        partial_filter_expression: Some(doc! {"a": {"$gt": 1}}),
+                        ..IndexSpec::default()
+                    },
+                    index_table,
+                )
+                .unwrap()
             }],
         };
         catalog.collections.insert("db.c".into(), Arc::new(meta));

@@ -50,7 +50,7 @@ use crate::apply::{
     Applier, Strictness,
 };
 use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
-use crate::index_spec::Verdict;
+use crate::index_spec::{IndexModification, Verdict};
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{EntryMeta, Journal, JournalOptions};
 use crate::kv::KvEngine;
@@ -662,28 +662,52 @@ impl Engine {
         Ok((before, after, last))
     }
 
-    /// `collMod` of an index's `hidden` flag: one `collMod` command entry
-    /// `{collMod: coll, index: {name, hidden}}` that every member applies.
-    /// Returns the previous value and the entry's optime (none when the
-    /// flag already has the value: nothing to log).
+    /// `collMod` of an index's `hidden` flag (see `modify_index`).
     pub fn set_index_hidden(&self, ns: &str, name: &str, hidden: bool) -> Result<(bool, Option<OpTime>)> {
+        let modification = IndexModification { hidden: Some(hidden), ..IndexModification::default() };
+        let (before, optime) = self.modify_index(ns, name, &modification)?;
+        Ok((before.hidden, optime))
+    }
+
+    /// `collMod` of an index: one `collMod` command entry
+    /// `{collMod: coll, index: {name, hidden?, expireAfterSeconds?}}` that
+    /// every member applies. Returns the spec before and the entry's optime
+    /// (none when nothing changes: nothing to log).
+    pub fn modify_index(&self, ns: &str, name: &str, modification: &IndexModification) -> Result<(IndexSpec, Option<OpTime>)> {
         let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
         let mut writer = self.writer();
         let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
         let index = collection
             .index(name)
             .ok_or_else(|| StorageError::IndexNotFound(format!("cannot find index {name} for ns {ns}")))?;
-        let before = index.spec.hidden;
-        if before == hidden {
+        let before = index.spec.clone();
+        if modification.applied_to(&before) == before {
             return Ok((before, None));
         }
-        let o = doc! {"collMod": coll, "index": {"name": name, "hidden": hidden}};
+        let o = doc! {"collMod": coll, "index": modification.to_document(name)};
         let uuid = collection.uuid;
         let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
-            applier.set_index_hidden(ns, name, hidden)?;
+            applier.modify_index(ns, name, modification)?;
             Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
         })?;
         Ok((before, optime))
+    }
+
+    /// `collMod` of collection options: one entry `{collMod: coll,
+    /// ...changes}` that every member applies. Returns the options before.
+    pub fn modify_collection_options(&self, ns: &str, changes: Document) -> Result<(Document, OpTime)> {
+        let (db, coll) = split_namespace(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        assert!(!changes.contains_key("collMod") && !changes.contains_key("index"), "not an option: {changes}");
+        let mut writer = self.writer();
+        let collection = writer.catalog().get(ns).cloned().ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        let mut o = doc! {"collMod": coll};
+        o.extend(changes.clone());
+        let uuid = collection.uuid;
+        let optime = self.inner.commit(&mut writer.state, None, |applier, _ts| {
+            applier.modify_collection_options(ns, &changes)?;
+            Ok(Some(EntryPlan { op: OpKind::Command, ns: command_namespace(db), ui: Some(uuid), o: raw(&o)?, o2: None }))
+        })?;
+        Ok((collection.options.clone(), optime.expect("collMod always logs")))
     }
 
     /// Drops the named indexes (`"*"`: all but `_id_`); returns the number of

@@ -25,6 +25,71 @@ pub struct IndexSpec {
     /// The index's collation as MongoDB fills it in (every field and
     /// `version`); `None` is the simple collation.
     pub collation: Option<Document>,
+    /// A TTL index: the monitor deletes documents whose indexed date is
+    /// this many seconds old (0 to `EXPIRE_AFTER_SECONDS_MAX`).
+    pub expire_after_seconds: Option<i64>,
+    /// A partial index holds entries only for the documents this filter
+    /// matches (`partialFilterExpression`).
+    pub partial_filter_expression: Option<Document>,
+}
+
+/// The largest `expireAfterSeconds` MongoDB 7.0 accepts (2^31 - 1).
+pub const EXPIRE_AFTER_SECONDS_MAX: i64 = i32::MAX as i64;
+
+/// What one `collMod` changes of one index (`None` leaves an option as it
+/// is). Its document is the `index` field of the `collMod` oplog entry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IndexModification {
+    pub hidden: Option<bool>,
+    pub expire_after_seconds: Option<i64>,
+}
+
+impl IndexModification {
+    pub fn to_document(&self, name: &str) -> Document {
+        let mut document = Document::new();
+        document.insert("name", name);
+        if let Some(hidden) = self.hidden {
+            document.insert("hidden", hidden);
+        }
+        if let Some(seconds) = self.expire_after_seconds {
+            assert!((0..=EXPIRE_AFTER_SECONDS_MAX).contains(&seconds), "expireAfterSeconds {seconds} out of range");
+            document.insert("expireAfterSeconds", seconds);
+        }
+        document
+    }
+
+    /// The index name and the change, from `to_document`'s shape.
+    pub fn from_document(document: &Document) -> Result<(String, IndexModification), StorageError> {
+        let corrupt = || StorageError::Corruption(format!("collMod entry with a malformed index: {document}"));
+        let name = document.get_str("name").map_err(|_| corrupt())?.to_string();
+        let hidden = match document.get("hidden") {
+            None => None,
+            Some(Bson::Boolean(hidden)) => Some(*hidden),
+            Some(_) => return Err(corrupt()),
+        };
+        let expire_after_seconds = match document.get("expireAfterSeconds") {
+            None => None,
+            Some(Bson::Int64(seconds)) if (0..=EXPIRE_AFTER_SECONDS_MAX).contains(seconds) => Some(*seconds),
+            Some(_) => return Err(corrupt()),
+        };
+        Ok((name, IndexModification { hidden, expire_after_seconds }))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hidden.is_none() && self.expire_after_seconds.is_none()
+    }
+
+    /// `spec` with the change made.
+    pub fn applied_to(&self, spec: &IndexSpec) -> IndexSpec {
+        let mut changed = spec.clone();
+        if let Some(hidden) = self.hidden {
+            changed.hidden = hidden;
+        }
+        if let Some(seconds) = self.expire_after_seconds {
+            changed.expire_after_seconds = Some(seconds);
+        }
+        changed
+    }
 }
 
 /// How a requested index relates to an existing one, as MongoDB's
@@ -32,10 +97,11 @@ pub struct IndexSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexComparison {
     /// The key pattern or an option that identifies an index (its
-    /// "signature": `unique`, `sparse`) differs; both may coexist under
+    /// "signature": `unique`, `sparse`, `partialFilterExpression`) differs; both may coexist under
     /// different names.
     Different,
-    /// Same signature, but another option (`hidden`) differs.
+    /// Same signature, but another option (`hidden`, `expireAfterSeconds`)
+    /// differs.
     Equivalent,
     /// The same index.
     Identical,
@@ -115,7 +181,10 @@ impl IndexSpec {
         if self.collation != existing.collation {
             return IndexComparison::Different;
         }
-        if self.hidden != existing.hidden {
+        if self.partial_filter_expression != existing.partial_filter_expression {
+            return IndexComparison::Different;
+        }
+        if self.hidden != existing.hidden || self.expire_after_seconds != existing.expire_after_seconds {
             return IndexComparison::Equivalent;
         }
         IndexComparison::Identical
@@ -140,6 +209,13 @@ impl IndexSpec {
         }
         if let Some(collation) = &self.collation {
             document.insert("collation", collation.clone());
+        }
+        if let Some(seconds) = self.expire_after_seconds {
+            assert!((0..=EXPIRE_AFTER_SECONDS_MAX).contains(&seconds), "expireAfterSeconds {seconds} out of range");
+            document.insert("expireAfterSeconds", seconds as i32);
+        }
+        if let Some(filter) = &self.partial_filter_expression {
+            document.insert("partialFilterExpression", filter.clone());
         }
         document
     }
@@ -175,6 +251,16 @@ impl IndexSpec {
                 None => None,
                 Some(Bson::Document(collation)) => Some(collation.clone()),
                 Some(_) => return Err(corrupt("collation")),
+            },
+            expire_after_seconds: match document.get("expireAfterSeconds") {
+                None => None,
+                Some(Bson::Int32(seconds)) if *seconds >= 0 => Some(i64::from(*seconds)),
+                Some(_) => return Err(corrupt("a valid expireAfterSeconds")),
+            },
+            partial_filter_expression: match document.get("partialFilterExpression") {
+                None => None,
+                Some(Bson::Document(filter)) => Some(filter.clone()),
+                Some(_) => return Err(corrupt("a valid partialFilterExpression")),
             },
         })
     }
@@ -259,6 +345,8 @@ mod tests {
             unique: true,
             sparse: true,
             hidden: true,
+            expire_after_seconds: Some(3600),
+            partial_filter_expression: Some(doc! {"a": {"$gt": 5}}),
             ..spec("a_1", doc! {"a": 1})
         };
         for value in [full, spec("b_1", doc! {"b": -1})] {

@@ -20,12 +20,28 @@ impl MatchStage {
         let Bson::Document(filter) = spec else {
             return Err(QueryError::new(15959, "the match filter must be an expression in an object"));
         };
+        if mentions_where(filter) {
+            return Err(QueryError::bad_value("$where is not allowed in this context"));
+        }
         Ok(MatchStage { filter: Filter::parse(filter)? })
     }
 
     fn matches(&self, doc: &Document, cx: &ExecContext<'_>) -> Result<bool, QueryError> {
         Ok(self.filter.matches_with_variables(doc, &cx.vars)?.matched)
     }
+}
+
+/// `$where` at the top of a `$match` filter or in its `$and`/`$or`/`$nor`
+/// clauses: refused in a pipeline before the filter is parsed, as MongoDB
+/// does (its pipelines never run JavaScript predicates).
+fn mentions_where(filter: &Document) -> bool {
+    filter.iter().any(|(key, value)| match (key.as_str(), value) {
+        ("$where", _) => true,
+        ("$and" | "$or" | "$nor", Bson::Array(clauses)) => {
+            clauses.iter().any(|clause| matches!(clause, Bson::Document(clause) if mentions_where(clause)))
+        }
+        _ => false,
+    })
 }
 
 /// The filter without its top-level `$expr`, and that `$expr`.

@@ -144,6 +144,7 @@ fn satisfies_value(predicate: &Predicate, candidate: Option<&Bson>) -> bool {
         Predicate::Type(types) => types.matches(candidate),
         Predicate::Regex(regex) => regex.matches(candidate),
         Predicate::Mod { divisor, remainder } => mod_matches(candidate, *divisor, *remainder),
+        Predicate::Bits(bits) => bits.matches(candidate),
         Predicate::Size(size) => {
             matches!(candidate, Some(Bson::Array(items)) if items.len() == *size)
         }

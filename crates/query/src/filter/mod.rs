@@ -6,6 +6,7 @@
 //! negations (`$ne`, `$nin`, `$not`, `$nor`, `$exists: false`) negate that
 //! whole "any", so `{a: {$ne: 5}}` rejects `{a: [5, 6]}`.
 
+mod bits;
 mod eval;
 mod parse;
 mod predicate;
@@ -17,6 +18,7 @@ use crate::error::QueryError;
 use crate::expr::Variables;
 use crate::path::FieldPath;
 
+pub use bits::{BitTest, BitsPredicate};
 pub use predicate::{CompareOp, InList, RegexMatcher, TypeSet};
 
 
@@ -79,6 +81,8 @@ pub enum Predicate {
     },
     /// `$size`: an array with exactly this many elements.
     Size(usize),
+    /// `$bitsAllSet` and the other bit tests.
+    Bits(BitsPredicate),
     /// `$elemMatch` with a query: some element (a document) matches.
     ElemMatchDocument(Box<Node>),
     /// `$elemMatch` with operators: some element itself satisfies them all.

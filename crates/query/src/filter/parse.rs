@@ -93,7 +93,15 @@ fn parse_top_level_operator(
                 Node::False
             }
         }
-        "where" | "text" | "jsonSchema" | "sampleRate" => {
+        // MongoDB 7.0 with JavaScript disabled (Slipstream has no
+        // JavaScript engine) refuses `$where` once its argument is code.
+        "where" => {
+            if !matches!(value, Bson::String(_) | Bson::JavaScriptCode(_) | Bson::JavaScriptCodeWithScope(_)) {
+                return Err(QueryError::bad_value("$where got bad type"));
+            }
+            return Err(QueryError::new(6108304, "no globalScriptEngine in $where parsing"));
+        }
+        "text" | "jsonSchema" | "sampleRate" => {
             return Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,
                 format!("${operator} is not supported by Slipstream"),
@@ -260,8 +268,11 @@ fn parse_operator(
         "$all" => parse_all(path, argument, depth),
         "$elemMatch" => Ok(field(path, parse_elem_match(argument, depth)?)),
         "$not" => parse_not(path, argument, depth),
-        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet"
-        | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" | "$text" | "$where" => {
+        "$bitsAllSet" | "$bitsAllClear" | "$bitsAnySet" | "$bitsAnyClear" => {
+            let test = super::BitTest::from_operator(name).expect("a bit test operator");
+            Ok(field(path, Predicate::Bits(super::BitsPredicate::parse(name, test, argument)?)))
+        }
+        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$text" | "$where" => {
             Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,
                 format!("{name} is not supported by Slipstream"),

@@ -183,6 +183,7 @@ pub fn value_intervals(predicate: &Predicate) -> Option<Vec<ValueInterval>> {
         Predicate::Collated(collated) => return collated_intervals(&collated.collated),
         Predicate::Exists
         | Predicate::Size(_)
+        | Predicate::Bits(_)
         | Predicate::ElemMatchDocument(_)
         | Predicate::ElemMatchValue(_) => return None,
     }

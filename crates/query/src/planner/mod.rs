@@ -29,6 +29,7 @@
 //!    the filter may be satisfied by two different elements.
 
 mod bounds;
+mod implies;
 
 use std::ops::Bound;
 
@@ -39,6 +40,7 @@ use crate::filter::{Filter, Node, Predicate};
 use crate::path::array_offset;
 use crate::sort::SortSpec;
 pub use bounds::{ByteRange, Edge, ValueInterval};
+pub use implies::filter_implies;
 
 /// An index the planner may use.
 #[derive(Clone, Debug)]

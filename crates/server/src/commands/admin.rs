@@ -274,6 +274,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         "connections": state.metrics.connections(state.options.max_connections),
         "opcounters": state.metrics.opcounters(),
         "network": state.metrics.network(),
+        "metrics": {"ttl": state.metrics.ttl()},
         "mem": {
             "bits": 64,
             "resident": (resident_kb / 1024) as i32,
@@ -313,7 +314,13 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         status.insert("repl", repl);
     }
     for (name, section) in state.topology.server_status_sections() {
-        status.insert(name, section);
+        // A section the server has too (`metrics`) gains the topology's fields.
+        match status.get_mut(name) {
+            Some(Bson::Document(existing)) => existing.extend(section),
+            _ => {
+                status.insert(name, section);
+            }
+        }
     }
     Ok(status)
 }

@@ -26,9 +26,6 @@ const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
     "capped",
     "size",
     "max",
-    "validator",
-    "validationLevel",
-    "validationAction",
     "timeseries",
     "clusteredIndex",
     "changeStreamPreAndPostImages",
@@ -225,7 +222,8 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
             }
             return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
         }
-        if !INERT_CREATE_OPTIONS.contains(&key.as_str()) && key != "viewOn" && key != "pipeline" {
+        let validation_option = crate::exec::validation::check_option(key, value)?;
+        if !validation_option && !INERT_CREATE_OPTIONS.contains(&key.as_str()) && key != "viewOn" && key != "pipeline" {
             return Err(CommandError::new(40415, format!("BSON field 'create.{key}' is an unknown field.")));
         }
         options.insert(key.clone(), value.clone());

@@ -29,6 +29,7 @@ use crate::exec::off_async_workers;
 use crate::exec::plan::{plan_query, PlannedQuery, QueryShape};
 use crate::exec::query::collect_matches;
 use crate::exec::stored_document::check_updated;
+use crate::exec::validation::Validation;
 use crate::sessions::retryable::{self, RetryableWrite};
 use command_let::CommandLet;
 use documents::{prepare_insert, with_id_first};
@@ -172,6 +173,8 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     // Arguments first, then the catalog, in MongoDB's order.
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
+    let validation = Validation::for_command(engine, &ns, &req.body, "insert")?;
+    let validation = &validation;
     // Even one insert may wait for the write lock behind a long statement
     // of another connection, so inserts run off the async workers, except
     // a single document that gets the lock without waiting: then the
@@ -182,12 +185,14 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         retry.check_statement_count(documents.len())?;
     }
     let totals = match (&retry, documents.as_slice()) {
-        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry).await?,
-        (None, [value]) => match insert_single_inline(engine, &ns, value, None).await {
+        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry, validation).await?,
+        (None, [value]) => match insert_single_inline(engine, &ns, value, None, validation).await {
             Some(totals) => totals,
-            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None))?,
+            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None, validation))?,
         },
-        (retry, _) => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref()))?,
+        (retry, _) => {
+            off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref(), validation))?
+        }
     };
     ctx.state.metrics.count_insert(totals.applied);
     ctx.note_write(totals.last_write);
@@ -217,6 +222,7 @@ fn run_inserts(
     documents: &[Bson],
     ordered: bool,
     retry: Option<&RetryableWrite>,
+    validation: &Validation,
 ) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in documents.iter().enumerate() {
@@ -228,7 +234,7 @@ fn run_inserts(
             }
         }
         let session = retry.map(|retry| retry.statement(index)).transpose();
-        match session.and_then(|session| insert_one(engine, ns, value, session)) {
+        match session.and_then(|session| insert_one(engine, ns, value, session, validation)) {
             Ok(optime) => {
                 totals.applied += 1;
                 totals.last_write = Some(optime);
@@ -258,12 +264,13 @@ async fn insert_single_inline(
     ns: &str,
     value: &Bson,
     session: Option<&StatementSession>,
+    validation: &Validation,
 ) -> Option<WriteTotals> {
     for attempt in 0..INLINE_INSERT_ATTEMPTS_MAX {
         if attempt > 0 {
             tokio::task::yield_now().await;
         }
-        if let Some(totals) = insert_if_unlocked(engine, ns, value, session) {
+        if let Some(totals) = insert_if_unlocked(engine, ns, value, session, validation) {
             return Some(totals);
         }
     }
@@ -279,6 +286,7 @@ async fn insert_single_retryable(
     ns: &str,
     value: &Bson,
     retry: &RetryableWrite,
+    validation: &Validation,
 ) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     if let Some(entry) = retry.executed(retry.stmt_id(0))? {
@@ -293,11 +301,11 @@ async fn insert_single_retryable(
             return Ok(totals);
         }
     };
-    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session)).await {
+    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session), validation).await {
         return Ok(totals);
     }
     Ok(off_async_workers(|| {
-        match insert_one(engine, ns, value, Some(session)) {
+        match insert_one(engine, ns, value, Some(session), validation) {
             Ok(optime) => {
                 totals.applied = 1;
                 totals.last_write = Some(optime);
@@ -315,11 +323,13 @@ fn insert_if_unlocked(
     ns: &str,
     value: &Bson,
     session: Option<&StatementSession>,
+    validation: &Validation,
 ) -> Option<WriteTotals> {
     let mut writer = engine.try_writer()?;
     writer.set_session(session.cloned());
     let mut totals = WriteTotals::default();
-    match prepare_insert(value).and_then(|document| Ok(writer.insert(ns, document)?)) {
+    let prepared = prepare_insert(value).and_then(|document| validation.check_insert(&document).map(|_| document));
+    match prepared.and_then(|document| Ok(writer.insert(ns, document)?)) {
         Ok(optime) => {
             totals.applied = 1;
             totals.last_write = Some(optime);
@@ -334,8 +344,10 @@ fn insert_one(
     ns: &str,
     value: &Bson,
     session: Option<StatementSession>,
+    validation: &Validation,
 ) -> Result<OpTime, CommandError> {
     let document = prepare_insert(value)?;
+    validation.check_insert(&document)?;
     let mut writer = engine.writer();
     writer.set_session(session);
     Ok(writer.insert(ns, document)?)
@@ -537,7 +549,9 @@ pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     if let Some(retry) = &retry {
         retry.check_statement_count(updates.len())?;
     }
-    let totals = off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets, retry.as_deref()))?;
+    let validation = Validation::for_command(engine, &ns, &req.body, "update")?;
+    let totals =
+        off_async_workers(|| run_updates(engine, &ns, updates, ordered, &lets, retry.as_deref(), &validation))?;
     ctx.state.metrics.count_update(statement_count);
     ctx.note_write(totals.last_write);
     check_batch_not_interrupted(&totals.write_errors)?;
@@ -571,6 +585,7 @@ fn run_updates(
     ordered: bool,
     lets: &CommandLet,
     retry: Option<&RetryableWrite>,
+    validation: &Validation,
 ) -> Result<UpdateTotals, CommandError> {
     let mut totals = UpdateTotals::default();
     let default_collation = crate::exec::collation::collection_default(engine.collection_info(ns).as_ref())?;
@@ -593,7 +608,7 @@ fn run_updates(
         let session = retry.map(|retry| retry.statement(index)).transpose();
         let result = session.and_then(|session| {
             UpdateStatement::parse(value, lets, &default_collation)
-                .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts))
+                .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts, validation))
         });
         totals.matched += counts.matched;
         totals.modified += counts.modified;
@@ -620,6 +635,7 @@ fn run_update(
     statement: &UpdateStatement,
     session: Option<StatementSession>,
     counts: &mut UpdateOutcomeCounts,
+    validation: &Validation,
 ) -> Result<(), CommandError> {
     if session.is_some() && statement.multi {
         return Err(CommandError::new(
@@ -655,6 +671,7 @@ fn run_update(
             continue;
         }
         check_updated(&outcome.document)?;
+        validation.check_update(&old, &outcome.document)?;
         let id = old.get("_id").cloned().unwrap_or(Bson::Null);
         let oplog_form = oplog_update(&old, &outcome.document);
         counts.last_write = Some(writer.update(ns, &id, outcome.document, oplog_form)?);
@@ -662,6 +679,7 @@ fn run_update(
     }
     if counts.matched == 0 && statement.upsert {
         let document = upsert_document(&statement.filter, &statement.update, now, &statement.variables)?;
+        validation.check_insert(&document)?;
         let id = document.get("_id").cloned().unwrap_or(Bson::Null);
         counts.last_write = Some(writer.insert(ns, document)?);
         counts.upserted_id = Some(id);
@@ -912,7 +930,9 @@ pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> Comm
         }
     }
     let session = retry.as_ref().map(|retry| retry.statement(0)).transpose()?;
-    let (reply, last_write) = off_async_workers(|| run_find_and_modify(engine, &ns, &request, session))?;
+    let validation = Validation::for_command(engine, &ns, &req.body, command_name)?;
+    let (reply, last_write) =
+        off_async_workers(|| run_find_and_modify(engine, &ns, &request, session, &validation))?;
     if is_update {
         ctx.state.metrics.count_update(1);
     } else {
@@ -969,6 +989,7 @@ fn run_find_and_modify(
     ns: &str,
     request: &FindAndModify,
     session: Option<StatementSession>,
+    validation: &Validation,
 ) -> Result<(Document, Option<OpTime>), CommandError> {
     let plan = plan_write(
         engine,
@@ -1023,6 +1044,7 @@ fn run_find_and_modify(
             let mut last_write = None;
             if outcome.modified {
                 check_updated(&outcome.document)?;
+                validation.check_update(&old, &outcome.document)?;
                 let id = old.get("_id").cloned().unwrap_or(Bson::Null);
                 let oplog_form = oplog_update(&old, &outcome.document);
                 last_write = Some(writer.update(ns, &id, outcome.document.clone(), oplog_form)?);
@@ -1039,6 +1061,7 @@ fn run_find_and_modify(
         }
         None if request.upsert => {
             let document = upsert_document(&request.filter, update, now, &request.variables)?;
+            validation.check_insert(&document)?;
             let id = document.get("_id").cloned().unwrap_or(Bson::Null);
             let value = if request.return_new {
                 project(&document)?

@@ -63,6 +63,16 @@ const PARAMETERS: &[ParameterSpec] = &[
         set: Some(set_require_api_version),
     },
     ParameterSpec {
+        name: "ttlMonitorSleepSecs",
+        value: |state| Bson::Int32(state.parameters.ttl_monitor_sleep_secs() as i32),
+        set: Some(set_ttl_monitor_sleep_secs),
+    },
+    ParameterSpec {
+        name: "ttlMonitorEnabled",
+        value: |state| Bson::Boolean(state.parameters.ttl_monitor_enabled()),
+        set: Some(set_ttl_monitor_enabled),
+    },
+    ParameterSpec {
         name: "transactionLifetimeLimitSeconds",
         value: |_| Bson::Int32(60),
         set: None,
@@ -88,6 +98,30 @@ fn set_require_api_version(state: &ServerState, value: &Bson) -> Result<Bson, Co
         _ => return Err(CommandError::bad_value("requireApiVersion must be a boolean")),
     };
     Ok(Bson::Boolean(state.parameters.set_require_api_version(required)))
+}
+
+/// `ttlMonitorSleepSecs`: a whole number of seconds, at least 1 (MongoDB's
+/// bound is `gt: 0`).
+fn set_ttl_monitor_sleep_secs(state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {
+    let seconds = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(n) if n.fract() == 0.0 => *n as i64,
+        _ => return Err(CommandError::bad_value("ttlMonitorSleepSecs must be an integer")),
+    };
+    if seconds < 1 || seconds > i64::from(i32::MAX) {
+        return Err(CommandError::bad_value(format!(
+            "Invalid value for parameter ttlMonitorSleepSecs: {seconds} is not greater than 0"
+        )));
+    }
+    Ok(Bson::Int32(state.parameters.set_ttl_monitor_sleep_secs(seconds as u64) as i32))
+}
+
+fn set_ttl_monitor_enabled(state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {
+    let Bson::Boolean(enabled) = value else {
+        return Err(CommandError::bad_value("ttlMonitorEnabled must be a boolean"));
+    };
+    Ok(Bson::Boolean(state.parameters.set_ttl_monitor_enabled(*enabled)))
 }
 
 fn parameter(name: &str) -> Option<&'static ParameterSpec> {

@@ -8,7 +8,7 @@
 
 use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
-use slipstream_storage::index_spec::{verdict, Verdict};
+use slipstream_storage::index_spec::{verdict, Verdict, EXPIRE_AFTER_SECONDS_MAX};
 use slipstream_storage::IndexSpec;
 
 use super::{CommandContext, CommandRequest, CommandResult};
@@ -24,8 +24,6 @@ use crate::exec::scan::ID_INDEX_NAME;
 
 /// Index options that exist in MongoDB but not in Slipstream.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "partialFilterExpression",
-    "expireAfterSeconds",
     "weights",
     "default_language",
     "language_override",
@@ -93,6 +91,8 @@ fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Resul
     let mut sparse = false;
     let mut hidden = false;
     let mut collation = default_collation.clone();
+    let mut expire_after_seconds = None;
+    let mut partial_filter_expression = None;
     for (field, value) in spec {
         match field.as_str() {
             "key" | "name" => {}
@@ -103,6 +103,8 @@ fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Resul
             "unique" => unique = args::get_bool(spec, "createIndexes.indexes", "unique")?.unwrap_or(false),
             "sparse" => sparse = args::get_bool(spec, "createIndexes.indexes", "sparse")?.unwrap_or(false),
             "hidden" => hidden = args::get_bool(spec, "createIndexes.indexes", "hidden")?.unwrap_or(false),
+            "expireAfterSeconds" => expire_after_seconds = Some(parse_expire_after_seconds(spec, &key, value)?),
+            "partialFilterExpression" => partial_filter_expression = Some(parse_partial_filter(value)?),
             "v" => match value {
                 Bson::Int32(1 | 2) | Bson::Int64(1 | 2) => {}
                 Bson::Double(v) if *v == 1.0 || *v == 2.0 => {}
@@ -127,6 +129,11 @@ fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Resul
             "the index name '_id_' is reserved for the _id index",
         ));
     }
+    if sparse && partial_filter_expression.is_some() {
+        return Err(cannot_create(format!(
+            "Error in specification {spec} :: caused by :: cannot mix \"partialFilterExpression\" and \"sparse\" options"
+        )));
+    }
     if name == ID_INDEX_NAME && hidden {
         return Err(CommandError::bad_value("can't hide _id index"));
     }
@@ -145,7 +152,125 @@ fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Resul
         // stays simple whatever the collection's default.
         collation: if name == ID_INDEX_NAME { None } else { collation },
         name,
+        expire_after_seconds,
+        partial_filter_expression,
     })
+}
+
+/// Nesting of `$and` / `$or` a partial filter may have (MongoDB 7.0
+/// refuses deeper filters with 67 as well).
+const PARTIAL_FILTER_DEPTH_MAX: usize = 4;
+
+/// `partialFilterExpression`: a filter built only of what MongoDB 7.0
+/// allows there (`$eq`, `$exists: true`, `$gt`, `$gte`, `$lt`, `$lte`,
+/// `$type`, `$in`, `$and`, `$or`); anything else is 67.
+fn parse_partial_filter(value: &Bson) -> Result<Document, CommandError> {
+    let Bson::Document(filter) = value else {
+        return Err(CommandError::new(14, "'partialFilterExpression' for an index must be a document"));
+    };
+    slipstream_query::filter::Filter::parse(filter)?;
+    check_partial_filter(filter, 0)?;
+    Ok(filter.clone())
+}
+
+fn unsupported_in_partial(what: impl std::fmt::Display) -> CommandError {
+    cannot_create(format!("unsupported expression in partial index: {what}"))
+}
+
+fn check_partial_filter(filter: &Document, depth: usize) -> Result<(), CommandError> {
+    for (field, value) in filter {
+        match field.as_str() {
+            "$and" | "$or" => {
+                if depth >= PARTIAL_FILTER_DEPTH_MAX {
+                    return Err(unsupported_in_partial(format!("{field} nested more than {PARTIAL_FILTER_DEPTH_MAX} deep")));
+                }
+                for branch in value.as_array().into_iter().flatten() {
+                    if let Bson::Document(branch) = branch {
+                        check_partial_filter(branch, depth + 1)?;
+                    }
+                }
+            }
+            operator if operator.starts_with('$') => return Err(unsupported_in_partial(operator)),
+            path => check_partial_predicate(path, value)?,
+        }
+    }
+    Ok(())
+}
+
+/// One path's condition: an equality to a value, or allowed operators.
+fn check_partial_predicate(path: &str, value: &Bson) -> Result<(), CommandError> {
+    match value {
+        Bson::RegularExpression(_) => Err(unsupported_in_partial(format!("{path} regex"))),
+        Bson::Document(operators) if operators.keys().next().is_some_and(|key| key.starts_with('$')) => {
+            for (operator, argument) in operators {
+                match operator.as_str() {
+                    "$eq" | "$gt" | "$gte" | "$lt" | "$lte" | "$type" | "$in" => {}
+                    "$exists" if slipstream_query::expr::is_truthy(argument) => {}
+                    "$exists" => return Err(unsupported_in_partial(format!("$not {path} exists"))),
+                    other => return Err(unsupported_in_partial(format!("{path} {other}"))),
+                }
+                let regex_in_list =
+                    matches!(argument, Bson::Array(items) if items.iter().any(|item| matches!(item, Bson::RegularExpression(_))));
+                if matches!(argument, Bson::RegularExpression(_)) || regex_in_list {
+                    return Err(unsupported_in_partial(format!("{path} regex")));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `expireAfterSeconds` of a new index, checked as MongoDB 7.0's
+/// `validateIndexSpecTTL` does: a number (fractions truncated), not
+/// negative, within 2^31 - 1, on a single field that is not `_id`.
+fn parse_expire_after_seconds(spec: &Document, key: &Document, value: &Bson) -> Result<i64, CommandError> {
+    if key_patterns_equal(key, &doc! {"_id": 1}) {
+        return Err(CommandError::new(
+            197,
+            format!("The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: {spec}"),
+        ));
+    }
+    let seconds = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(n) if n.is_nan() => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must not be NaN. Index spec: {spec}"
+            )))
+        }
+        // Saturating, as MongoDB's safeNumberLong.
+        Bson::Double(n) => *n as i64,
+        Bson::Decimal128(_) => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. \
+                 Index spec: {spec}"
+            )))
+        }
+        other => {
+            return Err(cannot_create(format!(
+                "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{}'. Index spec: {spec}",
+                args::type_name(other)
+            )))
+        }
+    };
+    if seconds < 0 {
+        return Err(cannot_create(format!(
+            "TTL index 'expireAfterSeconds' option cannot be less than 0. Index spec: {spec}"
+        )));
+    }
+    if seconds > EXPIRE_AFTER_SECONDS_MAX {
+        return Err(cannot_create(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. \
+             Index spec: {spec}"
+        )));
+    }
+    if key.len() != 1 {
+        return Err(cannot_create(format!(
+            "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: {spec}"
+        )));
+    }
+    Ok(seconds)
 }
 
 /// Compares a requested index with the existing ones and with those asked
@@ -232,6 +357,12 @@ fn describe_index(index: &IndexSpec) -> Document {
     }
     if let Some(collation) = &index.collation {
         entry.insert("collation", collation.clone());
+        }
+    if let Some(seconds) = index.expire_after_seconds {
+        entry.insert("expireAfterSeconds", seconds as i32);
+    }
+    if let Some(filter) = &index.partial_filter_expression {
+        entry.insert("partialFilterExpression", filter.clone());
     }
     entry
 }
@@ -373,10 +504,9 @@ mod tests {
         let error = spec(doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}).unwrap_err();
         assert_eq!(error.code, 67);
         assert!(error.message.contains("2dsphere"));
-        let error =
-            spec(doc! {"key": {"a": 1}, "name": "a_1", "expireAfterSeconds": 5}).unwrap_err();
+        let error = spec(doc! {"key": {"a": 1}, "name": "a_1", "weights": {"a": 1}}).unwrap_err();
         assert_eq!(error.code, 67);
-        assert!(error.message.contains("expireAfterSeconds"));
+        assert!(error.message.contains("weights"));
         assert_eq!(
             spec(doc! {"key": {"a": 1}, "name": "a_1", "frob": 1})
                 .unwrap_err()

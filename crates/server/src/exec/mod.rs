@@ -35,6 +35,7 @@ pub mod size;
 pub mod sort;
 pub mod source;
 pub mod stored_document;
+pub mod validation;
 pub mod views;
 
 pub use cursor_body::CursorBody;

@@ -138,6 +138,12 @@ pub fn plan_query(info: Option<&CollectionInfo>, shape: &QueryShape<'_>) -> Resu
         Some(hint) => hinted_index(info, hint)?,
         None => None,
     };
+    // A partial index lacks the documents its filter rejects: hinting it
+    // for a query that does not imply the filter is refused, as MongoDB 7.0
+    // does, rather than answered with a part of the result.
+    if hinted.is_some_and(|index| !partial_usable(index, shape.filter)) {
+        return Err(bad_hint());
+    }
     index_plan(info, shape, hinted)
 }
 
@@ -166,6 +172,15 @@ fn mismatched_hint(info: &CollectionInfo, shape: &QueryShape<'_>, index: &IndexS
     })
 }
 
+/// An index without a partial filter, or one the query implies.
+fn partial_usable(index: &IndexSpec, filter: &Filter) -> bool {
+    let Some(partial) = &index.partial_filter_expression else {
+        return true;
+    };
+    // The filter was checked when the index was created.
+    Filter::parse(partial).is_ok_and(|partial| planner::filter_implies(filter.root(), partial.root()))
+}
+
 /// Asks the query planner for a plan over the collection's indexes.
 fn index_plan(
     info: &CollectionInfo,
@@ -182,7 +197,7 @@ fn index_plan(
     let candidates: Vec<IndexCandidate> = info
         .indexes
         .iter()
-        .filter(|index| !index.hidden && same_collation(index))
+        .filter(|index| !index.hidden && same_collation(index) && partial_usable(index, shape.filter))
         .map(|index| IndexCandidate {
             name: index.name.clone(),
             key: index.key.clone(),

@@ -3,7 +3,6 @@
 
 use std::ops::Bound;
 
-use slipstream_query::index_key::index_keys;
 
 use crate::apply::{index_store_key, parse_document, table_range};
 use crate::catalog::CollectionMeta;
@@ -48,7 +47,7 @@ pub(crate) fn validate_collection(store: &VersionedStore, view: &ReadView, colle
                 }
             };
             for (position, index) in collection.indexes.iter().enumerate() {
-                let keys = match index_keys(&document, &index.pattern, index.spec.sparse) {
+                let keys = match index.keys_of(&document) {
                     Ok(keys) => keys,
                     Err(err) => {
                         report.errors.push(format!("index {}: {err}", index.spec.name));

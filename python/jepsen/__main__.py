@@ -1,0 +1,42 @@
+"""`python -m jepsen run --workload W --seed S --seconds N --faults partition,kill,...`
+and `python -m jepsen cleanup`. Must run as root (namespaces, nftables)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+from . import nemesis, runner
+from .workloads import WORKLOADS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jepsen")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="one run of a workload under faults")
+    run.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    run.add_argument("--seed", type=int, help="draws the fault schedule and the clients' choices (random if absent)")
+    run.add_argument("--seconds", type=float, default=60.0)
+    run.add_argument("--faults", default="partition,kill,pause",
+                     help=f"comma-separated, of: {','.join(nemesis.KINDS)}; 'all' for every kind; '' for none")
+    run.add_argument("--members", type=int, default=3, choices=(3, 5))
+    run.add_argument("--results", type=Path, default=Path("jepsen-results"))
+    commands.add_parser("cleanup", help="remove every ssj- namespace and the processes in them")
+    args = parser.parse_args(argv)
+    if args.command == "cleanup":
+        print(json.dumps(runner.cleanup()))
+        return 0
+    faults = list(nemesis.KINDS) if args.faults == "all" else [f for f in args.faults.split(",") if f]
+    for fault in faults:
+        if fault not in nemesis.KINDS:
+            parser.error(f"unknown fault {fault}; known: {','.join(nemesis.KINDS)}")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    summary = runner.run(args.workload, seed, args.seconds, faults, args.members, args.results)
+    return 0 if summary["valid"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -197,26 +197,54 @@ class Set(Workload):
 
 class ReadConcernMajority(Workload):
     """Writers insert (even threads w:majority, odd ones w:1) while readers read
-    the whole collection with readConcern majority from the primary."""
+    the whole collection with readConcern majority from the primary.
+
+    MongoDB promises monotonic majority reads only within a causally
+    consistent session: a primary elected a moment ago serves majority
+    reads from the last point it knows to be committed, which can be older
+    than what the deposed primary already served. So reader 0 reads without
+    a session's causality (its stale reads are reported, not failed), and
+    the other readers read causally, their sessions advanced to the latest
+    operation time any completed read returned: each of their reads must
+    hold everything any read that completed before it began held."""
 
     name = "rc-majority"
     threads = 8
     READERS = 3
+    READ_PAUSE_S = 0.1
 
     def setup(self) -> None:
         self.majority = self.db.get_collection("rcm", write_concern=WriteConcern("majority", wtimeout=WTIMEOUT_MS))
         self.w1 = self.db.get_collection("rcm", write_concern=WriteConcern(1))
         self.reader = self.db.get_collection("rcm", read_concern=ReadConcern("majority"),
                                              read_preference=ReadPreference.PRIMARY)
+        # The latest (operationTime, $clusterTime) a completed read returned.
+        self._latest = None
 
     def operation(self, index: int, process: int, rng: random.Random) -> str:
         if index < self.READERS:
-            time.sleep(0.1)
-            return self.call(process, "read", None,
-                             lambda: (OK, sorted(d["_id"] for d in self.reader.find({}, {"_id": 1}))), read=True)
+            time.sleep(self.READ_PAUSE_S)
+            return self._read(process, causal=index > 0)
         value = self.next_value()
         coll, concern = (self.majority, "majority") if index % 2 == 0 else (self.w1, "1")
         return self.call(process, "add", value, lambda: (coll.insert_one({"_id": value}), (OK, value))[1], w=concern)
+
+    def _read(self, process: int, causal: bool) -> str:
+        with self.client.start_session(causal_consistency=causal) as session:
+            with self._lock:
+                latest = self._latest
+            if causal and latest is not None:
+                session.advance_cluster_time(latest[1])
+                session.advance_operation_time(latest[0])
+
+            def body():
+                found = sorted(d["_id"] for d in self.reader.find({}, {"_id": 1}, session=session))
+                with self._lock:
+                    if session.operation_time is not None and (
+                            self._latest is None or session.operation_time > self._latest[0]):
+                        self._latest = (session.operation_time, session.cluster_time)
+                return OK, found
+            return self.call(process, "read", None, body, read=True, causal=causal)
 
     def final(self) -> dict:
         return {"members": {str(i): sorted(d["_id"] for d in m.direct()[DATABASE]["rcm"].find({}, {"_id": 1}))

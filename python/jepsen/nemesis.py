@@ -18,7 +18,7 @@ from pymongo.errors import PyMongoError
 
 from .cluster import Cluster
 from .history import INFO, OK, History
-from .clock import MAX_OFFSET_S
+from .clock import MAX_OFFSET_S, SETTLE_S, observed_offset
 
 KINDS = ("partition", "kill", "pause", "clock", "stepdown", "reconfig")
 PARTITIONS = ("halves", "isolate-primary", "ring", "one-way")
@@ -143,7 +143,7 @@ class Nemesis:
             for i, offset in offsets.items():
                 if cluster.members[i].clock is not None:
                     cluster.members[i].clock.set(offset)
-            record["detail"] = {"offsets": offsets}
+            record["detail"] = {"offsets": offsets, "observed": self._observe_clocks(offsets)}
             return lambda: [m.clock.reset() for m in cluster.members.values() if m.clock is not None]
         if kind == "stepdown":
             primary = self._primary()
@@ -159,6 +159,18 @@ class Nemesis:
         if kind == "reconfig":
             return self._reconfig(window, record)
         raise AssertionError(kind)
+
+    def _observe_clocks(self, offsets: dict[int, int]) -> dict[str, float | None]:
+        """Each skewed member's clock as it reports it (None: it did not answer)."""
+        time.sleep(SETTLE_S)
+        observed = {}
+        for i in offsets:
+            member = self.cluster.members[i]
+            try:
+                observed[str(i)] = observed_offset(member.direct().admin.command("hello"))
+            except PyMongoError:
+                observed[str(i)] = None
+        return observed
 
     def _partition(self, window: dict, record: dict):
         network = self.cluster.network

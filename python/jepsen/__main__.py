@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         if fault not in nemesis.KINDS:
             parser.error(f"unknown fault {fault}; known: {','.join(nemesis.KINDS)}")
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
-    summary = runner.run(args.workload, seed, args.seconds, faults, args.members, args.results)
+    try:
+        summary = runner.run(args.workload, seed, args.seconds, faults, args.members, args.results)
+    except runner.Interrupted as interrupted:
+        print(f"jepsen: interrupted ({interrupted}); members stopped, namespaces removed", file=sys.stderr)
+        return 130
     return 0 if summary["valid"] else 1
 
 

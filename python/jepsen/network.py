@@ -11,11 +11,17 @@ other only, as in Jepsen's MongoDB tests.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
-PREFIX = "ssj-"
-BRIDGE = "ssj-br0"
-SUBNET = "10.213.0"
+# JEPSEN_NET_SLOT=N (1..9) gives a run names and addresses of its own
+# (`ssjN-`, 10.213.N.0/24) so that two runs can share the machine; each
+# run's cleanup still removes only its own slot's names.
+SLOT = int(os.environ.get("JEPSEN_NET_SLOT", "0"))
+assert 0 <= SLOT <= 9, SLOT
+PREFIX = "ssj-" if SLOT == 0 else f"ssj{SLOT}-"
+BRIDGE = f"{PREFIX}br0"
+SUBNET = f"10.213.{SLOT}"
 HOST_IP = f"{SUBNET}.1"
 PREFIX_LEN = 24
 # Member i (from 1) gets SUBNET.(MEMBER_IP_BASE + i).

@@ -48,6 +48,8 @@ def schedule(seed: int, seconds: float, kinds: list[str], size: int) -> list[dic
             window["order"] = members
         elif kind in ("kill", "pause"):
             window["target"] = "primary" if rng.random() < 0.5 else rng.choice(members)
+            # Whom a "primary" fault hits when there is no primary (an election is on).
+            window["fallback"] = rng.choice(members)
         elif kind == "clock":
             chosen = rng.sample(members, rng.randint(1, size))
             window["offsets"] = {str(i): rng.choice((-1, 1)) * rng.randint(1, MAX_OFFSET_S) for i in chosen}
@@ -129,8 +131,7 @@ class Nemesis:
         if kind in ("kill", "pause"):
             target = window["target"]
             if target == "primary":
-                # No primary now (an election is on): member 1 stands in.
-                target = self._primary() or 1
+                target = self._primary() or window["fallback"]
             member = cluster.members[target]
             record["detail"] = {"member": target}
             if kind == "kill":

@@ -3,8 +3,9 @@
 # files: the Python packages (into .venv) and, with --with-mongosh, the
 # MongoDB shell (into tools/mongosh/node_modules); with --with-fault-tools,
 # the Debian packages the Jepsen-style harness (python/jepsen) drives:
-# nftables (partitions inside network namespaces) and faketime (clock
-# faults through libfaketime). Rust comes from the machine's rustup
+# nftables (partitions inside network namespaces), faketime (clock
+# faults through libfaketime) and fuse3 (the lossy disk of power-loss
+# faults). Rust comes from the machine's rustup
 # toolchain; crates are fetched by cargo itself.
 # Safe to run repeatedly: each step is skipped when already done.
 set -euo pipefail
@@ -51,6 +52,7 @@ if [ "$with_fault_tools" = 1 ]; then
   command -v nft >/dev/null 2>&1 || missing+=(nftables)
   command -v faketime >/dev/null 2>&1 || missing+=(faketime)
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "==> installing ${missing[*]} (Debian packages, for python/jepsen)"
     apt-get update -qq

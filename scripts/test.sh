@@ -9,7 +9,7 @@
 # .ci/run calls this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-mongosh
+scripts/setup.sh --with-mongosh --with-fault-tools
 
 echo "==> cargo test (workspace)"
 cargo build --workspace --all-targets

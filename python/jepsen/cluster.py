@@ -26,13 +26,13 @@ SECONDARY_STATE = 2
 
 
 class Cluster:
-    def __init__(self, size: int, run_dir: Path, clock_faults: bool):
+    def __init__(self, size: int, run_dir: Path, clock_faults: bool, lossy_disks: bool = False):
         assert size in (3, 5), size
         self.size = size
         self.network = network.Network(size)
         for sub in ("data", "logs", "clock"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.members = {i: Member(i, run_dir, clock_faults) for i in range(1, size + 1)}
+        self.members = {i: Member(i, run_dir, clock_faults, lossy_disks) for i in range(1, size + 1)}
         # Members taken out of the config by a reconfig fault.
         self.removed: set[int] = set()
 

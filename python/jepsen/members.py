@@ -20,6 +20,7 @@ from pymongo import MongoClient
 
 from . import network
 from .clock import Clock
+from .powerloss import Disk
 
 PORT = 27017
 SET_NAME = "jepsen"
@@ -38,7 +39,7 @@ def binary() -> str:
 class Member:
     """Member i: its namespace, address, data directory, log and process."""
 
-    def __init__(self, i: int, run_dir: Path, clock_faults: bool):
+    def __init__(self, i: int, run_dir: Path, clock_faults: bool, lossy_disk: bool = False):
         self.id = i
         self.ip = network.member_ip(i)
         self.host = f"{self.ip}:{PORT}"
@@ -46,6 +47,10 @@ class Member:
         self.logpath = run_dir / "logs" / f"n{i}.log"
         self.outpath = run_dir / "logs" / f"n{i}.out"
         self.clock = Clock(run_dir / "clock" / f"n{i}") if clock_faults else None
+        # With power-loss faults the data directory is a lossy FUSE mount of
+        # data/backing-nI (see powerloss.py).
+        self.disk = Disk(run_dir / "data" / f"backing-n{i}", self.dbpath, run_dir / "logs" / f"n{i}.fuse.log") \
+            if lossy_disk else None
         self.process: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
@@ -54,6 +59,8 @@ class Member:
     def start(self) -> None:
         assert not self.running(), f"member {self.id} is already running"
         self.dbpath.mkdir(parents=True, exist_ok=True)
+        if self.disk is not None and not (self.disk.process and self.disk.process.poll() is None):
+            self.disk.start()
         environment = dict(os.environ)
         if self.clock is not None:
             environment.update(self.clock.environment())
@@ -98,6 +105,12 @@ class Member:
             self.process.wait(timeout=STOP_TIMEOUT_S)
         self.paused = False
 
+    def lose_power(self) -> None:
+        """SIGKILL, and every write it had not fsynced is gone."""
+        assert self.disk is not None, "power loss needs the lossy disk"
+        self.kill()
+        self.disk.lose_power()
+
     def pause(self) -> None:
         if self.signal(signal.SIGSTOP):
             self.paused = True
@@ -116,6 +129,8 @@ class Member:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.close()
+        if self.disk is not None:
+            self.disk.stop()
 
     def direct(self) -> MongoClient:
         """A direct connection for the harness's own checks (not the workload's)."""

@@ -20,7 +20,7 @@ from .cluster import Cluster
 from .history import INFO, OK, History
 from .clock import MAX_OFFSET_S, SETTLE_S, observed_offset
 
-KINDS = ("partition", "kill", "pause", "clock", "stepdown", "reconfig")
+KINDS = ("partition", "kill", "pause", "clock", "stepdown", "reconfig", "power")
 PARTITIONS = ("halves", "isolate-primary", "ring", "one-way")
 FIRST_FAULT_S = (3.0, 6.0)
 FAULT_S = (4.0, 12.0)
@@ -46,7 +46,7 @@ def schedule(seed: int, seconds: float, kinds: list[str], size: int) -> list[dic
             window["shape"] = rng.choice(PARTITIONS)
             rng.shuffle(members)
             window["order"] = members
-        elif kind in ("kill", "pause"):
+        elif kind in ("kill", "pause", "power"):
             window["target"] = "primary" if rng.random() < 0.5 else rng.choice(members)
             # Whom a "primary" fault hits when there is no primary (an election is on).
             window["fallback"] = rng.choice(members)
@@ -128,14 +128,17 @@ class Nemesis:
         cluster = self.cluster
         if kind == "partition":
             return self._partition(window, record)
-        if kind in ("kill", "pause"):
+        if kind in ("kill", "pause", "power"):
             target = window["target"]
             if target == "primary":
                 target = self._primary() or window["fallback"]
             member = cluster.members[target]
             record["detail"] = {"member": target}
-            if kind == "kill":
-                member.kill()
+            if kind in ("kill", "power"):
+                if kind == "kill":
+                    member.kill()
+                else:
+                    member.lose_power()
                 return lambda: (member.close(), member.start())
             member.pause()
             return member.resume

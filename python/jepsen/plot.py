@@ -14,7 +14,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
 FAULT_COLOURS = {"partition": "#1f77b4", "kill": "#7f7f7f", "pause": "#9467bd", "clock": "#bcbd22",
-                 "stepdown": "#17becf", "reconfig": "#e377c2"}
+                 "stepdown": "#17becf", "reconfig": "#e377c2", "power": "#8c564b"}
 
 
 def timeline(pairs, windows: list[dict], threads: int, path: Path, title: str) -> None:

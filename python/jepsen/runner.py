@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import checkers, members, network, nemesis, plot
+from . import checkers, members, network, nemesis, plot, powerloss
 from .cluster import Cluster
 from .history import History
 from .workloads import WORKLOADS
@@ -40,8 +40,11 @@ def cleanup() -> dict:
     """Ends every process in an `ssj-` namespace and removes the namespaces,
     veths and bridge. Touches nothing else."""
     killed = members.kill_namespace_processes()
+    unmounted = powerloss.ours()
+    for mount in unmounted:
+        powerloss.unmount(Path(mount))
     removed = network.cleanup()
-    return {"killed": killed, "removed": removed}
+    return {"killed": killed, "unmounted": unmounted, "removed": removed}
 
 
 def _write(path: Path, value) -> None:
@@ -62,7 +65,7 @@ def run(workload: str, seed: int, seconds: float, faults: list[str], size: int, 
     if workload == "register":
         checkers.porcupine_binary()
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    cluster = Cluster(size, run_dir, clock_faults="clock" in faults)
+    cluster = Cluster(size, run_dir, clock_faults="clock" in faults, lossy_disks="power" in faults)
     history = History()
     verdict: dict = {}
     load = None

@@ -1,5 +1,6 @@
 """The member processes: `slipstream serve --replSet` inside its network
-namespace, with libfaketime preloaded when clock faults are on; started,
+namespace, with libfaketime preloaded when clock faults are on (and any
+extra `serve` arguments from JEPSEN_SERVE_ARGS, e.g. "-v"); started,
 killed with SIGKILL, restarted on the same data, frozen and thawed.
 
 A member is found again by the namespace it runs in (`ip netns pids`), so
@@ -66,7 +67,8 @@ class Member:
             environment.update(self.clock.environment())
         command = ["ip", "netns", "exec", network.namespace(self.id), binary(), "serve", "--replSet", SET_NAME,
                    "--bind-ip", self.ip, "--port", str(PORT), "--dbpath", str(self.dbpath),
-                   "--logpath", str(self.logpath), "--enable-test-commands"]
+                   "--logpath", str(self.logpath), "--enable-test-commands",
+                   *os.environ.get("JEPSEN_SERVE_ARGS", "").split()]
         with open(self.outpath, "ab") as out:
             out.write(f"=== start {self.starts + 1} at {time.time():.3f}\n".encode())
             out.flush()

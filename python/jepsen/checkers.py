@@ -65,6 +65,19 @@ def _client_pairs(pairs):
     return [(i, c) for i, c in pairs if isinstance(i["process"], int)]
 
 
+def availability(pairs) -> dict:
+    """The longest stretch of the run in which no client operation succeeded
+    (a liveness figure: not part of validity, but a failover that takes a
+    minute shows here)."""
+    ends = sorted(c["time"] for i, c in _client_pairs(pairs) if c["type"] == OK)
+    if not ends:
+        return {"ok_ops": 0}
+    starts = [0] + ends
+    gaps = [(b - a, a) for a, b in zip(starts, ends)]
+    longest, at = max(gaps)
+    return {"ok_ops": len(ends), "longest_without_ok_s": _seconds(longest), "from_s": _seconds(at)}
+
+
 # ----- register
 
 

@@ -95,6 +95,7 @@ def run(workload: str, seed: int, seconds: float, faults: list[str], size: int, 
         pairs = history.pairs()
         if final is not None:
             verdict = checkers.CHECKERS[workload](pairs, final, run_dir)
+        verdict["availability"] = checkers.availability(pairs)
     finally:
         if chaos is not None and chaos._thread.is_alive():
             chaos.stop()

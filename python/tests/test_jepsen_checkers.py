@@ -129,3 +129,11 @@ def test_a_ring_gives_every_member_a_majority_and_no_two_the_same():
     assert len(set(majorities)) == 5
     bridge = nemesis.ring([2, 1, 3])
     assert bridge == {2: {1, 3}, 1: {2}, 3: {2}}
+
+
+def test_availability_finds_the_longest_stretch_without_a_success():
+    history = pairs((0, "add", 1, OK, 0, 1, None, {}), (1, "add", 2, FAIL, 1, 9, None, {}),
+                    (2, "add", 3, OK, 2, 11, None, {}), (3, "add", 4, INFO, 11, 20, None, {}),
+                    (4, "add", 5, OK, 12, 13, None, {}))
+    assert checkers.availability(history) == {"ok_ops": 3, "longest_without_ok_s": 10.0, "from_s": 1.0}
+    assert checkers.availability(pairs((0, "add", 1, FAIL, 0, 1, None, {}))) == {"ok_ops": 0}

@@ -199,6 +199,10 @@ def check_set(pairs, final: dict, run_dir: Path) -> dict:
 
 def _values_window(values, invocations) -> dict:
     spans = [invocations[v] for v in values if v in invocations]
+    if not spans:
+        # Values no client ever wrote: the whole run is the window.
+        ends = [end for _, end in invocations.values()] or [0]
+        return {"from_s": 0.0, "to_s": _seconds(max(ends)), "values": sorted(values)[:LISTED]}
     return {"from_s": _seconds(min(s for s, _ in spans)), "to_s": _seconds(max(e for _, e in spans)),
             "values": sorted(values)[:LISTED]}
 
@@ -263,35 +267,49 @@ def check_rc_majority(pairs, final: dict, run_dir: Path) -> dict:
 
 
 def check_retryable(pairs, final: dict, run_dir: Path) -> dict:
-    acknowledged: dict[str, int] = {}
-    unknown: dict[str, int] = {}
-    spans: dict[str, list] = {}
+    """Per counter and member: every acknowledged increment's token present
+    once, no token present twice, nothing never attempted, the count equal
+    to the tokens, and so acknowledged <= count <= acknowledged + unknown."""
+    acknowledged: dict[str, set] = {}
+    unknown: dict[str, set] = {}
+    spans: dict = {}
     for invocation, completion in _client_pairs(pairs):
-        key = invocation["key"]
-        spans.setdefault(key, []).append((invocation["time"], completion["time"]))
+        key, token = invocation["key"], invocation["value"]
+        spans[token] = (invocation["time"], completion["time"])
         if completion["type"] == OK:
-            acknowledged[key] = acknowledged.get(key, 0) + 1
+            acknowledged.setdefault(key, set()).add(token)
         elif completion["type"] == INFO:
-            unknown[key] = unknown.get(key, 0) + 1
-    counters = {}
-    valid = True
-    for member, values in final["members"].items():
-        for key in sorted(set(acknowledged) | set(unknown) | set(values)):
-            low = acknowledged.get(key, 0)
-            high = low + unknown.get(key, 0)
-            value = values.get(key)
-            ok = value is not None and low <= value <= high
-            counters.setdefault(key, {"acknowledged": low, "unknown": unknown.get(key, 0), "final": {}})
-            counters[key]["final"][member] = value
-            if not ok:
-                valid = False
-                counters[key]["anomaly"] = "lost increments" if value is None or value < low else "applied twice"
-    verdict = {"valid": valid, "counters": counters}
-    bad = [key for key, entry in counters.items() if "anomaly" in entry]
-    if bad:
-        key_spans = spans.get(bad[0], [(0, 0)])
-        verdict["window"] = {"key": bad[0], "from_s": _seconds(min(s for s, _ in key_spans)),
-                             "to_s": _seconds(max(e for _, e in key_spans))}
+            unknown.setdefault(key, set()).add(token)
+    counters: dict = {}
+    bad_tokens: set = set()
+    for member, documents in final["members"].items():
+        for key in sorted(set(acknowledged) | set(unknown) | set(documents)):
+            acked, maybe = acknowledged.get(key, set()), unknown.get(key, set())
+            entry = counters.setdefault(key, {"acknowledged": len(acked), "unknown": len(maybe), "final": {}})
+            document = documents.get(key) or {"n": None, "applied": []}
+            applied = document["applied"]
+            present = set(applied)
+            problems = {}
+            twice = sorted(t for t in present if applied.count(t) > 1)
+            if twice:
+                problems["applied twice"] = twice[:LISTED]
+            lost = sorted(acked - present)
+            if lost:
+                problems["lost"] = lost[:LISTED]
+            invented = sorted(present - acked - maybe)
+            if invented:
+                problems["never acknowledged nor unknown"] = invented[:LISTED]
+            if document["n"] != len(applied):
+                problems["count differs from tokens"] = [document["n"], len(applied)]
+            entry["final"][member] = {"n": document["n"], "unknown_applied": len(present & maybe)}
+            if problems:
+                entry.setdefault("anomalies", {})[member] = problems
+                bad_tokens |= set(twice) | set(lost) | set(invented)
+    verdict = {"valid": not any("anomalies" in entry for entry in counters.values()), "counters": counters}
+    if bad_tokens:
+        verdict["window"] = _values_window(bad_tokens, spans)
+    elif not verdict["valid"]:
+        verdict["window"] = {"from_s": 0.0, "to_s": _seconds(max(e for _, e in spans.values()))}
     return verdict
 
 

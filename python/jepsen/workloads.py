@@ -252,9 +252,11 @@ class ReadConcernMajority(Workload):
 
 
 class Retryable(Workload):
-    """Counters incremented by retryable w:majority updates; the final value
-    must lie between the acknowledged increments and those plus the unknown
-    ones."""
+    """Counters incremented by retryable w:majority updates, each increment
+    also pushing a token of its own: at the end each acknowledged token is
+    in its counter exactly once and no token twice (a retry applied again
+    shows as a duplicate whatever the unknown ones did), and the count
+    equals the tokens."""
 
     name = "retryable"
     threads = 6
@@ -264,28 +266,31 @@ class Retryable(Workload):
     def setup(self) -> None:
         self.coll = self.db.get_collection("counters", write_concern=WriteConcern("majority", wtimeout=WTIMEOUT_MS))
         for k in range(self.COUNTERS):
-            self.coll.update_one({"_id": f"c{k}"}, {"$setOnInsert": {"n": 0}}, upsert=True)
+            self.coll.update_one({"_id": f"c{k}"}, {"$setOnInsert": {"n": 0, "applied": []}}, upsert=True)
 
     def operation(self, index: int, process: int, rng: random.Random) -> str:
         key = f"c{rng.randrange(self.COUNTERS)}"
-
-        def body():
-            result = self.coll.update_one({"_id": key}, {"$inc": {"n": 1}})
-            assert result.matched_count == 1, result.raw_result
-            return OK, 1
-        invocation = self.history.invoke(process, "incr", 1, key=key)
+        token = self.next_value()
+        invocation = self.history.invoke(process, "incr", token, key=key)
         try:
-            outcome, value = body()
+            result = self.coll.update_one({"_id": key}, {"$inc": {"n": 1}, "$push": {"applied": token}})
+        except ServerSelectionTimeoutError as error:
+            # pymongo raises this only when no attempt was sent: after a sent
+            # attempt failed it re-raises that attempt's error instead.
+            self.history.complete(invocation, FAIL, error=describe(error))
+            return FAIL
         except PyMongoError as error:
             # A retried write may have applied on its first attempt whatever the
-            # retry said: every error is unknown here.
+            # retry said: any other error is unknown here.
             self.history.complete(invocation, INFO, error=describe(error))
             return INFO
-        self.history.complete(invocation, outcome, value=value)
-        return outcome
+        assert result.matched_count == 1, result.raw_result
+        self.history.complete(invocation, OK)
+        return OK
 
     def final(self) -> dict:
-        return {"members": {str(i): {d["_id"]: d["n"] for d in m.direct()[DATABASE]["counters"].find()}
+        return {"members": {str(i): {d["_id"]: {"n": d["n"], "applied": d["applied"]}
+                                     for d in m.direct()[DATABASE]["counters"].find()}
                             for i, m in self.cluster.members.items()}}
 
 

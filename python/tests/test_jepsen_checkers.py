@@ -102,14 +102,22 @@ def test_rc_majority_catches_a_causal_read_that_lost_what_an_earlier_read_saw(tm
 
 
 def test_retryable_catches_an_increment_applied_twice_and_a_lost_one(tmp_path):
-    history = pairs((0, "incr", 1, OK, 0, 1, None, {"key": "c0"}), (1, "incr", 1, OK, 0, 1, None, {"key": "c0"}),
-                    (2, "incr", 1, INFO, 0, 1, None, {"key": "c0"}))
-    for value in (2, 3):
-        assert checkers.check_retryable(history, {"members": {"1": {"c0": value}}}, tmp_path)["valid"]
-    twice = checkers.check_retryable(history, {"members": {"1": {"c0": 4}}}, tmp_path)
-    assert not twice["valid"] and twice["counters"]["c0"]["anomaly"] == "applied twice"
-    lost = checkers.check_retryable(history, {"members": {"1": {"c0": 1}}}, tmp_path)
-    assert not lost["valid"] and lost["counters"]["c0"]["anomaly"] == "lost increments"
+    history = pairs((0, "incr", 1, OK, 0, 1, None, {"key": "c0"}), (1, "incr", 2, OK, 0, 1, None, {"key": "c0"}),
+                    (2, "incr", 3, INFO, 0, 1, None, {"key": "c0"}))
+
+    def final(*applied):
+        return {"members": {"1": {"c0": {"n": len(applied), "applied": list(applied)}}}}
+    for applied in ((1, 2), (2, 1, 3)):
+        assert checkers.check_retryable(history, final(*applied), tmp_path)["valid"]
+    twice = checkers.check_retryable(history, final(1, 2, 2), tmp_path)
+    assert not twice["valid"] and twice["counters"]["c0"]["anomalies"]["1"] == {"applied twice": [2]}
+    assert twice["window"]["values"] == [2]
+    lost = checkers.check_retryable(history, final(1, 3), tmp_path)
+    assert not lost["valid"] and lost["counters"]["c0"]["anomalies"]["1"] == {"lost": [2]}
+    invented = checkers.check_retryable(history, final(1, 2, 9), tmp_path)
+    assert invented["counters"]["c0"]["anomalies"]["1"] == {"never acknowledged nor unknown": [9]}
+    miscounted = {"members": {"1": {"c0": {"n": 3, "applied": [1, 2]}}}}
+    assert not checkers.check_retryable(history, miscounted, tmp_path)["valid"]
 
 
 def test_the_schedule_follows_from_the_seed_alone():

@@ -28,7 +28,11 @@ from pathlib import Path
 
 import mfusepy
 
-FSNAME = "ssj-powerloss"
+from .network import PREFIX
+
+# The mounts' filesystem name, by which cleanup finds them: per network slot,
+# so that one slot's cleanup leaves another's disks alone.
+FSNAME = f"{PREFIX}powerloss"
 MOUNT_TIMEOUT_S = 20.0
 POLL_S = 0.05
 COMMAND_TIMEOUT_S = 10.0

@@ -72,8 +72,10 @@ def availability(pairs) -> dict:
     ends = sorted(c["time"] for i, c in _client_pairs(pairs) if c["type"] == OK)
     if not ends:
         return {"ok_ops": 0}
+    # The stretch after the last success runs to the last completion.
+    last = max(c["time"] for _, c in _client_pairs(pairs))
     starts = [0] + ends
-    gaps = [(b - a, a) for a, b in zip(starts, ends)]
+    gaps = [(b - a, a) for a, b in zip(starts, ends + [last])]
     longest, at = max(gaps)
     return {"ok_ops": len(ends), "longest_without_ok_s": _seconds(longest), "from_s": _seconds(at)}
 

@@ -145,3 +145,6 @@ def test_availability_finds_the_longest_stretch_without_a_success():
                     (4, "add", 5, OK, 12, 13, None, {}))
     assert checkers.availability(history) == {"ok_ops": 3, "longest_without_ok_s": 10.0, "from_s": 1.0}
     assert checkers.availability(pairs((0, "add", 1, FAIL, 0, 1, None, {}))) == {"ok_ops": 0}
+    # The stretch after the last success counts too.
+    tail = pairs((0, "add", 1, OK, 0, 1, None, {}), (1, "add", 2, FAIL, 1, 30, None, {}))
+    assert checkers.availability(tail) == {"ok_ops": 1, "longest_without_ok_s": 29.0, "from_s": 1.0}

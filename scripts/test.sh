@@ -3,11 +3,13 @@
 # the wire fuzz run and durability tests against real processes; pymongo
 # integration tests (python/tests/replset: multi-process replica sets
 # through `slipstream cluster`, each checked by dbHash afterwards); the
-# mongosh smoke tests; pymongo's own suite counts against a node and a set.
+# mongosh smoke tests; Jepsen-style fault injection on real members in
+# network namespaces (scripts/jepsen.sh); pymongo's own suite counts
+# against a node and a set.
 # .ci/run calls this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-mongosh
+scripts/setup.sh --with-mongosh --with-fault-tools
 
 echo "==> cargo test (workspace)"
 cargo build --workspace --all-targets
@@ -25,6 +27,12 @@ done
 echo "==> pytest (python/tests, through pymongo against real nodes)"
 export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider
+
+# Real members in network namespaces under partitions, kills and pauses;
+# each workload once, 45 s (about five minutes in all). Fails on any
+# anomaly; the runs are kept under jepsen-results/.
+echo "==> Jepsen-style fault injection (scripts/jepsen.sh: register, set, rc-majority, retryable)"
+scripts/jepsen.sh
 
 echo "==> pymongo's own test suite (a node, then a 3-member replica set)"
 scripts/pymongo_suite.sh

@@ -1,0 +1,71 @@
+"""`python -m jepsen run --workload W --seed S --seconds N --faults partition,kill,...`
+and `python -m jepsen cleanup`. Must run as root (namespaces, nftables)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+from . import nemesis, runner
+from .workloads import WORKLOADS
+
+
+def summarize(results: Path) -> int:
+    """One line per run (seed, members, faults, counts, verdict), then the
+    totals per workload; runs without a summary (interrupted) are listed too."""
+    totals: dict[str, list[int]] = {}
+    for run_dir in sorted(p for p in results.iterdir() if (p / "config.json").exists()):
+        config = json.loads((run_dir / "config.json").read_text())
+        summary_path = run_dir / "summary.json"
+        if not summary_path.exists():
+            print(f"{run_dir.name}: no summary (interrupted or crashed)")
+            continue
+        summary = json.loads(summary_path.read_text())
+        tally = totals.setdefault(summary["workload"], [0, 0])
+        tally[0 if summary["valid"] else 1] += 1
+        print(f"{run_dir.name}: seed {config['seed']} members {config['members']} {config['seconds']:.0f} s "
+              f"faults {','.join(config['faults'])}: ops {summary['ops']} ok {summary['ok']} "
+              f"failed {summary['failed']} unknown {summary['unknown']} {'valid' if summary['valid'] else 'INVALID'}")
+    for workload, (valid, invalid) in sorted(totals.items()):
+        print(f"{workload}: {valid} valid, {invalid} invalid")
+    return 0 if all(invalid == 0 for _, invalid in totals.values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jepsen")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="one run of a workload under faults")
+    run.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    run.add_argument("--seed", type=int, help="draws the fault schedule and the clients' choices (random if absent)")
+    run.add_argument("--seconds", type=float, default=60.0)
+    run.add_argument("--faults", default="partition,kill,pause",
+                     help=f"comma-separated, of: {','.join(nemesis.KINDS)}; 'all' for every kind; '' for none")
+    run.add_argument("--members", type=int, default=3, choices=(3, 5))
+    run.add_argument("--results", type=Path, default=Path("jepsen-results"))
+    commands.add_parser("cleanup", help="remove every ssj- namespace and the processes in them")
+    report = commands.add_parser("summary", help="tally the runs in a results directory")
+    report.add_argument("results", type=Path, nargs="?", default=Path("jepsen-results"))
+    args = parser.parse_args(argv)
+    if args.command == "cleanup":
+        print(json.dumps(runner.cleanup()))
+        return 0
+    if args.command == "summary":
+        return summarize(args.results)
+    faults = list(nemesis.KINDS) if args.faults == "all" else [f for f in args.faults.split(",") if f]
+    for fault in faults:
+        if fault not in nemesis.KINDS:
+            parser.error(f"unknown fault {fault}; known: {','.join(nemesis.KINDS)}")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    try:
+        summary = runner.run(args.workload, seed, args.seconds, faults, args.members, args.results)
+    except runner.Interrupted as interrupted:
+        print(f"jepsen: interrupted ({interrupted}); members stopped, namespaces removed", file=sys.stderr)
+        return 130
+    return 0 if summary["valid"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

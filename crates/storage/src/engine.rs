@@ -576,6 +576,11 @@ impl Engine {
     /// The durable documents of `local` that are not oplog entries (a
     /// member's vote, config, rollback id): `read` / `write` by name,
     /// durable on return; readable through `find` on `local.<name>`.
+    /// The data directory (rollback files go under it).
+    pub fn dbpath(&self) -> &std::path::Path {
+        &self.inner.options.dbpath
+    }
+
     pub fn local(&self) -> &LocalStore {
         &self.inner.local
     }

@@ -25,6 +25,9 @@ POLL_S = 0.05
 # Long enough that the isolated primary takes its w:1 writes before it
 # notices it is alone, on a loaded machine.
 ELECTION_TIMEOUT_MS = 2500
+# One member never stands: once the primary is cut off, a single candidate
+# is left, so no split votes under load (seen: four in a row, 25 s).
+SHAPE = {"election_timeout_ms": ELECTION_TIMEOUT_MS, "members": {3: "priority=0"}}
 
 
 def rollback_files(rs, member: int, ns: str) -> list[Path]:
@@ -80,7 +83,7 @@ def index_names(rs, member: int, db: str, coll: str) -> list[str]:
 
 
 def test_rollback_saves_every_undone_document_and_matches_the_new_primary(make_replset):
-    rs = make_replset(election_timeout_ms=ELECTION_TIMEOUT_MS)
+    rs = make_replset(**SHAPE)
     committed = rs.client().t.get_collection("c", write_concern=MAJORITY)
     committed.insert_many([{"_id": f"keep-{n}", "v": 0} for n in range(5)])
     old, others = isolate(rs)
@@ -119,7 +122,7 @@ def test_rollback_saves_every_undone_document_and_matches_the_new_primary(make_r
 
 
 def test_collections_and_indexes_created_or_dropped_alone_roll_back(make_replset):
-    rs = make_replset(election_timeout_ms=ELECTION_TIMEOUT_MS)
+    rs = make_replset(**SHAPE)
     client = rs.client()
     client.t.get_collection("dropped", write_concern=MAJORITY).insert_many([{"_id": n} for n in range(4)])
     client.t.get_collection("indexed", write_concern=MAJORITY).insert_one({"_id": 1, "a": 1, "b": 1})
@@ -148,7 +151,7 @@ def test_collections_and_indexes_created_or_dropped_alone_roll_back(make_replset
 
 
 def test_a_member_rolls_back_twice(make_replset):
-    rs = make_replset(election_timeout_ms=ELECTION_TIMEOUT_MS)
+    rs = make_replset(**SHAPE)
     rs.client().t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "base"})
     undone = {}
     for round_ in range(2):
@@ -167,7 +170,7 @@ def test_a_member_rolls_back_twice(make_replset):
 
 @pytest.mark.parametrize("step", [4, 6])
 def test_a_member_killed_in_the_middle_of_a_rollback_finishes_it_on_restart(make_replset, step):
-    rs = make_replset(election_timeout_ms=ELECTION_TIMEOUT_MS)
+    rs = make_replset(**SHAPE)
     rs.client().t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "base"})
     old, others = isolate(rs)
     rs.direct(old).t.get_collection("c", write_concern=W1).insert_many([{"_id": f"doomed-{n}"} for n in range(3)])

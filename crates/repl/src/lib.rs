@@ -33,6 +33,7 @@ pub mod position_reporter;
 pub mod position_watcher;
 pub mod protocol;
 pub mod replica_set;
+pub mod restart_catch_up;
 pub mod rollback;
 pub mod snapshot;
 pub mod standalone;

@@ -294,6 +294,12 @@ impl ReplicaSet {
             Some(config) => Some(restart_node(&shared, config)?),
             None => None,
         };
+        // A data-bearing member restarted with its data catches up before
+        // it calls itself SECONDARY (`restart_catch_up`).
+        let restarted_with_data = node
+            .as_ref()
+            .is_some_and(|node| node.config().member(node.id()).is_some_and(|m| m.is_data_bearing()))
+            && !engine.last_applied().is_null();
         let coordinator = Coordinator::new(shared.clone(), receiver, node);
         let thread = std::thread::Builder::new()
             .name("repl-coordinator".into())
@@ -305,6 +311,9 @@ impl ReplicaSet {
                 }
             })
             .map_err(|err| ReplError::IllegalOperation(format!("cannot start the coordinator: {err}")))?;
+        if restarted_with_data {
+            crate::restart_catch_up::start(shared.clone());
+        }
         let watcher = PositionWatcher::start(shared.clone());
         let noop_writer = NoopWriter::start(shared.clone());
         Ok(ReplicaSet {

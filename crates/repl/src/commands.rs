@@ -160,6 +160,7 @@ fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
 
 fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
     let mut reply = crate::report::status_document(&set.shared().report_snapshot())?;
+    reply.insert("oplogWindow", crate::oplog_window::window_document(&set.shared().engine));
     if let Some(last) = set.shared().rollback.last() {
         reply.insert("lastRollback", crate::rollback::status_document(&last));
     }

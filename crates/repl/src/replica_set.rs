@@ -754,6 +754,7 @@ impl Topology for ReplicaSet {
                 },
             ),
             ("electionMetrics", report::election_metrics_document(metrics)),
+            ("oplog", crate::oplog_window::window_document(&self.shared.engine)),
         ]
     }
 }

@@ -68,7 +68,12 @@ async fn newest_heard(shared: &Shared) -> OpTime {
         let others: Vec<_> = snapshot.members.iter().filter(|m| !m.is_self).collect();
         let all_heard = others.iter().all(|m| m.health);
         if all_heard || started.elapsed() >= Duration::from_millis(HEARD_WAIT_MS_MAX) {
-            return others.iter().filter(|m| m.health).map(|m| m.applied).max().unwrap_or(OpTime::NULL);
+            return others
+                .iter()
+                .filter(|m| m.health)
+                .map(|m| m.applied)
+                .max()
+                .unwrap_or(OpTime::NULL);
         }
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }

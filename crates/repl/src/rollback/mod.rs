@@ -222,7 +222,9 @@ pub fn configure_fail_point(shared: &Shared, body: &Document) -> Result<Document
                 .and_then(|data| data.get("step"))
                 .and_then(crate::protocol::integral);
             match step {
-                Some(step) if (i64::from(HANG_STEP_FIRST)..=i64::from(HANG_STEP_LAST)).contains(&step) => Some(step as u32),
+                Some(step) if (i64::from(HANG_STEP_FIRST)..=i64::from(HANG_STEP_LAST)).contains(&step) => {
+                    Some(step as u32)
+                }
                 _ => {
                     return Err(ReplError::bad_value(format!(
                         "rollbackHangBeforeStep needs data.step, a number from {HANG_STEP_FIRST} to {HANG_STEP_LAST}"
@@ -230,7 +232,11 @@ pub fn configure_fail_point(shared: &Shared, body: &Document) -> Result<Document
                 }
             }
         }
-        _ => return Err(ReplError::bad_value("rollbackHangBeforeStep takes mode 'alwaysOn' or 'off'")),
+        _ => {
+            return Err(ReplError::bad_value(
+                "rollbackHangBeforeStep takes mode 'alwaysOn' or 'off'",
+            ))
+        }
     };
     Ok(doc! {"count": shared.rollback.configure_hang(step)})
 }

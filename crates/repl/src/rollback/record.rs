@@ -74,7 +74,10 @@ impl RollbackRecord {
             .iter()
             .filter_map(|file| {
                 let file = file.as_document()?;
-                Some((file.get_str("ns").ok()?.to_owned(), file.get_str("path").ok()?.to_owned()))
+                Some((
+                    file.get_str("ns").ok()?.to_owned(),
+                    file.get_str("path").ok()?.to_owned(),
+                ))
             })
             .collect();
         Some(RollbackRecord {
@@ -150,8 +153,10 @@ impl RollbackState {
     pub fn note_finished(&self, record: &RollbackRecord, elapsed: Duration) {
         self.rollbacks.fetch_add(1, Ordering::Relaxed);
         self.undone_entries.fetch_add(record.undone_entries, Ordering::Relaxed);
-        self.documents_saved.fetch_add(record.documents_saved, Ordering::Relaxed);
-        self.total_micros.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        self.documents_saved
+            .fetch_add(record.documents_saved, Ordering::Relaxed);
+        self.total_micros
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// `serverStatus.metrics.repl.rollback`.

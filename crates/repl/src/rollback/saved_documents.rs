@@ -77,7 +77,10 @@ impl Touched {
         if ns.is_empty() {
             return;
         }
-        self.ids.entry(ns.to_owned()).or_default().insert(record_key(id), id.clone());
+        self.ids
+            .entry(ns.to_owned())
+            .or_default()
+            .insert(record_key(id), id.clone());
     }
 
     fn command(&mut self, cmd_ns: &str, o: &Document) {
@@ -237,7 +240,11 @@ mod tests {
     }
 
     fn ids(touched: &Touched, ns: &str) -> Vec<Bson> {
-        touched.ids.get(ns).map(|ids| ids.values().cloned().collect()).unwrap_or_default()
+        touched
+            .ids
+            .get(ns)
+            .map(|ids| ids.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     #[test]

@@ -38,7 +38,10 @@ pub enum SearchError {
     /// Our own oplog could not be read.
     Local(String),
     /// One oplog ran out before an entry of the other was found in it.
-    NoCommonPoint { our_oldest: Option<OpTime>, source_oldest: Option<OpTime> },
+    NoCommonPoint {
+        our_oldest: Option<OpTime>,
+        source_oldest: Option<OpTime>,
+    },
 }
 
 impl std::fmt::Display for SearchError {
@@ -46,7 +49,10 @@ impl std::fmt::Display for SearchError {
         match self {
             SearchError::Source(why) => write!(f, "the sync source's oplog could not be read: {why}"),
             SearchError::Local(why) => write!(f, "this member's oplog could not be read: {why}"),
-            SearchError::NoCommonPoint { our_oldest, source_oldest } => write!(
+            SearchError::NoCommonPoint {
+                our_oldest,
+                source_oldest,
+            } => write!(
                 f,
                 "no common point: the oplogs share no entry (our oldest entry read {}, the source's {}); \
                  this member needs a resync",

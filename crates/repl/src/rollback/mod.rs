@@ -132,9 +132,12 @@ fn run_steps(shared: &Arc<Shared>, common_point: OpTime, sync_source: String) ->
     check_above_commit_point(engine, common_point);
     state.hang_before(3);
     let started_wall_ms = bson::DateTime::now().timestamp_millis();
-    let saved = saved_documents::collect(engine, common_point)
-        .and_then(|touched| saved_documents::save(engine, &touched, started_wall_ms))
+    let touched = saved_documents::collect(engine, common_point)
+        .unwrap_or_else(|err| fatal(&format!("cannot read the entries a rollback undoes: {err}")));
+    let collect_ms = started.elapsed().as_millis() as u64;
+    let saved = saved_documents::save(engine, &touched, started_wall_ms)
         .unwrap_or_else(|err| fatal(&format!("cannot save the documents a rollback undoes: {err}")));
+    let save_ms = started.elapsed().as_millis() as u64 - collect_ms;
     state.hang_before(4);
     let mut record = RollbackRecord {
         in_progress: true,
@@ -152,7 +155,9 @@ fn run_steps(shared: &Arc<Shared>, common_point: OpTime, sync_source: String) ->
     state.hang_before(5);
     let rbid = shared.bump_rbid();
     state.hang_before(6);
+    let truncate_started = Instant::now();
     truncate(engine, common_point);
+    let truncate_ms = truncate_started.elapsed().as_millis() as u64;
     state.hang_before(7);
     record.in_progress = false;
     record.finished_wall_ms = Some(bson::DateTime::now().timestamp_millis());
@@ -163,7 +168,7 @@ fn run_steps(shared: &Arc<Shared>, common_point: OpTime, sync_source: String) ->
     let files: Vec<&str> = record.files.iter().map(|(_, path)| path.as_str()).collect();
     tracing::warn!(target: "repl", common_point = %optime_text(common_point), sync_source = %record.sync_source,
         undone_entries = record.undone_entries, documents_saved = record.documents_saved, files = ?files, rbid,
-        duration_ms = started.elapsed().as_millis() as u64, "rollback complete");
+        collect_ms, save_ms, truncate_ms, duration_ms = started.elapsed().as_millis() as u64, "rollback complete");
     state.set_last(record);
     state.hang_before(8);
     engine.last_applied_wall().1

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocument};
 use slipstream_clock::OpTime;
 use slipstream_query::index_key::record_key;
 use slipstream_storage::rollback_files::RollbackFile;
@@ -48,6 +48,32 @@ pub struct Saved {
 }
 
 impl Touched {
+    /// `add` reading the entry in place: only a command is parsed whole
+    /// (a rollback reads every undone entry; most are CRUD).
+    pub fn add_raw(&mut self, entry: &RawDocument) -> Result<(), StorageError> {
+        let op = entry.get_str("op").unwrap_or_default();
+        let holder = match op {
+            "i" | "d" => "o",
+            "u" => "o2",
+            _ => {
+                self.add(&entry_document(entry)?);
+                return Ok(());
+            }
+        };
+        self.undone_entries += 1;
+        let ns = entry.get_str("ns").unwrap_or_default();
+        let id = entry
+            .get_document(holder)
+            .ok()
+            .and_then(|holder| holder.get("_id").ok().flatten());
+        if let Some(id) = id {
+            let id =
+                Bson::try_from(id).map_err(|err| StorageError::Corruption(format!("an oplog entry's _id: {err}")))?;
+            self.touch(ns, &id);
+        }
+        Ok(())
+    }
+
     /// Accounts for one undone entry (in oplog order).
     pub fn add(&mut self, entry: &Document) {
         self.undone_entries += 1;
@@ -137,28 +163,14 @@ pub fn collect(engine: &Engine, common_point: OpTime) -> Result<Touched, Storage
             .get_timestamp("ts")
             .map_err(|_| StorageError::Corruption("an oplog entry without ts".into()))?;
         for entry in &entries {
-            let document = entry_document(entry)?;
-            log_undone(&document);
-            touched.add(&document);
+            touched.add_raw(entry)?;
         }
         from = Bound::Excluded(from_bson_timestamp(last_ts));
     }
 }
 
-fn entry_document(entry: &RawDocumentBuf) -> Result<Document, StorageError> {
-    Document::try_from(entry.as_ref()).map_err(|err| StorageError::Corruption(format!("an oplog entry: {err}")))
-}
-
-fn log_undone(entry: &Document) {
-    let op = entry.get_str("op").unwrap_or("?");
-    let ns = entry.get_str("ns").unwrap_or("");
-    let id = entry
-        .get_document("o2")
-        .ok()
-        .and_then(|o2| o2.get("_id"))
-        .or_else(|| entry.get_document("o").ok().and_then(|o| o.get("_id")))
-        .map_or_else(|| "-".to_owned(), |id| id.to_string());
-    tracing::debug!(target: "repl", op, ns, id = %id, "rollback undoes an entry");
+fn entry_document(entry: &RawDocument) -> Result<Document, StorageError> {
+    Document::try_from(entry).map_err(|err| StorageError::Corruption(format!("an oplog entry: {err}")))
 }
 
 /// Writes the rollback files of `touched` (one per namespace with anything
@@ -258,6 +270,22 @@ mod tests {
         assert_eq!(t.undone_entries, 4);
         assert_eq!(ids(&t, "d.c"), vec![Bson::Int32(1), Bson::Int32(2)]);
         assert!(t.created.is_empty());
+    }
+
+    #[test]
+    fn reading_in_place_finds_what_parsing_finds() {
+        let entries = [
+            doc! {"op": "i", "ns": "d.c", "o": {"_id": 1, "a": 1}},
+            doc! {"op": "u", "ns": "d.c", "o": {"$set": {"a": 2}}, "o2": {"_id": "s"}},
+            doc! {"op": "d", "ns": "d.e", "o": {"_id": {"k": 1}}},
+            doc! {"op": "c", "ns": "d.$cmd", "o": {"create": "new"}},
+            doc! {"op": "n", "ns": "", "o": {"msg": "x"}},
+        ];
+        let mut raw = Touched::default();
+        for entry in &entries {
+            raw.add_raw(&bson::RawDocumentBuf::try_from(entry).unwrap()).unwrap();
+        }
+        assert_eq!(raw, touched(&entries));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson};
 use slipstream_clock::{OpTime, Timestamp};
 use slipstream_storage::{bson_timestamp, from_bson_timestamp};
 
@@ -150,10 +150,18 @@ fn our_page(shared: &Shared, below_or_at: Timestamp) -> Result<Vec<OpTime>, Sear
         .engine
         .oplog_read_newest_at_or_before(below_or_at, SEARCH_PAGE_ENTRIES)
         .map_err(|e| SearchError::Local(e.to_string()))?;
+    // Read in place: a page is up to SEARCH_PAGE_ENTRIES whole entries.
     Ok(ours
         .iter()
-        .filter_map(|entry| Document::try_from(entry.as_ref()).ok())
-        .filter_map(|entry| entry_optime(&Bson::Document(entry)))
+        .filter_map(|entry| {
+            let ts = from_bson_timestamp(entry.get_timestamp("ts").ok()?);
+            let term = entry
+                .get_i64("t")
+                .ok()
+                .or_else(|| entry.get_i32("t").ok().map(i64::from))
+                .unwrap_or(-1);
+            Some(OpTime::new(ts, term))
+        })
         .collect())
 }
 

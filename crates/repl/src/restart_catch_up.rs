@@ -48,6 +48,11 @@ async fn run(shared: &Shared) {
     let deadline = started + Duration::from_millis(CATCH_UP_MS_MAX);
     let mut applied = shared.engine.last_applied();
     while applied < target && Instant::now() < deadline {
+        if shared.rollback.too_stale() {
+            // It stays RECOVERING, with the reason in its infoMessage.
+            tracing::warn!(target: "repl", from = %crate::rollback::optime_text(from), "restart catch-up stopped: too stale");
+            return;
+        }
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         applied = shared.engine.last_applied();
     }

@@ -99,11 +99,21 @@ impl Rollback {
                 }
                 Err(why) => {
                     shared.rollback.note_search_failed();
-                    if let SearchError::NoCommonPoint { .. } = why {
-                        tracing::error!(target: "repl", source = %host, why = %why, "rollback common point not found");
-                        shared.rollback.set_info_message(format!("rollback against {host} impossible: {why}"));
-                    } else {
-                        tracing::warn!(target: "repl", source = %host, why = %why, "rollback common point search failed");
+                    match why {
+                        SearchError::TooStale { our_last } => {
+                            tracing::error!(target: "repl", source = %host, why = %why, "member too stale");
+                            shared.rollback.set_info_message(format!("{host}: {why}"));
+                            if shared.rollback.set_too_stale(true) {
+                                stay_recovering_while_stale(shared.clone(), our_last);
+                            }
+                        }
+                        SearchError::NoCommonPoint { .. } => {
+                            tracing::error!(target: "repl", source = %host, why = %why, "rollback common point not found");
+                            shared.rollback.set_info_message(format!("rollback against {host} impossible: {why}"));
+                        }
+                        _ => {
+                            tracing::warn!(target: "repl", source = %host, why = %why, "rollback common point search failed")
+                        }
                     }
                     Event::RollbackFailed { source }
                 }
@@ -120,6 +130,35 @@ impl Rollback {
             shared.input(Input::Event(Event::RollbackComplete { common_point, wall_ms }));
         });
     }
+}
+
+/// A member too stale to catch up reports RECOVERING (as MongoDB's does)
+/// until its oplog moves past `stale_at` (a source that still held its
+/// last entry, or a resync), then SECONDARY again.
+fn stay_recovering_while_stale(shared: Arc<Shared>, stale_at: OpTime) {
+    let runtime = shared.runtime.clone();
+    runtime.spawn(async move {
+        report_state(&shared, slipstream_consensus::MemberState::Recovering).await;
+        let mut oplog = shared.engine.oplog_watch();
+        while shared.engine.last_applied() <= stale_at {
+            if oplog.changed().await.is_err() {
+                return;
+            }
+        }
+        shared.rollback.set_too_stale(false);
+        shared.rollback.set_info_message(String::new());
+        tracing::info!(target: "repl", from = %optime_text(stale_at), "no longer too stale: the oplog moves again");
+        report_state(&shared, slipstream_consensus::MemberState::Secondary).await;
+    });
+}
+
+async fn report_state(shared: &Shared, state: slipstream_consensus::MemberState) {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    shared.input(Input::Command {
+        event: Event::ReportState(state),
+        reply,
+    });
+    let _ = answer.await;
 }
 
 /// Steps 2 to 7 (see the module doc); returns the wall date of the new

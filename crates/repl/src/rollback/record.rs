@@ -120,6 +120,8 @@ pub struct RollbackState {
     last: Mutex<Option<RollbackRecord>>,
     /// Why the last common point search failed; cleared by a success.
     info_message: Mutex<String>,
+    /// Set while the member is too stale to catch up from its sources.
+    too_stale: std::sync::atomic::AtomicBool,
     /// `rollbackHangBeforeStep`: the step to stop before, when set.
     hang_before_step: Mutex<Option<u32>>,
     rollbacks: AtomicU64,
@@ -144,6 +146,15 @@ impl RollbackState {
 
     pub fn set_info_message(&self, message: String) {
         *self.info_message.lock() = message;
+    }
+
+    pub fn too_stale(&self) -> bool {
+        self.too_stale.load(Ordering::SeqCst)
+    }
+
+    /// Marks the member too stale; false if it already was.
+    pub fn set_too_stale(&self, stale: bool) -> bool {
+        self.too_stale.swap(stale, Ordering::SeqCst) != stale
     }
 
     pub fn note_search_failed(&self) {

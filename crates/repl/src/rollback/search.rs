@@ -37,6 +37,9 @@ pub enum SearchError {
     Source(String),
     /// Our own oplog could not be read.
     Local(String),
+    /// Every entry of the source's oplog is newer than our last one: what
+    /// we missed has fallen off its capped oplog (MongoDB's "too stale").
+    TooStale { our_last: OpTime },
     /// One oplog ran out before an entry of the other was found in it.
     NoCommonPoint {
         our_oldest: Option<OpTime>,
@@ -49,6 +52,12 @@ impl std::fmt::Display for SearchError {
         match self {
             SearchError::Source(why) => write!(f, "the sync source's oplog could not be read: {why}"),
             SearchError::Local(why) => write!(f, "this member's oplog could not be read: {why}"),
+            SearchError::TooStale { our_last } => write!(
+                f,
+                "too stale to catch up: every entry of the sync source's oplog is newer than this member's last \
+                 entry {}; it needs a resync (initial sync)",
+                super::optime_text(*our_last)
+            ),
             SearchError::NoCommonPoint {
                 our_oldest,
                 source_oldest,
@@ -78,6 +87,11 @@ pub async fn search(shared: &Shared, host: &str) -> Result<CommonPoint, SearchEr
         pages += 1;
         let theirs = source_page(shared, host, below_or_at).await?;
         let (source_last, source_commit_point) = *first.get_or_insert((theirs.last, theirs.commit_point));
+        if pages == 1 && theirs.entries.is_empty() {
+            return Err(SearchError::TooStale {
+                our_last: shared.engine.last_applied(),
+            });
+        }
         let ours = our_page(shared, below_or_at)?;
         if let Some(common) = newest_common(&ours, &theirs.entries) {
             return Ok(CommonPoint {

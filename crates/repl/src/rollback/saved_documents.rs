@@ -21,6 +21,8 @@ use slipstream_query::index_key::record_key;
 use slipstream_storage::rollback_files::RollbackFile;
 use slipstream_storage::{from_bson_timestamp, Engine, ReadAt, Reader, StorageError};
 
+use crate::error::ReplError;
+
 /// Undone entries read per page.
 const UNDONE_READ_ENTRIES: usize = 1_000;
 const UNDONE_READ_BYTES: usize = 16 * 1024 * 1024;
@@ -38,6 +40,10 @@ pub struct Touched {
     pub undone_entries: u64,
 }
 
+fn corrupt(message: String) -> ReplError {
+    ReplError::from(StorageError::Corruption(message))
+}
+
 /// What was saved.
 #[derive(Debug, Default)]
 pub struct Saved {
@@ -50,7 +56,7 @@ pub struct Saved {
 impl Touched {
     /// `add` reading the entry in place: only a command is parsed whole
     /// (a rollback reads every undone entry; most are CRUD).
-    pub fn add_raw(&mut self, entry: &RawDocument) -> Result<(), StorageError> {
+    pub fn add_raw(&mut self, entry: &RawDocument) -> Result<(), ReplError> {
         let op = entry.get_str("op").unwrap_or_default();
         let holder = match op {
             "i" | "d" => "o",
@@ -67,8 +73,7 @@ impl Touched {
             .ok()
             .and_then(|holder| holder.get("_id").ok().flatten());
         if let Some(id) = id {
-            let id =
-                Bson::try_from(id).map_err(|err| StorageError::Corruption(format!("an oplog entry's _id: {err}")))?;
+            let id = Bson::try_from(id).map_err(|err| corrupt(format!("an oplog entry's _id: {err}")))?;
             self.touch(ns, &id);
         }
         Ok(())
@@ -151,7 +156,7 @@ impl Touched {
 }
 
 /// Reads every entry after `common_point` into a `Touched`.
-pub fn collect(engine: &Engine, common_point: OpTime) -> Result<Touched, StorageError> {
+pub fn collect(engine: &Engine, common_point: OpTime) -> Result<Touched, ReplError> {
     let mut touched = Touched::default();
     let mut from = Bound::Excluded(common_point.ts);
     loop {
@@ -161,7 +166,7 @@ pub fn collect(engine: &Engine, common_point: OpTime) -> Result<Touched, Storage
         };
         let last_ts = last
             .get_timestamp("ts")
-            .map_err(|_| StorageError::Corruption("an oplog entry without ts".into()))?;
+            .map_err(|_| corrupt("an oplog entry without ts".into()))?;
         for entry in &entries {
             touched.add_raw(entry)?;
         }
@@ -169,13 +174,13 @@ pub fn collect(engine: &Engine, common_point: OpTime) -> Result<Touched, Storage
     }
 }
 
-fn entry_document(entry: &RawDocument) -> Result<Document, StorageError> {
-    Document::try_from(entry).map_err(|err| StorageError::Corruption(format!("an oplog entry: {err}")))
+fn entry_document(entry: &RawDocument) -> Result<Document, ReplError> {
+    Document::try_from(entry).map_err(|err| corrupt(format!("an oplog entry: {err}")))
 }
 
 /// Writes the rollback files of `touched` (one per namespace with anything
 /// to save), each durable before this returns.
-pub fn save(engine: &Arc<Engine>, touched: &Touched, wall_ms: i64) -> Result<Saved, StorageError> {
+pub fn save(engine: &Arc<Engine>, touched: &Touched, wall_ms: i64) -> Result<Saved, ReplError> {
     let reader = engine.reader(ReadAt::Latest)?;
     let mut saved = Saved {
         undone_entries: touched.undone_entries,
@@ -210,7 +215,7 @@ fn save_collection(
     ns: &str,
     wall_ms: i64,
     file: &mut Option<RollbackFile>,
-) -> Result<(), StorageError> {
+) -> Result<(), ReplError> {
     let mut start = Bound::Unbounded;
     loop {
         let page = reader.scan(ns, start, Bound::Unbounded, false, SCAN_PAGE_DOCUMENTS)?;
@@ -231,11 +236,11 @@ fn append(
     wall_ms: i64,
     file: &mut Option<RollbackFile>,
     document: &Document,
-) -> Result<(), StorageError> {
+) -> Result<(), ReplError> {
     if file.is_none() {
         *file = Some(RollbackFile::create(engine.dbpath(), ns, wall_ms)?);
     }
-    file.as_mut().expect("created above").append(document)
+    Ok(file.as_mut().expect("created above").append(document)?)
 }
 
 #[cfg(test)]

@@ -93,33 +93,64 @@ pub async fn search(shared: &Shared, host: &str) -> Result<CommonPoint, SearchEr
             });
         }
         let ours = our_page(shared, below_or_at)?;
-        if let Some(common) = newest_common(&ours, &theirs.entries) {
-            return Ok(CommonPoint {
-                common_point: common,
-                source_last: source_last.max(common),
-                source_commit_point: source_commit_point.min(source_last.max(common)),
-                pages,
-            });
+        match step(&ours, &theirs.entries, below_or_at) {
+            Step::Found(common) => {
+                return Ok(CommonPoint {
+                    common_point: common,
+                    source_last: source_last.max(common),
+                    source_commit_point: source_commit_point.min(source_last.max(common)),
+                    pages,
+                })
+            }
+            Step::Next(next) => below_or_at = next,
+            Step::NoCommonPoint {
+                our_oldest,
+                source_oldest,
+            } => {
+                return Err(SearchError::NoCommonPoint {
+                    our_oldest,
+                    source_oldest,
+                })
+            }
         }
-        let (Some(our_oldest), Some(their_oldest)) = (ours.last(), theirs.entries.last()) else {
-            return Err(SearchError::NoCommonPoint {
-                our_oldest: ours.last().copied(),
-                source_oldest: theirs.entries.last().copied(),
-            });
-        };
-        // Every entry at or above the newer of the two pages' oldest was
-        // on both pages and matched nothing: the next page starts below it.
-        let next_from = our_oldest.ts.max(their_oldest.ts);
-        if next_from.is_zero() {
-            return Err(SearchError::NoCommonPoint {
-                our_oldest: Some(*our_oldest),
-                source_oldest: Some(*their_oldest),
-            });
-        }
-        let next = Timestamp::from_u64(next_from.as_u64() - 1);
-        assert!(next < below_or_at, "the search moves strictly back");
-        below_or_at = next;
     }
+}
+
+/// What one pair of pages (each newest first, both of entries at or below
+/// the same timestamp) says.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    Found(OpTime),
+    /// Read the next pair at or below this timestamp.
+    Next(Timestamp),
+    NoCommonPoint {
+        our_oldest: Option<OpTime>,
+        source_oldest: Option<OpTime>,
+    },
+}
+
+fn step(ours: &[OpTime], theirs: &[OpTime], below_or_at: Timestamp) -> Step {
+    if let Some(common) = newest_common(ours, theirs) {
+        return Step::Found(common);
+    }
+    let (Some(our_oldest), Some(their_oldest)) = (ours.last(), theirs.last()) else {
+        return Step::NoCommonPoint {
+            our_oldest: ours.last().copied(),
+            source_oldest: theirs.last().copied(),
+        };
+    };
+    // Every entry at or above the newer of the two pages' oldest was on
+    // both pages and matched nothing: the next pair starts below it.
+    let next_from = our_oldest.ts.max(their_oldest.ts);
+    if next_from.is_zero() {
+        return Step::NoCommonPoint {
+            our_oldest: Some(*our_oldest),
+            source_oldest: Some(*their_oldest),
+        };
+    }
+    let next = Timestamp::from_u64(next_from.as_u64() - 1);
+    assert!(next < below_or_at, "the search moves strictly back");
+    Step::Next(next)
 }
 
 async fn source_page(shared: &Shared, host: &str, below_or_at: Timestamp) -> Result<SourcePage, SearchError> {
@@ -224,5 +255,51 @@ mod tests {
         // (7, t2) and (7, t3) share a timestamp but not a term.
         assert_eq!(newest_common(&ours, &theirs), Some(op(5, 1)));
         assert_eq!(newest_common(&ours[..2], &theirs), None);
+    }
+
+    /// Runs the search over two in-memory oplogs (oldest first) with pages
+    /// of `page` entries; returns the result and the pages read.
+    fn paged(ours: &[OpTime], theirs: &[OpTime], page: usize) -> (Step, usize) {
+        let newest_at_or_below = |log: &[OpTime], ts: Timestamp| -> Vec<OpTime> {
+            log.iter().rev().filter(|op| op.ts <= ts).take(page).copied().collect()
+        };
+        let mut below_or_at = ours.last().unwrap().ts;
+        for pages in 1.. {
+            let step = step(
+                &newest_at_or_below(ours, below_or_at),
+                &newest_at_or_below(theirs, below_or_at),
+                below_or_at,
+            );
+            match step {
+                Step::Next(next) => below_or_at = next,
+                done => return (done, pages),
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn the_search_pages_back_as_far_as_the_divergence_goes() {
+        let op = |secs, term| OpTime::new(Timestamp::new(secs, 1), term);
+        let shared: Vec<OpTime> = (1..=5).map(|s| op(s, 1)).collect();
+        // 50 entries of ours in term 2 against 30 of theirs in term 3,
+        // interleaved in time.
+        let ours: Vec<OpTime> = shared
+            .iter()
+            .copied()
+            .chain((0..50).map(|i| op(10 + 2 * i, 2)))
+            .collect();
+        let theirs: Vec<OpTime> = shared
+            .iter()
+            .copied()
+            .chain((0..30).map(|i| op(11 + 3 * i, 3)))
+            .collect();
+        let (found, pages) = paged(&ours, &theirs, 7);
+        assert_eq!(found, Step::Found(op(5, 1)));
+        assert!(pages > 5, "{pages} pages");
+        assert_eq!(paged(&ours, &theirs, 1_000), (Step::Found(op(5, 1)), 1));
+        // Nothing shared: it ends, it does not loop.
+        let (none, _) = paged(&ours[5..], &theirs[5..], 7);
+        assert!(matches!(none, Step::NoCommonPoint { .. }), "{none:?}");
     }
 }

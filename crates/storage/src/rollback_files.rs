@@ -41,17 +41,24 @@ pub fn file_stem(wall_ms: i64) -> String {
     format!("removed.{date}")
 }
 
-/// The directory a namespace's rollback files go to.
+/// The directory a namespace's rollback files go to: the namespace, with
+/// the characters a file name cannot hold (`/`, `\\`, NUL, `%`, and a
+/// leading `.`) written `%XX` (a collection name may hold a `/`).
 pub fn namespace_dir(dbpath: &Path, ns: &str) -> Result<PathBuf> {
-    // A namespace is `<db>.<collection>`; neither may climb out of the
-    // directory (MongoDB refuses `/` in database names, and `..` alone is
-    // no valid name).
-    if ns.is_empty() || ns.contains('/') || ns.contains('\\') || ns.contains('\0') || ns.starts_with('.') {
-        return Err(StorageError::InvalidNamespace(format!(
-            "no rollback directory for namespace {ns:?}"
-        )));
+    if ns.is_empty() {
+        return Err(StorageError::InvalidNamespace(
+            "no rollback directory for an empty namespace".into(),
+        ));
     }
-    Ok(dbpath.join(ROLLBACK_DIR_NAME).join(ns))
+    let mut name = String::with_capacity(ns.len());
+    for (i, c) in ns.chars().enumerate() {
+        match c {
+            '/' | '\\' | '\0' | '%' => name.push_str(&format!("%{:02X}", c as u32)),
+            '.' if i == 0 => name.push_str("%2E"),
+            c => name.push(c),
+        }
+    }
+    Ok(dbpath.join(ROLLBACK_DIR_NAME).join(name))
 }
 
 /// Writes `documents` (in order) as one new file of namespace `ns`; returns
@@ -211,9 +218,20 @@ mod tests {
     }
 
     #[test]
-    fn a_namespace_cannot_climb_out_of_the_rollback_directory() {
+    fn a_namespace_never_climbs_out_of_the_rollback_directory() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(write(dir.path(), "../x", 0, &[]).is_err());
-        assert!(write(dir.path(), "a/b.c", 0, &[]).is_err());
+        let root = dir.path().join(ROLLBACK_DIR_NAME);
+        for (ns, name) in [
+            ("../x", "%2E.%2Fx"),
+            ("db.a/b", "db.a%2Fb"),
+            ("db.50%", "db.50%25"),
+            ("db.c", "db.c"),
+        ] {
+            let path = write(dir.path(), ns, 0, &[doc! {"_id": 1}]).unwrap();
+            let parent = path.parent().unwrap();
+            assert_eq!(parent, root.join(name), "{ns}");
+            assert_eq!(parent.parent().unwrap(), root, "{ns}");
+        }
+        assert!(write(dir.path(), "", 0, &[]).is_err());
     }
 }

@@ -46,6 +46,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetHeartbeat" => heartbeat(set, body).await,
         "replSetRequestVotes" => request_votes(set, body).await,
         "replSetUpdatePosition" => update_position(set, body).await,
+        "configureFailPoint" => crate::rollback::configure_fail_point(set.shared(), body),
         other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
     }
 }
@@ -158,7 +159,12 @@ fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
 }
 
 fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
-    crate::report::status_document(&set.shared().report_snapshot())
+    let mut reply = crate::report::status_document(&set.shared().report_snapshot())?;
+    reply.insert("oplogWindow", crate::oplog_window::window_document(&set.shared().engine));
+    if let Some(last) = set.shared().rollback.last() {
+        reply.insert("lastRollback", crate::rollback::status_document(&last));
+    }
+    Ok(reply)
 }
 
 async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {

@@ -78,6 +78,8 @@ pub struct Shared {
     pub me_host: Arc<RwLock<String>>,
     /// Bumped only by the rollback companion.
     rbid: AtomicI32,
+    /// The last rollback, its counters, its fail point (`rollback.rs`).
+    pub rollback: crate::rollback::RollbackState,
     /// Heartbeat details of the other members for replSetGetStatus
     /// (written by the heartbeat sender's tasks).
     member_extras: Mutex<HashMap<MemberId, MemberExtras>>,
@@ -184,7 +186,7 @@ impl Shared {
                 .sync_source
                 .and_then(|s| snapshot.host_of(s))
                 .map(str::to_owned),
-            info_message: String::new(),
+            info_message: self.rollback.info_message(),
             members: self.member_extras.lock().values().cloned().collect(),
             applied: (applied, applied_wall),
             durable,
@@ -274,6 +276,9 @@ impl ReplicaSet {
         runtime: Handle,
     ) -> Result<ReplicaSet, ReplError> {
         let local = LocalState::new(engine.clone());
+        // A rollback a crash interrupted finishes before anything reads the
+        // oplog or the rollback id.
+        let last_rollback = crate::rollback::finish_interrupted(&engine, &local)?;
         let rbid = match local.read_rbid()? {
             Some(rbid) => rbid,
             None => {
@@ -299,6 +304,7 @@ impl ReplicaSet {
             commit_point_changed: watch::channel(OpTime::NULL).0,
             me_host,
             rbid: AtomicI32::new(rbid),
+            rollback: crate::rollback::RollbackState::default(),
             applier_busy: watch::channel(false).0,
             member_extras: Mutex::new(HashMap::new()),
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
@@ -307,10 +313,19 @@ impl ReplicaSet {
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
             fail_points: crate::fail_points::ReplFailPoints::default(),
         });
+        if let Some(record) = last_rollback {
+            shared.rollback.set_last(record);
+        }
         let node = match shared.local.read_config()? {
             Some(config) => Some(restart_node(&shared, config)?),
             None => None,
         };
+        // A data-bearing member restarted with its data catches up before
+        // it calls itself SECONDARY (`restart_catch_up`).
+        let restarted_with_data = node
+            .as_ref()
+            .is_some_and(|node| node.config().member(node.id()).is_some_and(|m| m.is_data_bearing()))
+            && !engine.last_applied().is_null();
         let coordinator = Coordinator::new(shared.clone(), receiver, node);
         let thread = std::thread::Builder::new()
             .name("repl-coordinator".into())
@@ -322,6 +337,9 @@ impl ReplicaSet {
                 }
             })
             .map_err(|err| ReplError::IllegalOperation(format!("cannot start the coordinator: {err}")))?;
+        if restarted_with_data {
+            crate::restart_catch_up::start(shared.clone());
+        }
         let watcher = PositionWatcher::start(shared.clone());
         let noop_writer = NoopWriter::start(shared.clone());
         Ok(ReplicaSet {
@@ -714,7 +732,9 @@ impl Topology for ReplicaSet {
     }
 
     fn server_status(&self) -> Option<Document> {
-        Some(report::server_status_repl(&self.shared.report_snapshot()))
+        let mut section = report::server_status_repl(&self.shared.report_snapshot());
+        section.insert("rollback", self.shared.rollback.server_status_document());
+        Some(section)
     }
 
     fn configure_fail_point(&self, body: &Document) -> Option<Result<Document, ReplError>> {
@@ -751,15 +771,18 @@ impl Topology for ReplicaSet {
 
     fn server_status_sections(&self) -> Vec<(&'static str, Document)> {
         let metrics = &self.shared.metrics;
+        let mut repl = report::metrics_repl_document(metrics);
+        repl.insert("rollback", self.shared.rollback.metrics_document());
         vec![
             (
                 "metrics",
                 doc! {
-                    "repl": report::metrics_repl_document(metrics),
+                    "repl": repl,
                     "getLastError": report::get_last_error_document(metrics),
                 },
             ),
             ("electionMetrics", report::election_metrics_document(metrics)),
+            ("oplog", crate::oplog_window::window_document(&self.shared.engine)),
         ]
     }
 }

@@ -170,6 +170,9 @@ pub struct EngineStats {
     pub oplog_first: Timestamp,
     pub oplog_last: Timestamp,
     pub oplog_size_bytes: u64,
+    /// The oplog's size cap (`--oplogSize`); it may hold more while a
+    /// checkpoint still needs older entries.
+    pub oplog_size_cap_bytes: u64,
     /// How long the oldest write that is not yet fsynced has waited (a
     /// `w: 1` write is acknowledged before its fsync); zero when every
     /// write is durable.
@@ -576,6 +579,11 @@ impl Engine {
     /// The durable documents of `local` that are not oplog entries (a
     /// member's vote, config, rollback id): `read` / `write` by name,
     /// durable on return; readable through `find` on `local.<name>`.
+    /// The data directory (rollback files go under it).
+    pub fn dbpath(&self) -> &std::path::Path {
+        &self.inner.options.dbpath
+    }
+
     pub fn local(&self) -> &LocalStore {
         &self.inner.local
     }
@@ -964,6 +972,7 @@ impl Engine {
             oplog_first: journal.first_ts.unwrap_or_default(),
             oplog_last: journal.last_ts.unwrap_or_default(),
             oplog_size_bytes: journal.size_bytes,
+            oplog_size_cap_bytes: self.inner.options.oplog_size_bytes,
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
         }
     }

@@ -35,6 +35,8 @@
 //! - `lock_file`: `dbpath/mongod.lock`, one process per data directory.
 //! - `local_store`: the durable documents of `local` that are not oplog
 //!   entries (a member's vote, config, rollback id), under `dbpath/local/`.
+//! - `rollback_files`: the documents a rollback undoes, saved under
+//!   `dbpath/rollback/` before the undo.
 //! - `poison`: what a failed write or fsync (or a panicked durability
 //!   thread) does: log the cause and abort the process, by default.
 //!
@@ -62,6 +64,7 @@ pub mod poison;
 pub mod position;
 pub mod recovery;
 pub mod redb_engine;
+pub mod rollback_files;
 pub mod session;
 
 pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, WriteGate, Writer};

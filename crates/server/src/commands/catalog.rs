@@ -176,8 +176,11 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
     let name_only = req.body.get_bool("nameOnly").unwrap_or(false);
     let filter = parse_filter(&req.body)?;
     let mut first_batch = Vec::new();
-    for info in ctx.state.engine.list_collections(&req.db) {
-        let entry = collection_entry(&info);
+    let mut entries: Vec<Document> = ctx.state.engine.list_collections(&req.db).iter().map(collection_entry).collect();
+    if req.db == "local" && ctx.state.topology.is_replica_set() {
+        entries.push(super::oplog_collection::list_entry(&ctx.state.engine));
+    }
+    for entry in entries {
         if !filter.matches(&entry) {
             continue;
         }
@@ -372,6 +375,9 @@ pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandRe
     views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let scale = scale_of(&req.body)?;
     let engine = &ctx.state.engine;
+    if ns == super::oplog_collection::OPLOG_NS && ctx.state.topology.is_replica_set() {
+        return Ok(super::oplog_collection::coll_stats(engine, scale));
+    }
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("Collection [{ns}] not found.")))?;

@@ -18,6 +18,7 @@ pub mod explain;
 pub mod find;
 pub mod handshake;
 pub mod indexes;
+pub mod oplog_collection;
 pub mod repl;
 
 use std::sync::Arc;

@@ -741,6 +741,17 @@ impl Engine {
         self.inner.journal.wait_durable(ts)
     }
 
+    /// Asks the group commit to fsync every entry up to `ts` now, without
+    /// waiting: a caller that will wait anyway starts the fsync before its
+    /// other work (a secondary's applier, before it reports the batch).
+    /// The caller is not counted as a waiter here: its later
+    /// `wait_durable` counts itself if the entries are still pending then.
+    /// True when they are durable already.
+    pub fn request_durable(&self, ts: Timestamp) -> Result<bool> {
+        let mut counted = true;
+        self.inner.journal.request_durable(ts, &mut counted)
+    }
+
     /// `wait_durable` for async callers: waits on the durable watch instead
     /// of blocking a thread, so that many `j: true` writers cost no thread
     /// each and no thread wake-ups beyond the async workers'.

@@ -52,7 +52,7 @@ impl Applier {
                     Ok(op) => {
                         // The fsync starts now, while the batch is reported
                         // (its durable position is what majority writes wait for).
-                        if let Err(err) = engine.request_durable(op.ts) {
+                        if let Err(err) = engine.request_durable(op.ts, false) {
                             tracing::warn!(target: "repl", error = %err, "journal sync not requested");
                         }
                         shared.metrics.record_apply_batch(count as u64, started.elapsed());

@@ -743,12 +743,14 @@ impl Engine {
 
     /// Asks the group commit to fsync every entry up to `ts` now, without
     /// waiting: a caller that will wait anyway starts the fsync before its
-    /// other work (a secondary's applier, before it reports the batch).
-    /// The caller is not counted as a waiter here: its later
-    /// `wait_durable` counts itself if the entries are still pending then.
-    /// True when they are durable already.
-    pub fn request_durable(&self, ts: Timestamp) -> Result<bool> {
-        let mut counted = true;
+    /// other work (a secondary's applier, before it reports the batch), or
+    /// waits for something that needs it (a majority write, for the commit
+    /// point). `count_waiter`: count the caller as a writer waiting on the
+    /// commit (the group commit gathers for as many writers as its last
+    /// commit released); false for a caller whose later `wait_durable`
+    /// counts itself. True when the entries are durable already.
+    pub fn request_durable(&self, ts: Timestamp, count_waiter: bool) -> Result<bool> {
+        let mut counted = !count_waiter;
         self.inner.journal.request_durable(ts, &mut counted)
     }
 

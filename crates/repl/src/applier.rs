@@ -1,6 +1,7 @@
 //! The applier: `Action::AppendBatch` -> `Engine::apply_batch` of the
-//! fetcher's held batch (off the coordinator's thread), reports `Appended`,
-//! then has the journal sync at once and reports `Durable` itself (the
+//! fetcher's held batch (off the coordinator's thread), asks for the
+//! journal's fsync at once, reports `Appended`, then waits for the fsync
+//! and reports `Durable` itself (the
 //! durable watch of `position_watcher` would too, a hop later). Applied and durable positions
 //! are reported separately: the applied one moves the node's sync-source
 //! view, the durable one the commit point.
@@ -49,6 +50,11 @@ impl Applier {
                 let started = std::time::Instant::now();
                 match engine.apply_batch(&entries) {
                     Ok(op) => {
+                        // The fsync starts now, while the batch is reported
+                        // (its durable position is what majority writes wait for).
+                        if let Err(err) = engine.request_durable(op.ts, false) {
+                            tracing::warn!(target: "repl", error = %err, "journal sync not requested");
+                        }
                         shared.metrics.record_apply_batch(count as u64, started.elapsed());
                         shared.metrics.set_buffer(0, 0);
                         durable_target = Some(op.ts);

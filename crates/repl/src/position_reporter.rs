@@ -1,16 +1,24 @@
 //! The position reporter: carries the node's `Send UpdatePosition` to the
-//! sync source as `replSetUpdatePosition`. At most one is in flight; one
-//! asked for meanwhile replaces any still waiting (the newest positions
+//! sync source as `replSetUpdatePosition`. At most
+//! `UPDATE_POSITIONS_IN_FLIGHT_MAX` are in flight; one asked for while all
+//! senders are busy replaces any still waiting (the newest positions
 //! include the older ones), so reports coalesce under load instead of
 //! queueing (seed 000 3.2.3).
 //!
 //! ```text
-//!   Idle --report--> Sending --done, nothing waiting--> Idle
-//!                     |  ^
-//!             report  |  | done, one waiting: send it
-//!                     v  |
-//!                   Sending + Waiting
+//!   Idle --report--> Sending(1) --report--> Sending(2) --report--> Sending(2) + Waiting
+//!     ^                 |                      |                         |
+//!     +--done, nothing--+                      |  done: send the waiting +
+//!        waiting           <--done, nothing----+
 //! ```
+//!
+//! Why two: a secondary reports its applied position as soon as a batch is
+//! applied and its durable position one fsync later. With one sender, the
+//! durable report (the one a majority write waits for) left only once the
+//! applied report's answer was back, a round trip plus the sync source's
+//! scheduling later. The second sender sends it at once. Two reports in
+//! flight may arrive out of order; the receiver keeps the highest applied
+//! and durable position of each member, so order does not matter.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,11 +33,41 @@ use crate::replica_set::Shared;
 
 /// Longest one report waits for its answer.
 pub const UPDATE_POSITION_TIMEOUT_MS: u64 = 5_000;
+/// Reports in flight at once, at most.
+pub const UPDATE_POSITIONS_IN_FLIGHT_MAX: usize = 2;
 
+/// A report: the sync source's host and the command.
+type Report = (String, Document);
+
+/// The senders and the report waiting for one.
 #[derive(Default)]
 struct State {
-    sending: bool,
-    waiting: Option<(String, Document)>,
+    /// Senders running (each sends until nothing waits).
+    senders: usize,
+    waiting: Option<Report>,
+}
+
+impl State {
+    /// Takes a report (replacing any still waiting); true when a new
+    /// sender should start for it.
+    fn offer(&mut self, report: Report) -> bool {
+        self.waiting = Some(report);
+        if self.senders >= UPDATE_POSITIONS_IN_FLIGHT_MAX {
+            return false;
+        }
+        self.senders += 1;
+        true
+    }
+
+    /// The report a sender sends next; `None` ends the sender.
+    fn next(&mut self) -> Option<Report> {
+        let next = self.waiting.take();
+        if next.is_none() {
+            assert!(self.senders > 0, "a sender ends that was not counted");
+            self.senders -= 1;
+        }
+        next
+    }
 }
 
 pub struct PositionReporter {
@@ -48,35 +86,67 @@ impl PositionReporter {
     pub fn report(&self, host: String, update: UpdatePosition, config_version: i64, me: MemberId) {
         let mut body = encode_update_position(&update, config_version);
         body.insert("fromId", me as i32);
-        {
-            let mut state = self.state.lock();
-            state.waiting = Some((host, body));
-            if state.sending {
-                return;
-            }
-            state.sending = true;
+        if !self.state.lock().offer((host, body)) {
+            return;
         }
         let shared = self.shared.clone();
         let state = self.state.clone();
-        self.shared.runtime.spawn(async move {
-            loop {
-                let next = {
-                    let mut state = state.lock();
-                    match state.waiting.take() {
-                        Some(next) => next,
-                        None => {
-                            state.sending = false;
-                            return;
-                        }
-                    }
-                };
-                let (host, body) = next;
-                let timeout = Duration::from_millis(UPDATE_POSITION_TIMEOUT_MS);
-                shared.metrics.record_update_position_sent();
-                if let Err(err) = shared.network.run(&host, "admin", body, timeout).await {
-                    tracing::debug!(target: "repl", host = %host, error = %err, "replSetUpdatePosition failed");
-                }
-            }
-        });
+        self.shared.runtime.spawn(send_until_none_waits(shared, state));
+    }
+}
+
+/// One sender: sends the waiting report, then the one that arrived
+/// meanwhile, until none waits.
+async fn send_until_none_waits(shared: Arc<Shared>, state: Arc<Mutex<State>>) {
+    loop {
+        let Some(next) = state.lock().next() else {
+            return;
+        };
+        let (host, body) = next;
+        let timeout = Duration::from_millis(UPDATE_POSITION_TIMEOUT_MS);
+        shared.metrics.record_update_position_sent();
+        if let Err(err) = shared.network.run(&host, "admin", body, timeout).await {
+            tracing::debug!(target: "repl", host = %host, error = %err, "replSetUpdatePosition failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(n: i32) -> Report {
+        ("h:1".to_owned(), bson::doc! {"n": n})
+    }
+
+    #[test]
+    fn a_report_goes_at_once_while_another_is_in_flight() {
+        let mut state = State::default();
+        assert!(state.offer(report(1)), "the first report starts a sender");
+        assert_eq!(state.next().unwrap().1, bson::doc! {"n": 1});
+        // Report 1 is in flight: the durable report after it must not wait
+        // for its answer.
+        assert!(
+            state.offer(report(2)),
+            "a second sender starts while the first waits for its answer"
+        );
+        assert_eq!(state.next().unwrap().1, bson::doc! {"n": 2});
+    }
+
+    #[test]
+    fn reports_coalesce_once_every_sender_is_busy() {
+        let mut state = State::default();
+        assert!(state.offer(report(1)));
+        assert!(state.next().is_some());
+        assert!(state.offer(report(2)));
+        assert!(state.next().is_some());
+        assert!(!state.offer(report(3)), "no third sender");
+        assert!(!state.offer(report(4)));
+        // The first sender to finish sends only the newest report.
+        assert_eq!(state.next().unwrap().1, bson::doc! {"n": 4});
+        assert!(state.next().is_none(), "nothing left: this sender ends");
+        assert!(state.next().is_none(), "and so does the other");
+        assert_eq!(state.senders, 0);
+        assert!(state.offer(report(5)), "an idle reporter starts a sender again");
     }
 }

@@ -589,10 +589,14 @@ impl Topology for ReplicaSet {
                         // majority means the commit point reaching it.
                         return self.wait_committed_for_concern(last_write, concern).await;
                     }
-                    // Majority writes are journaled: ask for this member's
-                    // sync now rather than at the group commit's interval
-                    // (the secondaries fetch and sync meanwhile).
-                    self.shared.engine.wait_durable_async(last_write.ts).await?;
+                    // Majority writes are journaled on a majority, which the
+                    // commit point says alone: it counts durable positions
+                    // only, this member's once its fsync is done. Ask for
+                    // that fsync now rather than at the group commit's
+                    // interval, and wait for the commit point only (waiting
+                    // for the local fsync first woke every writer at every
+                    // fsync, and cost a hop when it finished last).
+                    self.shared.engine.request_durable(last_write.ts, true)?;
                     CoreWriteConcern {
                         w: CoreW::Majority,
                         journal: true,

@@ -17,6 +17,9 @@ use parking_lot::{Mutex, RwLock};
 use slipstream_clock::{OpTime, Timestamp};
 use slipstream_repl::topology::BoxFuture;
 use slipstream_repl::{NetError, Network, ReplError, ReplicaSet, ReplicaSetOptions, Topology, WriteConcern};
+use slipstream_storage::io::{FaultyIo, IoBackend, StdIo};
+use slipstream_storage::journal::segment_file_name;
+use slipstream_storage::recovery::JOURNAL_DIR_NAME;
 use slipstream_storage::{from_bson_timestamp, Engine, EngineOptions, ReadAt};
 
 const MEMBERS: u16 = 3;
@@ -207,6 +210,12 @@ struct Cluster {
 
 impl Cluster {
     fn start(runtime: &tokio::runtime::Runtime) -> Cluster {
+        Cluster::start_with_io(runtime, |_| StdIo::new())
+    }
+
+    /// `start` with member `port`'s engine doing its file I/O through
+    /// `io(port)`.
+    fn start_with_io(runtime: &tokio::runtime::Runtime, io: impl Fn(u16) -> Arc<dyn IoBackend>) -> Cluster {
         let router = Arc::new(Router::default());
         let mut dirs = Vec::new();
         for port in 1..=MEMBERS {
@@ -214,7 +223,7 @@ impl Cluster {
             let mut options = EngineOptions::new(dir.path());
             options.replicated = true;
             options.journal_commit_interval_ms = 5;
-            let engine = Engine::open(options).unwrap();
+            let engine = Engine::open_with_io(options, io(port)).unwrap();
             let me = host(port);
             let network = Arc::new(MemoryNetwork {
                 me: me.clone(),
@@ -232,6 +241,13 @@ impl Cluster {
             dirs.push(dir);
         }
         Cluster { router, _dirs: dirs }
+    }
+
+    /// Member `port`'s first journal segment (the only one these tests
+    /// fill).
+    fn journal_segment(&self, port: u16) -> std::path::PathBuf {
+        let dir = self._dirs[usize::from(port) - 1].path();
+        dir.join(JOURNAL_DIR_NAME).join(segment_file_name(1))
     }
 
     fn set(&self, port: u16) -> Arc<ReplicaSet> {
@@ -489,6 +505,108 @@ fn partitions_never_lose_a_majority_write_and_members_converge() {
                 .collect();
             assert!(missing.is_empty(), "member {port} lost acknowledged writes {missing:?}");
         }
+    });
+    cluster.stop();
+}
+
+/// A `w: "majority"` write is acknowledged once a majority holds it
+/// durably, whichever members they are: not while the secondaries have
+/// applied it but their journal fsyncs are held (applied positions must
+/// never count), and without waiting for the primary's own fsync once both
+/// secondaries have theirs (the commit point is the whole rule).
+#[test]
+fn majority_acknowledgement_follows_durable_positions_only() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let faulty: Vec<FaultyIo> = (0..MEMBERS).map(|_| FaultyIo::over_std()).collect();
+    let cluster = Cluster::start_with_io(&runtime, |port| faulty[usize::from(port) - 1].as_backend());
+    let io = |port: u16| &faulty[usize::from(port) - 1];
+    runtime.block_on(async {
+        let config = doc! {
+            "_id": "rs",
+            "members": [{"_id": 1, "host": host(1)}, {"_id": 2, "host": host(2)}, {"_id": 3, "host": host(3)}],
+            "settings": {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 100},
+        };
+        cluster
+            .set(1)
+            .run_command("replSetInitiate", &doc! {"replSetInitiate": config})
+            .await
+            .unwrap();
+        let (primary, _) = cluster.wait_for_primary(&[1, 2, 3], 0).await;
+        let secondaries: Vec<u16> = (1..=MEMBERS).filter(|&p| p != primary).collect();
+        let majority = WriteConcern {
+            wtimeout_ms: WAIT_TIMEOUT.as_millis() as u64,
+            ..WriteConcern::majority()
+        };
+        let set = cluster.set(primary);
+        let op = insert(&cluster, primary, 1).await.unwrap();
+        set.wait_for_write_concern(op, &majority).await.unwrap();
+        cluster
+            .wait_until("every member to hold the first write durably", || {
+                (1..=MEMBERS).all(|p| cluster.engine(p).last_durable() >= op)
+            })
+            .await;
+
+        // Both secondaries apply the write but cannot sync it.
+        for &port in &secondaries {
+            io(port).hold_next_sync(&cluster.journal_segment(port));
+        }
+        let op = insert(&cluster, primary, 2).await.unwrap();
+        let waiting = {
+            let set = set.clone();
+            let majority = majority.clone();
+            tokio::spawn(async move { set.wait_for_write_concern(op, &majority).await })
+        };
+        for &port in &secondaries {
+            assert!(
+                io(port).wait_until_sync_held(WAIT_TIMEOUT),
+                "member {port} never synced"
+            );
+        }
+        cluster
+            .wait_until("the secondaries to apply the write", || {
+                secondaries.iter().all(|&p| cluster.engine(p).last_applied() >= op)
+            })
+            .await;
+        cluster
+            .wait_until("the primary to sync the write", || {
+                cluster.engine(primary).last_durable() >= op
+            })
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "acknowledged with only the primary durable");
+        for &port in &secondaries {
+            io(port).release_held_sync();
+        }
+        tokio::time::timeout(WAIT_TIMEOUT, waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+
+        // The primary's own fsync is held: the two secondaries make the
+        // majority.
+        io(primary).hold_next_sync(&cluster.journal_segment(primary));
+        let op = insert(&cluster, primary, 3).await.unwrap();
+        tokio::time::timeout(WAIT_TIMEOUT, set.wait_for_write_concern(op, &majority))
+            .await
+            .expect("acknowledged once both secondaries are durable")
+            .unwrap();
+        assert!(io(primary).wait_until_sync_held(WAIT_TIMEOUT));
+        assert!(
+            cluster.engine(primary).last_durable() < op,
+            "the primary's fsync was held"
+        );
+        for &port in &secondaries {
+            assert!(
+                cluster.engine(port).last_durable() >= op,
+                "member {port} is not durable"
+            );
+        }
+        io(primary).release_held_sync();
     });
     cluster.stop();
 }

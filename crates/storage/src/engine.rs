@@ -773,6 +773,19 @@ impl Engine {
         self.inner.journal.wait_durable(ts)
     }
 
+    /// Asks the group commit to fsync every entry up to `ts` now, without
+    /// waiting: a caller that will wait anyway starts the fsync before its
+    /// other work (a secondary's applier, before it reports the batch), or
+    /// waits for something that needs it (a majority write, for the commit
+    /// point). `count_waiter`: count the caller as a writer waiting on the
+    /// commit (the group commit gathers for as many writers as its last
+    /// commit released); false for a caller whose later `wait_durable`
+    /// counts itself. True when the entries are durable already.
+    pub fn request_durable(&self, ts: Timestamp, count_waiter: bool) -> Result<bool> {
+        let mut counted = !count_waiter;
+        self.inner.journal.request_durable(ts, &mut counted)
+    }
+
     /// `wait_durable` for async callers: waits on the durable watch instead
     /// of blocking a thread, so that many `j: true` writers cost no thread
     /// each and no thread wake-ups beyond the async workers'.

@@ -46,7 +46,6 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetHeartbeat" => heartbeat(set, body).await,
         "replSetRequestVotes" => request_votes(set, body).await,
         "replSetUpdatePosition" => update_position(set, body).await,
-        "configureFailPoint" => crate::rollback::configure_fail_point(set.shared(), body),
         other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
     }
 }

@@ -742,6 +742,10 @@ impl Topology for ReplicaSet {
     }
 
     fn configure_fail_point(&self, body: &Document) -> Option<Result<Document, ReplError>> {
+        // The rollback's step hang keeps its own state (the step to stop before).
+        if body.get_str("configureFailPoint").ok() == Some("rollbackHangBeforeStep") {
+            return Some(crate::rollback::configure_fail_point(&self.shared, body));
+        }
         self.shared.fail_points.configure(body)
     }
 

@@ -186,8 +186,6 @@ pub async fn configure_fail_point(ctx: &CommandContext, req: &CommandRequest) ->
     match req.body.get_str("configureFailPoint") {
         Ok(JOURNAL_FSYNC_FAIL_POINT) => configure_journal_fsync_fail_point(ctx, &req.body),
         Ok(BLOCK_MEMBERS_FAIL_POINT) => configure_block_members(ctx, &req.body),
-        // The replication runtime's own (a rollback stopped between steps).
-        Ok("rollbackHangBeforeStep") => Ok(ctx.state.topology.run_command("configureFailPoint", &req.body).await?),
         _ => match ctx.state.topology.configure_fail_point(&req.body) {
             Some(reply) => Ok(reply?),
             None => ctx.state.fail_points.configure(&req.body),

@@ -1,16 +1,40 @@
-"""`python -m jepsen run --workload W --seed S --seconds N --faults partition,kill,...`
-and `python -m jepsen cleanup`. Must run as root (namespaces, nftables)."""
+"""`python -m jepsen [--lane N] run --workload W --seed S --seconds N --faults partition,kill,...`
+and `python -m jepsen [--lane N] cleanup`. Must run as root (namespaces, nftables).
+
+`--lane N` (0-9, default 0) gives the run names, addresses and a port of
+its own (see network.py) so that lanes run side by side; it is read before
+the harness's modules are imported, as they fix their names at import."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from pathlib import Path
 
-from . import nemesis, runner
-from .workloads import WORKLOADS
+MAX_LANE = 9
+
+
+def _lane(argv: list[str]) -> int:
+    """The `--lane N` among the arguments (before any subcommand), or 0."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--lane", type=int, default=0)
+    known, _ = early.parse_known_args(argv)
+    if not 0 <= known.lane <= MAX_LANE:
+        raise SystemExit(f"python -m jepsen: --lane must be 0..{MAX_LANE}, not {known.lane}")
+    return known.lane
+
+
+_LANE = _lane(sys.argv[1:])
+os.environ["JEPSEN_LANE"] = str(_LANE)
+
+from . import nemesis, runner  # noqa: E402 - the lane must be set before the names are fixed
+from .network import LANE  # noqa: E402
+from .workloads import WORKLOADS  # noqa: E402
+
+assert LANE == _LANE, (LANE, _LANE)
 
 
 def summarize(results: Path) -> int:
@@ -26,7 +50,7 @@ def summarize(results: Path) -> int:
         summary = json.loads(summary_path.read_text())
         tally = totals.setdefault(summary["workload"], [0, 0])
         tally[0 if summary["valid"] else 1] += 1
-        print(f"{run_dir.name}: seed {config['seed']} members {config['members']} {config['seconds']:.0f} s "
+        print(f"{run_dir.name}: lane {config.get('lane', 0)} seed {config['seed']} members {config['members']} {config['seconds']:.0f} s "
               f"faults {','.join(config['faults'])}: ops {summary['ops']} ok {summary['ok']} "
               f"failed {summary['failed']} unknown {summary['unknown']} {'valid' if summary['valid'] else 'INVALID'}")
     for workload, (valid, invalid) in sorted(totals.items()):
@@ -36,6 +60,7 @@ def summarize(results: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jepsen")
+    parser.add_argument("--lane", type=int, default=0, help=f"0..{MAX_LANE}: names and addresses of its own")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="one run of a workload under faults")
     run.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
@@ -45,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"comma-separated, of: {','.join(nemesis.KINDS)}; 'all' for every kind; '' for none")
     run.add_argument("--members", type=int, default=3, choices=(3, 5))
     run.add_argument("--results", type=Path, default=Path("jepsen-results"))
-    commands.add_parser("cleanup", help="remove every ssj- namespace and the processes in them")
+    commands.add_parser("cleanup", help="remove this lane's ssjN- namespaces and the processes in them")
     report = commands.add_parser("summary", help="tally the runs in a results directory")
     report.add_argument("results", type=Path, nargs="?", default=Path("jepsen-results"))
     args = parser.parse_args(argv)

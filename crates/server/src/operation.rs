@@ -202,8 +202,7 @@ fn majority_point_passed(
     point: crate::exec::read_concern::ReadPoint,
     outcome: &Result<Document, CommandError>,
 ) -> bool {
-    let majority = !point.pinned && matches!(point.at, slipstream_storage::ReadAt::At(_));
-    majority
+    point.follows_commit_point()
         && matches!(outcome, Err(error) if error.code == SNAPSHOT_TOO_OLD)
         && ctx.operation.lock().last_write.is_none()
 }

@@ -155,3 +155,28 @@ def test_a_majority_read_retries_when_a_checkpoint_passes_its_read_point(members
         assert "error" not in outcome, outcome["error"]
         # The newer commit point holds every write acknowledged before the read went on.
         assert sorted(d["_id"] for d in outcome["found"]["cursor"]["firstBatch"]) == [0, 1, 2, 3]
+
+
+def test_a_majority_cursors_next_batch_reads_past_a_checkpoint(members):
+    """A majority cursor's getMore after a checkpoint passed the first
+    batch's read point reads at the newer commit point (MongoDB reads each
+    getMore at the majority snapshot current then), instead of failing the
+    cursor with SnapshotTooOld."""
+    primary = members.primary()
+    with members.direct(primary) as client:
+        coll = client.rc.get_collection("batches", write_concern=WriteConcern(w="majority"))
+        coll.drop()
+        coll.insert_many([{"_id": i} for i in range(10)])
+        first = client.rc.command("find", "batches", readConcern={"level": "majority"}, batchSize=2)
+        cursor_id = first["cursor"]["id"]
+        assert cursor_id != 0
+        chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
+        coll.insert_one({"_id": 100})
+
+        def checkpoint_passed():
+            return client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"] > chosen
+
+        members.wait_for("a checkpoint past the cursor's read point", checkpoint_passed, timeout_s=60)
+        rest = client.rc.command("getMore", cursor_id, collection="batches", batchSize=100)
+        seen = [d["_id"] for d in first["cursor"]["firstBatch"] + rest["cursor"]["nextBatch"]]
+        assert sorted(seen)[:10] == list(range(10)), "every document committed before the first batch"

@@ -40,9 +40,10 @@ assert LANE == _LANE, (LANE, _LANE)
 def summarize(results: Path) -> int:
     """One line per run (lane, seed, binary, counts, the longest stretch
     without a successful operation, verdict), then one line per workload:
-    runs, seconds, faults, seed range, binaries, totals of ops/ok/failed/
+    runs, seconds, faults, seed range, totals of ops/ok/failed/
     unknown, anomalies and the worst availability gap. Runs without a
-    summary (interrupted, or still running) are listed and not counted."""
+    summary (interrupted, or still running) are listed and not counted.
+    The table has one row per workload and binary."""
     totals: dict[str, dict] = {}
     for run_dir in sorted(p for p in results.iterdir() if (p / "config.json").exists()):
         config = json.loads((run_dir / "config.json").read_text())
@@ -55,15 +56,14 @@ def summarize(results: Path) -> int:
         verdict = json.loads(verdict_path.read_text()) if verdict_path.exists() else {}
         gap = (verdict.get("availability") or {}).get("longest_without_ok_s")
         binary = Path(config.get("binary", "?")).name
-        tally = totals.setdefault(summary["workload"], {
-            "runs": 0, "invalid": 0, "seeds": [], "seconds": set(), "faults": set(), "binaries": set(),
+        tally = totals.setdefault((summary["workload"], binary), {
+            "runs": 0, "invalid": 0, "seeds": [], "seconds": set(), "faults": set(),
             "ops": 0, "ok": 0, "failed": 0, "unknown": 0, "worst_gap_s": 0.0})
         tally["runs"] += 1
         tally["invalid"] += 0 if summary["valid"] else 1
         tally["seeds"].append(config["seed"])
         tally["seconds"].add(f"{config['seconds']:.0f}")
         tally["faults"].add(",".join(config["faults"]))
-        tally["binaries"].add(binary)
         for key in ("ops", "ok", "failed", "unknown"):
             tally[key] += summary[key]
         tally["worst_gap_s"] = max(tally["worst_gap_s"], gap or 0.0)
@@ -71,12 +71,12 @@ def summarize(results: Path) -> int:
               f"members {config['members']} {config['seconds']:.0f} s faults {','.join(config['faults'])}: "
               f"ops {summary['ops']} ok {summary['ok']} failed {summary['failed']} unknown {summary['unknown']} "
               f"longest without ok {gap} s {'valid' if summary['valid'] else 'INVALID'}")
-    print("| workload | runs | s each | faults | seeds | binaries | ops | ok | failed | unknown | anomalies "
+    print("| workload | binary | runs | s each | faults | seeds | ops | ok | failed | unknown | anomalies "
           "| worst gap without ok (s) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for workload, t in sorted(totals.items()):
-        print(f"| {workload} | {t['runs']} | {'/'.join(sorted(t['seconds']))} | {' / '.join(sorted(t['faults']))} "
-              f"| {min(t['seeds'])}-{max(t['seeds'])} | {', '.join(sorted(t['binaries']))} | {t['ops']} | {t['ok']} "
+    for (workload, binary), t in sorted(totals.items()):
+        print(f"| {workload} | {binary} | {t['runs']} | {'/'.join(sorted(t['seconds']))} "
+              f"| {' / '.join(sorted(t['faults']))} | {min(t['seeds'])}-{max(t['seeds'])} | {t['ops']} | {t['ok']} "
               f"| {t['failed']} | {t['unknown']} | {t['invalid']} | {t['worst_gap_s']:.1f} |")
     return 0 if all(t["invalid"] == 0 for t in totals.values()) else 1
 

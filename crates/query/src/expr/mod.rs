@@ -21,6 +21,7 @@ mod date_math;
 mod date_parts;
 mod dates;
 mod objects;
+pub(crate) mod random;
 mod sets;
 mod strings;
 mod trigonometry;
@@ -235,7 +236,7 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 13] {
+fn operator_tables() -> [&'static [OpSpec]; 14] {
     [
         date_parts::OPERATORS,
         array_ordering::OPERATORS,
@@ -250,6 +251,7 @@ fn operator_tables() -> [&'static [OpSpec]; 13] {
         types::OPERATORS,
         dates::OPERATORS,
         objects::OPERATORS,
+        random::OPERATORS,
     ]
 }
 
@@ -408,7 +410,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
     "$top", "$topN", "$bottom", "$bottomN",
-    "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$toDecimal",
+    "$function", "$accumulator", "$meta", "$toDecimal",
     "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
 ];
 

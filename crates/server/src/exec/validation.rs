@@ -106,7 +106,20 @@ pub fn check_option(field: &str, value: &Bson) -> Result<bool, CommandError> {
     Ok(true)
 }
 
+/// Whether `$rand` (or `$sampleRate`, which MongoDB rewrites to it) is
+/// anywhere in the value: a validator must give one answer per document.
+fn draws_random(value: &Bson) -> bool {
+    match value {
+        Bson::Document(d) => d.iter().any(|(k, v)| k == "$rand" || k == "$sampleRate" || draws_random(v)),
+        Bson::Array(items) => items.iter().any(draws_random),
+        _ => false,
+    }
+}
+
 fn clauses(validator: &Document) -> Result<Vec<Clause>, CommandError> {
+    if draws_random(&Bson::Document(validator.clone())) {
+        return Err(CommandError::new(3040500, "$rand not allowed inside collection validators"));
+    }
     let mut clauses = Vec::new();
     for (field, value) in validator {
         if matches!(

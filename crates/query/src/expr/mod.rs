@@ -20,6 +20,7 @@ mod conditional;
 mod date_math;
 mod date_parts;
 mod dates;
+mod javascript;
 mod objects;
 pub(crate) mod random;
 mod sets;
@@ -236,7 +237,7 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 14] {
+fn operator_tables() -> [&'static [OpSpec]; 15] {
     [
         date_parts::OPERATORS,
         array_ordering::OPERATORS,
@@ -252,6 +253,7 @@ fn operator_tables() -> [&'static [OpSpec]; 14] {
         dates::OPERATORS,
         objects::OPERATORS,
         random::OPERATORS,
+        javascript::OPERATORS,
     ]
 }
 
@@ -410,7 +412,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
     "$top", "$topN", "$bottom", "$bottomN",
-    "$function", "$accumulator", "$meta", "$toDecimal",
+    "$accumulator", "$meta", "$toDecimal",
     "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
 ];
 

@@ -111,3 +111,43 @@ def test_json_schema_filters_find_aggregate_count_and_writes(db):
                              "age": {"$type": "string"}}).deleted_count == 1
     assert codes_of(lambda: db.s.find_one({"$jsonSchema": 1})) == 14
     assert codes_of(lambda: db.s.find_one({"$jsonSchema": {"bsonType": "nosuchtype"}})) != 0
+
+
+def test_percentile_and_median_accumulators_and_expressions(db):
+    db.scores.insert_many([{"g": i % 2, "x": i} for i in range(1, 11)] + [{"g": 0, "x": "not a number"}])
+    spec = {"input": "$x", "p": [0.5, 0.9], "method": "approximate"}
+    groups = {d["_id"]: d for d in db.scores.aggregate([
+        {"$group": {"_id": "$g", "p": {"$percentile": spec},
+                    "m": {"$median": {"input": "$x", "method": "approximate"}}}}])}
+    # g 0: 2, 4, 6, 8, 10 (the string is ignored); g 1: 1, 3, 5, 7, 9.
+    assert groups[0]["p"] == [6.0, 10.0] and groups[0]["m"] == 6.0, groups
+    assert groups[1]["p"] == [5.0, 9.0] and groups[1]["m"] == 5.0, groups
+    empty = db.scores.aggregate([{"$match": {"x": {"$type": "string"}}},
+                                 {"$group": {"_id": None, "p": {"$percentile": spec},
+                                             "m": {"$median": {"input": "$x", "method": "approximate"}}}}]).next()
+    assert empty["p"] == [None, None] and empty["m"] is None
+    row = db.scores.aggregate([{"$limit": 1}, {"$project": {
+        "_id": 0,
+        "p": {"$percentile": {"input": [3, 1, "a", 2, 4], "p": [0.25, 1], "method": "approximate"}},
+        "m": {"$median": {"input": [5, 1, 3], "method": "approximate"}},
+        "scalar": {"$median": {"input": 7, "method": "approximate"}}}}]).next()
+    assert row == {"p": [1.0, 4.0], "m": 3.0, "scalar": 7.0}, row
+
+
+def test_percentile_and_median_refusals(db):
+    db.c.insert_one({"x": 1})
+
+    def group_code(accumulator):
+        return codes_of(lambda: list(db.c.aggregate([{"$group": {"_id": None, "v": accumulator}}])))
+
+    assert group_code({"$percentile": 1}) == 7429703
+    assert group_code({"$median": 1}) == 7436100
+    assert group_code({"$percentile": {"input": "$x", "p": [0.5], "method": "exact"}}) == 2
+    assert group_code({"$percentile": {"input": "$x", "method": "approximate"}}) == 40414
+    assert group_code({"$percentile": {"input": "$x", "p": [0.5], "method": "approximate", "y": 1}}) == 40415
+    assert group_code({"$percentile": {"input": "$x", "p": "$x", "method": "approximate"}}) == 7750300
+    assert group_code({"$percentile": {"input": "$x", "p": [], "method": "approximate"}}) == 7750301
+    assert group_code({"$percentile": {"input": "$x", "p": ["a"], "method": "approximate"}}) == 7750302
+    assert group_code({"$percentile": {"input": "$x", "p": [2], "method": "approximate"}}) == 7750303
+    assert codes_of(lambda: list(db.c.aggregate([{"$project": {"v": {"$percentile": 1}}}]))) == 7436200
+    assert codes_of(lambda: list(db.c.aggregate([{"$project": {"v": {"$median": 1}}}]))) == 7436201

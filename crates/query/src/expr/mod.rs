@@ -22,6 +22,7 @@ mod date_parts;
 mod dates;
 mod javascript;
 mod objects;
+mod quantiles;
 pub(crate) mod random;
 mod sets;
 mod strings;
@@ -237,7 +238,7 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 15] {
+fn operator_tables() -> [&'static [OpSpec]; 16] {
     [
         date_parts::OPERATORS,
         array_ordering::OPERATORS,
@@ -254,6 +255,7 @@ fn operator_tables() -> [&'static [OpSpec]; 15] {
         objects::OPERATORS,
         random::OPERATORS,
         javascript::OPERATORS,
+        quantiles::OPERATORS,
     ]
 }
 
@@ -310,6 +312,25 @@ impl Expr {
 
     /// Whether evaluating may read the document: a field path, or
     /// `$$ROOT`/`$$CURRENT`.
+    /// The value of an expression that reads neither a document nor a
+    /// variable (`[0.5, {$divide: [1, 4]}]`); `None` otherwise.
+    pub(crate) fn constant_value(&self) -> Option<Bson> {
+        if self.reads_document() || self.reads_variable() {
+            return None;
+        }
+        self.evaluate(&Document::new(), &Variables::empty()).ok()
+    }
+
+    fn reads_variable(&self) -> bool {
+        match &self.node {
+            Node::Literal(_) | Node::Field(_) => false,
+            Node::Variable { .. } => true,
+            Node::Object(fields) => fields.iter().any(|(_, e)| e.reads_variable()),
+            Node::Array(items) => items.iter().any(Expr::reads_variable),
+            Node::Operator { args, .. } => args.exprs.iter().flatten().any(Expr::reads_variable),
+        }
+    }
+
     fn reads_document(&self) -> bool {
         match &self.node {
             Node::Literal(_) => false,
@@ -413,7 +434,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 const UNSUPPORTED_OPERATORS: &[&str] = &[
     "$top", "$topN", "$bottom", "$bottomN",
     "$accumulator", "$meta", "$toDecimal",
-    "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
+    "$toHashedIndexKey", "$toUUID",
 ];
 
 fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {

@@ -151,3 +151,9 @@ def test_percentile_and_median_refusals(db):
     assert group_code({"$percentile": {"input": "$x", "p": [2], "method": "approximate"}}) == 7750303
     assert codes_of(lambda: list(db.c.aggregate([{"$project": {"v": {"$percentile": 1}}}]))) == 7436200
     assert codes_of(lambda: list(db.c.aggregate([{"$project": {"v": {"$median": 1}}}]))) == 7436201
+
+
+def test_to_uuid_is_unknown_as_in_mongodb_7(db):
+    """`$toUUID` arrived in MongoDB 8.0: 7.0 does not recognize it (168)."""
+    db.c.insert_one({"u": "0e3b9063-8abd-4eb3-9f9f-f4c59fd30a60"})
+    assert codes_of(lambda: list(db.c.aggregate([{"$project": {"v": {"$toUUID": "$u"}}}]))) == 168

@@ -434,7 +434,7 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 const UNSUPPORTED_OPERATORS: &[&str] = &[
     "$top", "$topN", "$bottom", "$bottomN",
     "$accumulator", "$meta", "$toDecimal",
-    "$toHashedIndexKey", "$toUUID",
+    "$toHashedIndexKey",
 ];
 
 fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {

@@ -307,6 +307,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "sizeBytes": stats.oplog_size_bytes as i64,
             },
             "versionsInMemory": stats.versions_in_memory as i64,
+            "compact": state.metrics.compactions(),
         },
     };
     // MongoDB reports `repl` only on a replica set member.

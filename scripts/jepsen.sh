@@ -8,9 +8,13 @@
 #   scripts/jepsen.sh                      # the short run CI does: each workload once, 45 s
 #   scripts/jepsen.sh --runs 20 --seconds 120 --faults all    # the soak
 #
-# Options: --runs N, --seconds S, --faults LIST (partition,kill,pause,clock,
+# Options: --lane N (0-9, default 0: names ssjN-*, subnet 10.213.N.0/24,
+# port 27017+N, so that lanes run side by side; CI uses lane 0, soaks 1-3),
+# --runs N, --seconds S, --faults LIST (partition,kill,pause,clock,
 # stepdown,reconfig or all), --workloads LIST, --members 3|5, --seed S (the
 # first run's seed; each next run adds one). Without --seed, a random one.
+# --results DIR (default jepsen-results/ here) lets a frozen copy of the
+# harness write into another checkout's results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +24,8 @@ faults=partition,kill,pause
 workloads=register,set,rc-majority,retryable
 members=3
 seed=""
+lane=0
+results="$PWD/jepsen-results"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -28,6 +34,8 @@ while [ $# -gt 0 ]; do
     --workloads) workloads=$2; shift 2 ;;
     --members) members=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --lane) lane=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
     *) echo "jepsen.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,10 +47,9 @@ scripts/setup.sh --with-fault-tools
 export SLIPSTREAM_BIN="${SLIPSTREAM_BIN:-$PWD/target/debug/slipstream}"
 [ -x "$SLIPSTREAM_BIN" ] || cargo build -p slipstream --bin slipstream
 [ -n "$seed" ] || seed=$((RANDOM * 32768 + RANDOM))
-results="$PWD/jepsen-results"
 
 # Whatever the runs leave behind (a Ctrl-C between runs), the namespaces go.
-trap 'PYTHONPATH=python .venv/bin/python -m jepsen cleanup >/dev/null' EXIT
+trap 'PYTHONPATH=python .venv/bin/python -m jepsen --lane "$lane" cleanup >/dev/null' EXIT
 
 passed=0
 failed=0
@@ -50,7 +57,7 @@ failures=()
 for ((run = 0; run < runs; run++)); do
   for workload in ${workloads//,/ }; do
     run_seed=$((seed + run))
-    if PYTHONPATH=python .venv/bin/python -m jepsen run --workload "$workload" --seed "$run_seed" \
+    if PYTHONPATH=python .venv/bin/python -m jepsen --lane "$lane" run --workload "$workload" --seed "$run_seed" \
         --seconds "$seconds" --faults "$faults" --members "$members" --results "$results"; then
       passed=$((passed + 1))
     else

@@ -23,7 +23,9 @@ from . import network
 from .clock import Clock
 from .powerloss import Disk
 
-PORT = 27017
+# Each lane its own port (the namespaces already keep lanes apart; a port
+# per lane also keeps a stray member of one lane from answering another).
+PORT = 27017 + network.LANE
 SET_NAME = "jepsen"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -149,7 +151,7 @@ class Member:
 
 
 def kill_namespace_processes() -> list[int]:
-    """SIGKILLs every process inside an `ssj-` namespace; returns their pids."""
+    """SIGKILLs every process inside one of this lane's namespaces; returns their pids."""
     killed = []
     for ns in network.namespaces():
         pids = network.run("ip", "netns", "pids", ns, check=False).stdout.split()

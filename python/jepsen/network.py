@@ -1,9 +1,9 @@
 """The test network: one network namespace per member on a bridge in the
 root namespace, and partitions made with nftables inside the namespaces.
 
-Every name this module creates starts with `ssj-` (the bridge, the veth
-ends, the namespaces, the nftables table inside each namespace) so that
-cleanup removes only what a Jepsen run made. Clients run in the root
+Every name this module creates starts with `ssj<lane>-` (the bridge, the
+veth ends, the namespaces) so that cleanup removes only what a Jepsen run
+of the same lane made. Clients run in the root
 namespace: the bridge carries an address of its own, and no rule ever
 drops the client's packets, so a partition cuts members off from each
 other only, as in Jepsen's MongoDB tests.
@@ -14,20 +14,24 @@ from __future__ import annotations
 import os
 import subprocess
 
-# JEPSEN_NET_SLOT=N (1..9) gives a run names and addresses of its own
-# (`ssjN-`, 10.213.N.0/24) so that two runs can share the machine; each
-# run's cleanup still removes only its own slot's names.
-SLOT = int(os.environ.get("JEPSEN_NET_SLOT", "0"))
-assert 0 <= SLOT <= 9, SLOT
-PREFIX = "ssj-" if SLOT == 0 else f"ssj{SLOT}-"
+# A lane (JEPSEN_LANE=N, set by `python -m jepsen --lane N`; 0 when unset)
+# gives a run names, addresses and a port of its own (`ssjN-`,
+# 10.213.N.0/24, 27017+N) so that runs in different lanes share the machine
+# side by side (soaks use lanes 1-3, CI lane 0); a lane's cleanup removes
+# only its own lane's names. Interface names stay within Linux's 15 bytes.
+MAX_LANE = 9
+LANE = int(os.environ.get("JEPSEN_LANE", "0"))
+assert 0 <= LANE <= MAX_LANE, LANE
+PREFIX = f"ssj{LANE}-"
 BRIDGE = f"{PREFIX}br0"
-SUBNET = f"10.213.{SLOT}"
+SUBNET = f"10.213.{LANE}"
 HOST_IP = f"{SUBNET}.1"
 PREFIX_LEN = 24
 # Member i (from 1) gets SUBNET.(MEMBER_IP_BASE + i).
 MEMBER_IP_BASE = 10
-# The nftables table every partition rule lives in, inside a member's namespace.
-NFT_TABLE = "ssj"
+# The nftables table every partition rule lives in, inside a member's
+# namespace (named per lane too, so a listing says which lane made it).
+NFT_TABLE = f"ssj{LANE}"
 COMMAND_TIMEOUT_S = 10.0
 
 
@@ -125,7 +129,7 @@ def namespaces() -> list[str]:
 
 
 def cleanup() -> list[str]:
-    """Removes every `ssj-` namespace, veth and bridge; returns what it removed.
+    """Removes this lane's namespaces, veths and bridge; returns what it removed.
     Processes still inside a namespace must be gone first (members.cleanup)."""
     removed = []
     for ns in namespaces():

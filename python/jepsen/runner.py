@@ -37,8 +37,9 @@ def _on_signal(number, frame):
 
 
 def cleanup() -> dict:
-    """Ends every process in an `ssj-` namespace and removes the namespaces,
-    veths and bridge. Touches nothing else."""
+    """Ends every process in this lane's namespaces, unmounts its lossy disks
+    and removes its namespaces, veths and bridge. Touches nothing else (no
+    other lane's)."""
     killed = members.kill_namespace_processes()
     unmounted = powerloss.ours()
     for mount in unmounted:
@@ -59,7 +60,7 @@ def run(workload: str, seed: int, seconds: float, faults: list[str], size: int, 
           f"members {size} -> {run_dir}", flush=True)
     windows = nemesis.schedule(seed, seconds, faults, size)
     config = {"workload": workload, "seed": seed, "seconds": seconds, "faults": faults, "members": size,
-              "binary": members.binary(), "argv": sys.argv}
+              "binary": members.binary(), "lane": network.LANE, "argv": sys.argv}
     _write(run_dir / "config.json", config)
     _write(run_dir / "schedule.json", {"drawn": windows})
     if workload == "register":

@@ -1,7 +1,7 @@
 """The Jepsen harness's network (python/jepsen/network.py) on real
 namespaces: a partition cuts members off from each other, a one-way drop
 cuts one direction's packets, the client's address on the bridge is never
-cut, and heal restores everything. Runs in slot 9 (`ssj9-`, 10.213.9.0/24)
+cut, and heal restores everything. Runs in lane 9 (`ssj9-`, 10.213.9.0/24)
 so that it never touches a run's namespaces."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ SOURCE = Path(__file__).resolve().parents[1] / "jepsen" / "network.py"
 
 @pytest.fixture
 def net(monkeypatch):
-    """network.py loaded afresh with its own slot, and three namespaces."""
-    monkeypatch.setenv("JEPSEN_NET_SLOT", "9")
-    spec = importlib.util.spec_from_file_location("jepsen_network_slot9", SOURCE)
+    """network.py loaded afresh in its own lane, and three namespaces."""
+    monkeypatch.setenv("JEPSEN_LANE", "9")
+    spec = importlib.util.spec_from_file_location("jepsen_network_lane9", SOURCE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.PREFIX == "ssj9-"

@@ -343,7 +343,8 @@ impl Node {
     }
 
     /// Adopts a higher term seen in any message (Raft's "all servers" rule):
-    /// a primary or candidate steps down. Returns true if the term rose.
+    /// a primary or candidate steps down, and the election timer starts
+    /// over. Returns true if the term rose.
     pub(crate) fn observe_term(&mut self, term: i64) -> bool {
         if term <= self.term {
             return false;
@@ -355,6 +356,13 @@ impl Node {
             self.become_secondary();
         }
         self.end_election(false);
+        // MongoDB's _updateTerm_inlock: a newer term means someone stands
+        // or has won; its heartbeats as primary get a whole election
+        // timeout to arrive before we stand and depose it (takeovers
+        // waited for the old term's primary and start over).
+        self.reset_election_timer();
+        self.priority_takeover_at = None;
+        self.catch_up_takeover_at = None;
         true
     }
 

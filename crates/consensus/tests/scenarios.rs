@@ -456,3 +456,4 @@ scenario!(removed_member);
 scenario!(freeze);
 scenario!(step_up_request);
 scenario!(single_node);
+scenario!(new_term_postpones_election);

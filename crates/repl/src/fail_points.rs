@@ -7,6 +7,11 @@
 //! - `stopReplProducer`: the oplog fetcher stops pulling new batches until
 //!   the fail point is off (pymongo's suite uses it on a secondary to make a
 //!   `w: <all>` write time out).
+//! - `hangAfterMajorityReadPointChosen` (ours; MongoDB has none by that
+//!   name): a `majority` read waits, after choosing the commit point it
+//!   reads at, until the fail point is off, so that a test can move the
+//!   commit point and a checkpoint past it before the read opens its
+//!   snapshot.
 //!
 //! A companion either asks `is_on` at a step, or parks in `wait_while_on`.
 //! Modes are MongoDB's `alwaysOn`, `off` and `{times: n}` (each `is_on` that
@@ -24,9 +29,12 @@ use crate::error::ReplError;
 /// The oplog fetcher pauses while on.
 pub const STOP_REPL_PRODUCER: &str = "stopReplProducer";
 
+/// A `majority` read waits after choosing its read point while on.
+pub const HANG_AFTER_MAJORITY_READ_POINT: &str = "hangAfterMajorityReadPointChosen";
+
 /// Every fail point this crate knows, in the order `configureFailPoint`'s
 /// refusals list them.
-pub const NAMES: &[&str] = &[STOP_REPL_PRODUCER];
+pub const NAMES: &[&str] = &[STOP_REPL_PRODUCER, HANG_AFTER_MAJORITY_READ_POINT];
 
 #[derive(Clone, Debug, PartialEq)]
 enum Mode {

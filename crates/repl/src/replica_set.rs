@@ -638,6 +638,10 @@ impl Topology for ReplicaSet {
                     if commit_point.is_null() {
                         return Err(ReplError::ReadConcernMajorityNotAvailableYet);
                     }
+                    self.shared
+                        .fail_points
+                        .wait_while_on(crate::fail_points::HANG_AFTER_MAJORITY_READ_POINT)
+                        .await;
                     Ok(ReadAt::At(commit_point.ts))
                 }
                 ReadConcernLevel::Linearizable => {

@@ -215,15 +215,16 @@ async fn stream_exhaust(
     compressor: Option<Compressor>,
 ) -> std::io::Result<()> {
     let mut response_to = first_request_id;
+    let mut request = request.clone();
     loop {
         let executed = tokio::select! {
-            executed = execute(ctx, request) => executed,
+            executed = execute(ctx, &request) => executed,
             _ = member_blocked(ctx) => None,
         };
         let Some(reply) = executed.filter(|_| !is_member_blocked(ctx)) else {
             return Err(std::io::Error::other("closed by a fail point"));
         };
-        let more = stream_continues(request, &reply) && !ctx.state.shutdown.is_triggered();
+        let more = stream_continues(&request, &reply) && !ctx.state.shutdown.is_triggered();
         let request_id = next_request_id();
         let flags = if more { slipstream_wire::msg_flags::MORE_TO_COME } else { 0 };
         let Ok(bytes) = encode_op_msg(request_id, response_to, flags, &reply, &[]) else {
@@ -236,6 +237,23 @@ async fn stream_exhaust(
             return Ok(());
         }
         response_to = request_id;
+        next_monitoring_round(&mut request, &reply);
+    }
+}
+
+/// The next round of a monitoring `hello` stream waits for a change past
+/// the `topologyVersion` just sent, as MongoDB's exhaust `hello` does.
+/// Against the client's first one every round after the first change would
+/// answer at once: a busy loop that filled the socket with replies the
+/// driver read seconds late, so it kept a deposed primary as primary and
+/// missed members added meanwhile (the Jepsen soak's long stretches of
+/// NotWritablePrimary after a stepdown).
+fn next_monitoring_round(request: &mut CommandRequest, reply: &Document) {
+    if request.name == "getMore" {
+        return;
+    }
+    if let Ok(version) = reply.get_document("topologyVersion") {
+        request.body.insert("topologyVersion", version.clone());
     }
 }
 

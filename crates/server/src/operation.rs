@@ -38,6 +38,13 @@ use crate::sessions;
 
 /// Bytes of the (unsigned) `$clusterTime.signature.hash`.
 const CLUSTER_TIME_SIGNATURE_BYTES: usize = 20;
+/// How many times one command reads at a fresh majority point after a
+/// checkpoint passed the one it had (each retry takes the newest commit
+/// point, which no checkpoint has passed; more than one retry means the
+/// commit point and checkpoints raced past it again).
+const MAJORITY_READ_ATTEMPTS_MAX: u32 = 5;
+/// `SnapshotTooOld`.
+const SNAPSHOT_TOO_OLD: i32 = 239;
 
 /// Runs one command and forms its reply document: the handler's fields plus
 /// `ok: 1`, or the error fields. `None` means the connection is to be
@@ -133,6 +140,22 @@ async fn run(
     };
     ctx.operation.lock().read_point = read.point;
     let mut outcome = run_handler(ctx, spec, request).await;
+    let mut attempts = 1;
+    while attempts < MAJORITY_READ_ATTEMPTS_MAX && majority_point_passed(ctx, read.point, &outcome) {
+        // A `majority` read asks for the newest committed state, not for
+        // the timestamp it happened to choose: the commit point moved on
+        // and a checkpoint followed it before the read opened its snapshot.
+        // Nothing was read or written yet, so the read runs again at the
+        // commit point as it is now.
+        attempts += 1;
+        match concern::decide_read(spec, &request.body, topology, deadline).await {
+            Ok(again) => {
+                ctx.operation.lock().read_point = again.point;
+                outcome = run_handler(ctx, spec, request).await;
+            }
+            Err(error) => outcome = Err(error),
+        }
+    }
     let retryable_write = ctx.session.lock().take().and_then(|session| session.retryable_write);
     if retryable_write.is_some_and(|write| write.close_connection_requested()) {
         return None;
@@ -169,6 +192,19 @@ async fn run(
         reply.insert("ok", 1.0);
     }
     Some(reply)
+}
+
+/// True when the command failed with `SnapshotTooOld` at a `majority` read
+/// point (a chosen timestamp the cursor does not pin; `snapshot` reads are
+/// pinned and keep their answer) and wrote nothing.
+fn majority_point_passed(
+    ctx: &CommandContext,
+    point: crate::exec::read_concern::ReadPoint,
+    outcome: &Result<Document, CommandError>,
+) -> bool {
+    point.follows_commit_point()
+        && matches!(outcome, Err(error) if error.code == SNAPSHOT_TOO_OLD)
+        && ctx.operation.lock().last_write.is_none()
 }
 
 /// Registers the command with the node's running operations (for

@@ -6,6 +6,7 @@ snapshot reads below the retained history answer SnapshotTooOld."""
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,72 @@ def test_out_and_merge_refuse_a_linearizable_read_concern(members):
         client.rc.get_collection("lin_out", read_concern=ReadConcern("majority")).aggregate(
             [{"$out": "lin_out_target"}])
         assert client.rc.lin_out_target.count_documents({}) == 1
+
+
+def test_a_majority_read_retries_when_a_checkpoint_passes_its_read_point(members):
+    """The commit point a majority read chose can fall below the checkpoint
+    before the read opens its snapshot (the commit point moved on and a
+    checkpoint followed it). The read must then read at the newer commit
+    point, not answer SnapshotTooOld: it asked for the newest majority
+    state, not for that timestamp. The fail point holds the read right
+    after it chose its point, while writes and a checkpoint pass it."""
+    primary = members.primary()
+    fail_point = "hangAfterMajorityReadPointChosen"
+    with members.direct(primary) as client:
+        coll = client.rc.get_collection("passed", write_concern=WriteConcern(w="majority"))
+        coll.drop()
+        coll.insert_one({"_id": 0})
+        client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")
+        outcome: dict = {}
+
+        def read():
+            try:
+                outcome["found"] = client.rc.command("find", "passed", readConcern={"level": "majority"})
+            except PyMongoError as error:
+                outcome["error"] = error
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            members.wait_for("the read to stop at its read point",
+                             lambda: client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")["count"])
+            chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
+            for i in range(1, 4):
+                coll.insert_one({"_id": i})
+
+            def checkpoint_passed():
+                status = client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"]
+                return status > chosen
+
+            members.wait_for("a checkpoint past the read point", checkpoint_passed, timeout_s=60)
+        finally:
+            client.admin.command("configureFailPoint", fail_point, mode="off")
+            reader.join(timeout=60)
+        assert "error" not in outcome, outcome["error"]
+        # The newer commit point holds every write acknowledged before the read went on.
+        assert sorted(d["_id"] for d in outcome["found"]["cursor"]["firstBatch"]) == [0, 1, 2, 3]
+
+
+def test_a_majority_cursors_next_batch_reads_past_a_checkpoint(members):
+    """A majority cursor's getMore after a checkpoint passed the first
+    batch's read point reads at the newer commit point (MongoDB reads each
+    getMore at the majority snapshot current then), instead of failing the
+    cursor with SnapshotTooOld."""
+    primary = members.primary()
+    with members.direct(primary) as client:
+        coll = client.rc.get_collection("batches", write_concern=WriteConcern(w="majority"))
+        coll.drop()
+        coll.insert_many([{"_id": i} for i in range(10)])
+        first = client.rc.command("find", "batches", readConcern={"level": "majority"}, batchSize=2)
+        cursor_id = first["cursor"]["id"]
+        assert cursor_id != 0
+        chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
+        coll.insert_one({"_id": 100})
+
+        def checkpoint_passed():
+            return client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"] > chosen
+
+        members.wait_for("a checkpoint past the cursor's read point", checkpoint_passed, timeout_s=60)
+        rest = client.rc.command("getMore", cursor_id, collection="batches", batchSize=100)
+        seen = [d["_id"] for d in first["cursor"]["firstBatch"] + rest["cursor"]["nextBatch"]]
+        assert sorted(seen)[:10] == list(range(10)), "every document committed before the first batch"

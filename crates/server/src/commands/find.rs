@@ -385,7 +385,11 @@ pub(crate) async fn open_find(
                 request.limit,
             );
             Ok(OpenedFind {
-                body: CursorBody::Streaming { query, read_at },
+                body: CursorBody::Streaming {
+                    query,
+                    read_at,
+                    follows_commit_point: request.read_point.follows_commit_point(),
+                },
                 winning_plan: describe_plan(request, plan.winning_plan, false),
                 snapshot_ts,
                 reader: Some(reader),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::Document;
-use slipstream_storage::{Engine, ReadAt, Reader};
+use slipstream_storage::{Engine, ReadAt, Reader, StorageError};
 
 use super::batch::{Batch, BatchLimits};
 use super::oplog::{tail_batch, OplogQuery};
@@ -18,7 +18,13 @@ use crate::error::CommandError;
 /// A cursor's execution state.
 pub enum CursorBody {
     /// Results come from the plan's scan, resumed at its position.
-    Streaming { query: StreamingQuery, read_at: ReadAt },
+    Streaming {
+        query: StreamingQuery,
+        read_at: ReadAt,
+        /// A `majority` read: a later batch whose point a checkpoint passed
+        /// reads at the newer commit point (see `batch_reader`).
+        follows_commit_point: bool,
+    },
     /// Results were computed up front (in-memory sort, aggregation).
     Buffered(BufferedResults),
     /// `local.oplog.rs` in natural order, possibly tailable.
@@ -78,10 +84,14 @@ impl CursorBody {
         timing: BatchTiming,
     ) -> Result<(Vec<Document>, bool), CommandError> {
         match self {
-            CursorBody::Streaming { query, read_at } => {
+            CursorBody::Streaming {
+                query,
+                read_at,
+                follows_commit_point,
+            } => {
                 let reader = match reader {
                     Some(reader) => reader,
-                    None => engine.reader(*read_at)?,
+                    None => batch_reader(engine, read_at, *follows_commit_point)?,
                 };
                 let mut batch = Batch::new(limits);
                 let finished = query.fill(&reader, &mut batch, timing.deadline)?;
@@ -102,5 +112,27 @@ impl CursorBody {
                 Ok((batch.into_documents(), finished))
             }
         }
+    }
+}
+
+/// The reader of a streaming cursor's later batch. A `majority` cursor
+/// whose read point a checkpoint passed reads on at the stable timestamp
+/// (the commit point, which no checkpoint passes) and keeps that point:
+/// MongoDB reads each getMore of a majority read at the committed snapshot
+/// current then. Any other cursor keeps its point or fails.
+fn batch_reader(
+    engine: &Arc<Engine>,
+    read_at: &mut ReadAt,
+    follows_commit_point: bool,
+) -> Result<Reader, StorageError> {
+    match engine.reader(*read_at) {
+        Err(StorageError::SnapshotTooOld(_)) if follows_commit_point => {
+            let Some(stable) = engine.stable_timestamp() else {
+                return engine.reader(*read_at);
+            };
+            *read_at = ReadAt::At(stable);
+            engine.reader(*read_at)
+        }
+        other => other,
     }
 }

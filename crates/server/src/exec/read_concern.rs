@@ -39,6 +39,12 @@ impl ReadPoint {
         }
     }
 
+    /// A `majority` read: a chosen timestamp the cursor does not pin (the
+    /// newest committed state, wherever the commit point is when read).
+    pub fn follows_commit_point(self) -> bool {
+        !self.pinned && matches!(self.at, ReadAt::At(_))
+    }
+
     /// Where the batches after the first read, given the timestamp the
     /// first batch's reader read at.
     pub fn kept_by_cursor(self, first_read: slipstream_storage::Timestamp) -> ReadAt {

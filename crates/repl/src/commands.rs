@@ -35,7 +35,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetInitiate" => initiate(set, body).await,
         "replSetGetConfig" => get_config(set, body),
         "replSetReconfig" => reconfig(set, body).await,
-        "replSetGetStatus" => get_status(set),
+        "replSetGetStatus" => get_status(set, body),
         "replSetStepDown" => step_down(set, body).await,
         "replSetStepUp" => step_up(set, body).await,
         "replSetFreeze" => freeze(set, body).await,
@@ -157,8 +157,15 @@ fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
     Ok(reply)
 }
 
-fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
-    crate::report::status_document(&set.shared().report_snapshot())
+/// With `initialSyncStatus` while an initial sync runs (or after one,
+/// with `initialSync: 1`), as MongoDB's.
+fn get_status(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    let mut status = crate::report::status_document(&set.shared().report_snapshot())?;
+    let asked = body.get("initialSync").is_some_and(|v| crate::protocol::integral(v).unwrap_or(0) != 0);
+    if let Some(initial_sync) = set.shared().initial_sync.document(asked) {
+        status.insert("initialSyncStatus", initial_sync);
+    }
+    Ok(status)
 }
 
 async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {

@@ -25,6 +25,7 @@ pub mod election_runner;
 pub mod error;
 pub mod fault;
 pub mod heartbeat_sender;
+pub mod initial_sync;
 pub mod local_state;
 pub mod network;
 pub mod noop_writer;

@@ -92,6 +92,8 @@ pub struct Shared {
     pub config_fetch_in_flight: std::sync::atomic::AtomicBool,
     /// True once `stop` began.
     stopping: std::sync::atomic::AtomicBool,
+    /// Initial sync's live counters (written by the initial syncer).
+    pub initial_sync: Arc<crate::initial_sync::progress::Status>,
 }
 
 impl Shared {
@@ -279,6 +281,7 @@ impl ReplicaSet {
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            initial_sync: Arc::default(),
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
         });
         let node = match shared.local.read_config()? {

@@ -186,6 +186,11 @@ pub async fn configure_fail_point(ctx: &CommandContext, req: &CommandRequest) ->
     match req.body.get_str("configureFailPoint") {
         Ok(JOURNAL_FSYNC_FAIL_POINT) => configure_journal_fsync_fail_point(ctx, &req.body),
         Ok(BLOCK_MEMBERS_FAIL_POINT) => configure_block_members(ctx, &req.body),
+        Ok(name) if slipstream_repl::initial_sync::fail_point::is_known(name) => {
+            let was_on = slipstream_repl::initial_sync::fail_point::configure(name, &req.body)
+                .map_err(|bad| CommandError::bad_value(bad.0))?;
+            Ok(doc! {"count": i64::from(was_on)})
+        }
         _ => ctx.state.fail_points.configure(&req.body),
     }
 }

@@ -7,7 +7,8 @@
 //! - `initialSyncHangAfterBatch`: after each batch is copied and its
 //!   progress is durable, wait while on. `data: {batchDocuments: n}` makes
 //!   the copy's batches hold at most `n` documents meanwhile, so that a
-//!   small collection still stops half way.
+//!   small collection still stops half way; `data: {ns: "db.coll"}` hangs
+//!   only after batches of that collection.
 //!
 //! They are process-wide (one member per process).
 
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bson::{Bson, Document};
+use parking_lot::Mutex;
 
 pub const HANG_AFTER_COLLECTION: &str = "initialSyncHangAfterCollection";
 pub const HANG_AFTER_BATCH: &str = "initialSyncHangAfterBatch";
@@ -25,6 +27,8 @@ static AFTER_COLLECTION: AtomicBool = AtomicBool::new(false);
 static AFTER_BATCH: AtomicBool = AtomicBool::new(false);
 /// 0: no override of the copy's batch size.
 static BATCH_DOCUMENTS: AtomicU64 = AtomicU64::new(0);
+/// Only batches of this namespace hang (`None`: every one).
+static BATCH_NS: Mutex<Option<String>> = Mutex::new(None);
 
 pub fn is_known(name: &str) -> bool {
     name == HANG_AFTER_COLLECTION || name == HANG_AFTER_BATCH
@@ -57,6 +61,8 @@ pub fn configure(name: &str, body: &Document) -> Result<bool, BadFailPoint> {
             },
         };
         BATCH_DOCUMENTS.store(documents, Ordering::SeqCst);
+        let ns = body.get_document("data").ok().and_then(|d| d.get_str("ns").ok()).map(str::to_owned);
+        *BATCH_NS.lock() = ns.filter(|_| on);
     }
     Ok(flag.swap(on, Ordering::SeqCst))
 }
@@ -71,7 +77,10 @@ pub async fn after_collection(ns: &str) {
 }
 
 pub async fn after_batch(ns: &str) {
-    hang_while(&AFTER_BATCH, HANG_AFTER_BATCH, ns).await
+    let chosen = BATCH_NS.lock().clone();
+    if chosen.is_none_or(|chosen| chosen == ns) {
+        hang_while(&AFTER_BATCH, HANG_AFTER_BATCH, ns).await
+    }
 }
 
 async fn hang_while(flag: &AtomicBool, name: &str, ns: &str) {

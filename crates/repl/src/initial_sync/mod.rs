@@ -50,6 +50,9 @@ use progress::{Phase, Progress, Status, INITIAL_SYNC_ATTEMPTS_MAX};
 
 /// Pause between failed attempts, and between looks for a source.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// How long a source that failed is passed over while another candidate
+/// exists (its heartbeats may still say it is up).
+pub const FAILED_SOURCE_AVOID: Duration = Duration::from_secs(10);
 
 /// Why an attempt stopped.
 #[derive(Debug)]
@@ -148,11 +151,17 @@ impl InitialSyncer {
 async fn run(shared: Arc<Shared>) {
     let status = shared.initial_sync.clone();
     tracing::info!(target: "repl", id = 21_164, "initial sync starting");
+    let mut avoid: Option<(String, Instant)> = None;
     loop {
         let started = Instant::now();
-        match attempt(&shared, &status).await {
+        avoid = avoid.filter(|(_, at)| at.elapsed() < FAILED_SOURCE_AVOID);
+        let avoided = avoid.as_ref().map(|(host, _)| host.as_str());
+        match attempt(&shared, &status, avoided).await {
             Ok(()) => break,
             Err(err) => {
+                if matches!(err, SyncError::Source(_)) {
+                    avoid = status.source().map(|host| (host, Instant::now()));
+                }
                 tracing::warn!(target: "repl", id = 21_200, error = %err, "initial sync attempt failed");
                 status.attempt_failed(&err.to_string(), started.elapsed());
                 if status.failed_attempts() >= INITIAL_SYNC_ATTEMPTS_MAX {
@@ -184,10 +193,11 @@ async fn run(shared: Arc<Shared>) {
 }
 
 /// Steps 1 to 6 (the module's list).
-async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>) -> Result<(), SyncError> {
+async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>) -> Result<(), SyncError> {
     let recorded = Progress::load(&shared.engine).map_err(SyncError::Local)?;
     let preferred = recorded.as_ref().map(|p| p.source.clone());
-    let host = wait_for_source(shared, preferred.as_deref()).await;
+    let host = wait_for_source(shared, preferred.as_deref(), avoid).await;
+    status.set_source(&host);
     let rbid = source::rbid(shared, &host).await?;
     let progress = match recorded {
         Some(progress) if progress.phase == Phase::Done => return Ok(()),
@@ -223,11 +233,14 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>) -> Result<(), SyncE
     Ok(())
 }
 
-/// Waits until a source is available (not counted as a failed attempt).
-async fn wait_for_source(shared: &Shared, preferred: Option<&str>) -> String {
+/// Waits until a source is available (not counted as a failed attempt);
+/// `avoid` only when it is the one candidate.
+async fn wait_for_source(shared: &Shared, preferred: Option<&str>, avoid: Option<&str>) -> String {
     loop {
-        if let Some(host) = source::candidates(shared, preferred).into_iter().next() {
-            return host;
+        let candidates = source::candidates(shared, preferred);
+        let chosen = candidates.iter().find(|host| Some(host.as_str()) != avoid).or(candidates.first());
+        if let Some(host) = chosen {
+            return host.clone();
         }
         tokio::time::sleep(RETRY_PAUSE).await;
     }

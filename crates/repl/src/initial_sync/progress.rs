@@ -203,6 +203,15 @@ impl Status {
         c.databases.clear();
     }
 
+    /// The source of the current (or last) attempt.
+    pub fn set_source(&self, host: &str) {
+        self.counters.lock().source = host.to_owned();
+    }
+
+    pub fn source(&self) -> Option<String> {
+        Some(self.counters.lock().source.clone()).filter(|host| !host.is_empty())
+    }
+
     pub fn attempt_failed(&self, why: &str, elapsed: Duration) {
         let mut c = self.counters.lock();
         c.failed_attempts += 1;

@@ -61,7 +61,11 @@ pub fn configure(name: &str, body: &Document) -> Result<bool, BadFailPoint> {
             },
         };
         BATCH_DOCUMENTS.store(documents, Ordering::SeqCst);
-        let ns = body.get_document("data").ok().and_then(|d| d.get_str("ns").ok()).map(str::to_owned);
+        let ns = body
+            .get_document("data")
+            .ok()
+            .and_then(|d| d.get_str("ns").ok())
+            .map(str::to_owned);
         *BATCH_NS.lock() = ns.filter(|_| on);
     }
     Ok(flag.swap(on, Ordering::SeqCst))

@@ -198,7 +198,9 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
     let preferred = recorded.as_ref().map(|p| p.source.clone());
     let host = wait_for_source(shared, preferred.as_deref(), avoid).await;
     status.set_source(&host);
+    tracing::debug!(target: "repl", source = %host, "initial sync chose a source");
     let rbid = source::rbid(shared, &host).await?;
+    tracing::debug!(target: "repl", source = %host, rbid, "initial sync read the source's rollback id");
     let progress = match recorded {
         Some(progress) if progress.phase == Phase::Done => return Ok(()),
         Some(progress) => match still_valid(shared, &host, rbid, progress).await? {
@@ -238,7 +240,10 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
 async fn wait_for_source(shared: &Shared, preferred: Option<&str>, avoid: Option<&str>) -> String {
     loop {
         let candidates = source::candidates(shared, preferred);
-        let chosen = candidates.iter().find(|host| Some(host.as_str()) != avoid).or(candidates.first());
+        let chosen = candidates
+            .iter()
+            .find(|host| Some(host.as_str()) != avoid)
+            .or(candidates.first());
         if let Some(host) = chosen {
             return host.clone();
         }
@@ -296,6 +301,7 @@ async fn start_over(shared: &Arc<Shared>, host: &str, rbid: i32) -> Result<Progr
     }
     let engine = shared.engine.clone();
     cloner::blocking(move || engine.bulk_reset()).await?;
+    tracing::debug!(target: "repl", "initial sync dropped anything copied before");
     let begin = source::last_entry(shared, host).await?;
     let progress = Progress::new(host.to_owned(), rbid, begin);
     let engine = shared.engine.clone();

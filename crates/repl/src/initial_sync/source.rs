@@ -47,10 +47,25 @@ pub fn candidates(shared: &Shared, preferred: Option<&str>) -> Vec<String> {
     found.into_iter().map(|(_, host)| host).collect()
 }
 
+/// A command to the source slower than this is logged.
+pub const SLOW_COMMAND: Duration = Duration::from_secs(1);
+
 /// Runs a command on the source (reads allowed on a secondary).
 pub async fn command(shared: &Arc<Shared>, host: &str, db: &str, mut body: Document) -> Result<Document, NetError> {
+    let name = body.keys().next().cloned().unwrap_or_default();
     body.insert("$readPreference", doc! {"mode": "secondaryPreferred"});
-    shared.network.run(host, db, body, SOURCE_COMMAND_TIMEOUT).await
+    let started = std::time::Instant::now();
+    let reply = shared.network.run(host, db, body, SOURCE_COMMAND_TIMEOUT).await;
+    note_slow(&name, host, started);
+    reply
+}
+
+fn note_slow(name: &str, host: &str, started: std::time::Instant) {
+    let elapsed = started.elapsed();
+    if elapsed >= SLOW_COMMAND {
+        tracing::info!(target: "repl", command = name, source = host, elapsed_ms = elapsed.as_millis() as u64,
+            "slow initial sync command");
+    }
 }
 
 /// `command` whose reply stays raw (documents copied as they arrived).
@@ -60,8 +75,12 @@ pub async fn command_raw(
     db: &str,
     mut body: Document,
 ) -> Result<RawDocumentBuf, NetError> {
+    let name = body.keys().next().cloned().unwrap_or_default();
     body.insert("$readPreference", doc! {"mode": "secondaryPreferred"});
-    shared.network.run_raw(host, db, body, SOURCE_COMMAND_TIMEOUT).await
+    let started = std::time::Instant::now();
+    let reply = shared.network.run_raw(host, db, body, SOURCE_COMMAND_TIMEOUT).await;
+    note_slow(&name, host, started);
+    reply
 }
 
 /// `replSetGetRBID`.

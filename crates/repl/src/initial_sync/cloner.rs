@@ -136,16 +136,27 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
     let (options, uuid, indexes) = (plan.options, plan.uuid, plan.indexes);
     let create_ns = ns.clone();
     blocking(move || engine.bulk_create_collection(&create_ns, options, uuid, indexes)).await?;
-    let filter = match &attempt.progress.current {
-        Some((current, id)) if *current == ns => doc! {"_id": {"$gt": id.clone()}},
-        _ => Document::new(),
+    // The `_id` index in its order; resumed, from the last `_id` copied
+    // on (`min` is inclusive and, unlike `$gt`, crosses BSON types).
+    let resume_after = match &attempt.progress.current {
+        Some((current, id)) if *current == ns => Some(id.clone()),
+        _ => None,
     };
     let batch_documents = fail_point::batch_documents_override().unwrap_or(CLONE_BATCH_DOCUMENTS) as i64;
     let db = ns.split('.').next().unwrap_or("").to_owned();
-    let find = doc! {"find": &plan.name, "filter": filter, "sort": {"_id": 1}, "batchSize": batch_documents};
+    let mut find = doc! {"find": &plan.name, "filter": {}, "hint": {"_id": 1}, "batchSize": batch_documents};
+    if let Some(id) = &resume_after {
+        find.insert("min", doc! {"_id": id.clone()});
+    }
     let mut reply = source::command_raw(&attempt.shared, &attempt.host, &db, find).await?;
+    let mut first = true;
     loop {
-        let (cursor_id, documents) = cursor_batch(&reply)?;
+        let (cursor_id, mut documents) = cursor_batch(&reply)?;
+        if std::mem::take(&mut first) {
+            if let Some(id) = &resume_after {
+                documents.retain(|document| document_id(document).as_ref() != Some(id));
+            }
+        }
         if let Some(ts) = operation_time(&reply) {
             attempt.progress.max_seen = attempt.progress.max_seen.max(ts);
         }
@@ -168,13 +179,15 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
     Ok(())
 }
 
+fn document_id(document: &RawDocumentBuf) -> Option<Bson> {
+    let value = document.get("_id").ok()??;
+    Bson::try_from(value).ok()
+}
+
 /// One batch into storage, then its progress record (both durable).
 async fn copy_batch(attempt: &mut Attempt, ns: &str, documents: Vec<RawDocumentBuf>) -> Result<(), SyncError> {
     let last = documents.last().expect("not empty");
-    let last_id = Document::try_from(last.as_ref())
-        .ok()
-        .and_then(|d| d.get("_id").cloned())
-        .ok_or_else(|| SyncError::protocol("a copied document without _id"))?;
+    let last_id = document_id(last).ok_or_else(|| SyncError::protocol("a copied document without _id"))?;
     let count = documents.len() as u64;
     let engine = attempt.shared.engine.clone();
     let load_ns = ns.to_owned();

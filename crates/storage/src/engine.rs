@@ -66,6 +66,7 @@ use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
 mod apply_batch;
+mod bulk_load;
 mod cluster_time;
 mod local_view;
 mod validate;

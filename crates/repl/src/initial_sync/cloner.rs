@@ -16,7 +16,9 @@ use slipstream_storage::IndexSpec;
 
 use super::progress::Progress;
 use super::source::{self, count_of, cursor_batch, operation_time};
-use super::{fail_point, Attempt, SyncError};
+use super::{Attempt, SyncError};
+use crate::fail_points::{INITIAL_SYNC_HANG_AFTER_BATCH, INITIAL_SYNC_HANG_AFTER_COLLECTION};
+use crate::replica_set::Shared;
 
 /// Most documents one copy batch asks for (storage's bulk load takes at
 /// most `BULK_INSERT_DOCUMENTS_MAX`); replies are bounded to 16 MB anyway.
@@ -142,7 +144,7 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
         Some((current, id)) if *current == ns => Some(id.clone()),
         _ => None,
     };
-    let batch_documents = fail_point::batch_documents_override().unwrap_or(CLONE_BATCH_DOCUMENTS) as i64;
+    let batch_documents = batch_documents(&attempt.shared);
     let db = ns.split('.').next().unwrap_or("").to_owned();
     let mut find = doc! {"find": &plan.name, "filter": {}, "hint": {"_id": 1}, "batchSize": batch_documents};
     if let Some(id) = &resume_after {
@@ -162,7 +164,7 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
         }
         if !documents.is_empty() {
             copy_batch(attempt, &ns, documents).await?;
-            fail_point::after_batch(&ns).await;
+            hang_after_batch(&attempt.shared, &ns).await;
         }
         if cursor_id == 0 {
             break;
@@ -175,8 +177,46 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
     save(attempt).await?;
     attempt.status.collection_done(&ns);
     tracing::debug!(target: "repl", ns, "initial sync copied a collection");
-    fail_point::after_collection(&ns).await;
+    hang_after_collection(&attempt.shared, &ns).await;
     Ok(())
+}
+
+/// The copy's batch size: `initialSyncHangAfterBatch`'s `batchDocuments`
+/// while it is on (a test's small batches), else `CLONE_BATCH_DOCUMENTS`.
+fn batch_documents(shared: &Shared) -> i64 {
+    shared
+        .fail_points
+        .data_while_on(INITIAL_SYNC_HANG_AFTER_BATCH)
+        .and_then(|data| data.get("batchDocuments").and_then(crate::protocol::integral))
+        .filter(|n| *n > 0)
+        .map_or(CLONE_BATCH_DOCUMENTS as i64, |n| n.min(CLONE_BATCH_DOCUMENTS as i64))
+}
+
+/// `initialSyncHangAfterBatch`: waits while on, unless its `data.ns`
+/// names another collection.
+async fn hang_after_batch(shared: &Shared, ns: &str) {
+    let Some(data) = shared.fail_points.data_while_on(INITIAL_SYNC_HANG_AFTER_BATCH) else {
+        return;
+    };
+    if data.get_str("ns").is_ok_and(|chosen| chosen != ns) {
+        return;
+    }
+    tracing::info!(target: "repl", fail_point = INITIAL_SYNC_HANG_AFTER_BATCH, ns,
+        "initial sync fail point reached: hanging while it is on");
+    shared.fail_points.wait_while_on(INITIAL_SYNC_HANG_AFTER_BATCH).await;
+}
+
+/// `initialSyncHangAfterCollection`: waits while on.
+async fn hang_after_collection(shared: &Shared, ns: &str) {
+    if !shared.fail_points.is_on(INITIAL_SYNC_HANG_AFTER_COLLECTION) {
+        return;
+    }
+    tracing::info!(target: "repl", fail_point = INITIAL_SYNC_HANG_AFTER_COLLECTION, ns,
+        "initial sync fail point reached: hanging while it is on");
+    shared
+        .fail_points
+        .wait_while_on(INITIAL_SYNC_HANG_AFTER_COLLECTION)
+        .await;
 }
 
 fn document_id(document: &RawDocumentBuf) -> Option<Bson> {

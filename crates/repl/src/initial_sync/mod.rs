@@ -3,7 +3,8 @@
 //! resumable across restarts and source failures. One noun a file:
 //! `source` (which member to copy from), `cloner` (the copy),
 //! `oplog_catch_up` (applying the source's oplog up to `minValid`),
-//! `progress` (the durable record and the live status), `fail_point`.
+//! `progress` (the durable record and the live status). Its fail points
+//! are in `crate::fail_points` with the others.
 //!
 //! The coordinator starts it (`InitialSyncer::start`) when a member learns
 //! a configuration with an empty oplog, or restarts with an unfinished
@@ -25,11 +26,12 @@
 //!    SECONDARY and its fetcher continues from our last entry.
 //!
 //! A failed attempt (source gone, an error) is retried after a pause, at
-//! most `INITIAL_SYNC_ATTEMPTS_MAX` times; a crash at any step resumes at
-//! the recorded step on restart.
+//! most `numInitialSyncAttempts` times (a server parameter, MongoDB's 10):
+//! then the process stops with a fatal log line naming the last error, as
+//! MongoDB's fassert does, since only an operator can tell why every source
+//! fails. A crash at any step resumes at the recorded step on restart.
 
 pub mod cloner;
-pub mod fail_point;
 pub mod oplog_catch_up;
 pub mod progress;
 pub mod source;
@@ -46,7 +48,7 @@ use crate::coordinator::{fatal, Input};
 use crate::error::ReplError;
 use crate::network::NetError;
 use crate::replica_set::Shared;
-use progress::{Phase, Progress, Status, INITIAL_SYNC_ATTEMPTS_MAX};
+use progress::{attempts_max, Phase, Progress, Status};
 
 /// Pause between failed attempts, and between looks for a source.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(500);
@@ -164,10 +166,13 @@ async fn run(shared: Arc<Shared>) {
                 }
                 tracing::warn!(target: "repl", id = 21_200, error = %err, "initial sync attempt failed");
                 status.attempt_failed(&err.to_string(), started.elapsed());
-                if status.failed_attempts() >= INITIAL_SYNC_ATTEMPTS_MAX {
-                    // MongoDB fasserts too: an operator must look.
+                let limit = attempts_max();
+                if status.failed_attempts() >= limit {
+                    tracing::error!(target: "repl", id = 21_200, attempts = status.failed_attempts(), limit,
+                        error = %err, "initial sync attempts exhausted (numInitialSyncAttempts): the process stops");
                     fatal(&format!(
-                        "initial sync failed {INITIAL_SYNC_ATTEMPTS_MAX} times; last: {err}"
+                        "initial sync failed {} times (numInitialSyncAttempts is {limit}); last error: {err}",
+                        status.failed_attempts()
                     ));
                 }
                 tokio::time::sleep(RETRY_PAUSE).await;

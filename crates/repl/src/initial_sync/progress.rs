@@ -21,8 +21,30 @@ use crate::protocol::{integral, optime_document};
 
 /// The local document's name (`local.replset.initialSync`).
 pub const PROGRESS_DOCUMENT: &str = "replset.initialSync";
-/// MongoDB's `numInitialSyncAttempts`.
-pub const INITIAL_SYNC_ATTEMPTS_MAX: u32 = 10;
+/// MongoDB's default `numInitialSyncAttempts`.
+pub const INITIAL_SYNC_ATTEMPTS_DEFAULT: u32 = 10;
+/// The most `numInitialSyncAttempts` may be set to (MongoDB's own bound is
+/// `i32::MAX`; a named limit keeps the status field an i32).
+pub const INITIAL_SYNC_ATTEMPTS_LIMIT: u32 = 1_000_000;
+
+/// `numInitialSyncAttempts`: failed attempts after which the process stops.
+/// A server parameter, so process-wide as MongoDB's (one member a process).
+static INITIAL_SYNC_ATTEMPTS_MAX: std::sync::atomic::AtomicU32 =
+    std::sync::atomic::AtomicU32::new(INITIAL_SYNC_ATTEMPTS_DEFAULT);
+
+/// The current `numInitialSyncAttempts`.
+pub fn attempts_max() -> u32 {
+    INITIAL_SYNC_ATTEMPTS_MAX.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Sets `numInitialSyncAttempts` (1 to `INITIAL_SYNC_ATTEMPTS_LIMIT`);
+/// returns the previous value, or `None` when out of range.
+pub fn set_attempts_max(attempts: i64) -> Option<u32> {
+    let attempts = u32::try_from(attempts)
+        .ok()
+        .filter(|n| (1..=INITIAL_SYNC_ATTEMPTS_LIMIT).contains(n))?;
+    Some(INITIAL_SYNC_ATTEMPTS_MAX.swap(attempts, std::sync::atomic::Ordering::AcqRel))
+}
 /// How often the progress line is logged while copying.
 pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(3);
 /// Attempts kept in `initialSyncAttempts` (the newest).
@@ -335,7 +357,7 @@ impl Status {
         }
         let mut document = doc! {
             "failedInitialSyncAttempts": c.failed_attempts as i32,
-            "maxFailedInitialSyncAttempts": INITIAL_SYNC_ATTEMPTS_MAX as i32,
+            "maxFailedInitialSyncAttempts": attempts_max() as i32,
             "initialSyncStart": bson::DateTime::from_millis(c.started_wall_ms),
             "totalInitialSyncElapsedMillis": elapsed_ms,
             "initialSyncAttempts": c.attempts.clone(),

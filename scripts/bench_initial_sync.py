@@ -8,6 +8,10 @@ measured. Prints one JSON line:
   {"bench": "initial-sync", "data_mb": ..., "documents": ..., "indexes": ...,
    "elapsed_s": ..., "copy_mb_per_s": ..., "index_keys": ...}
 
+cpu_s is the new member's user+system CPU seconds over the sync (from
+/proc), printed beside the wall time since a loaded machine stretches the
+latter; load_average_1m says how loaded it was.
+
 copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
 divided by the time to SECONDARY, which includes choosing the source, the
 copy with its index builds (indexes are maintained as documents arrive),
@@ -31,6 +35,13 @@ sys.path.insert(0, str(REPO / "python"))
 LOAD_THREADS = 4
 INSERT_BATCH = 1000
 SYNC_TIMEOUT_S = 1800
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def load(rs, total_bytes: int, doc_bytes: int) -> int:
@@ -77,10 +88,13 @@ def main() -> int:
         config = rs.config()
         config["version"] += 1
         config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
+        pid = int(rs.member(added)["pid"])
+        cpu_before = cpu_seconds(pid)
         started = time.monotonic()
         rs.direct(primary).admin.command("replSetReconfig", config)
         rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
         elapsed = time.monotonic() - started
+        cpu_s = cpu_seconds(pid) - cpu_before
         status = rs.direct(added).admin.command("replSetGetStatus", initialSync=1).get("initialSyncStatus", {})
         copied = rs.direct(added).bench.docs.estimated_document_count()
         data_bytes = int(stats.get("dataSize", 0))
@@ -94,6 +108,9 @@ def main() -> int:
             "bytes_copied": status.get("approxTotalBytesCopied"),
             "elapsed_s": round(elapsed, 2),
             "copy_mb_per_s": round(data_bytes / 1048576 / elapsed, 1),
+            "cpu_s": round(cpu_s, 2),
+            "copy_mb_per_cpu_s": round(data_bytes / 1048576 / max(cpu_s, 0.01), 1),
+            "load_average_1m": round(os.getloadavg()[0], 1),
         }))
         return 0 if copied == documents else 1
     finally:

@@ -4,7 +4,9 @@
 //! `replSetStepDown`, `replSetStepUp`, `replSetFreeze`, `replSetSyncFrom`,
 //! `replSetMaintenance`, `replSetGetRBID`, `appendOplogNote`) and the three
 //! members send each other (`replSetHeartbeat`, `replSetRequestVotes`,
-//! `replSetUpdatePosition`). Replies are the fields without `ok`.
+//! `replSetUpdatePosition`), and `replSetInitialSyncHold`, with which a
+//! member in initial sync leases its begin point on its source's oplog.
+//! Replies are the fields without `ok`.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetHeartbeat" => heartbeat(set, body).await,
         "replSetRequestVotes" => request_votes(set, body).await,
         "replSetUpdatePosition" => update_position(set, body).await,
+        "replSetInitialSyncHold" => crate::initial_sync::oplog_hold::serve(set.shared(), body),
         other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
     }
 }

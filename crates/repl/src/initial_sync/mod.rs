@@ -33,6 +33,7 @@
 
 pub mod cloner;
 pub mod oplog_catch_up;
+pub mod oplog_hold;
 pub mod progress;
 pub mod source;
 
@@ -214,6 +215,8 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
         },
         None => start_over(shared, &host, rbid).await?,
     };
+    // The source keeps its oplog from the begin point on while we need it.
+    let _lease = oplog_hold::Lease::start(shared, &host, progress.begin.ts).await;
     status.begin_attempt(&host, progress.begin);
     let mut attempt = Attempt {
         shared: shared.clone(),

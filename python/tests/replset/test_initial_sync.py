@@ -54,6 +54,21 @@ def _wait_oplog_moved_on(rs, timeout: float = 30) -> None:
         time.sleep(0.5)
 
 
+def _oplog_window(rs, i: int) -> dict:
+    return rs.direct(i).admin.command("replSetGetStatus")["oplogWindow"]
+
+
+def _fill_oplog_past(rs, i: int, ts, timeout: float = 60) -> None:
+    """Writes until member i's oplog no longer holds `ts`."""
+    deadline = time.monotonic() + timeout
+    filler = rs.client().get_database("other").filler
+    while _oplog_window(rs, i)["earliestOptime"] <= ts:
+        assert time.monotonic() < deadline, f"member {i}'s oplog still holds {ts}: {_oplog_window(rs, i)}"
+        filler.insert_many([{"pad": "f" * 16_000} for _ in range(50)])
+        time.sleep(0.5)
+    filler.drop()
+
+
 class Writer(threading.Thread):
     """A steady write load on the primary: inserts, updates, deletes."""
 
@@ -176,6 +191,15 @@ def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):
     users = app["app.users"]
     assert (users["documentsToCopy"], users["documentsCopied"], users["fetchedBatches"]) == (USERS, 200, 1), status
     assert users["indexes"] == 2
+
+    # The source holds the copy's begin point on its oplog (issue 8 item
+    # 5): writes that roll the other member's 1 MB oplog over leave the
+    # source's from the begin point on.
+    source = rs.id_of(status["syncSourceHost"])
+    other = next(i for i in rs.ids() if i not in (source, added))
+    held = _oplog_window(rs, source)["initialSyncHeldFrom"]
+    _fill_oplog_past(rs, other, held)
+    assert _oplog_window(rs, source)["earliestOptime"] <= held, _oplog_window(rs, source)
 
     rs.kill(added)
     rs.restart(added)  # the fail point is gone with the process

@@ -39,7 +39,11 @@ pub fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplError> {
         .map_err(|_| ReplError::type_mismatch("replSetInitialSyncHold needs a string 'holder'"))?;
     let from = match body.get("from") {
         Some(Bson::Timestamp(ts)) => from_bson_timestamp(*ts),
-        _ => return Err(ReplError::type_mismatch("replSetInitialSyncHold needs a timestamp 'from'")),
+        _ => {
+            return Err(ReplError::type_mismatch(
+                "replSetInitialSyncHold needs a timestamp 'from'",
+            ))
+        }
     };
     let lease_ms = body
         .get("leaseMillis")

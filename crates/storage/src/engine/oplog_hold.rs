@@ -54,13 +54,18 @@ impl OplogHolds {
         if !self.holds.contains_key(holder) && self.holds.len() >= OPLOG_HOLDS_MAX {
             return Err(OplogHoldError::TooManyHolders(self.holds.len()));
         }
-        self.holds.insert(holder.to_owned(), (from, now + lease.min(OPLOG_HOLD_LEASE_MAX)));
+        self.holds
+            .insert(holder.to_owned(), (from, now + lease.min(OPLOG_HOLD_LEASE_MAX)));
         Ok(())
     }
 
     /// The oldest entry a live hold needs.
     pub(crate) fn floor(&self, now: Instant) -> Option<Timestamp> {
-        self.holds.values().filter(|(_, until)| *until > now).map(|(from, _)| *from).min()
+        self.holds
+            .values()
+            .filter(|(_, until)| *until > now)
+            .map(|(from, _)| *from)
+            .min()
     }
 }
 
@@ -104,7 +109,11 @@ mod tests {
         holds.set("b:2", ts(10), Duration::from_secs(1), now).unwrap();
         assert_eq!(holds.floor(now), Some(ts(10)));
         assert_eq!(retain_floor(ts(30), holds.floor(now)), ts(10));
-        assert_eq!(retain_floor(ts(5), holds.floor(now)), ts(5), "never past the stable timestamp");
+        assert_eq!(
+            retain_floor(ts(5), holds.floor(now)),
+            ts(5),
+            "never past the stable timestamp"
+        );
         // b's lease ran out: only a's hold counts.
         assert_eq!(holds.floor(now + Duration::from_secs(2)), Some(ts(20)));
         // A zero lease releases.
@@ -117,7 +126,9 @@ mod tests {
         let now = Instant::now();
         let mut holds = OplogHolds::default();
         for i in 0..OPLOG_HOLDS_MAX {
-            holds.set(&format!("h:{i}"), ts(1), Duration::from_secs(60), now).unwrap();
+            holds
+                .set(&format!("h:{i}"), ts(1), Duration::from_secs(60), now)
+                .unwrap();
         }
         assert_eq!(
             holds.set("one:more", ts(1), Duration::from_secs(60), now),

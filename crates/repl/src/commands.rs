@@ -4,7 +4,9 @@
 //! `replSetStepDown`, `replSetStepUp`, `replSetFreeze`, `replSetSyncFrom`,
 //! `replSetMaintenance`, `replSetGetRBID`, `appendOplogNote`) and the three
 //! members send each other (`replSetHeartbeat`, `replSetRequestVotes`,
-//! `replSetUpdatePosition`). Replies are the fields without `ok`.
+//! `replSetUpdatePosition`), and `replSetInitialSyncHold`, with which a
+//! member in initial sync leases its begin point on its source's oplog.
+//! Replies are the fields without `ok`.
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetInitiate" => initiate(set, body).await,
         "replSetGetConfig" => get_config(set, body),
         "replSetReconfig" => reconfig(set, body).await,
-        "replSetGetStatus" => get_status(set),
+        "replSetGetStatus" => get_status(set, body),
         "replSetStepDown" => step_down(set, body).await,
         "replSetStepUp" => step_up(set, body).await,
         "replSetFreeze" => freeze(set, body).await,
@@ -46,6 +48,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetHeartbeat" => heartbeat(set, body).await,
         "replSetRequestVotes" => request_votes(set, body).await,
         "replSetUpdatePosition" => update_position(set, body).await,
+        "replSetInitialSyncHold" => crate::initial_sync::oplog_hold::serve(set.shared(), body),
         other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
     }
 }
@@ -157,11 +160,17 @@ fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
     Ok(reply)
 }
 
-fn get_status(set: &ReplicaSet) -> Result<Document, ReplError> {
+/// With `initialSyncStatus` while an initial sync runs (or after one,
+/// with `initialSync: 1`), as MongoDB's.
+fn get_status(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     let mut reply = crate::report::status_document(&set.shared().report_snapshot())?;
     reply.insert("oplogWindow", crate::oplog_window::window_document(&set.shared().engine));
     if let Some(last) = set.shared().rollback.last() {
         reply.insert("lastRollback", crate::rollback::status_document(&last));
+    }
+    let asked = body.get("initialSync").is_some_and(|v| crate::protocol::integral(v).unwrap_or(0) != 0);
+    if let Some(initial_sync) = set.shared().initial_sync.document(asked) {
+        reply.insert("initialSyncStatus", initial_sync);
     }
     Ok(reply)
 }

@@ -39,6 +39,7 @@ use crate::applier::Applier;
 use crate::election_runner::ElectionRunner;
 use crate::error::ReplError;
 use crate::heartbeat_sender::HeartbeatSender;
+use crate::initial_sync::InitialSyncer;
 use crate::oplog_fetcher::{HeldBatch, OplogFetcher};
 use crate::position_reporter::PositionReporter;
 use crate::replica_set::Shared;
@@ -105,6 +106,8 @@ pub enum Input {
     CheckReconfig {
         reply: CommandReply,
     },
+    /// The initial syncer finished: the member may become SECONDARY.
+    InitialSyncDone,
     Stop,
 }
 
@@ -155,6 +158,7 @@ pub struct Coordinator {
     fetcher: OplogFetcher,
     applier: Applier,
     rollback: Rollback,
+    initial_sync: InitialSyncer,
     /// The last heartbeat the node sent, reused to fetch a configuration.
     last_heartbeat: Option<Heartbeat>,
     /// Hosts of members outside our configuration (learned from their
@@ -183,6 +187,7 @@ impl Coordinator {
             fetcher: OplogFetcher::new(shared.clone()),
             applier: Applier::new(shared.clone()),
             rollback: Rollback::new(shared.clone()),
+            initial_sync: InitialSyncer::new(shared.clone()),
             rng: seed(),
             started: shared.started,
             shared,
@@ -210,6 +215,7 @@ impl Coordinator {
             tracing::info!(target: "repl", term = node.term(), state = %node.state(), member = node.id(),
                 "replica set member started");
         }
+        self.start_initial_sync_if_needed();
         // The node's first actions (a term raised past its log) carry out
         // before anything else.
         self.step(Event::Tick { election_jitter_ms: 0 }, None);
@@ -235,6 +241,7 @@ impl Coordinator {
             }
         }
         self.fetcher.stop();
+        self.initial_sync.stop();
         for waiter in self.waiters.drain(..) {
             let _ = waiter.reply.send(Err(ReplError::ShutdownInProgress));
         }
@@ -287,12 +294,12 @@ impl Coordinator {
                 }
             }
             Input::Initiate { config, me, reply } => {
-                let result = self.start_node(config, me);
+                let result = self.start_node(config, me, false);
                 let _ = reply.send(result);
             }
             Input::Adopt { config, me } => {
                 if self.node.is_none() {
-                    if let Err(err) = self.start_node(config, me) {
+                    if let Err(err) = self.start_node(config, me, true) {
                         tracing::warn!(target: "repl", error = %err, "cannot adopt the configuration received");
                     }
                 }
@@ -314,6 +321,11 @@ impl Coordinator {
                     Some(node) => node.check_reconfig_allowed().map_err(reconfig_error),
                 };
                 let _ = reply.send(result);
+            }
+            Input::InitialSyncDone => {
+                tracing::info!(target: "repl", "initial sync finished: leaving STARTUP2");
+                let (reply, _) = oneshot::channel();
+                self.command(Event::ReportState(slipstream_consensus::MemberState::Secondary), reply);
             }
             Input::Stop => unreachable!("handled by run"),
         }
@@ -339,9 +351,10 @@ impl Coordinator {
         self.step(event, None);
     }
 
-    /// `replSetInitiate` or a configuration learned while uninitialized:
-    /// the node starts from the engine's positions and the stored term.
-    fn start_node(&mut self, config: ReplSetConfig, me: MemberId) -> Result<(), ReplError> {
+    /// `replSetInitiate` or a configuration learned while uninitialized
+    /// (`may_sync`: an empty member joining syncs first): the node starts
+    /// from the engine's positions and the stored term.
+    fn start_node(&mut self, config: ReplSetConfig, me: MemberId, may_sync: bool) -> Result<(), ReplError> {
         if self.node.is_some() {
             return Err(ReplError::AlreadyInitialized);
         }
@@ -365,6 +378,9 @@ impl Coordinator {
         tracing::info!(target: "repl", set = %config.set_name, version = config.version, member = me,
             state = %node.state(), "replica set configuration installed");
         self.node = Some(node);
+        if may_sync {
+            self.start_initial_sync_if_needed();
+        }
         self.step(
             Event::Tick {
                 election_jitter_ms: jitter,
@@ -372,6 +388,20 @@ impl Coordinator {
             None,
         );
         Ok(())
+    }
+
+    /// A member with an empty oplog (or an unfinished initial sync) reports
+    /// STARTUP2, which keeps the node from pulling and standing, and syncs;
+    /// `Input::InitialSyncDone` ends it. Before the node's first tick, so
+    /// that it never chooses a sync source meanwhile.
+    fn start_initial_sync_if_needed(&mut self) {
+        let Some(node) = &self.node else { return };
+        if !crate::initial_sync::needed(&self.shared, node.config(), node.id()) {
+            return;
+        }
+        let (reply, _) = oneshot::channel();
+        self.command(Event::ReportState(slipstream_consensus::MemberState::Startup2), reply);
+        self.initial_sync.start();
     }
 
     /// Steps the node with `event` and carries out its actions; `request`

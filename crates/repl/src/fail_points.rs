@@ -12,6 +12,13 @@
 //!   reads at, until the fail point is off, so that a test can move the
 //!   commit point and a checkpoint past it before the read opens its
 //!   snapshot.
+//! - `initialSyncHangAfterCollection`: the initial sync's cloner waits
+//!   while on, after each collection is copied and its progress durable.
+//! - `initialSyncHangAfterBatch`: the cloner waits while on, after each
+//!   batch is copied and its progress durable. Its `data`:
+//!   `{batchDocuments: n}` makes the copy's batches hold at most `n`
+//!   documents while on (so that a small collection still stops half way),
+//!   `{ns: "db.coll"}` hangs only after batches of that collection.
 //!
 //! A companion either asks `is_on` at a step, or parks in `wait_while_on`.
 //! Modes are MongoDB's `alwaysOn`, `off` and `{times: n}` (each `is_on` that
@@ -28,13 +35,22 @@ use crate::error::ReplError;
 
 /// The oplog fetcher pauses while on.
 pub const STOP_REPL_PRODUCER: &str = "stopReplProducer";
+/// The initial sync's cloner pauses after a collection while on.
+pub const INITIAL_SYNC_HANG_AFTER_COLLECTION: &str = "initialSyncHangAfterCollection";
+/// The initial sync's cloner pauses after a batch while on.
+pub const INITIAL_SYNC_HANG_AFTER_BATCH: &str = "initialSyncHangAfterBatch";
 
 /// A `majority` read waits after choosing its read point while on.
 pub const HANG_AFTER_MAJORITY_READ_POINT: &str = "hangAfterMajorityReadPointChosen";
 
 /// Every fail point this crate knows, in the order `configureFailPoint`'s
 /// refusals list them.
-pub const NAMES: &[&str] = &[STOP_REPL_PRODUCER, HANG_AFTER_MAJORITY_READ_POINT];
+pub const NAMES: &[&str] = &[
+    STOP_REPL_PRODUCER,
+    INITIAL_SYNC_HANG_AFTER_COLLECTION,
+    INITIAL_SYNC_HANG_AFTER_BATCH,
+    HANG_AFTER_MAJORITY_READ_POINT,
+];
 
 #[derive(Clone, Debug, PartialEq)]
 enum Mode {
@@ -144,6 +160,16 @@ impl ReplFailPoints {
         }
         *state.fired.entry(name).or_insert(0) += 1;
         Some(data)
+    }
+
+    /// The `data` of `name` while it is on, without using a turn.
+    pub fn data_while_on(&self, name: &str) -> Option<Document> {
+        self.state
+            .lock()
+            .settings
+            .iter()
+            .find(|(set, setting)| *set == name && setting.mode != Mode::Times(0))
+            .map(|(_, setting)| setting.data.clone())
     }
 
     /// Whether `name` is on, without using a turn.

@@ -27,6 +27,7 @@ pub mod error;
 pub mod fail_points;
 pub mod fault;
 pub mod heartbeat_sender;
+pub mod initial_sync;
 pub mod local_state;
 pub mod network;
 pub mod noop_writer;

@@ -24,17 +24,22 @@ pub fn window_hours(first: Timestamp, last: Timestamp) -> f64 {
 }
 
 /// `{earliestOptime, latestOptime, windowHours, sizeBytes, maxSizeBytes,
-/// retainedFrom}`.
+/// retainedFrom}`, and `initialSyncHeldFrom` while an initial sync reading
+/// from this member holds older entries (`initial_sync/oplog_hold.rs`).
 pub fn window_document(engine: &Engine) -> Document {
     let stats = engine.stats();
-    doc! {
+    let mut window = doc! {
         "earliestOptime": bson_timestamp(stats.oplog_first),
         "latestOptime": bson_timestamp(stats.oplog_last),
         "windowHours": window_hours(stats.oplog_first, stats.oplog_last),
         "sizeBytes": stats.oplog_size_bytes as i64,
         "maxSizeBytes": stats.oplog_size_cap_bytes as i64,
         "retainedFrom": bson_timestamp(stats.checkpoint_timestamp),
+    };
+    if let Some(held) = engine.oplog_hold_floor() {
+        window.insert("initialSyncHeldFrom", bson_timestamp(held));
     }
+    window
 }
 
 #[cfg(test)]

@@ -96,6 +96,8 @@ pub struct Shared {
     stopping: std::sync::atomic::AtomicBool,
     /// Test-only fail points the companions consult (`configureFailPoint`).
     pub fail_points: crate::fail_points::ReplFailPoints,
+    /// Initial sync's live counters (written by the initial syncer).
+    pub initial_sync: Arc<crate::initial_sync::progress::Status>,
 }
 
 impl Shared {
@@ -310,6 +312,7 @@ impl ReplicaSet {
             metrics: ReplMetrics::new(crate::oplog_fetcher::FETCH_BUFFER_BYTES_MAX),
             process_id: bson::oid::ObjectId::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            initial_sync: Arc::default(),
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
             fail_points: crate::fail_points::ReplFailPoints::default(),
         });

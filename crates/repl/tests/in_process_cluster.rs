@@ -1,7 +1,10 @@
 //! Three members in one process over an in-memory `Network`: real engines
 //! on real files, real coordinators and companions; only the transport is
 //! replaced (commands are handed to the target member's `Topology`, and a
-//! tiny oplog server answers the fetcher's `find` / `getMore`). The test
+//! tiny oplog server answers the fetcher's `find` / `getMore`, a tiny data
+//! server the initial sync's `listDatabases`, `listCollections`,
+//! `listIndexes`, `count` and `find`: members that join empty initial-sync
+//! from the initiator, as a real process does). The test
 //! drives an election, a replicated majority write, a partition of the
 //! primary, a new election, a write the isolated primary takes alone, and
 //! the heal that rolls it back.
@@ -74,6 +77,9 @@ impl Router {
         let name = body.keys().next().cloned().unwrap_or_default();
         let mut reply = match name.as_str() {
             "find" | "getMore" if db == "local" => self.oplog_query(host, &engine, &name, &body).await?,
+            "listDatabases" | "listCollections" | "listIndexes" | "count" | "find" => {
+                data_query(&engine, db, &name, &body)?
+            }
             _ => set.run_command(&name, &body).await.map_err(command_error)?,
         };
         if matches!(name.as_str(), "find" | "getMore") {
@@ -97,13 +103,21 @@ impl Router {
         let protocol = |why: &str| NetError::Protocol(why.to_owned());
         if name == "find" {
             let filter = body.get_document("filter").cloned().unwrap_or_default();
-            let bound = |op: &str| {
-                filter.get_document("ts").ok().and_then(|ts| match ts.get(op) {
+            let bound = |op: &str| match filter.get("ts") {
+                // `{ts: <timestamp>}` (an initial sync's "does the source
+                // still hold this entry"): the entries from it on.
+                Some(Bson::Timestamp(ts)) if op == "$gte" => Some(from_bson_timestamp(*ts)),
+                Some(Bson::Document(ts)) => match ts.get(op) {
                     Some(Bson::Timestamp(ts)) => Some(from_bson_timestamp(*ts)),
                     _ => None,
-                })
+                },
+                _ => None,
             };
-            let limit = body.get_i64("limit").unwrap_or(5000) as usize;
+            let limit = match body.get("limit") {
+                Some(Bson::Int32(n)) => *n as usize,
+                Some(Bson::Int64(n)) => *n as usize,
+                _ => 5000,
+            };
             let entries = if body.get_document("sort").is_ok_and(|s| s.contains_key("$natural")) {
                 engine.oplog_read_newest_at_or_before(bound("$lte").unwrap_or(Timestamp::MAX), limit)
             } else {
@@ -142,6 +156,70 @@ impl Router {
                 return Ok(doc! {"cursor": {"id": id, "ns": "local.oplog.rs", "nextBatch": documents}});
             }
             let _ = tokio::time::timeout_at(deadline, watch.changed()).await;
+        }
+    }
+}
+
+/// What an initial sync reads of the source's data, over the engine:
+/// every reply is one batch (cursor id 0), as these tests copy little.
+/// Options it does not model (`min`, a filter) are refused, so that a
+/// sync that needs them fails loudly instead of copying the wrong thing.
+fn data_query(engine: &Arc<Engine>, db: &str, name: &str, body: &Document) -> Result<Document, NetError> {
+    let protocol = |why: String| NetError::Protocol(why);
+    let reader = engine.reader(ReadAt::Latest).map_err(|e| protocol(e.to_string()))?;
+    let collection = |key: &str| format!("{db}.{}", body.get_str(key).unwrap_or_default());
+    match name {
+        "listDatabases" => {
+            let databases: Vec<Document> = engine
+                .list_databases()
+                .into_iter()
+                .filter(|name| name != "local")
+                .map(|name| doc! {"name": name, "sizeOnDisk": 0_i64, "empty": false})
+                .collect();
+            Ok(doc! {"databases": databases})
+        }
+        "listCollections" => {
+            let collections: Vec<Document> = engine
+                .list_collections(db)
+                .into_iter()
+                .map(|info| {
+                    let name = info.ns.split_once('.').map_or("", |(_, name)| name).to_owned();
+                    doc! {"name": name, "type": "collection", "options": info.options,
+                    "info": {"uuid": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: info.uuid.bytes().to_vec()}}}
+                })
+                .collect();
+            Ok(doc! {"cursor": {"id": 0_i64, "ns": format!("{db}.$cmd.listCollections"), "firstBatch": collections}})
+        }
+        "listIndexes" => {
+            let ns = collection("listIndexes");
+            let info = engine.collection_info(&ns).ok_or_else(|| NetError::Command {
+                code: 26,
+                message: format!("ns does not exist: {ns}"),
+                reply: doc! {"ok": 0.0, "code": 26},
+            })?;
+            let specs: Vec<Document> = info.indexes.iter().map(|spec| spec.to_document()).collect();
+            Ok(doc! {"cursor": {"id": 0_i64, "ns": ns, "firstBatch": specs}})
+        }
+        "count" => {
+            let n = reader
+                .count(&collection("count"))
+                .map_err(|e| protocol(e.to_string()))?;
+            Ok(doc! {"n": n as i64})
+        }
+        _ => {
+            if body.contains_key("min") || body.get_document("filter").is_ok_and(|f| !f.is_empty()) {
+                return Err(protocol(format!(
+                    "the in-memory network does not serve this find: {body}"
+                )));
+            }
+            let ns = collection("find");
+            let documents: Vec<Document> = reader
+                .scan(&ns, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
+                .map_err(|e| protocol(e.to_string()))?
+                .into_iter()
+                .map(|(_, document)| document)
+                .collect();
+            Ok(doc! {"cursor": {"id": 0_i64, "ns": ns, "firstBatch": documents}})
         }
     }
 }

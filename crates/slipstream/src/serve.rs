@@ -31,8 +31,20 @@ pub fn run(args: ServeArgs) -> ExitCode {
     for parameter in &args.set_parameter {
         match parameter.split_once('=') {
             Some(("enableTestCommands", value)) => enable_test_commands = matches!(value, "1" | "true"),
+            Some(("numInitialSyncAttempts", value)) => {
+                let set = value
+                    .parse::<i64>()
+                    .ok()
+                    .and_then(slipstream_repl::initial_sync::progress::set_attempts_max);
+                if set.is_none() {
+                    eprintln!("error: --setParameter numInitialSyncAttempts must be a positive integer, not '{value}'");
+                    return ExitCode::from(2);
+                }
+            }
             _ => {
-                eprintln!("error: unsupported --setParameter '{parameter}' (only enableTestCommands=1 is known)");
+                eprintln!(
+                    "error: unsupported --setParameter '{parameter}' (known: enableTestCommands, numInitialSyncAttempts)"
+                );
                 return ExitCode::from(2);
             }
         }

@@ -130,7 +130,10 @@ pub(crate) fn checkpoint(inner: &Inner) -> Result<Timestamp, StorageError> {
     inner.store.install_base(BaseView { kv: snapshot, ts: stable });
     inner.catalog.write().fold_to(stable);
     let pruned = inner.store.prune();
-    inner.journal.set_retain_from(stable);
+    // An initial sync reading from this member may still need older
+    // entries (`engine/oplog_hold.rs`).
+    let hold = inner.oplog_holds.lock().floor(std::time::Instant::now());
+    inner.journal.set_retain_from(crate::engine::retain_floor(stable, hold));
     let elapsed_ms = started.elapsed().as_millis() as u64;
     inner.checkpoints.fetch_add(1, Ordering::Relaxed);
     inner.last_checkpoint_ms.store(elapsed_ms, Ordering::Relaxed);

@@ -66,11 +66,15 @@ use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
 mod apply_batch;
+mod bulk_load;
 mod cluster_time;
 mod local_view;
+mod oplog_hold;
 mod validate;
 mod write_gate;
 
+pub(crate) use oplog_hold::retain_floor;
+pub use oplog_hold::{OplogHoldError, OPLOG_HOLD_LEASE_MAX};
 pub use write_gate::WriteGate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;
@@ -255,6 +259,8 @@ pub(crate) struct Inner {
     pub stable_ts: Mutex<Option<Timestamp>>,
     /// Serializes checkpoints and rollbacks.
     pub checkpoint_lock: Mutex<()>,
+    /// Initial syncs' leases on old oplog entries (`oplog_hold.rs`).
+    pub oplog_holds: Mutex<oplog_hold::OplogHolds>,
     /// Set when a checkpoint commit failed: no more writes.
     pub poisoned: Mutex<Option<String>>,
     pub shutting_down: AtomicBool,
@@ -495,6 +501,7 @@ impl Engine {
             visible_tx,
             stable_ts: Mutex::new(stable_ts),
             checkpoint_lock: Mutex::new(()),
+            oplog_holds: Mutex::new(oplog_hold::OplogHolds::default()),
             poisoned: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),

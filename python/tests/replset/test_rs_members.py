@@ -11,6 +11,7 @@ from pymongo import WriteConcern
 from pymongo.errors import NotPrimaryError, PyMongoError
 
 CATCH_UP_TIMEOUT_S = 30
+INITIAL_SYNC_TIMEOUT_S = 120
 
 
 def test_an_arbiter_votes_and_holds_no_data(make_replset):
@@ -79,7 +80,9 @@ def test_reconfig_adds_and_removes_a_member(make_replset):
     config["version"] += 1
     config["members"].append({"_id": added, "host": rs.host(added)})
     rs.direct(rs.primary()).admin.command("replSetReconfig", config)
-    rs.wait_state(added, "SECONDARY", timeout=CATCH_UP_TIMEOUT_S)
+    # An empty member joins by initial sync (STARTUP2: about 20 commands to
+    # its source, seconds each on a loaded machine's debug build).
+    rs.wait_state(added, "SECONDARY", timeout=INITIAL_SYNC_TIMEOUT_S)
     deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
     while rs.direct(added).t.c.count_documents({}) != 100:
         assert time.monotonic() < deadline, "the new member never caught up"

@@ -73,6 +73,11 @@ const PARAMETERS: &[ParameterSpec] = &[
         set: Some(set_ttl_monitor_enabled),
     },
     ParameterSpec {
+        name: "numInitialSyncAttempts",
+        value: |_| Bson::Int32(slipstream_repl::initial_sync::progress::attempts_max() as i32),
+        set: Some(set_num_initial_sync_attempts),
+    },
+    ParameterSpec {
         name: "transactionLifetimeLimitSeconds",
         value: |_| Bson::Int32(60),
         set: None,
@@ -115,6 +120,24 @@ fn set_ttl_monitor_sleep_secs(state: &ServerState, value: &Bson) -> Result<Bson,
         )));
     }
     Ok(Bson::Int32(state.parameters.set_ttl_monitor_sleep_secs(seconds as u64) as i32))
+}
+
+/// `numInitialSyncAttempts`: failed initial sync attempts before the
+/// process stops, at least 1.
+fn set_num_initial_sync_attempts(_state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {
+    let attempts = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(n) if n.fract() == 0.0 => *n as i64,
+        _ => return Err(CommandError::bad_value("numInitialSyncAttempts must be an integer")),
+    };
+    let previous = slipstream_repl::initial_sync::progress::set_attempts_max(attempts).ok_or_else(|| {
+        CommandError::bad_value(format!(
+            "Invalid value for parameter numInitialSyncAttempts: {attempts} is not between 1 and {}",
+            slipstream_repl::initial_sync::progress::INITIAL_SYNC_ATTEMPTS_LIMIT
+        ))
+    })?;
+    Ok(Bson::Int32(previous as i32))
 }
 
 fn set_ttl_monitor_enabled(state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {

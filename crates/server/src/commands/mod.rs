@@ -345,6 +345,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     replication("replSetHeartbeat"),
     replication("replSetRequestVotes"),
     replication("replSetUpdatePosition"),
+    replication("replSetInitialSyncHold"),
     replication("appendOplogNote").write_concern(WriteConcernUse::Always),
 ];
 

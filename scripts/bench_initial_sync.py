@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Initial sync throughput on loopback (issue 8): a one-member set is loaded
+with about --mb megabytes of documents (--doc-bytes each, two secondary
+indexes), a member with an empty data directory is added by
+replSetReconfig, and the time from the reconfig until it is SECONDARY is
+measured. Prints one JSON line:
+
+  {"bench": "initial-sync", "data_mb": ..., "documents": ..., "indexes": ...,
+   "elapsed_s": ..., "copy_mb_per_s": ..., "index_keys": ...}
+
+cpu_s is the new member's user+system CPU seconds over the sync (from
+/proc), printed beside the wall time since a loaded machine stretches the
+latter; load_average_1m says how loaded it was.
+
+copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
+divided by the time to SECONDARY, which includes choosing the source, the
+copy with its index builds (indexes are maintained as documents arrive),
+and the oplog catch-up. The release binary is used unless --bin says
+otherwise (cargo build -p slipstream --release --bin slipstream first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+LOAD_THREADS = 4
+INSERT_BATCH = 1000
+SYNC_TIMEOUT_S = 1800
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def load(rs, total_bytes: int, doc_bytes: int) -> int:
+    """Inserts documents until `total_bytes`; returns how many."""
+    from pymongo import ASCENDING, WriteConcern
+
+    coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
+    coll.create_index([("k", ASCENDING)])
+    coll.create_index([("tag", ASCENDING), ("k", ASCENDING)])
+    pad = "p" * max(0, doc_bytes - 60)
+    count = max(1, total_bytes // doc_bytes)
+    batches = list(range(0, count, INSERT_BATCH))
+
+    def worker(part: list[int]) -> None:
+        for start in part:
+            end = min(count, start + INSERT_BATCH)
+            coll.insert_many([{"_id": i, "k": i * 7919 % count, "tag": f"t{i % 100}", "pad": pad}
+                              for i in range(start, end)], ordered=False)
+
+    threads = [threading.Thread(target=worker, args=(batches[i::LOAD_THREADS],)) for i in range(LOAD_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--doc-bytes", type=int, default=1000)
+    parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
+    args = parser.parse_args()
+    os.environ["SLIPSTREAM_BIN"] = args.bin
+    from slipstream_testing import ReplicaSet
+
+    rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
+    rs.start()
+    try:
+        documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes)
+        primary = rs.primary()
+        stats = rs.direct(primary).bench.command("dbStats")
+        added = rs.add_member()
+        config = rs.config()
+        config["version"] += 1
+        config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
+        pid = int(rs.member(added)["pid"])
+        cpu_before = cpu_seconds(pid)
+        started = time.monotonic()
+        rs.direct(primary).admin.command("replSetReconfig", config)
+        rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+        elapsed = time.monotonic() - started
+        cpu_s = cpu_seconds(pid) - cpu_before
+        status = rs.direct(added).admin.command("replSetGetStatus", initialSync=1).get("initialSyncStatus", {})
+        copied = rs.direct(added).bench.docs.estimated_document_count()
+        data_bytes = int(stats.get("dataSize", 0))
+        print(json.dumps({
+            "bench": "initial-sync",
+            "data_mb": round(data_bytes / 1048576, 1),
+            "documents": documents,
+            "documents_on_new_member": copied,
+            "indexes": 3,
+            "index_keys": 2 * documents,
+            "bytes_copied": status.get("approxTotalBytesCopied"),
+            "elapsed_s": round(elapsed, 2),
+            "copy_mb_per_s": round(data_bytes / 1048576 / elapsed, 1),
+            "cpu_s": round(cpu_s, 2),
+            "copy_mb_per_cpu_s": round(data_bytes / 1048576 / max(cpu_s, 0.01), 1),
+            "load_average_1m": round(os.getloadavg()[0], 1),
+        }))
+        return 0 if copied == documents else 1
+    finally:
+        rs.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

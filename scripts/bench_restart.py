@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Restart to SECONDARY versus initial sync, by data size (issue 8 "Speed",
+seed 003's method: poll the member's state and time STARTUP2 -> RECOVERING
+-> SECONDARY).
+
+For each size: a one-member set is loaded with that many bytes of
+documents (--doc-bytes each, one secondary index); a member with an empty
+data directory is added (votes 0, priority 0) and timed from the reconfig
+to SECONDARY (initial sync); then that member is killed (SIGKILL, as a lost
+node), the primary takes --missed-writes updates, and the member is
+restarted on its own data directory and timed from the restart to
+SECONDARY (restart catch-up: recovery from its checkpoint and journal, then
+the missed entries). One JSON line per size:
+
+  {"bench": "restart-vs-initial-sync", "data_mb": ..., "documents": ...,
+   "missed_writes": ..., "initial_sync_s": ..., "initial_sync_cpu_s": ...,
+   "restart_s": ..., "restart_cpu_s": ..., "restart_states": {...}}
+
+`*_cpu_s` are the member process's user+system CPU seconds over the phase
+(from /proc), beside the wall time, because a loaded machine stretches the
+wall time. `restart_states` holds the seconds after the restart at which
+each state was first seen. With --plot, both curves go to a PNG. The data
+directories are removed afterwards. The release binary is used unless --bin
+says otherwise (cargo build -p slipstream --release --bin slipstream).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+LOAD_THREADS = 4
+INSERT_BATCH = 1000
+UPDATE_BATCH = 500
+PHASE_TIMEOUT_S = 3600
+POLL_S = 0.05
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def member_pid(rs, i: int) -> int:
+    return int(rs.member(i)["pid"])
+
+
+def load(rs, total_bytes: int, doc_bytes: int) -> int:
+    """Inserts documents until `total_bytes`; returns how many."""
+    from pymongo import ASCENDING, WriteConcern
+
+    coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
+    coll.create_index([("k", ASCENDING)])
+    pad = "p" * max(0, doc_bytes - 60)
+    count = max(1, total_bytes // doc_bytes)
+    batches = list(range(0, count, INSERT_BATCH))
+
+    def worker(part: list[int]) -> None:
+        for start in part:
+            end = min(count, start + INSERT_BATCH)
+            coll.insert_many([{"_id": i, "k": i * 7919 % count, "pad": pad} for i in range(start, end)],
+                             ordered=False)
+
+    threads = [threading.Thread(target=worker, args=(batches[i::LOAD_THREADS],)) for i in range(LOAD_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return count
+
+
+def missed_writes(rs, documents: int, writes: int) -> None:
+    """`writes` single-document updates on the primary (w: 1, batched)."""
+    from pymongo import UpdateOne, WriteConcern
+
+    coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
+    for start in range(0, writes, UPDATE_BATCH):
+        coll.bulk_write([UpdateOne({"_id": (i * 104_729) % documents}, {"$inc": {"v": 1}})
+                         for i in range(start, min(writes, start + UPDATE_BATCH))], ordered=False)
+
+
+def time_states(rs, i: int, started: float) -> dict[str, float]:
+    """Polls member `i` until SECONDARY; the first time each state was seen."""
+    seen: dict[str, float] = {}
+    deadline = started + PHASE_TIMEOUT_S
+    while True:
+        try:
+            state = rs.member_state(i)
+        except Exception:  # not listening yet
+            state = "DOWN"
+        seen.setdefault(state, round(time.monotonic() - started, 2))
+        if state == "SECONDARY":
+            return seen
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"member {i} never became SECONDARY: {seen}")
+        time.sleep(POLL_S)
+
+
+def one_size(size_mb: float, doc_bytes: int, writes: int) -> dict:
+    from slipstream_testing import ReplicaSet
+
+    rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
+    rs.start()
+    try:
+        documents = load(rs, int(size_mb * 1024 * 1024), doc_bytes)
+        primary = rs.primary()
+        data_bytes = int(rs.direct(primary).bench.command("dbStats").get("dataSize", 0))
+        added = rs.add_member()
+        config = rs.config()
+        config["version"] += 1
+        config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
+        cpu_before = cpu_seconds(member_pid(rs, added))
+        started = time.monotonic()
+        rs.direct(primary).admin.command("replSetReconfig", config)
+        sync_states = time_states(rs, added, started)
+        initial_sync_s = time.monotonic() - started
+        initial_sync_cpu_s = cpu_seconds(member_pid(rs, added)) - cpu_before
+        rs.wait_quiet([primary, added])
+
+        rs.kill(added)
+        missed_writes(rs, documents, writes)
+        started = time.monotonic()
+        rs.restart(added)
+        pid = member_pid(rs, added)
+        restart_states = time_states(rs, added, started)
+        restart_s = time.monotonic() - started
+        restart_cpu_s = cpu_seconds(pid)
+        return {
+            "bench": "restart-vs-initial-sync",
+            "data_mb": round(data_bytes / 1048576, 1),
+            "documents": documents,
+            "missed_writes": writes,
+            "initial_sync_s": round(initial_sync_s, 2),
+            "initial_sync_cpu_s": round(initial_sync_cpu_s, 2),
+            "initial_sync_states": sync_states,
+            "restart_s": round(restart_s, 2),
+            "restart_cpu_s": round(restart_cpu_s, 2),
+            "restart_states": restart_states,
+            "load_average_1m": round(os.getloadavg()[0], 1),
+        }
+    finally:
+        rs.cleanup()
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["data_mb"] / 1024 for r in results]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(sizes, [r["initial_sync_s"] for r in results], "o-", label="initial sync (empty data directory)")
+    ax.plot(sizes, [r["restart_s"] for r in results], "s-",
+            label=f"restart on its own data ({results[0]['missed_writes']} missed writes)")
+    ax.set_xlabel("data size (GB)")
+    ax.set_ylabel("seconds to SECONDARY")
+    ax.set_title("Slipstream: restart vs initial sync (release build, loopback)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes-gb", default="0.1,1", help="comma-separated data sizes in GB")
+    parser.add_argument("--doc-bytes", type=int, default=1000)
+    parser.add_argument("--missed-writes", type=int, default=10_000)
+    parser.add_argument("--plot", help="write a PNG of both curves here")
+    parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
+    args = parser.parse_args()
+    os.environ["SLIPSTREAM_BIN"] = args.bin
+    results = []
+    for size in (float(s) for s in args.sizes_gb.split(",")):
+        result = one_size(size * 1024, args.doc_bytes, args.missed_writes)
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

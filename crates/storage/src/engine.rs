@@ -66,11 +66,13 @@ use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
 mod apply_batch;
+mod capped;
 mod cluster_time;
 mod local_view;
 mod validate;
 mod write_gate;
 
+pub use capped::natural_record_id;
 pub use write_gate::WriteGate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;
@@ -384,6 +386,7 @@ impl Inner {
         let ts = self.tick(&mut state.clock);
         let catalog = self.catalog.read().latest();
         let mut applier = Applier::new(&self.store, &catalog, Strictness::Write);
+        applier.entry_ts = ts;
         applier.capture_images = statement.as_ref().is_some_and(|s| s.retry_image.is_some());
         let Some(plan) = compute(&mut applier, ts)? else {
             return Ok(None);
@@ -1133,6 +1136,10 @@ impl Writer<'_> {
         }
         let bytes = encode_document(&document)?;
         let collection = self.ensure_collection(ns)?;
+        let capped = collection.order_table.is_some();
+        if capped {
+            self.check_capped_insert(&collection.options, bytes.len())?;
+        }
         // An inserted document is its own image: the entry's `o` answers a
         // retried upsert, so an insert keeps none.
         let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: None });
@@ -1141,6 +1148,9 @@ impl Writer<'_> {
             let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
             Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
         })?;
+        if capped {
+            self.trim_capped(ns)?;
+        }
         Ok(optime.expect("insert always logs"))
     }
 

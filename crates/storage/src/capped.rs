@@ -59,7 +59,10 @@ pub fn limits(options: &Document) -> Option<CappedLimits> {
     }
     let size = option_i64(options, "size").unwrap_or(0);
     let max = option_i64(options, "max").filter(|max| *max > 0 && *max != UNLIMITED_MAX);
-    Some(CappedLimits { size: u64::try_from(size).unwrap_or(0), max: max.map(|max| max as u64) })
+    Some(CappedLimits {
+        size: u64::try_from(size).unwrap_or(0),
+        max: max.map(|max| max as u64),
+    })
 }
 
 /// Running totals of a capped collection.
@@ -88,7 +91,10 @@ pub fn order_key(seq: u64, record_key: &[u8]) -> Vec<u8> {
 /// A position as cursors hold it: the order key without its prefix.
 pub fn split_position(position: &[u8]) -> Result<(u64, &[u8]), StorageError> {
     if position.len() < SEQ_BYTES {
-        return Err(StorageError::Corruption(format!("capped order position of {} bytes", position.len())));
+        return Err(StorageError::Corruption(format!(
+            "capped order position of {} bytes",
+            position.len()
+        )));
     }
     let (seq, record_key) = position.split_at(SEQ_BYTES);
     Ok((u64::from_be_bytes(seq.try_into().expect("eight bytes")), record_key))
@@ -107,7 +113,10 @@ pub(crate) fn read_totals(store: &VersionedStore, view: &ReadView, table: u32) -
     };
     let bytes = bytes.as_ref();
     if bytes.len() != 16 {
-        return Err(StorageError::Corruption(format!("capped totals of {} bytes", bytes.len())));
+        return Err(StorageError::Corruption(format!(
+            "capped totals of {} bytes",
+            bytes.len()
+        )));
     }
     let count = u64::from_be_bytes(bytes[..8].try_into().expect("eight bytes"));
     let size = u64::from_be_bytes(bytes[8..].try_into().expect("eight bytes"));
@@ -142,11 +151,20 @@ pub(crate) fn changes(
     let mut totals = read_totals(store, view, table)?;
     match (change.old_bytes, change.new_bytes) {
         (None, Some(new)) => {
-            assert!(change.ts != Timestamp::ZERO, "a capped insert needs its entry's timestamp");
+            assert!(
+                change.ts != Timestamp::ZERO,
+                "a capped insert needs its entry's timestamp"
+            );
             let seq = change.ts.as_u64();
-            out.push((record_store_key(table, &order_key(seq, change.record_key)), Some(Value::from(Vec::new()))));
+            out.push((
+                record_store_key(table, &order_key(seq, change.record_key)),
+                Some(Value::from(Vec::new())),
+            ));
             let position = Value::from(seq.to_be_bytes().to_vec());
-            out.push((record_store_key(table, &position_key(change.record_key)), Some(position)));
+            out.push((
+                record_store_key(table, &position_key(change.record_key)),
+                Some(position),
+            ));
             totals.count += 1;
             totals.bytes += new as u64;
         }
@@ -158,7 +176,9 @@ pub(crate) fn changes(
             let key = record_store_key(table, &position_key(change.record_key));
             if let Some(seq) = store.get(view, &key)? {
                 let seq = u64::from_be_bytes(
-                    seq.as_ref().try_into().map_err(|_| StorageError::Corruption("capped position".into()))?,
+                    seq.as_ref()
+                        .try_into()
+                        .map_err(|_| StorageError::Corruption("capped position".into()))?,
                 );
                 out.push((record_store_key(table, &order_key(seq, change.record_key)), None));
                 out.push((key, None));

@@ -61,16 +61,24 @@ impl Reader {
         let Some(table) = collection.order_table else {
             return self.scan(ns, start, end, reverse, limit);
         };
-        let keys = self.inner.store.scan(&self.view, order_lower(table, start), order_upper(table, end), reverse, limit)?;
+        let keys = self.inner.store.scan(
+            &self.view,
+            order_lower(table, start),
+            order_upper(table, end),
+            reverse,
+            limit,
+        )?;
         let mut out = Vec::with_capacity(keys.len());
         for (key, _) in keys {
             // Table id, then the order prefix.
             let position = key[5..].to_vec();
             let (_, record_key) = split_position(&position)?;
-            let bytes = self.inner.store.get(&self.view, &record_store_key(collection.record_table, record_key))?;
-            let bytes = bytes.ok_or_else(|| {
-                StorageError::Corruption(format!("the order table of {ns} names a missing document"))
-            })?;
+            let bytes = self
+                .inner
+                .store
+                .get(&self.view, &record_store_key(collection.record_table, record_key))?;
+            let bytes = bytes
+                .ok_or_else(|| StorageError::Corruption(format!("the order table of {ns} names a missing document")))?;
             out.push((position, parse_document(bytes.as_ref())?));
         }
         Ok(out)
@@ -82,7 +90,11 @@ impl Reader {
         let Some(table) = self.collection(ns).and_then(|collection| collection.order_table) else {
             return Ok(false);
         };
-        Ok(self.inner.store.get(&self.view, &order_store_key(table, position))?.is_some())
+        Ok(self
+            .inner
+            .store
+            .get(&self.view, &order_store_key(table, position))?
+            .is_some())
     }
 
     /// A capped collection's document count and BSON bytes (None when the
@@ -142,16 +154,24 @@ impl Writer<'_> {
             }
             let oldest = reader.scan_natural(ns, Bound::Unbounded, Bound::Unbounded, false, TRIM_BATCH_MAX)?;
             if oldest.is_empty() {
-                return Err(StorageError::Corruption(format!("{ns} is over its cap with no documents")));
+                return Err(StorageError::Corruption(format!(
+                    "{ns} is over its cap with no documents"
+                )));
             }
             for (_, document) in oldest {
                 if !totals.exceeds(&limits) {
                     return Ok(());
                 }
                 let id = document.get("_id").cloned().unwrap_or(Bson::Null);
-                let size = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?.len();
+                let size = document
+                    .to_vec()
+                    .map_err(|e| StorageError::InvalidDocument(e.to_string()))?
+                    .len();
                 self.delete(ns, &id)?;
-                totals = Totals { count: totals.count.saturating_sub(1), bytes: totals.bytes.saturating_sub(size as u64) };
+                totals = Totals {
+                    count: totals.count.saturating_sub(1),
+                    bytes: totals.bytes.saturating_sub(size as u64),
+                };
             }
         }
     }

@@ -1119,6 +1119,8 @@ impl Writer<'_> {
 
     /// Inserts `document` (which must hold `_id`), creating the collection
     /// if needed (its create entry is logged first). Checks unique indexes.
+    /// Into a capped collection, the oldest documents over its limits are
+    /// then deleted, and the last of those deletes is the optime returned.
     pub fn insert(&mut self, ns: &str, document: Document) -> Result<OpTime> {
         match document.get("_id") {
             None => return Err(StorageError::InvalidDocument("document to insert has no _id".to_string())),
@@ -1148,10 +1150,13 @@ impl Writer<'_> {
             let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
             Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
         })?;
+        let optime = optime.expect("insert always logs");
         if capped {
-            self.trim_capped(ns)?;
+            // The trims' deletes follow the insert: a write concern on the
+            // insert waits for them too.
+            return Ok(self.trim_capped(ns)?.unwrap_or(optime));
         }
-        Ok(optime.expect("insert always logs"))
+        Ok(optime)
     }
 
     /// Replaces the document with `_id == id` by `new_document` (the full

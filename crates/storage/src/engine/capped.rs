@@ -10,7 +10,7 @@ use bson::{Bson, Document};
 use super::{Reader, Writer};
 use crate::apply::{parse_document, record_store_key, table_prefix, Result};
 use crate::capped::{limits, read_totals, split_position, Totals, ORDER_PREFIX};
-use crate::StorageError;
+use crate::{OpTime, StorageError};
 
 /// Oldest documents read per step of a trim.
 const TRIM_BATCH_MAX: usize = 256;
@@ -127,8 +127,9 @@ impl Writer<'_> {
 
     /// Deletes the oldest documents of capped `ns` while it is over its
     /// `size` or `max`, each with its own delete entry. The deletes belong to
-    /// no client statement (no session, no retry image).
-    pub(super) fn trim_capped(&mut self, ns: &str) -> Result<()> {
+    /// no client statement (no session, no retry image). Returns the last
+    /// delete's optime, if any.
+    pub(super) fn trim_capped(&mut self, ns: &str) -> Result<Option<OpTime>> {
         let session = self.session.take();
         let retry_image = self.retry_image.take();
         let result = self.trim_capped_unattributed(ns);
@@ -137,20 +138,21 @@ impl Writer<'_> {
         result
     }
 
-    fn trim_capped_unattributed(&mut self, ns: &str) -> Result<()> {
+    fn trim_capped_unattributed(&mut self, ns: &str) -> Result<Option<OpTime>> {
+        let mut last = None;
         loop {
             let reader = self.reader();
             let Some(collection) = reader.collection(ns) else {
-                return Ok(());
+                return Ok(last);
             };
             let Some(limits) = limits(&collection.options) else {
-                return Ok(());
+                return Ok(last);
             };
             let Some(mut totals) = reader.capped_totals(ns)? else {
-                return Ok(());
+                return Ok(last);
             };
             if !totals.exceeds(&limits) {
-                return Ok(());
+                return Ok(last);
             }
             let oldest = reader.scan_natural(ns, Bound::Unbounded, Bound::Unbounded, false, TRIM_BATCH_MAX)?;
             if oldest.is_empty() {
@@ -160,14 +162,14 @@ impl Writer<'_> {
             }
             for (_, document) in oldest {
                 if !totals.exceeds(&limits) {
-                    return Ok(());
+                    return Ok(last);
                 }
                 let id = document.get("_id").cloned().unwrap_or(Bson::Null);
                 let size = document
                     .to_vec()
                     .map_err(|e| StorageError::InvalidDocument(e.to_string()))?
                     .len();
-                self.delete(ns, &id)?;
+                last = Some(self.delete(ns, &id)?);
                 totals = Totals {
                     count: totals.count.saturating_sub(1),
                     bytes: totals.bytes.saturating_sub(size as u64),

@@ -238,3 +238,11 @@ def test_order_and_limits_survive_a_restart(fresh_node, how):
     client.t.c.insert_one({"_id": 1})
     assert [d["_id"] for d in client.t.c.find()] == [7, 4, 1]
     client.close()
+
+
+def test_out_to_a_capped_collection_is_refused_and_merge_trims(db):
+    db.create_collection("c", capped=True, size=1 << 20, max=2)
+    db.src.insert_many([{"_id": i} for i in range(4)])
+    assert code_of(lambda: list(db.src.aggregate([{"$out": "c"}]))) == 17152
+    list(db.src.aggregate([{"$merge": {"into": "c"}}]))
+    assert [d["_id"] for d in db.c.find()] == [2, 3]

@@ -59,6 +59,13 @@ def test_convert_to_capped_replicates(rs):
         member = rs.direct(i).capped_rs_convert
         assert wait_for(lambda: [d["_id"] for d in member.c.find()] == kept), i
         assert member.c.options()["capped"] is True
+    # collMod's new limit reaches every member, which apply the next trims.
+    db.command("collMod", "c", cappedMax=2, writeConcern={"w": 3, "wtimeout": 20_000})
+    db.c.insert_one({"_id": 40})
+    for i in members:
+        member = rs.direct(i).capped_rs_convert
+        assert member.c.options()["max"] == 2, i
+        assert [d["_id"] for d in member.c.find()] == [kept[-1], 40], i
 
 
 def test_tailable_await_cursor_on_a_secondary_sees_replicated_inserts(rs):

@@ -72,7 +72,6 @@ mod local_view;
 mod validate;
 mod write_gate;
 
-pub use capped::natural_record_id;
 pub use write_gate::WriteGate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;

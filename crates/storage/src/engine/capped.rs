@@ -107,12 +107,6 @@ impl Reader {
     }
 }
 
-/// The record id MongoDB shows for a natural-order position (`showRecordId`):
-/// the insert's timestamp as an integer for a capped collection.
-pub fn natural_record_id(position: &[u8]) -> Option<i64> {
-    split_position(position).ok().map(|(seq, _)| seq as i64)
-}
-
 impl Writer<'_> {
     /// Refuses a document a capped collection could never hold (BadValue,
     /// as MongoDB's "object to insert exceeds cappedMaxSize").
@@ -189,7 +183,7 @@ mod tests {
         let early = order_key(5, &[9, 9]);
         let late = order_key(6, &[0]);
         assert!(early < late);
-        assert_eq!(natural_record_id(&early[1..]), Some(5));
+        assert_eq!(split_position(&early[1..]).unwrap(), (5, &[9u8, 9][..]));
         assert_eq!(order_store_key(3, &early[1..]), record_store_key(3, &early));
     }
 }

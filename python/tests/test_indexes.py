@@ -207,5 +207,5 @@ def test_hidden_refusals(coll):
             coll.database.command({"collMod": coll.name, "index": index})
         assert failure.value.code == code, index
     with pytest.raises(OperationFailure) as failure:
-        coll.database.command({"collMod": coll.name, "cappedSize": 4096})
+        coll.database.command({"collMod": coll.name, "changeStreamPreAndPostImages": {"enabled": True}})
     assert failure.value.code == 115

@@ -114,6 +114,9 @@ pub struct Applier<'a> {
     pub capture_images: bool,
     /// What the last document write replaced and wrote, when captured.
     images: Option<Images>,
+    /// The timestamp of the entry being applied: a capped collection's
+    /// insert takes its place in the order from it (`capped.rs`).
+    pub entry_ts: Timestamp,
 }
 
 /// A document before and after one write.
@@ -134,6 +137,7 @@ impl<'a> Applier<'a> {
             strictness,
             capture_images: false,
             images: None,
+            entry_ts: Timestamp::ZERO,
         }
     }
 
@@ -275,6 +279,15 @@ impl<'a> Applier<'a> {
         if self.capture_images {
             self.images = Some(Images { pre: old.cloned(), post: new.as_ref().map(|(doc, _)| (*doc).clone()) });
         }
+        if let Some(table) = collection.order_table {
+            let change = crate::capped::RecordChange {
+                record_key,
+                old_bytes: old.map(bson_size).transpose()?,
+                new_bytes: new.as_ref().map(|(_, bytes)| bytes.len()),
+                ts: self.entry_ts,
+            };
+            index_changes.extend(crate::capped::changes(self.store, &self.view, table, &change)?);
+        }
         let record_value = new.map(|(_, bytes)| bytes);
         self.changes.push((record_store_key(collection.record_table, record_key), record_value));
         self.changes.extend(index_changes);
@@ -314,7 +327,8 @@ impl<'a> Applier<'a> {
         }
         let catalog = self.catalog_mut();
         let record_table = catalog.allocate_table();
-        let meta = CollectionMeta { ns: ns.to_string(), uuid, options, record_table, indexes: Vec::new() };
+        let order_table = crate::capped::is_capped(&options).then(|| catalog.allocate_table());
+        let meta = CollectionMeta { ns: ns.to_string(), uuid, options, record_table, indexes: Vec::new(), order_table };
         catalog.collections.insert(ns.to_string(), Arc::new(meta));
         Ok(true)
     }
@@ -471,6 +485,7 @@ impl<'a> Applier<'a> {
     /// Applies a parsed oplog entry (replay or a secondary), with the
     /// session bookkeeping of a retryable write's entry.
     pub fn apply_entry(&mut self, entry: &OplogEntry) -> Result<()> {
+        self.entry_ts = entry.ts;
         self.capture_images = entry.needs_retry_image.is_some();
         self.apply_operation(entry)?;
         if let Some(session) = &entry.session {
@@ -561,7 +576,14 @@ impl<'a> Applier<'a> {
             let uuid = derived_collection_uuid(ns, ts);
             let catalog = self.catalog_mut();
             let record_table = catalog.allocate_table();
-            let meta = CollectionMeta { ns: ns.to_string(), uuid, options: Document::new(), record_table, indexes: Vec::new() };
+            let meta = CollectionMeta {
+                ns: ns.to_string(),
+                uuid,
+                options: Document::new(),
+                record_table,
+                indexes: Vec::new(),
+                order_table: None,
+            };
             catalog.collections.insert(ns.to_string(), Arc::new(meta));
         }
         let collection = self.catalog.get(ns).expect("created above").clone();
@@ -666,6 +688,11 @@ pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageEr
         key_pattern: index.spec.key.clone(),
         key_value,
     }
+}
+
+/// The BSON size of a stored document.
+fn bson_size(document: &Document) -> Result<usize> {
+    Ok(document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?.len())
 }
 
 /// A document's BSON, refusing documents over 16 MB.

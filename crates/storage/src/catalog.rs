@@ -81,6 +81,8 @@ pub struct CollectionMeta {
     pub record_table: u32,
     /// Secondary indexes in creation order.
     pub indexes: Vec<IndexMeta>,
+    /// A capped collection's insertion order (`capped.rs`); None otherwise.
+    pub order_table: Option<u32>,
 }
 
 /// The spec of the `_id_` index every collection has.
@@ -108,6 +110,7 @@ impl CollectionMeta {
     pub fn tables(&self) -> Vec<u32> {
         let mut tables = vec![self.record_table];
         tables.extend(self.indexes.iter().map(|index| index.table));
+        tables.extend(self.order_table);
         tables
     }
 }
@@ -176,13 +179,17 @@ impl Catalog {
                         Bson::Document(entry)
                     })
                     .collect();
-                Bson::Document(doc! {
+                let mut entry = doc! {
                     "ns": c.ns.clone(),
                     "uuid": c.uuid,
                     "options": c.options.clone(),
                     "recordTable": i64::from(c.record_table),
                     "indexes": indexes,
-                })
+                };
+                if let Some(order_table) = c.order_table {
+                    entry.insert("orderTable", i64::from(order_table));
+                }
+                Bson::Document(entry)
             })
             .collect();
         let dropped: Vec<Bson> = self
@@ -234,6 +241,7 @@ impl Catalog {
                 options: c.get_document("options").map_err(|_| bad_catalog("options"))?.clone(),
                 record_table: table(c, "recordTable")?,
                 indexes,
+                order_table: if c.contains_key("orderTable") { Some(table(c, "orderTable")?) } else { None },
             };
             catalog.collections.insert(meta.ns.clone(), Arc::new(meta));
         }
@@ -346,6 +354,7 @@ mod tests {
                 )
                 .unwrap()
             }],
+            order_table: Some(9),
         };
         catalog.collections.insert("db.c".into(), Arc::new(meta));
         catalog.dropped_tables.insert(7, Timestamp::new(5, 1));

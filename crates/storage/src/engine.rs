@@ -67,6 +67,7 @@ use crate::{OpTime, StorageError, Timestamp};
 
 mod apply_batch;
 mod bulk_load;
+mod capped;
 mod cluster_time;
 mod local_view;
 mod oplog_hold;
@@ -390,6 +391,7 @@ impl Inner {
         let ts = self.tick(&mut state.clock);
         let catalog = self.catalog.read().latest();
         let mut applier = Applier::new(&self.store, &catalog, Strictness::Write);
+        applier.entry_ts = ts;
         applier.capture_images = statement.as_ref().is_some_and(|s| s.retry_image.is_some());
         let Some(plan) = compute(&mut applier, ts)? else {
             return Ok(None);
@@ -1148,6 +1150,8 @@ impl Writer<'_> {
 
     /// Inserts `document` (which must hold `_id`), creating the collection
     /// if needed (its create entry is logged first). Checks unique indexes.
+    /// Into a capped collection, the oldest documents over its limits are
+    /// then deleted, and the last of those deletes is the optime returned.
     pub fn insert(&mut self, ns: &str, document: Document) -> Result<OpTime> {
         match document.get("_id") {
             None => return Err(StorageError::InvalidDocument("document to insert has no _id".to_string())),
@@ -1165,6 +1169,10 @@ impl Writer<'_> {
         }
         let bytes = encode_document(&document)?;
         let collection = self.ensure_collection(ns)?;
+        let capped = collection.order_table.is_some();
+        if capped {
+            self.check_capped_insert(&collection.options, bytes.len())?;
+        }
         // An inserted document is its own image: the entry's `o` answers a
         // retried upsert, so an insert keeps none.
         let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: None });
@@ -1173,7 +1181,13 @@ impl Writer<'_> {
             let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
             Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
         })?;
-        Ok(optime.expect("insert always logs"))
+        let optime = optime.expect("insert always logs");
+        if capped {
+            // The trims' deletes follow the insert: a write concern on the
+            // insert waits for them too.
+            return Ok(self.trim_capped(ns)?.unwrap_or(optime));
+        }
+        Ok(optime)
     }
 
     /// Replaces the document with `_id == id` by `new_document` (the full

@@ -53,6 +53,7 @@ pub use timestamp::{bson_timestamp, from_bson_timestamp, OpTime, Timestamp, Time
 pub mod engine;
 pub mod index_spec;
 pub mod apply;
+pub mod capped;
 pub mod catalog;
 pub mod checkpoint;
 pub mod kv;

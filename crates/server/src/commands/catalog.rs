@@ -23,9 +23,6 @@ pub const DATABASE_NAME_LENGTH_MAX: usize = 63;
 /// Slipstream does not implement: refusing them is better than silently
 /// ignoring them.
 const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
-    "capped",
-    "size",
-    "max",
     "timeseries",
     "clusteredIndex",
     "changeStreamPreAndPostImages",
@@ -202,11 +199,18 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
     })
 }
 
+/// `create`'s options kept by `exec::capped::create_options`.
+const CAPPED_CREATE_OPTIONS: &[&str] = &["capped", "size", "max"];
+
 pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
-    let mut options = Document::new();
+    // MongoDB keeps the capped options first, rounded and adjusted.
+    let mut options = crate::exec::capped::create_options(&req.body)?;
+    if !options.is_empty() && req.body.contains_key("viewOn") {
+        return Err(CommandError::new(72, "'capped' is not a valid option for a view"));
+    }
     for (key, value) in req.body.iter().skip(1) {
-        if super::admin::is_generic_argument(key) {
+        if super::admin::is_generic_argument(key) || CAPPED_CREATE_OPTIONS.contains(&key.as_str()) {
             continue;
         }
         if key == "collation" {
@@ -220,9 +224,6 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
             continue;
         }
         if UNSUPPORTED_CREATE_OPTIONS.contains(&key.as_str()) {
-            if key == "capped" && value == &Bson::Boolean(false) {
-                continue;
-            }
             return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
         }
         let validation_option = crate::exec::validation::check_option(key, value)?;
@@ -389,20 +390,38 @@ pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandRe
         index_sizes.insert(name.clone(), *keys as i64 * INDEX_ENTRY_BYTES_ESTIMATE / scale);
     }
     let total_index = index_bytes_estimate(&stats.index_key_counts);
-    Ok(doc! {
+    let mut reply = doc! {
         "ns": ns,
         "count": count,
         "size": size / scale,
         "avgObjSize": if count > 0 { size / count } else { 0 },
         "storageSize": size / scale,
         "freeStorageSize": 0_i64,
-        "capped": false,
         "nindexes": info.indexes.len() as i32,
         "indexSizes": index_sizes,
         "totalIndexSize": total_index / scale,
         "totalSize": (size + total_index) / scale,
         "scaleFactor": scale,
-    })
+    };
+    insert_capped_stats(&mut reply, &info.options, scale);
+    Ok(reply)
+}
+
+/// `capped`, and for a capped collection `max` and `maxSize`, as 7.0's
+/// `collStats` reports them (`max` 0 when unset).
+pub fn insert_capped_stats(reply: &mut Document, options: &Document, scale: i64) {
+    let Some(limits) = slipstream_storage::capped::limits(options) else {
+        reply.insert("capped", false);
+        return;
+    };
+    reply.insert("capped", true);
+    let max = match options.get("max") {
+        Some(Bson::Int32(max)) => i64::from(*max),
+        Some(Bson::Int64(max)) => *max,
+        _ => 0,
+    };
+    reply.insert("max", max);
+    reply.insert("maxSize", limits.size as i64 / scale);
 }
 
 pub async fn db_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

@@ -25,13 +25,14 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "timeseries",
     "changeStreamPreAndPostImages",
     "clusteredIndex",
-    "cappedSize",
-    "cappedMax",
     "recordPreImages",
 ];
 
 /// Collection options `collMod` changes in the catalog.
 const VALIDATION_OPTIONS: &[&str] = &["validator", "validationLevel", "validationAction"];
+
+/// A capped collection's limits (`exec::capped::coll_mod_changes`).
+const CAPPED_OPTIONS: &[&str] = &["cappedSize", "cappedMax"];
 
 /// Fields every command may carry (generic arguments), not options.
 const GENERIC_FIELDS: &[&str] = &[
@@ -145,7 +146,7 @@ pub async fn coll_mod(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
             crate::exec::validation::check_option(field, &req.body[field])?;
             continue;
         }
-        if field != "index" && !GENERIC_FIELDS.contains(&field.as_str()) && !field.starts_with('$') {
+        if field != "index" && !CAPPED_OPTIONS.contains(&field.as_str()) && !GENERIC_FIELDS.contains(&field.as_str()) && !field.starts_with('$') {
             return Err(CommandError::new(
                 40415,
                 format!("BSON field 'collMod.{field}' is an unknown field."),
@@ -156,6 +157,17 @@ pub async fn coll_mod(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("ns does not exist: {ns}")))?;
+    if let Some(capped) = crate::exec::capped::coll_mod_changes(&req.body)? {
+        // The new limits take effect at the next insert, as in MongoDB 7.0.
+        if !slipstream_storage::capped::is_capped(&info.options) {
+            return Err(CommandError::new(
+                72,
+                format!("collMod cappedSize and cappedMax apply only to capped collections, and {ns} is not capped"),
+            ));
+        }
+        let (_, optime) = off_async_workers(|| engine.modify_collection_options(&ns, capped))?;
+        ctx.note_write(Some(optime));
+    }
     let mut changes = Document::new();
     for field in VALIDATION_OPTIONS {
         if let Some(value) = req.body.get(*field) {

@@ -21,7 +21,7 @@ use slipstream_query::filter::Filter;
 use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
-use slipstream_storage::{Engine, ReadAt, Reader};
+use slipstream_storage::{CollectionInfo, Engine, ReadAt, Reader};
 use slipstream_storage::TimestampBson;
 
 use super::crud::command_let::CommandLet;
@@ -30,6 +30,7 @@ use crate::cursor::{Cursor, CursorManager};
 use crate::error::CommandError;
 use crate::exec::args::{self, get_document, get_i64, get_non_negative, namespace};
 use crate::exec::batch::BatchLimits;
+use crate::exec::capped::CappedTail;
 use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::limits::{AWAIT_DATA_DEFAULT_WAIT_MS, REPLY_BATCH_BYTES_MAX};
 use crate::exec::oplog::{is_oplog, read_newest, OplogQuery, TsBounds};
@@ -312,13 +313,10 @@ pub(crate) async fn open_find(
     if request.is_oplog {
         return open_oplog_find(engine, request, deadline);
     }
-    if request.tailable {
-        return Err(CommandError::bad_value(format!(
-            "error processing query: ns={} tailable cursor requested on non capped collection",
-            request.ns
-        )));
-    }
     let info = engine.collection_info(&request.ns);
+    if request.tailable {
+        return open_capped_tail(request, info.as_ref());
+    }
     let shape = QueryShape {
         filter_document: &request.filter_document,
         filter: &request.filter,
@@ -396,6 +394,31 @@ pub(crate) async fn open_find(
             })
         }
     }
+}
+
+/// A tailable cursor: only on a capped collection (BadValue otherwise, as
+/// MongoDB 7.0), read in natural order from its start.
+fn open_capped_tail(request: &FindRequest, info: Option<&CollectionInfo>) -> Result<OpenedFind, CommandError> {
+    if !info.is_some_and(|info| slipstream_storage::capped::is_capped(&info.options)) {
+        return Err(CommandError::bad_value(format!(
+            "error processing query: ns={} tailable cursor requested on non capped collection",
+            request.ns
+        )));
+    }
+    let tail = CappedTail::new(
+        request.ns.clone(),
+        request.filter.clone(),
+        request.projection.clone(),
+        request.skip,
+        request.limit,
+        request.await_data,
+    );
+    Ok(OpenedFind {
+        body: CursorBody::Capped(tail),
+        winning_plan: describe_plan(request, collection_scan_stage(request, false), false),
+        snapshot_ts: None,
+        reader: None,
+    })
 }
 
 fn open_oplog_find(

@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod aggregate;
+pub mod capped;
 pub mod catalog;
 pub mod collmod;
 pub mod compact;
@@ -300,6 +301,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     writes("drop", handler!(catalog::drop)),
     writes("dropDatabase", handler!(catalog::drop_database)),
     writes("renameCollection", handler!(catalog::rename_collection)),
+    writes("cloneCollectionAsCapped", handler!(capped::clone_collection_as_capped)),
+    writes("convertToCapped", handler!(capped::convert_to_capped)),
     reads("collStats", handler!(catalog::coll_stats)),
     reads("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
     always("dbHash", handler!(catalog::db_hash)).aliases(&["dbhash"]),

@@ -10,6 +10,7 @@ use bson::Document;
 use slipstream_storage::{Engine, ReadAt, Reader, StorageError};
 
 use super::batch::{Batch, BatchLimits};
+use super::capped::CappedTail;
 use super::oplog::{tail_batch, OplogQuery};
 use super::query::{BufferedResults, StreamingQuery};
 use super::scan::ScanStats;
@@ -29,6 +30,8 @@ pub enum CursorBody {
     Buffered(BufferedResults),
     /// `local.oplog.rs` in natural order, possibly tailable.
     Oplog(OplogQuery),
+    /// A tailable cursor on a capped collection.
+    Capped(CappedTail),
 }
 
 /// How long a batch may take: the deadline of `maxTimeMS` for ordinary
@@ -42,13 +45,14 @@ pub struct BatchTiming {
 impl CursorBody {
     /// A tailable cursor stays open when it runs out of results.
     pub fn is_tailable(&self) -> bool {
-        matches!(self, CursorBody::Oplog(query) if query.is_tailable())
+        matches!(self, CursorBody::Oplog(query) if query.is_tailable()) || matches!(self, CursorBody::Capped(_))
     }
 
     /// A tailable cursor whose `getMore` waits for new data (`awaitData`):
     /// the only kind that takes a `maxTimeMS` on `getMore`.
     pub fn is_await_data(&self) -> bool {
         matches!(self, CursorBody::Oplog(query) if query.is_tailable() && query.is_await_data())
+            || matches!(self, CursorBody::Capped(tail) if tail.is_await_data())
     }
 
     /// The work done so far, for `explain`.
@@ -59,6 +63,10 @@ impl CursorBody {
             CursorBody::Oplog(query) => ScanStats {
                 keys_examined: 0,
                 docs_examined: query.examined,
+            },
+            CursorBody::Capped(tail) => ScanStats {
+                keys_examined: 0,
+                docs_examined: tail.examined,
             },
         }
     }
@@ -105,6 +113,9 @@ impl CursorBody {
             CursorBody::Oplog(query) if query.is_tailable() => {
                 query.check_position(engine.stats().oplog_first)?;
                 tail_batch(engine, query, limits, timing.await_data_wait).await
+            }
+            CursorBody::Capped(tail) => {
+                super::capped::tail_batch(engine, tail, limits, timing.await_data_wait).await
             }
             CursorBody::Oplog(query) => {
                 let mut batch = Batch::new(limits);

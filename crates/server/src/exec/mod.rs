@@ -14,6 +14,7 @@
 //! - `query`: streaming and sorted query execution, buffered results.
 //! - `plan`: choosing the scan (collection or index) for a query.
 //! - `oplog`: `local.oplog.rs` reads, `ts` bounds, tailing.
+//! - `capped`: capped collections' options and tailable cursors.
 //! - `cursor_body`: a cursor's state and how its next batch is made.
 //! - `read_concern`: which timestamp a read reads at.
 //! - `source`: pipeline input and `$lookup` reads over storage.
@@ -23,6 +24,7 @@
 
 pub mod args;
 pub mod batch;
+pub mod capped;
 pub mod collation;
 pub mod cursor_body;
 pub mod limits;

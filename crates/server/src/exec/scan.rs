@@ -169,7 +169,8 @@ impl Scan {
                     (Some(key), false) => (Bound::Excluded(key.clone()), Bound::Unbounded),
                     (Some(key), true) => (Bound::Unbounded, Bound::Excluded(key.clone())),
                 };
-                let records = reader.scan(&self.ns, start, end, reverse, max_records)?;
+                // Insertion order for a capped collection, `_id` order otherwise.
+                let records = reader.scan_natural(&self.ns, start, end, reverse, max_records)?;
                 let reached_end = records.len() < max_records;
                 self.stats.docs_examined += records.len() as u64;
                 let items = records

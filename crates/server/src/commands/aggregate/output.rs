@@ -308,6 +308,9 @@ fn write_out(engine: &Engine, target: &Target, documents: Vec<Document>) -> Resu
     let ns = target.ns();
     let temp_ns = namespace(&target.db, &format!("tmp.agg_out.{}", ObjectId::new().to_hex()));
     let existing = engine.collection_info(&ns);
+    if existing.as_ref().is_some_and(|info| slipstream_storage::capped::is_capped(&info.options)) {
+        return Err(CommandError::new(17152, format!("namespace '{ns}' is capped so it can't be used for $out")));
+    }
     // The replacement keeps the target's options as well as its indexes.
     let options = existing.as_ref().map(|info| info.options.clone()).unwrap_or_default();
     engine.create_collection(&temp_ns, options)?;

@@ -20,7 +20,7 @@
 //!   (u32 BE). Index keys are self-delimiting, so all entries of one index
 //!   key share the prefix `table id ++ index key`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -117,6 +117,11 @@ pub struct Applier<'a> {
     /// The timestamp of the entry being applied: a capped collection's
     /// insert takes its place in the order from it (`capped.rs`).
     pub entry_ts: Timestamp,
+    /// Capped inserts go after the collection's last record instead of at
+    /// `entry_ts` (an initial sync's bulk load, which has no entries).
+    pub capped_after_last: bool,
+    /// Capped collections' totals after this applier's writes so far.
+    capped_totals: HashMap<u32, crate::capped::Totals>,
 }
 
 /// A document before and after one write.
@@ -138,6 +143,8 @@ impl<'a> Applier<'a> {
             capture_images: false,
             images: None,
             entry_ts: Timestamp::ZERO,
+            capped_after_last: false,
+            capped_totals: HashMap::new(),
         }
     }
 
@@ -284,9 +291,19 @@ impl<'a> Applier<'a> {
                 record_key,
                 old_bytes: old.map(bson_size).transpose()?,
                 new_bytes: new.as_ref().map(|(_, bytes)| bytes.len()),
-                ts: self.entry_ts,
+                place: if self.capped_after_last {
+                    crate::capped::OrderPlace::AfterLast
+                } else {
+                    crate::capped::OrderPlace::At(self.entry_ts)
+                },
             };
-            index_changes.extend(crate::capped::changes(self.store, &self.view, table, &change)?);
+            index_changes.extend(crate::capped::changes(
+                self.store,
+                &self.view,
+                table,
+                &change,
+                &mut self.capped_totals,
+            )?);
         }
         let record_value = new.map(|(_, bytes)| bytes);
         self.changes.push((record_store_key(collection.record_table, record_key), record_value));

@@ -15,6 +15,8 @@
 //! The table changes only with the records, at the same timestamps, so it is
 //! versioned, checkpointed and rolled back with them.
 
+use std::collections::HashMap;
+
 use bson::{Bson, Document};
 
 use crate::apply::record_store_key;
@@ -136,8 +138,20 @@ pub(crate) struct RecordChange<'a> {
     pub record_key: &'a [u8],
     pub old_bytes: Option<usize>,
     pub new_bytes: Option<usize>,
-    /// The entry's timestamp: an inserted record's place in the order.
-    pub ts: Timestamp,
+    /// An inserted record's place in the order.
+    pub place: OrderPlace,
+}
+
+/// Where an inserted record goes in a capped collection's order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OrderPlace {
+    /// At its oplog entry's timestamp: every member puts it in the same place.
+    At(Timestamp),
+    /// After every record the collection holds: an initial sync's bulk load,
+    /// which copies in the source's natural order, has no entry timestamps
+    /// and deletes nothing, so the count is a fresh sequence number below
+    /// every entry timestamp applied later.
+    AfterLast,
 }
 
 /// The order-table changes of one document write.
@@ -146,16 +160,24 @@ pub(crate) fn changes(
     view: &ReadView,
     table: u32,
     change: &RecordChange<'_>,
+    pending: &mut HashMap<u32, Totals>,
 ) -> Result<Vec<(Vec<u8>, Option<Value>)>, StorageError> {
     let mut out = Vec::new();
-    let mut totals = read_totals(store, view, table)?;
+    // The totals as this applier's earlier writes left them (several writes
+    // to one collection before the commit), else as stored.
+    let mut totals = match pending.get(&table) {
+        Some(totals) => *totals,
+        None => read_totals(store, view, table)?,
+    };
     match (change.old_bytes, change.new_bytes) {
         (None, Some(new)) => {
-            assert!(
-                change.ts != Timestamp::ZERO,
-                "a capped insert needs its entry's timestamp"
-            );
-            let seq = change.ts.as_u64();
+            let seq = match change.place {
+                OrderPlace::At(ts) => {
+                    assert!(ts != Timestamp::ZERO, "a capped insert needs its entry's timestamp");
+                    ts.as_u64()
+                }
+                OrderPlace::AfterLast => totals.count + 1,
+            };
             out.push((
                 record_store_key(table, &order_key(seq, change.record_key)),
                 Some(Value::from(Vec::new())),
@@ -188,6 +210,7 @@ pub(crate) fn changes(
         }
         (None, None) => return Ok(out),
     }
+    pending.insert(table, totals);
     out.push((record_store_key(table, &[TOTALS_KEY]), Some(totals_value(totals))));
     Ok(out)
 }

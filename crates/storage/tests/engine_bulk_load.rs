@@ -171,3 +171,29 @@ fn a_reset_drops_everything_copied() {
     assert!(ids(&engine, "b.y").is_empty());
     assert!(by_email(&engine, "b.y", "e").is_empty());
 }
+
+#[test]
+fn a_copied_capped_collection_keeps_the_copys_order_and_totals_across_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let ns = "app.log";
+    engine
+        .bulk_create_collection(ns, doc! {"capped": true, "size": 1 << 20}, bson::Uuid::new(), vec![])
+        .unwrap();
+    // Copied in the source's natural order, over two batches; the second
+    // repeats the last document (a resumed copy), which keeps its place.
+    engine
+        .bulk_insert(ns, &[raw(doc! {"_id": 5}), raw(doc! {"_id": 2}), raw(doc! {"_id": 9})])
+        .unwrap();
+    engine.bulk_insert(ns, &[raw(doc! {"_id": 9}), raw(doc! {"_id": 1})]).unwrap();
+    let reader = engine.reader(ReadAt::Latest).unwrap();
+    let natural: Vec<Bson> = reader
+        .scan_natural(ns, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(_, d)| d.get("_id").unwrap().clone())
+        .collect();
+    assert_eq!(natural, vec![Bson::Int32(5), Bson::Int32(2), Bson::Int32(9), Bson::Int32(1)]);
+    let totals = reader.capped_totals(ns).unwrap().expect("a capped collection");
+    assert_eq!(totals.count, 4);
+}

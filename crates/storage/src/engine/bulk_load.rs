@@ -121,6 +121,7 @@ impl Engine {
         self.check_bulk_loadable()?;
         let catalog = self.inner.catalog.read().latest();
         let mut applier = Applier::new(&self.inner.store, &catalog, Strictness::Replay);
+        applier.capped_after_last = true;
         load(&mut applier)?;
         let Applier { catalog, changes, .. } = applier;
         let mut batch = KvBatch::default();

@@ -28,7 +28,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// redb's page cache; the checkpoint's hot pages are also in the
 /// versioned store above it, so a moderate cache is enough.
-const CACHE_SIZE_BYTES: usize = 256 * 1024 * 1024;
+pub const CACHE_SIZE_BYTES: usize = 256 * 1024 * 1024;
 /// Bytes a checkpoint writes before it writes them back to the device and
 /// waits (`IoFile::write_back`). Without it, a checkpoint's commit leaves
 /// hundreds of megabytes dirty for one final fsync, and the journal's
@@ -97,12 +97,17 @@ impl RedbEngine {
     /// whether the file was created: its name is durable only once the
     /// caller fsyncs the directory.
     pub fn open(path: &Path, io: &Arc<dyn IoBackend>) -> Result<(RedbEngine, bool)> {
+        RedbEngine::open_with_cache(path, io, CACHE_SIZE_BYTES)
+    }
+
+    /// `open` with a page cache of `cache_bytes` (`--cache-size-mb`).
+    pub fn open_with_cache(path: &Path, io: &Arc<dyn IoBackend>, cache_bytes: usize) -> Result<(RedbEngine, bool)> {
         let open_error = |e: std::io::Error| kv_error(&format!("opening {}", path.display()), e);
         let created = !io.exists(path).map_err(open_error)?;
         let file = if created { io.create(path) } else { io.open(path) }.map_err(open_error)?;
         let backend = IoFileBackend { path: path.to_path_buf(), file, not_written_back: AtomicU64::new(0) };
         let database = Database::builder()
-            .set_cache_size(CACHE_SIZE_BYTES)
+            .set_cache_size(cache_bytes)
             .create_with_backend(backend)
             .map_err(|e| kv_error(&format!("opening {}", path.display()), e))?;
         let txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;

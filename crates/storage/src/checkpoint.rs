@@ -124,10 +124,11 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
         return Err(StorageError::Poisoned(reason.clone()));
     }
     let mut base = inner.store.base();
-    let mut stable = inner.stable_for_checkpoint();
+    let mut wanted = inner.stable_for_checkpoint();
     if let Some(window_start) = inner.snapshot_window_start().filter(|_| keep_window && !over_history_bound(inner)) {
-        stable = stable.min(window_start);
+        wanted = wanted.min(window_start);
     }
+    let stable = inner.checkpoint_target(wanted);
     if stable > base.ts {
         let at = write_checkpoint(inner, base, stable, None)?;
         if !(inner.options.replicated && over_history_bound(inner)) {
@@ -136,7 +137,7 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
         // What is above the stable timestamp is still too much: go past it.
         base = inner.store.base();
     }
-    let limit = inner.checkpoint_limit();
+    let limit = inner.checkpoint_target(inner.checkpoint_limit());
     if inner.options.replicated && limit > base.ts && over_history_bound(inner) {
         let floor = base.floor.unwrap_or(base.ts);
         return write_checkpoint(inner, base, limit, Some(floor));
@@ -251,7 +252,7 @@ fn write_checkpoint(
     // The old base is no reader's: let `prune` drop what only it needed.
     drop(base);
     let pruned = inner.store.prune();
-    inner.journal.set_retain_from(floor.unwrap_or(target));
+    inner.retain_journal_for_floor();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     inner.checkpoints.fetch_add(1, Ordering::Relaxed);
     inner.last_checkpoint_ms.store(elapsed_ms, Ordering::Relaxed);

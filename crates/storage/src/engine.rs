@@ -496,6 +496,45 @@ impl Inner {
         self.journal.durable_ts().min(self.visible())
     }
 
+    /// The one floor: the oldest timestamp anything may still need from the
+    /// journal, i.e. where recovery after a crash starts and how far down
+    /// `rollback_to` and reads reach: the history floor while the
+    /// checkpoint is past the commit point, else the checkpoint's
+    /// timestamp. Every consumer reads it here: the journal's retention
+    /// (`retain_journal_for_floor`), recovery's check that the journal
+    /// reaches it, `rollback_to`'s lower bound, snapshot reads'
+    /// `SnapshotTooOld`, and the oplog window's `retainedFrom`.
+    pub(crate) fn recovery_floor(&self) -> Timestamp {
+        self.store.base().oldest_readable()
+    }
+
+    /// Tells the journal's size cap to keep everything from the floor, after
+    /// the floor moved (a checkpoint, or the open).
+    pub(crate) fn retain_journal_for_floor(&self) {
+        let floor = self.recovery_floor();
+        self.journal.set_retain_from(floor);
+        // What recovery will check after a crash: the journal still starts
+        // at or below the floor (an empty journal, or a floor of zero, needs
+        // nothing). A floor between two entries would fail it, which is why
+        // checkpoints are written at entries' timestamps (`checkpoint_target`).
+        if let Some(first) = self.journal.first_ts() {
+            assert!(
+                floor == Timestamp::ZERO || first <= floor,
+                "the journal starts at {first}, above the recovery floor {floor}"
+            );
+        }
+    }
+
+    /// Where a checkpoint wanted at `wanted` is written: the newest journal
+    /// entry at or below it (the same state: nothing changed in between), or
+    /// zero when the journal holds none. A wanted timestamp that is not an
+    /// entry's (the snapshot window's start is a wall-clock time) would
+    /// otherwise put the floor below the journal's first entry, and the
+    /// next recovery would refuse to open ("entries in between are missing").
+    pub(crate) fn checkpoint_target(&self, wanted: Timestamp) -> Timestamp {
+        self.journal.entry_at_or_before(wanted).unwrap_or(Timestamp::ZERO)
+    }
+
     /// The stable timestamp a checkpoint may cover now.
     pub(crate) fn stable_for_checkpoint(&self) -> Timestamp {
         let limit = self.checkpoint_limit();
@@ -537,7 +576,6 @@ impl Engine {
         // With history on disk the member can still roll back to its floor.
         let oldest = recovered.store.base().oldest_readable();
         let stable_ts = options.replicated.then_some(oldest);
-        recovered.journal.set_retain_from(oldest);
         let snapshot_window_secs = options.snapshot_history_window_secs;
         let inner = Arc::new(Inner {
             options,
@@ -563,6 +601,7 @@ impl Engine {
             checkpoint_wake: Condvar::new(),
             checkpoint_stop: Mutex::new(false),
         });
+        inner.retain_journal_for_floor();
         let thread_inner = inner.clone();
         let thread = std::thread::Builder::new()
             .name("storage-checkpoint".to_string())

@@ -18,8 +18,14 @@
 //!
 //! The background thread's ordinary checkpoints also stay below the start of
 //! the snapshot window (`minSnapshotHistoryWindowInSeconds`) while memory is
-//! within its bound, so that snapshot reads reach back that far; past the
-//! bound the window gives way.
+//! within its bound and the journal within its size cap, so that snapshot
+//! reads reach back that far; past either the window gives way (a checkpoint
+//! held back holds the journal back: the recovery floor, `engine.rs`).
+//!
+//! Every checkpoint is written at a journal entry's timestamp
+//! (`Inner::checkpoint_target`): the window's start is a wall-clock time,
+//! and a checkpoint there would put the floor below the journal's first
+//! entry of a young set, which recovery refuses.
 //!
 //! Steps (numbered as the recovery steps are; a crash between any two
 //! leaves the previous checkpoint and the whole journal, so recovery
@@ -125,7 +131,10 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
     }
     let mut base = inner.store.base();
     let mut wanted = inner.stable_for_checkpoint();
-    if let Some(window_start) = inner.snapshot_window_start().filter(|_| keep_window && !over_history_bound(inner)) {
+    // The window gives way to the memory bound and to the oplog's size cap:
+    // a checkpoint held back holds the journal back with it (the floor).
+    let window_holds = keep_window && !over_history_bound(inner) && !inner.journal_over_cap();
+    if let Some(window_start) = inner.snapshot_window_start().filter(|_| window_holds) {
         wanted = wanted.min(window_start);
     }
     let stable = inner.checkpoint_target(wanted);

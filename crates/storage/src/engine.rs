@@ -535,6 +535,14 @@ impl Inner {
         self.journal.entry_at_or_before(wanted).unwrap_or(Timestamp::ZERO)
     }
 
+    /// Whether the journal holds more than its size cap (`oplog_size_bytes`):
+    /// the snapshot window then stops holding checkpoints back, so that the
+    /// capped oplog can shrink again (a lagging member must still be able to
+    /// fall off it and report "too stale").
+    pub(crate) fn journal_over_cap(&self) -> bool {
+        self.journal.stats().size_bytes > self.options.oplog_size_bytes
+    }
+
     /// The stable timestamp a checkpoint may cover now.
     pub(crate) fn stable_for_checkpoint(&self) -> Timestamp {
         let limit = self.checkpoint_limit();
@@ -944,6 +952,12 @@ impl Engine {
 
     pub fn checkpoint_timestamp(&self) -> Timestamp {
         self.inner.store.checkpoint_ts()
+    }
+
+    /// What the versions in memory cost and their bound
+    /// (`history_bytes_max`), cheaply, for flow control.
+    pub fn history_pressure(&self) -> (u64, u64) {
+        (self.inner.store.bytes_in_memory(), self.inner.options.history_bytes_max)
     }
 
     /// `EngineOptions::snapshot_history_window_secs` as set now.

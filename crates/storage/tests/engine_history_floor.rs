@@ -25,8 +25,12 @@ const LONG_WINDOW_SECS: u32 = 300;
 /// The versions in memory before a checkpoint goes past the commit point:
 /// a few dozen of the test's documents.
 const HISTORY_BYTES_MAX: u64 = 64 * 1024;
+/// A bound the test's writes never reach.
+const LARGE_HISTORY_BYTES_MAX: u64 = 1 << 30;
 /// The oplog cap: a few 1 MB segments, so that the size cap deletes some.
 const OPLOG_BYTES: u64 = 3 * 1024 * 1024;
+/// The journal's smallest segment (`oplog_size_bytes / 8`, at least 1 MB).
+const SEGMENT_BYTES: u64 = 1024 * 1024;
 const DOCUMENTS: i32 = 6_000;
 const PAD_BYTES: usize = 1_000;
 /// Generous: the machine is loaded and the build is a debug one.
@@ -40,6 +44,9 @@ struct Case {
     /// The commit point stays at the first write (a P-S-A set with its
     /// secondary down) instead of following every write.
     stalled: bool,
+    /// `history_bytes_max`: small, or large enough that memory never
+    /// makes the window give way.
+    history_bytes_max: u64,
 }
 
 fn options(dir: &std::path::Path, case: Case) -> EngineOptions {
@@ -47,7 +54,7 @@ fn options(dir: &std::path::Path, case: Case) -> EngineOptions {
     options.checkpoint_interval_ms = 20;
     options.journal_commit_interval_ms = 2;
     options.replicated = true;
-    options.history_bytes_max = HISTORY_BYTES_MAX;
+    options.history_bytes_max = case.history_bytes_max;
     options.oplog_size_bytes = OPLOG_BYTES;
     options.snapshot_history_window_secs = case.window_secs;
     options
@@ -125,8 +132,16 @@ fn run(case: Case) {
     // its bound, the window giving way, and the size cap deletes segments
     // below its retain point.
     wait_for("memory within its bound", || {
-        engine.stats().history_bytes_in_memory <= HISTORY_BYTES_MAX
+        engine.stats().history_bytes_in_memory <= case.history_bytes_max
     });
+    if !case.stalled {
+        // Nothing needs the old entries: the size cap deletes them, the
+        // snapshot window giving way to it (as MongoDB's does not hold the
+        // oplog either), so that a lagging member can still fall off it.
+        wait_for("the oplog back within its cap", || {
+            engine.stats().oplog_size_bytes <= OPLOG_BYTES + SEGMENT_BYTES
+        });
+    }
     let stats = engine.stats();
     assert!(
         stats.checkpoint_timestamp > Timestamp::ZERO,
@@ -174,6 +189,7 @@ fn a_crash_under_a_long_snapshot_window_with_the_commit_point_moving_reopens() {
     run(Case {
         window_secs: LONG_WINDOW_SECS,
         stalled: false,
+        history_bytes_max: HISTORY_BYTES_MAX,
     });
 }
 
@@ -182,6 +198,7 @@ fn a_crash_under_a_long_snapshot_window_with_the_commit_point_stalled_reopens_an
     run(Case {
         window_secs: LONG_WINDOW_SECS,
         stalled: true,
+        history_bytes_max: HISTORY_BYTES_MAX,
     });
 }
 
@@ -190,6 +207,7 @@ fn a_crash_without_a_window_with_the_commit_point_moving_reopens() {
     run(Case {
         window_secs: 0,
         stalled: false,
+        history_bytes_max: HISTORY_BYTES_MAX,
     });
 }
 
@@ -198,5 +216,15 @@ fn a_crash_without_a_window_with_the_commit_point_stalled_reopens_and_rolls_back
     run(Case {
         window_secs: 0,
         stalled: true,
+        history_bytes_max: HISTORY_BYTES_MAX,
+    });
+}
+
+#[test]
+fn a_long_snapshot_window_gives_way_to_the_oplog_size_cap() {
+    run(Case {
+        window_secs: LONG_WINDOW_SECS,
+        stalled: false,
+        history_bytes_max: LARGE_HISTORY_BYTES_MAX,
     });
 }

@@ -53,7 +53,7 @@ pub struct ServeArgs {
     /// cache, a quarter for the versions above the checkpoint (past it a
     /// member checkpoints beyond its commit point, keeping the history on
     /// disk).
-    #[arg(long = "cache-size-mb", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
+    #[arg(long = "cache-size-mb", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=1_048_576))]
     pub cache_size_mb: u64,
     /// Enables test-only commands (fail points).
     #[arg(long = "enable-test-commands")]

@@ -309,7 +309,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
             "versionsInMemory": stats.versions_in_memory as i64,
             "history": history_section(&stats),
         },
-        "flowControl": flow_control_section(state),
+        "flowControl": state.flow_control.server_status(&state.engine),
     };
     // MongoDB reports `repl` only on a replica set member.
     if let Some(repl) = state.topology.server_status() {
@@ -337,32 +337,6 @@ fn history_section(stats: &slipstream_storage::engine::EngineStats) -> Document 
         "oldestTimestamp": stats.oldest_timestamp.to_bson(),
         "floor": stats.history_floor.map_or(Bson::Null, |floor| Bson::Timestamp(floor.to_bson())),
         "checkpointsPastStable": stats.checkpoints_past_stable as i64,
-    }
-}
-
-/// MongoDB's `flowControlTargetLagSeconds`: the majority lag past which its
-/// flow control would throttle writes.
-const FLOW_CONTROL_TARGET_LAG_SECS: u32 = 10;
-/// `targetRateLimit` when nothing is throttled (MongoDB's value then).
-const FLOW_CONTROL_NO_LIMIT: i64 = 1_000_000_000;
-
-/// MongoDB's `flowControl` section. Slipstream bounds memory by checkpointing
-/// past a stalled commit point instead of slowing writes: nothing is ever
-/// throttled (`enabled: false`); the majority lag (newest entry's seconds
-/// minus the stable timestamp's) and whether it passes the target are real.
-fn flow_control_section(state: &crate::state::ServerState) -> Document {
-    let lag_secs = match state.engine.stable_timestamp() {
-        Some(stable) => state.engine.last_applied().ts.secs.saturating_sub(stable.secs),
-        None => 0,
-    };
-    doc! {
-        "enabled": false,
-        "targetRateLimit": FLOW_CONTROL_NO_LIMIT,
-        "timeAcquiringMicros": 0i64,
-        "locksPerKiloOp": 0.0,
-        "sustainerRate": 0i64,
-        "isLagged": lag_secs > FLOW_CONTROL_TARGET_LAG_SECS,
-        "majorityLagSeconds": i64::from(lag_secs),
     }
 }
 

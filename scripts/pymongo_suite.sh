@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYMONGO_VERSION=4.20.0
 FILES=(test/test_crud_unified.py test/test_collection.py test/test_cursor.py test/test_bulk.py)
-STANDALONE_ONLY=(test/test_examples.py test/test_versioned_api_integration.py test/test_collation.py)
+STANDALONE_ONLY=(test/test_examples.py test/test_versioned_api_integration.py test/test_collation.py
+  test/test_database.py test/test_collection_management.py)
 REPLSET_FILES=(test/test_read_write_concern_spec.py test/test_session.py test/test_sessions_unified.py
   test/test_retryable_writes.py test/test_retryable_writes_unified.py
   test/test_connections_survive_primary_stepdown_spec.py test/test_read_preferences.py "${FILES[@]}")

@@ -267,3 +267,35 @@ def test_where_is_refused_as_mongodb_without_javascript(coll):
         list(coll.find({"$where": 5}))
     assert failure.value.code == 2
     assert coll.count_documents({}) == 1
+
+
+def test_function_is_refused_as_mongodb_without_javascript(coll):
+    """MongoDB 7.0 with JavaScript disabled: `$function` parses (its fields
+    are checked) and fails with 31264 when evaluated; a pipeline that never
+    evaluates it succeeds. A validator refuses it (4660800)."""
+    function = {"$function": {"body": "function(a) { return a; }", "args": ["$a"], "lang": "js"}}
+    assert list(coll.aggregate([{"$project": {"f": function}}])) == []
+    coll.insert_one({"a": 1})
+    for run in (
+        lambda: list(coll.aggregate([{"$project": {"f": function}}])),
+        lambda: list(coll.find({"$expr": function})),
+    ):
+        with pytest.raises(OperationFailure) as failure:
+            run()
+        assert failure.value.code == 31264
+        assert "Cannot run server-side javascript without the javascript engine enabled" in str(failure.value)
+    for spec, code in (
+        ("x", 31260),
+        ({"args": [], "lang": "js"}, 31261),
+        ({"body": "$a", "args": [], "lang": "js"}, 31432),
+        ({"body": 5, "args": [], "lang": "js"}, 31262),
+        ({"body": "function() {}", "lang": "js"}, 31263),
+        ({"body": "function() {}", "args": []}, 31418),
+        ({"body": "function() {}", "args": [], "lang": "python"}, 31419),
+    ):
+        with pytest.raises(OperationFailure) as failure:
+            list(coll.aggregate([{"$project": {"f": {"$function": spec}}}]))
+        assert failure.value.code == code, (spec, failure.value)
+    with pytest.raises(OperationFailure) as failure:
+        coll.database.create_collection("validated", validator={"$expr": function})
+    assert failure.value.code == 4660800

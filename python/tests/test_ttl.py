@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pymongo.errors import OperationFailure
 
+from slipstream_testing.waiting import poll_until
+
 
 @pytest.fixture
 def fast_ttl(client):
@@ -17,12 +19,7 @@ def fast_ttl(client):
 
 
 def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
+    return poll_until(predicate, timeout)
 
 
 def ttl_metrics(client):

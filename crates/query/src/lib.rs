@@ -21,6 +21,7 @@ pub mod path;
 pub mod pcre;
 pub mod planner;
 pub mod projection;
+pub mod quantile;
 pub mod sort;
 pub mod update;
 pub mod validate;

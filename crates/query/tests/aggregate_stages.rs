@@ -482,7 +482,7 @@ fn now_variable_comes_from_the_caller() {
 fn unknown_and_unsupported_stages() {
     let err = run(vec![doc! {"$foo": {}}], vec![]).unwrap_err();
     assert_eq!((err.code, err.message.as_str()), (40324, "Unrecognized pipeline stage name: '$foo'"));
-    for stage in ["$out", "$merge", "$sample", "$geoNear", "$changeStream", "$collStats", "$indexStats", "$currentOp", "$search"] {
+    for stage in ["$out", "$merge", "$bucketAuto", "$geoNear", "$changeStream", "$collStats", "$indexStats", "$currentOp", "$search"] {
         let err = run(vec![doc! {stage: {}}], vec![]).unwrap_err();
         assert_eq!(err.code, 115, "{stage}");
         assert!(err.message.contains(stage), "{}", err.message);

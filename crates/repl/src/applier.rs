@@ -30,19 +30,18 @@ impl Applier {
         Applier { shared }
     }
 
-    pub fn apply(&self, held: HeldBatch) {
+    pub fn apply(&self, mut held: HeldBatch) {
         self.shared.applier_busy.send_replace(true);
         let shared = self.shared.clone();
         self.shared.runtime.spawn_blocking(move || {
             let engine = &shared.engine;
             let last = engine.last_applied().ts;
             // The overlap entry (and anything a restarted query repeats) is
-            // already ours.
-            let entries: Vec<_> = held
-                .entries
-                .iter()
+            // already ours. The entries are moved out, not copied: the batch
+            // is only needed afterwards to say it was appended.
+            let entries: Vec<_> = std::mem::take(&mut held.entries)
+                .into_iter()
                 .filter(|entry| entry.get_timestamp("ts").is_ok_and(|ts| from_bson_timestamp(ts) > last))
-                .cloned()
                 .collect();
             let count = entries.len();
             let mut durable_target = None;

@@ -31,6 +31,11 @@ pub struct Metrics {
     /// `metrics.ttl`: documents the TTL monitor deleted, and its passes.
     ttl_deleted_documents: AtomicU64,
     ttl_passes: AtomicU64,
+    /// `slipstream.compact`: `compact` runs, the bytes they freed, and the
+    /// last one's duration.
+    compactions: AtomicU64,
+    compaction_bytes_freed: AtomicU64,
+    compaction_last_ms: AtomicU64,
 }
 
 /// How many compressor ids the counters cover (MongoDB's 0 to 3).
@@ -157,6 +162,22 @@ impl Metrics {
     pub fn count_ttl_pass(&self, deleted: u64) {
         add(&self.ttl_passes, 1);
         add(&self.ttl_deleted_documents, deleted);
+    }
+
+    /// One `compact` that freed `freed` bytes in `elapsed_ms`.
+    pub fn count_compaction(&self, freed: u64, elapsed_ms: u64) {
+        add(&self.compactions, 1);
+        add(&self.compaction_bytes_freed, freed);
+        self.compaction_last_ms.store(elapsed_ms, Ordering::Relaxed);
+    }
+
+    /// `slipstream.compact` of `serverStatus`.
+    pub fn compactions(&self) -> Document {
+        doc! {
+            "count": get(&self.compactions),
+            "bytesFreed": get(&self.compaction_bytes_freed),
+            "lastDurationMs": get(&self.compaction_last_ms),
+        }
     }
 
     /// `metrics.ttl` of `serverStatus`. Each pass is one sub-pass here:

@@ -103,13 +103,7 @@ fn delete_expired(
         return Ok(0);
     };
     let filter = Filter::parse(&filter_document)?;
-    let shape = QueryShape {
-        filter_document: &filter_document,
-        filter: &filter,
-        sort: None,
-        hint: None,
-        natural_reverse: None,
-    };
+    let shape = QueryShape::filter_only(&filter_document, &filter);
     let plan = plan_query(Some(info), &shape)?;
     let mut deleted = 0;
     while deleted < TTL_DELETES_PER_INDEX_PER_PASS_MAX {

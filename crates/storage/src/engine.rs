@@ -57,9 +57,9 @@ use crate::journal::{EntryMeta, Journal, JournalOptions};
 use crate::kv::KvEngine;
 use crate::local_store::{LocalDocuments, LocalStore};
 use crate::lock_file::{create_data_directory, LockFile};
-use crate::mvcc::{ReadView, VersionedStore};
+use crate::mvcc::{BaseView, ReadView, VersionedStore};
 use crate::oplog_entry::{build_raw, command_namespace, split_namespace, EntryFields, OpKind, OplogEntry};
-use crate::poison::PoisonPolicy;
+use crate::poison::{FailedPart, PoisonPolicy};
 use crate::position::{Position, PositionCell};
 use local_view::{is_local_namespace, local_collection_info, local_document, local_get, local_namespaces, local_scan};
 use crate::session::{RetryImage, StatementSession};
@@ -984,6 +984,32 @@ impl Engine {
     pub fn checkpoint_now(&self) -> Result<Timestamp> {
         self.inner.journal.sync_now()?;
         crate::checkpoint::checkpoint(&self.inner, false)
+    }
+
+    /// Rewrites the checkpoint file without its free space (`compact`).
+    /// Checkpoints wait meanwhile (writes go on into the journal and
+    /// memory, reads go on from the views they hold); new views then read
+    /// the new file. A failure that leaves the file's rename undurable
+    /// poisons the engine as a failed checkpoint does; any earlier one
+    /// leaves the old file in use.
+    pub fn compact(&self) -> Result<crate::kv::KvCompaction> {
+        let _guard = self.inner.checkpoint_lock.lock();
+        if let Some(reason) = &*self.inner.poisoned.lock() {
+            return Err(StorageError::Poisoned(reason.clone()));
+        }
+        let compaction = match self.inner.kv.compact() {
+            Ok(compaction) => compaction,
+            Err(StorageError::Poisoned(reason)) => {
+                self.inner.options.poison_policy.on_failure(FailedPart::Checkpoint, &reason);
+                *self.inner.poisoned.lock() = Some(reason.clone());
+                return Err(StorageError::Poisoned(reason));
+            }
+            Err(err) => return Err(err),
+        };
+        // The same checkpoint, history records and floor included, in a new file.
+        let base = self.inner.store.base();
+        self.inner.store.install_base(BaseView { kv: self.inner.kv.snapshot()?, ts: base.ts, floor: base.floor });
+        Ok(compaction)
     }
 
     /// Sets the stable timestamp (replication: the commit point); it never

@@ -74,4 +74,14 @@ pub trait KvEngine: Send + Sync {
     /// Commits the batch atomically and durably (fsync before returning).
     /// After an error the caller must treat the engine as poisoned.
     fn commit(&self, batch: KvBatch) -> Result<()>;
+    /// Rewrites the engine's file without its free space, keeping every
+    /// pair; commits wait until it is done.
+    fn compact(&self) -> Result<KvCompaction>;
+}
+
+/// The engine file's size before and after a compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvCompaction {
+    pub bytes_before: u64,
+    pub bytes_after: u64,
 }

@@ -17,10 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, StorageBackend, TableDefinition};
+use parking_lot::RwLock;
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
+};
 
 use crate::io::{IoBackend, IoFile};
-use crate::kv::{KvBatch, KvEngine, KvIter, KvOp, KvSnapshot, Result};
+use crate::kv::{KvBatch, KvCompaction, KvEngine, KvIter, KvOp, KvSnapshot, Result};
 use crate::StorageError;
 
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
@@ -87,8 +90,21 @@ impl StorageBackend for IoFileBackend {
     }
 }
 
+/// Keys a compaction copies per write transaction of the new file: the
+/// transaction's dirty pages stay in memory until it commits.
+const COMPACT_KEYS_PER_COMMIT: usize = 20_000;
+/// The new file a compaction writes before it replaces the checkpoint.
+const COMPACT_SUFFIX: &str = "compacting";
+
 pub struct RedbEngine {
-    database: Database,
+    /// Behind a lock only so that `compact` can put a new file's database
+    /// in its place; snapshots and commits take it shared. Each snapshot
+    /// holds its database: redb fails the reads of a closed one.
+    database: RwLock<Arc<Database>>,
+    path: PathBuf,
+    io: Arc<dyn IoBackend>,
+    /// The page cache (`--cache-size-mb`), kept by a compacted file too.
+    cache_bytes: usize,
 }
 
 impl RedbEngine {
@@ -105,18 +121,91 @@ impl RedbEngine {
         let open_error = |e: std::io::Error| kv_error(&format!("opening {}", path.display()), e);
         let created = !io.exists(path).map_err(open_error)?;
         let file = if created { io.create(path) } else { io.open(path) }.map_err(open_error)?;
-        let backend = IoFileBackend { path: path.to_path_buf(), file, not_written_back: AtomicU64::new(0) };
-        let database = Database::builder()
-            .set_cache_size(cache_bytes)
-            .create_with_backend(backend)
-            .map_err(|e| kv_error(&format!("opening {}", path.display()), e))?;
+        let database = open_database(path, file, cache_bytes)?;
         let txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
         {
             txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
             txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
         }
         txn.commit().map_err(|e| kv_error("commit", e))?;
-        Ok((RedbEngine { database }, created))
+        let engine = RedbEngine { database: RwLock::new(Arc::new(database)), path: path.to_path_buf(), io: io.clone(), cache_bytes };
+        Ok((engine, created))
+    }
+
+    /// Rewrites the checkpoint into a new file holding only live pages and
+    /// puts it in place of the old one (redb's own `compact` needs every
+    /// read transaction closed, and the versioned store always holds one).
+    /// Commits and new snapshots wait until it is done; snapshots already
+    /// taken keep reading the old file, whose space returns to the file
+    /// system when the last of them is dropped. A crash before the rename
+    /// leaves the old file in place and a stray new one, removed by the
+    /// next compaction; after it, the new file holds the same pairs.
+    fn compact_file(&self) -> Result<KvCompaction> {
+        let mut database = self.database.write();
+        let io_error = |context: &str, e: std::io::Error| kv_error(&format!("compact: {context}"), e);
+        let bytes_before = self.io.open(&self.path).and_then(|f| f.size_bytes()).map_err(|e| io_error("size", e))?;
+        let temp = self.path.with_extension(COMPACT_SUFFIX);
+        if self.io.exists(&temp).map_err(|e| io_error("exists", e))? {
+            self.io.remove_file(&temp).map_err(|e| io_error("remove stale file", e))?;
+        }
+        let file = self.io.create(&temp).map_err(|e| io_error("create", e))?;
+        let fresh = open_database(&temp, file.clone(), self.cache_bytes)?;
+        if let Err(err) = copy_tables(&database, &fresh) {
+            drop(fresh);
+            // The old file is untouched: the engine goes on with it.
+            let _ = self.io.remove_file(&temp);
+            return Err(err);
+        }
+        self.io.rename(&temp, &self.path).map_err(|e| io_error("rename", e))?;
+        // From here on commits must go to the new file, the one the path names.
+        *database = Arc::new(fresh);
+        let parent = self.path.parent().unwrap_or(Path::new("."));
+        if let Err(err) = self.io.sync_dir(parent) {
+            // The rename may not survive a crash: the old file would come
+            // back without the commits made from now on.
+            return Err(StorageError::Poisoned(format!("compact: fsync of {} failed: {err}", parent.display())));
+        }
+        let bytes_after = file.size_bytes().map_err(|e| io_error("size", e))?;
+        Ok(KvCompaction { bytes_before, bytes_after })
+    }
+}
+
+fn open_database(path: &Path, file: Arc<dyn IoFile>, cache_bytes: usize) -> Result<Database> {
+    let backend = IoFileBackend { path: path.to_path_buf(), file, not_written_back: AtomicU64::new(0) };
+    Database::builder()
+        .set_cache_size(cache_bytes)
+        .create_with_backend(backend)
+        .map_err(|e| kv_error(&format!("opening {}", path.display()), e))
+}
+
+/// Copies both tables of `from`'s latest commit into `to`, in key order,
+/// each piece committed durably.
+fn copy_tables(from: &Database, to: &Database) -> Result<()> {
+    let read = from.begin_read().map_err(|e| kv_error("compact: begin_read", e))?;
+    let data = read.open_table(DATA).map_err(|e| kv_error("compact: open data table", e))?;
+    let mut rows = data.iter().map_err(|e| kv_error("compact: iter", e))?.peekable();
+    loop {
+        let mut txn = to.begin_write().map_err(|e| kv_error("compact: begin_write", e))?;
+        txn.set_durability(Durability::Immediate).map_err(|e| kv_error("compact: set_durability", e))?;
+        {
+            let mut table = txn.open_table(DATA).map_err(|e| kv_error("compact: open data table", e))?;
+            for row in rows.by_ref().take(COMPACT_KEYS_PER_COMMIT) {
+                let (key, value) = row.map_err(|e| kv_error("compact: read", e))?;
+                table.insert(key.value(), value.value()).map_err(|e| kv_error("compact: insert", e))?;
+            }
+            let mut meta_out = txn.open_table(META).map_err(|e| kv_error("compact: open meta table", e))?;
+            if rows.peek().is_none() {
+                let meta = read.open_table(META).map_err(|e| kv_error("compact: open meta table", e))?;
+                for row in meta.iter().map_err(|e| kv_error("compact: meta iter", e))? {
+                    let (name, value) = row.map_err(|e| kv_error("compact: meta read", e))?;
+                    meta_out.insert(name.value(), value.value()).map_err(|e| kv_error("compact: meta insert", e))?;
+                }
+            }
+        }
+        txn.commit().map_err(|e| kv_error("compact: commit", e))?;
+        if rows.peek().is_none() {
+            return Ok(());
+        }
     }
 }
 
@@ -129,6 +218,9 @@ type RedbItem = std::result::Result<
 struct RedbSnapshot {
     data: ReadOnlyTable<&'static [u8], &'static [u8]>,
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    /// Dropped after the tables (fields drop in order): the database a
+    /// compaction replaced closes when its last snapshot ends.
+    _database: Arc<Database>,
 }
 
 /// Whether the bounds describe an empty range (redb panics on an
@@ -172,14 +264,18 @@ impl KvSnapshot for RedbSnapshot {
 
 impl KvEngine for RedbEngine {
     fn snapshot(&self) -> Result<Arc<dyn KvSnapshot>> {
-        let txn = self.database.begin_read().map_err(|e| kv_error("begin_read", e))?;
+        let database = self.database.read().clone();
+        let txn = database.begin_read().map_err(|e| kv_error("begin_read", e))?;
         let data = txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
         let meta = txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
-        Ok(Arc::new(RedbSnapshot { data, meta }))
+        Ok(Arc::new(RedbSnapshot { data, meta, _database: database }))
     }
 
     fn commit(&self, batch: KvBatch) -> Result<()> {
-        let mut txn = self.database.begin_write().map_err(|e| kv_error("begin_write", e))?;
+        // Held until the commit ends, so that a compaction never copies
+        // the file with this commit still to come.
+        let database = self.database.read();
+        let mut txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
         txn.set_durability(Durability::Immediate).map_err(|e| kv_error("set_durability", e))?;
         {
             let mut data = txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
@@ -205,6 +301,10 @@ impl KvEngine for RedbEngine {
             }
         }
         txn.commit().map_err(|e| kv_error("commit", e))
+    }
+
+    fn compact(&self) -> Result<KvCompaction> {
+        self.compact_file()
     }
 }
 
@@ -253,6 +353,42 @@ mod tests {
             .unwrap()
             .collect();
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn compact_shrinks_the_file_and_keeps_every_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.redb");
+        let (engine, _) = RedbEngine::open(&path, &StdIo::new()).unwrap();
+        let key = |i: u32| i.to_be_bytes().to_vec();
+        for chunk in 0..4u32 {
+            let mut batch = KvBatch::default();
+            for i in chunk * 1000..(chunk + 1) * 1000 {
+                batch.put(key(i), vec![7u8; 1000]);
+            }
+            engine.commit(batch).unwrap();
+        }
+        let mut batch = KvBatch::default();
+        batch.delete_range(key(0), key(3900));
+        batch.set_metadata("ts", vec![9]);
+        engine.commit(batch).unwrap();
+        let held = engine.snapshot().unwrap();
+        let compaction = engine.compact().unwrap();
+        assert!(compaction.bytes_after * 4 < compaction.bytes_before, "{compaction:?}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), compaction.bytes_after);
+        // A snapshot taken before still reads the old file.
+        assert_eq!(collect(&*held, false).len(), 100);
+        let after = engine.snapshot().unwrap();
+        assert_eq!(collect(&*after, false), (3900..4000).map(key).collect::<Vec<_>>());
+        assert_eq!(after.metadata("ts").unwrap(), Some(vec![9]));
+        let mut batch = KvBatch::default();
+        batch.put(b"later".to_vec(), b"v".to_vec());
+        engine.commit(batch).unwrap();
+        drop((held, after, engine));
+        let (engine, _) = RedbEngine::open(&path, &StdIo::new()).unwrap();
+        let reopened = engine.snapshot().unwrap();
+        assert_eq!(reopened.get(b"later").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(collect(&*reopened, false).len(), 101);
     }
 
     #[test]

@@ -154,3 +154,21 @@ def test_step_down_periods_follow_mongodb_defaults(members):
         except PyMongoError:
             pass  # the connection may close as the primary steps down
     assert members.primary() != primary
+
+
+def test_compact_needs_force_on_the_primary_and_runs_on_secondaries(members):
+    """MongoDB 7.0: a primary refuses `compact` without `force`
+    (IllegalOperation); a secondary runs it."""
+    from pymongo import WriteConcern
+
+    primary = members.primary()
+    with members.direct(primary) as client:
+        client.t.get_collection("c", write_concern=WriteConcern(w=3)).insert_one({"_id": 1})
+        with pytest.raises(OperationFailure) as raised:
+            client.t.command("compact", "c")
+        assert raised.value.code == 20
+        assert client.t.command("compact", "c", force=True)["bytesFreed"] >= 0
+    secondary = next(i for i in range(3) if i != primary)
+    with members.direct(secondary) as client:
+        assert client.t.command("compact", "c")["bytesFreed"] >= 0
+        assert client.t.get_collection("c", read_preference=ReadPreference.SECONDARY_PREFERRED).count_documents({}) == 1

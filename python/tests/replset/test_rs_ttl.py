@@ -3,19 +3,15 @@ ordinary oplog entries that the secondaries apply (issue 10, item 3)."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 from pymongo import WriteConcern
 
+from slipstream_testing.waiting import poll_until
+
 
 def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
+    return poll_until(predicate, timeout)
 
 
 def ttl_deleted(client) -> int:

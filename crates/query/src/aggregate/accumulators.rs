@@ -9,6 +9,7 @@ use crate::compare::{compare_values, values_equal};
 use crate::error::{codes, QueryError};
 use super::select_accumulators::{SelectKind, SelectSpec, SelectState};
 use crate::expr::{Expr, Variables};
+use crate::quantile::QuantileSpec;
 
 /// Which accumulator a `$group` field uses.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,11 +27,13 @@ pub(crate) enum AccumulatorKind {
     StdDevSamp,
     /// `$firstN`, `$top`, ... (see `select_accumulators`).
     Select,
+    /// `$percentile`, `$median` (see `crate::quantile`).
+    Quantile,
 }
 
 /// Accumulators MongoDB has that Slipstream answers with
 /// CommandNotSupported rather than "unknown".
-const UNSUPPORTED: &[&str] = &["$median", "$percentile", "$accumulator"];
+const UNSUPPORTED: &[&str] = &["$accumulator"];
 
 /// One `$group` output field: `{field: {$op: <expr>}}`.
 #[derive(Clone, Debug)]
@@ -40,6 +43,8 @@ pub(crate) struct AccumulatorSpec {
     pub expr: Expr,
     /// The options of a `Select` accumulator.
     pub select: Option<SelectSpec>,
+    /// The percentiles of a `Quantile` accumulator.
+    pub quantile: Option<QuantileSpec>,
 }
 
 impl AccumulatorSpec {
@@ -67,7 +72,7 @@ impl AccumulatorSpec {
                 if !matches!(argument, Bson::Document(a) if a.is_empty()) {
                     return Err(QueryError::new(codes::TYPE_MISMATCH, "$count takes no arguments, i.e. $count:{}"));
                 }
-                return Ok(AccumulatorSpec { field: field.to_string(), kind: AccumulatorKind::Sum, expr: Expr::literal(Bson::Int32(1)), select: None });
+                return Ok(AccumulatorSpec { field: field.to_string(), kind: AccumulatorKind::Sum, expr: Expr::literal(Bson::Int32(1)), select: None, quantile: None });
             }
             select if SelectKind::from_name(select).is_some() => {
                 let kind = SelectKind::from_name(select).expect("checked by the guard");
@@ -76,6 +81,18 @@ impl AccumulatorSpec {
                     kind: AccumulatorKind::Select,
                     expr: Expr::literal(Bson::Null),
                     select: Some(SelectSpec::parse(select, kind, argument)?),
+                    quantile: None,
+                });
+            }
+            "$percentile" | "$median" => {
+                let code = if name == "$median" { 7436100 } else { 7429703 };
+                let quantile = QuantileSpec::parse(name, argument, code)?;
+                return Ok(AccumulatorSpec {
+                    field: field.to_string(),
+                    kind: AccumulatorKind::Quantile,
+                    expr: quantile.input.clone(),
+                    select: None,
+                    quantile: Some(quantile),
                 });
             }
             unsupported if UNSUPPORTED.contains(&unsupported) => {
@@ -92,7 +109,7 @@ impl AccumulatorSpec {
             Bson::Array(items) => &items[0],
             other => other,
         };
-        Ok(AccumulatorSpec { field: field.to_string(), kind, expr: Expr::parse(argument)?, select: None })
+        Ok(AccumulatorSpec { field: field.to_string(), kind, expr: Expr::parse(argument)?, select: None, quantile: None })
     }
 }
 
@@ -109,6 +126,8 @@ pub(crate) enum AccumulatorState {
     /// Welford's running mean and sum of squared deviations.
     StdDev { sample: bool, count: u64, mean: f64, m2: f64 },
     Select(SelectState),
+    /// The numeric inputs of `$percentile` / `$median`.
+    Quantile(Vec<f64>),
 }
 
 /// A running numeric sum with MongoDB's widening: int, then long, then
@@ -181,6 +200,7 @@ impl AccumulatorState {
                 m2: 0.0,
             },
             AccumulatorKind::Select => AccumulatorState::Select(SelectState::default()),
+            AccumulatorKind::Quantile => AccumulatorState::Quantile(Vec::new()),
         }
     }
 
@@ -212,6 +232,12 @@ impl AccumulatorState {
         }
         match self {
             AccumulatorState::Select(_) => unreachable!("add_document hands select accumulators whole documents"),
+            AccumulatorState::Quantile(values) => {
+                if let Some(x) = value.as_ref().and_then(crate::quantile::numeric) {
+                    values.push(x);
+                    return Ok(std::mem::size_of::<f64>());
+                }
+            }
             AccumulatorState::Sum(sum) => {
                 // $sum ignores non-numeric values, including arrays.
                 if let Some(v) = &value {
@@ -285,6 +311,9 @@ impl AccumulatorState {
     pub(crate) fn finish(self, spec: &AccumulatorSpec) -> Bson {
         match self {
             AccumulatorState::Select(state) => state.finish(spec.select.as_ref().expect("select state has a select spec")),
+            AccumulatorState::Quantile(mut values) => {
+                spec.quantile.as_ref().expect("quantile state has a quantile spec").finish(&mut values)
+            }
             AccumulatorState::Sum(sum) => sum.to_bson(),
             AccumulatorState::Avg { count: 0, .. } => Bson::Null,
             AccumulatorState::Avg { sum, count } => Bson::Double(sum.as_f64() / count as f64),

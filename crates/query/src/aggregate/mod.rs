@@ -16,7 +16,7 @@
 //! `$count`, `$sortByCount`, `$bucket`, `$unwind`, `$lookup` (equality
 //! and `let`/`pipeline` forms), `$graphLookup`, `$unionWith`,
 //! `$replaceRoot`/`$replaceWith`, `$facet`, `$redact`,
-//! `$setWindowFields` (`documents` windows), `$documents`. The stages in
+//! `$setWindowFields` (`documents` windows), `$documents`, `$sample`. The stages in
 //! `UNSUPPORTED_STAGES` answer CommandNotSupported (115) naming
 //! themselves; any other name answers 40324.
 
@@ -35,6 +35,7 @@ mod match_stage;
 mod project;
 mod redact;
 mod replace_root;
+mod sample;
 mod select_accumulators;
 mod sort_stage;
 mod union_with;
@@ -129,7 +130,7 @@ pub struct Pipeline {
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out", "$merge", "$geoNear", "$search", "$searchMeta", "$vectorSearch", "$changeStream",
     "$collStats", "$indexStats", "$currentOp", "$listSessions", "$listLocalSessions",
-    "$planCacheStats", "$sample", "$bucketAuto", "$densify", "$fill", "$listSearchIndexes",
+    "$planCacheStats", "$bucketAuto", "$densify", "$fill", "$listSearchIndexes",
     "$shardedDataDistribution", "$changeStreamSplitLargeEvent", "$listSampledQueries",
 ];
 
@@ -271,8 +272,12 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
     // The planner gets the leading filter without its top-level `$expr`,
     // which only the pipeline can evaluate (it needs `$$NOW` and reports
     // errors); execution still applies the whole filter.
+    // A `$sampleRate` draws anew each time it is evaluated: a scan that
+    // applied it before the stage does would square the rate.
     let leading_match = match stages.first().and_then(|s| s.get("$match")) {
-        Some(Bson::Document(filter)) => Some(match_stage::split_top_level_expr(filter).0).filter(|f| !f.is_empty()),
+        Some(Bson::Document(filter)) if !names_operator(filter, "$sampleRate") => {
+            Some(match_stage::split_top_level_expr(filter).0).filter(|f| !f.is_empty())
+        }
         _ => None,
     };
     Ok(Pipeline {
@@ -280,6 +285,15 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
         leading_match,
         db: db.to_string(),
         memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
+    })
+}
+
+/// Whether `operator` is a key anywhere in the filter's logical clauses.
+fn names_operator(filter: &Document, operator: &str) -> bool {
+    filter.iter().any(|(key, value)| {
+        key == operator
+            || matches!(value, Bson::Array(clauses) if clauses.iter().any(
+                |clause| matches!(clause, Bson::Document(clause) if names_operator(clause, operator))))
     })
 }
 
@@ -317,6 +331,7 @@ fn parse_stage(name: &str, spec: &Bson, db: &str, depth: usize) -> Result<Vec<Bo
         "$replaceRoot" | "$replaceWith" => Box::new(replace_root::ReplaceRootStage::parse(name, spec)?),
         "$facet" => Box::new(facet::FacetStage::parse(spec, db, depth)?),
         "$unionWith" => Box::new(union_with::UnionWithStage::parse(spec, db, depth)?),
+        "$sample" => Box::new(sample::SampleStage::parse(spec)?),
         unsupported if UNSUPPORTED_STAGES.contains(&unsupported) => {
             return Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,

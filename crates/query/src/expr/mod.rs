@@ -20,7 +20,10 @@ mod conditional;
 mod date_math;
 mod date_parts;
 mod dates;
+mod javascript;
 mod objects;
+mod quantiles;
+pub(crate) mod random;
 mod sets;
 mod strings;
 mod trigonometry;
@@ -235,7 +238,7 @@ impl<'a> Context<'a> {
 }
 
 /// Every operator table, searched in order by `parse`.
-fn operator_tables() -> [&'static [OpSpec]; 13] {
+fn operator_tables() -> [&'static [OpSpec]; 16] {
     [
         date_parts::OPERATORS,
         array_ordering::OPERATORS,
@@ -250,6 +253,9 @@ fn operator_tables() -> [&'static [OpSpec]; 13] {
         types::OPERATORS,
         dates::OPERATORS,
         objects::OPERATORS,
+        random::OPERATORS,
+        javascript::OPERATORS,
+        quantiles::OPERATORS,
     ]
 }
 
@@ -306,6 +312,25 @@ impl Expr {
 
     /// Whether evaluating may read the document: a field path, or
     /// `$$ROOT`/`$$CURRENT`.
+    /// The value of an expression that reads neither a document nor a
+    /// variable (`[0.5, {$divide: [1, 4]}]`); `None` otherwise.
+    pub(crate) fn constant_value(&self) -> Option<Bson> {
+        if self.reads_document() || self.reads_variable() {
+            return None;
+        }
+        self.evaluate(&Document::new(), &Variables::empty()).ok()
+    }
+
+    fn reads_variable(&self) -> bool {
+        match &self.node {
+            Node::Literal(_) | Node::Field(_) => false,
+            Node::Variable { .. } => true,
+            Node::Object(fields) => fields.iter().any(|(_, e)| e.reads_variable()),
+            Node::Array(items) => items.iter().any(Expr::reads_variable),
+            Node::Operator { args, .. } => args.exprs.iter().flatten().any(Expr::reads_variable),
+        }
+    }
+
     fn reads_document(&self) -> bool {
         match &self.node {
             Node::Literal(_) => false,
@@ -408,8 +433,8 @@ fn parse_operator(name: &str, operand: &Bson) -> Result<Expr, QueryError> {
 /// a gap from a typo (which answers 168, "Unrecognized expression").
 const UNSUPPORTED_OPERATORS: &[&str] = &[
     "$top", "$topN", "$bottom", "$bottomN",
-    "$function", "$accumulator", "$meta", "$rand", "$sampleRate", "$toDecimal",
-    "$toHashedIndexKey", "$median", "$percentile", "$toUUID",
+    "$accumulator", "$meta", "$toDecimal",
+    "$toHashedIndexKey",
 ];
 
 fn parse_positional(name: &str, operand: &Bson, min: usize, max: usize) -> Result<Args, QueryError> {

@@ -85,6 +85,7 @@ pub fn matches_document_checked(
             found
         }
         Node::Expr(expr) => expr.holds(doc, vars, error).then_some(None),
+        Node::Schema(schema) => schema.matches(doc).then_some(None),
     }
 }
 
@@ -100,7 +101,7 @@ pub fn matches_value(node: &Node, value: &Bson) -> bool {
         Node::Field { path, predicate } if path.is_empty() => {
             satisfies(predicate, Some(value)).is_some()
         }
-        Node::Field { .. } | Node::Expr(_) => match value {
+        Node::Field { .. } | Node::Expr(_) | Node::Schema(_) => match value {
             Bson::Document(doc) => matches_document(node, doc).is_some(),
             _ => false,
         },

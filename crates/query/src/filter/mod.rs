@@ -60,6 +60,8 @@ pub enum Node {
     },
     /// `$expr`: an aggregation expression evaluated on the whole document.
     Expr(crate::filter::eval::ExprNode),
+    /// `$jsonSchema`: the whole document satisfies the schema.
+    Schema(std::sync::Arc<crate::json_schema::JsonSchema>),
 }
 
 /// A condition on one value.
@@ -241,7 +243,7 @@ fn collate_node(node: &mut Node, collation: &std::sync::Arc<Collation>) {
             children.iter_mut().for_each(|child| collate_node(child, collation))
         }
         Node::Field { predicate, .. } => collate_predicate(predicate, collation),
-        Node::True | Node::False | Node::Expr(_) => {}
+        Node::True | Node::False | Node::Expr(_) | Node::Schema(_) => {}
     }
 }
 

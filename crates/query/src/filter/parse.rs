@@ -101,7 +101,14 @@ fn parse_top_level_operator(
             }
             return Err(QueryError::new(6108304, "no globalScriptEngine in $where parsing"));
         }
-        "text" | "jsonSchema" | "sampleRate" => {
+        "sampleRate" => sample_rate(value)?,
+        "jsonSchema" => {
+            let Bson::Document(schema) = value else {
+                return Err(QueryError::new(codes::TYPE_MISMATCH, "$jsonSchema must be an object"));
+            };
+            Node::Schema(std::sync::Arc::new(crate::json_schema::JsonSchema::parse(schema)?))
+        }
+        "text" => {
             return Err(QueryError::new(
                 codes::COMMAND_NOT_SUPPORTED,
                 format!("${operator} is not supported by Slipstream"),
@@ -114,6 +121,25 @@ fn parse_top_level_operator(
         }
     };
     Ok(Some(node))
+}
+
+/// `$sampleRate: x`: each document matches with probability x, which
+/// MongoDB rewrites to `{$expr: {$lt: [{$rand: {}}, x]}}` (0 and 1 to
+/// never and always).
+fn sample_rate(value: &Bson) -> Result<Node, QueryError> {
+    let rate = match as_number(value) {
+        Some(Number::Int(n)) => n as f64,
+        Some(Number::Float(x)) => x,
+        None => return Err(QueryError::bad_value("argument to $sampleRate must be a numeric type")),
+    };
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(QueryError::bad_value("numeric argument to $sampleRate must be in [0, 1]"));
+    }
+    Ok(match rate {
+        0.0 => Node::False,
+        1.0 => Node::True,
+        _ => Node::Expr(ExprNode { expr: Expr::parse(&bson::bson!({"$lt": [{"$rand": {}}, rate]}))? }),
+    })
 }
 
 fn parse_clauses(

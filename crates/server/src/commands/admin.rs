@@ -308,6 +308,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
             },
             "versionsInMemory": stats.versions_in_memory as i64,
             "history": history_section(&stats),
+            "compact": state.metrics.compactions(),
         },
         "flowControl": state.flow_control.server_status(&state.engine),
     };

@@ -11,6 +11,7 @@ pub mod admin;
 pub mod aggregate;
 pub mod catalog;
 pub mod collmod;
+pub mod compact;
 pub mod crud;
 pub mod diagnostic_stages;
 pub mod diagnostics;
@@ -303,6 +304,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     reads("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
     always("dbHash", handler!(catalog::db_hash)).aliases(&["dbhash"]),
     always("validate", handler!(catalog::validate)),
+    // Free space of the checkpoint file (commands/compact.rs): any member
+    always("compact", handler!(compact::compact)),
     // CRUD (commands/crud.rs)
     writes("insert", handler!(crud::insert)).retryable(),
     writes("update", handler!(crud::update)).retryable(),

@@ -125,13 +125,7 @@ fn multikey_index_scan_returns_each_document_once_across_batches() {
     assert!(info.multikey_indexes.contains(&"tags_1".to_string()));
     let filter_document = doc! {"tags": {"$gte": 0}};
     let filter = Filter::parse(&filter_document).unwrap();
-    let shape = QueryShape {
-        filter_document: &filter_document,
-        filter: &filter,
-        sort: None,
-        hint: None,
-        natural_reverse: None,
-    };
+    let shape = QueryShape::filter_only(&filter_document, &filter);
     let plan = plan_query(Some(&info), &shape).unwrap();
     assert!(
         matches!(plan.access, Access::Index { multikey: true, .. }),

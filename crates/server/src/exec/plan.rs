@@ -24,6 +24,13 @@ pub struct QueryShape<'a> {
     pub natural_reverse: Option<bool>,
 }
 
+impl<'a> QueryShape<'a> {
+    /// A filter alone: no sort, no hint, record order.
+    pub fn filter_only(filter_document: &'a Document, filter: &'a Filter) -> Self {
+        QueryShape { filter_document, filter, sort: None, hint: None, natural_reverse: None }
+    }
+}
+
 /// The chosen plan.
 #[derive(Debug)]
 pub struct PlannedQuery {

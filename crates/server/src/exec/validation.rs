@@ -106,7 +106,28 @@ pub fn check_option(field: &str, value: &Bson) -> Result<bool, CommandError> {
     Ok(true)
 }
 
+/// Whether `$rand` (or `$sampleRate`, which MongoDB rewrites to it) is
+/// anywhere in the value: a validator must give one answer per document.
+fn draws_random(value: &Bson) -> bool {
+    names_key(value, "$rand") || names_key(value, "$sampleRate")
+}
+
+/// Whether `key` is a field name anywhere in the value.
+fn names_key(value: &Bson, key: &str) -> bool {
+    match value {
+        Bson::Document(d) => d.iter().any(|(k, v)| k == key || names_key(v, key)),
+        Bson::Array(items) => items.iter().any(|item| names_key(item, key)),
+        _ => false,
+    }
+}
+
 fn clauses(validator: &Document) -> Result<Vec<Clause>, CommandError> {
+    if draws_random(&Bson::Document(validator.clone())) {
+        return Err(CommandError::new(3040500, "$rand not allowed inside collection validators"));
+    }
+    if names_key(&Bson::Document(validator.clone()), "$function") {
+        return Err(CommandError::new(4660800, "$function cannot be used inside a validator."));
+    }
     let mut clauses = Vec::new();
     for (field, value) in validator {
         if matches!(

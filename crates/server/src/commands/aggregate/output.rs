@@ -465,13 +465,7 @@ impl Merge<'_> {
         let filter_document = self.match_filter(document)?;
         let filter = Filter::parse(&filter_document)?;
         let info = engine.collection_info(&self.ns);
-        let shape = QueryShape {
-            filter_document: &filter_document,
-            filter: &filter,
-            sort: None,
-            hint: None,
-            natural_reverse: None,
-        };
+        let shape = QueryShape::filter_only(&filter_document, &filter);
         let plan = plan_query(info.as_ref(), &shape)?;
         Ok(collect_matches(reader, &self.ns, &plan, &filter, None, Some(1))?.pop())
     }

@@ -5,10 +5,11 @@
 //! than a source's first entry cannot catch up from it.
 //!
 //! What the capped oplog keeps: the journal deletes whole old segments
-//! once over its cap, but never an entry above the last checkpoint's
-//! timestamp, and a member's checkpoints never pass its commit point; so
-//! every entry a restart replays, and every entry a rollback to the commit
-//! point needs, stays (`retainedFrom` is that bound).
+//! once over its cap, but never an entry at or above the storage engine's
+//! recovery floor (the checkpoint's timestamp, or its history floor when the
+//! checkpoint went past a stalled commit point), which is never above the
+//! commit point; so every entry a restart replays, and every entry a
+//! rollback to the commit point needs, stays (`retainedFrom` is that floor).
 
 use bson::{doc, Document};
 use slipstream_storage::{bson_timestamp, Engine, Timestamp};
@@ -34,7 +35,7 @@ pub fn window_document(engine: &Engine) -> Document {
         "windowHours": window_hours(stats.oplog_first, stats.oplog_last),
         "sizeBytes": stats.oplog_size_bytes as i64,
         "maxSizeBytes": stats.oplog_size_cap_bytes as i64,
-        "retainedFrom": bson_timestamp(stats.checkpoint_timestamp),
+        "retainedFrom": bson_timestamp(stats.oldest_timestamp),
     };
     if let Some(held) = engine.oplog_hold_floor() {
         window.insert("initialSyncHeldFrom", bson_timestamp(held));

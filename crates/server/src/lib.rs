@@ -17,6 +17,7 @@ pub mod error;
 pub mod error_codes;
 pub mod exec;
 pub mod failpoint;
+pub mod flow_control;
 pub mod listener;
 pub mod log;
 pub mod metrics;

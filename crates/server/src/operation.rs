@@ -6,7 +6,8 @@
 //! 3. check the session arguments (`txnNumber`, transactions);
 //! 4. test-only fail points (`failCommand`, `maxTimeAlwaysTimeOut`);
 //! 5. check the command's access against the topology (a secondary
-//!    refuses writes, and reads without secondaryOk);
+//!    refuses writes, and reads without secondaryOk); a write waits while
+//!    storage memory is far past its bound (`flow_control`);
 //! 6. decide the read concern (the topology's read point, which may wait)
 //!    and the write concern (refused now if it cannot be satisfied); then
 //!    check out the command's session and, for a retryable write, load its
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use serde_json::json;
-use slipstream_repl::Topology;
+use slipstream_repl::{CommandAccess, Topology};
 use slipstream_storage::{bson_timestamp, from_bson_timestamp};
 
 use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
@@ -126,6 +127,9 @@ async fn run(
         return Some(CommandError::from(error).to_reply());
     }
     let deadline = max_time_deadline(&request.body);
+    if access == CommandAccess::Write {
+        state.flow_control.admit(&state.engine, deadline).await;
+    }
     let read = match concern::decide_read(spec, &request.body, topology, deadline).await {
         Ok(read) => read,
         Err(error) => return Some(error.to_reply()),

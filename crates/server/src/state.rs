@@ -120,6 +120,9 @@ pub struct ServerState {
     pub operations: crate::operations::OperationRegistry,
     /// Profiling levels per database, for `profile` (locks internally).
     pub profiler: crate::profiler::Profiler,
+    /// Client writes wait here while storage memory is far past its bound
+    /// (atomics).
+    pub flow_control: crate::flow_control::FlowControl,
 }
 
 impl ServerState {
@@ -147,6 +150,7 @@ impl ServerState {
             parameters: crate::parameters::Parameters::default(),
             operations: crate::operations::OperationRegistry::default(),
             profiler: crate::profiler::Profiler::default(),
+            flow_control: crate::flow_control::FlowControl::default(),
         }
     }
 

@@ -55,6 +55,13 @@ pub struct ServeArgs {
     #[arg(long = "oplog-size-mb", alias = "oplogSize", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub oplog_size_mb: u64,
+    /// Memory for the storage engine's caches, in megabytes (as MongoDB's
+    /// `wiredTigerCacheSizeGB`): a quarter for the checkpoint store's page
+    /// cache, a quarter for the versions above the checkpoint (past it a
+    /// member checkpoints beyond its commit point, keeping the history on
+    /// disk).
+    #[arg(long = "cache-size-mb", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=1_048_576))]
+    pub cache_size_mb: u64,
     /// Enables test-only commands (fail points).
     #[arg(long = "enable-test-commands")]
     pub enable_test_commands: bool,
@@ -80,7 +87,8 @@ pub struct ServeArgs {
     /// Run as a member of this replica set (MongoDB's `--replSet`).
     #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
     pub repl_set: Option<String>,
-    /// MongoDB's `--setParameter name=value` (only enableTestCommands).
+    /// MongoDB's `--setParameter name=value` (enableTestCommands,
+    /// minSnapshotHistoryWindowInSeconds).
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     pub set_parameter: Vec<String>,
 }

@@ -26,8 +26,19 @@ const EXIT_DBPATH_IN_USE: u8 = 100;
 /// MongoDB's exit code when the port cannot be bound.
 const EXIT_NETWORK: u8 = 48;
 
+/// MongoDB's default `minSnapshotHistoryWindowInSeconds`.
+const SNAPSHOT_HISTORY_WINDOW_SECS_DEFAULT: u32 = 300;
+
+/// What bounds the storage engine's memory: `--cache-size-mb` and the
+/// snapshot window (kept in memory within the cache's history quarter).
+struct Memory {
+    cache_size_mb: u64,
+    snapshot_window_secs: u32,
+}
+
 pub fn run(args: ServeArgs) -> ExitCode {
     let mut enable_test_commands = args.enable_test_commands;
+    let mut snapshot_window_secs = SNAPSHOT_HISTORY_WINDOW_SECS_DEFAULT;
     for parameter in &args.set_parameter {
         match parameter.split_once('=') {
             Some(("enableTestCommands", value)) => enable_test_commands = matches!(value, "1" | "true"),
@@ -41,9 +52,17 @@ pub fn run(args: ServeArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
+            Some(("minSnapshotHistoryWindowInSeconds", value)) => match value.parse() {
+                Ok(secs) => snapshot_window_secs = secs,
+                Err(_) => {
+                    eprintln!("error: --setParameter minSnapshotHistoryWindowInSeconds takes seconds, not '{value}'");
+                    return ExitCode::from(2);
+                }
+            },
             _ => {
                 eprintln!(
-                    "error: unsupported --setParameter '{parameter}' (known: enableTestCommands, numInitialSyncAttempts)"
+                    "error: unsupported --setParameter '{parameter}' \
+                     (known: enableTestCommands, numInitialSyncAttempts, minSnapshotHistoryWindowInSeconds)"
                 );
                 return ExitCode::from(2);
             }
@@ -106,12 +125,14 @@ pub fn run(args: ServeArgs) -> ExitCode {
         log.error("CONTROL", 20574, "initandlisten", "--metrics-port requires --replSet", serde_json::Value::Null);
         return ExitCode::from(2);
     }
-    runtime.block_on(serve(options, args.accept_journal_loss, args.repl_set.clone(), args.metrics_port, log))
+    let memory = Memory { cache_size_mb: args.cache_size_mb, snapshot_window_secs };
+    runtime.block_on(serve(options, args.accept_journal_loss, memory, args.repl_set.clone(), args.metrics_port, log))
 }
 
 async fn serve(
     options: ServerOptions,
     accept_journal_loss: bool,
+    memory: Memory,
     repl_set: Option<String>,
     metrics_port: Option<u16>,
     log: Log,
@@ -131,6 +152,10 @@ async fn serve(
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
     engine_options.accept_journal_loss = accept_journal_loss;
     engine_options.replicated = repl_set.is_some();
+    let cache_bytes = memory.cache_size_mb * 1024 * 1024;
+    engine_options.history_bytes_max = cache_bytes / 4;
+    engine_options.kv_cache_bytes = usize::try_from(cache_bytes / 4).unwrap_or(usize::MAX);
+    engine_options.snapshot_history_window_secs = memory.snapshot_window_secs;
     // The span names the context of recovery's lines, as MongoDB's
     // startup thread does.
     let startup = tracing::info_span!("initandlisten");

@@ -300,18 +300,25 @@ impl CatalogHistory {
         self.versions.len()
     }
 
+    /// The versions above `after` and at or below `up_to` (a checkpoint past
+    /// the commit point keeps them in its history).
+    pub fn versions_between(&self, after: Timestamp, up_to: Timestamp) -> Vec<(Timestamp, Arc<Catalog>)> {
+        self.versions.iter().filter(|(ts, _)| *ts > after && *ts <= up_to).cloned().collect()
+    }
+
     /// After a checkpoint at `stable` is committed: the catalog as of
-    /// `stable` becomes the base, and the tables whose drop it covered are
-    /// forgotten (their keys are gone from the checkpoint).
-    pub fn fold_to(&mut self, stable: Timestamp) {
+    /// `stable` becomes the base, and the tables whose drop it carried out
+    /// (those dropped at or below `drops_done_to`, which is `stable` unless
+    /// the checkpoint keeps history) are forgotten (their keys are gone).
+    pub fn fold_to(&mut self, stable: Timestamp, drops_done_to: Timestamp) {
         let mut base = (*self.at(stable)).clone();
-        base.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+        base.dropped_tables.retain(|_, dropped_at| *dropped_at > drops_done_to);
         self.base = Arc::new(base);
         self.versions.retain(|(version_ts, _)| *version_ts > stable);
         for (_, version) in &mut self.versions {
-            if version.dropped_tables.values().any(|dropped_at| *dropped_at <= stable) {
+            if version.dropped_tables.values().any(|dropped_at| *dropped_at <= drops_done_to) {
                 let mut changed = (**version).clone();
-                changed.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+                changed.dropped_tables.retain(|_, dropped_at| *dropped_at > drops_done_to);
                 *version = Arc::new(changed);
             }
         }
@@ -319,10 +326,11 @@ impl CatalogHistory {
 }
 
 /// The catalog to persist with a checkpoint at `stable`: as of `stable`,
-/// without the drops the same checkpoint carries out.
-pub fn checkpoint_catalog(history: &CatalogHistory, stable: Timestamp) -> Catalog {
+/// without the drops the same checkpoint carries out (those at or below
+/// `drops_done_to`).
+pub fn checkpoint_catalog(history: &CatalogHistory, stable: Timestamp, drops_done_to: Timestamp) -> Catalog {
     let mut catalog = (*history.at(stable)).clone();
-    catalog.dropped_tables.retain(|_, dropped_at| *dropped_at > stable);
+    catalog.dropped_tables.retain(|_, dropped_at| *dropped_at > drops_done_to);
     catalog
 }
 
@@ -379,7 +387,7 @@ mod tests {
         history.rollback_to(Timestamp::new(1, 9));
         assert!(history.latest().collections.is_empty());
         history.push(Timestamp::new(6, 1), Arc::new(sample()));
-        history.fold_to(Timestamp::new(6, 1));
+        history.fold_to(Timestamp::new(6, 1), Timestamp::new(6, 1));
         assert_eq!(history.version_count(), 0);
         assert!(history.latest().dropped_tables.is_empty(), "drop at 5 is covered by the checkpoint at 6");
     }

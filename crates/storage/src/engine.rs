@@ -36,7 +36,7 @@
 
 use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,6 +50,7 @@ use crate::apply::{
     Applier, Strictness,
 };
 use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
+use crate::history::{catalog_at, CatalogVersions};
 use crate::index_spec::{IndexModification, Verdict};
 use crate::io::{IoBackend, StdIo};
 use crate::journal::{EntryMeta, Journal, JournalOptions};
@@ -99,12 +100,27 @@ pub struct EngineOptions {
     /// it (`--accept-journal-loss`): the writes it held are given up on
     /// purpose. Without it such an open fails with `JournalLost`.
     pub accept_journal_loss: bool,
-    /// A replica set member (`--replSet`): nothing is checkpointed past the
-    /// stable timestamp (the commit point, so that a rollback can always
-    /// reach it), the write gate starts closed, and clients may not write
-    /// to the `local` database.
+    /// A replica set member (`--replSet`): checkpoints stay at or below the
+    /// stable timestamp (the commit point) unless memory passes
+    /// `history_bytes_max`, and then keep on disk the history a rollback to
+    /// it needs (`checkpoint.rs`); the write gate starts closed, and
+    /// clients may not write to the `local` database.
     pub replicated: bool,
+    /// Most bytes the versions above the checkpoint may take in memory
+    /// before a checkpoint goes past the commit point (`version_bytes`).
+    pub history_bytes_max: u64,
+    /// The checkpoint store's page cache.
+    pub kv_cache_bytes: usize,
+    /// How far back snapshot reads reach (MongoDB's
+    /// `minSnapshotHistoryWindowInSeconds`): the checkpoint thread keeps
+    /// the versions of this many seconds in memory while they fit in
+    /// `history_bytes_max` (past it the window shrinks). 0: checkpoints
+    /// follow the stable timestamp. Changeable at runtime.
+    pub snapshot_history_window_secs: u32,
 }
+
+/// Default of `EngineOptions::history_bytes_max`.
+pub const HISTORY_BYTES_MAX_DEFAULT: u64 = 256 * 1024 * 1024;
 
 impl EngineOptions {
     pub fn new(dbpath: impl Into<PathBuf>) -> Self {
@@ -116,6 +132,9 @@ impl EngineOptions {
             poison_policy: PoisonPolicy::default(),
             accept_journal_loss: false,
             replicated: false,
+            history_bytes_max: HISTORY_BYTES_MAX_DEFAULT,
+            kv_cache_bytes: crate::redb_engine::CACHE_SIZE_BYTES,
+            snapshot_history_window_secs: 0,
         }
     }
 }
@@ -172,6 +191,18 @@ pub struct EngineStats {
     pub last_checkpoint_ms: u64,
     pub checkpoint_timestamp: Timestamp,
     pub versions_in_memory: u64,
+    /// What the versions in memory cost (`mvcc::version_bytes`).
+    pub history_bytes_in_memory: u64,
+    /// The bound on it (`EngineOptions::history_bytes_max`).
+    pub history_bytes_max: u64,
+    /// The oldest timestamp reads and `rollback_to` reach: the history
+    /// floor when the checkpoint is past the commit point, else the
+    /// checkpoint timestamp.
+    pub oldest_timestamp: Timestamp,
+    /// The history floor (None: no history on disk).
+    pub history_floor: Option<Timestamp>,
+    /// Checkpoints written past the stable timestamp, with history.
+    pub checkpoints_past_stable: u64,
     pub oplog_first: Timestamp,
     pub oplog_last: Timestamp,
     pub oplog_size_bytes: u64,
@@ -266,7 +297,14 @@ pub(crate) struct Inner {
     pub poisoned: Mutex<Option<String>>,
     pub shutting_down: AtomicBool,
     pub checkpoints: AtomicU64,
+    pub checkpoints_past_stable: AtomicU64,
     pub last_checkpoint_ms: AtomicU64,
+    /// The catalog at the history floor and each version above it up to the
+    /// checkpoint (empty without history): readers below the checkpoint
+    /// take theirs here. Written under `catalog`'s write lock.
+    pub history_catalogs: RwLock<CatalogVersions>,
+    /// `EngineOptions::snapshot_history_window_secs`, as set now.
+    pub snapshot_window_secs: AtomicU32,
     /// Held until shutdown (or the last user of the files goes away).
     pub lock_file: Mutex<Option<LockFile>>,
     /// Wakes the checkpoint thread early (shutdown).
@@ -435,7 +473,11 @@ impl Inner {
                 ReadAt::At(ts) => ts.min(visible),
             };
             if let Some(view) = self.store.view(ts) {
-                let catalog = history.at(ts);
+                let catalog = if ts < view.base.ts {
+                    catalog_at(&self.history_catalogs.read(), ts).expect("the history holds the catalog at its floor")
+                } else {
+                    history.at(ts)
+                };
                 return Ok(Reader { inner: self.clone(), view, catalog, local: self.local.snapshot() });
             }
             // A checkpoint may pass a Latest timestamp read a moment ago;
@@ -443,17 +485,78 @@ impl Inner {
             attempts += 1;
             if at != ReadAt::Latest || attempts >= READER_ATTEMPTS_MAX {
                 return Err(StorageError::SnapshotTooOld(format!(
-                    "{ts} is older than the checkpoint at {}",
-                    self.store.checkpoint_ts()
+                    "{ts} is older than the oldest timestamp held, {}",
+                    self.store.base().oldest_readable()
                 )));
             }
         }
     }
 
+    /// The oldest timestamp the snapshot window wants kept in memory (its
+    /// start), or None without a window.
+    pub(crate) fn snapshot_window_start(&self) -> Option<Timestamp> {
+        let window = self.snapshot_window_secs.load(Ordering::Relaxed);
+        (window > 0).then(|| Timestamp::new(wall_clock_secs().saturating_sub(window), 0))
+    }
+
+    /// The newest timestamp any checkpoint may cover: durable and visible.
+    pub(crate) fn checkpoint_limit(&self) -> Timestamp {
+        self.journal.durable_ts().min(self.visible())
+    }
+
+    /// The one floor: the oldest timestamp anything may still need from the
+    /// journal, i.e. where recovery after a crash starts and how far down
+    /// `rollback_to` and reads reach: the history floor while the
+    /// checkpoint is past the commit point, else the checkpoint's
+    /// timestamp. Every consumer reads it here: the journal's retention
+    /// (`retain_journal_for_floor`), recovery's check that the journal
+    /// reaches it, `rollback_to`'s lower bound, snapshot reads'
+    /// `SnapshotTooOld`, and the oplog window's `retainedFrom`.
+    pub(crate) fn recovery_floor(&self) -> Timestamp {
+        self.store.base().oldest_readable()
+    }
+
+    /// Tells the journal's size cap to keep everything from the floor, after
+    /// the floor moved (a checkpoint, or the open).
+    pub(crate) fn retain_journal_for_floor(&self) {
+        let floor = self.recovery_floor();
+        // An initial sync reading from this member may still need older
+        // entries (`engine/oplog_hold.rs`).
+        let hold = self.oplog_holds.lock().floor(std::time::Instant::now());
+        self.journal.set_retain_from(retain_floor(floor, hold));
+        // What recovery will check after a crash: the journal still starts
+        // at or below the floor (an empty journal, or a floor of zero, needs
+        // nothing). A floor between two entries would fail it, which is why
+        // checkpoints are written at entries' timestamps (`checkpoint_target`).
+        if let Some(first) = self.journal.first_ts() {
+            assert!(
+                floor == Timestamp::ZERO || first <= floor,
+                "the journal starts at {first}, above the recovery floor {floor}"
+            );
+        }
+    }
+
+    /// Where a checkpoint wanted at `wanted` is written: the newest journal
+    /// entry at or below it (the same state: nothing changed in between), or
+    /// zero when the journal holds none. A wanted timestamp that is not an
+    /// entry's (the snapshot window's start is a wall-clock time) would
+    /// otherwise put the floor below the journal's first entry, and the
+    /// next recovery would refuse to open ("entries in between are missing").
+    pub(crate) fn checkpoint_target(&self, wanted: Timestamp) -> Timestamp {
+        self.journal.entry_at_or_before(wanted).unwrap_or(Timestamp::ZERO)
+    }
+
+    /// Whether the journal holds more than its size cap (`oplog_size_bytes`):
+    /// the snapshot window then stops holding checkpoints back, so that the
+    /// capped oplog can shrink again (a lagging member must still be able to
+    /// fall off it and report "too stale").
+    pub(crate) fn journal_over_cap(&self) -> bool {
+        self.journal.stats().size_bytes > self.options.oplog_size_bytes
+    }
+
     /// The stable timestamp a checkpoint may cover now.
     pub(crate) fn stable_for_checkpoint(&self) -> Timestamp {
-        let durable = self.journal.durable_ts();
-        let limit = durable.min(self.visible());
+        let limit = self.checkpoint_limit();
         match *self.stable_ts.lock() {
             Some(stable) => stable.min(limit),
             None => limit,
@@ -489,7 +592,10 @@ impl Engine {
         let gate = if options.replicated { WriteGate::Closed } else { WriteGate::Open { term: UNINITIALIZED_TERM } };
         // A member must be able to roll back to its commit point: until the
         // first one is known, checkpoints stay where recovery found them.
-        let stable_ts = options.replicated.then(|| recovered.store.checkpoint_ts());
+        // With history on disk the member can still roll back to its floor.
+        let oldest = recovered.store.base().oldest_readable();
+        let stable_ts = options.replicated.then_some(oldest);
+        let snapshot_window_secs = options.snapshot_history_window_secs;
         let inner = Arc::new(Inner {
             options,
             kv: recovered.kv,
@@ -507,11 +613,15 @@ impl Engine {
             poisoned: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),
+            checkpoints_past_stable: AtomicU64::new(0),
             last_checkpoint_ms: AtomicU64::new(0),
+            history_catalogs: RwLock::new(recovered.history_catalogs),
+            snapshot_window_secs: AtomicU32::new(snapshot_window_secs),
             lock_file: Mutex::new(Some(lock_file)),
             checkpoint_wake: Condvar::new(),
             checkpoint_stop: Mutex::new(false),
         });
+        inner.retain_journal_for_floor();
         let thread_inner = inner.clone();
         let thread = std::thread::Builder::new()
             .name("storage-checkpoint".to_string())
@@ -541,7 +651,7 @@ impl Engine {
         if self.inner.poisoned.lock().is_none() {
             if let Err(err) = self.inner.journal.sync_now() {
                 result = Err(err);
-            } else if let Err(err) = crate::checkpoint::checkpoint(&self.inner) {
+            } else if let Err(err) = crate::checkpoint::checkpoint(&self.inner, false) {
                 result = Err(err);
             }
         }
@@ -856,12 +966,36 @@ impl Engine {
         self.inner.store.checkpoint_ts()
     }
 
+    /// What the versions in memory cost and their bound
+    /// (`history_bytes_max`), cheaply, for flow control.
+    pub fn history_pressure(&self) -> (u64, u64) {
+        (self.inner.store.bytes_in_memory(), self.inner.options.history_bytes_max)
+    }
+
+    /// `EngineOptions::snapshot_history_window_secs` as set now.
+    pub fn snapshot_history_window_secs(&self) -> u32 {
+        self.inner.snapshot_window_secs.load(Ordering::Relaxed)
+    }
+
+    /// Changes the snapshot window (`setParameter
+    /// minSnapshotHistoryWindowInSeconds`); returns the previous value.
+    pub fn set_snapshot_history_window_secs(&self, secs: u32) -> u32 {
+        self.inner.snapshot_window_secs.swap(secs, Ordering::Relaxed)
+    }
+
+    /// The oldest timestamp readers and `rollback_to` reach: the history
+    /// floor while the checkpoint is past the commit point, else the
+    /// checkpoint timestamp.
+    pub fn oldest_timestamp(&self) -> Timestamp {
+        self.inner.store.base().oldest_readable()
+    }
+
     /// Writes a checkpoint at the stable timestamp now; returns its timestamp.
     /// The journal is synced first, so on a standalone the checkpoint
     /// covers every write made before the call.
     pub fn checkpoint_now(&self) -> Result<Timestamp> {
         self.inner.journal.sync_now()?;
-        crate::checkpoint::checkpoint(&self.inner)
+        crate::checkpoint::checkpoint(&self.inner, false)
     }
 
     /// Rewrites the checkpoint file without its free space (`compact`).
@@ -884,13 +1018,15 @@ impl Engine {
             }
             Err(err) => return Err(err),
         };
-        let ts = self.inner.store.checkpoint_ts();
-        self.inner.store.install_base(BaseView { kv: self.inner.kv.snapshot()?, ts });
+        // The same checkpoint, history records and floor included, in a new file.
+        let base = self.inner.store.base();
+        self.inner.store.install_base(BaseView { kv: self.inner.kv.snapshot()?, ts: base.ts, floor: base.floor });
         Ok(compaction)
     }
 
     /// Sets the stable timestamp (replication: the commit point); it never
-    /// moves back. No checkpoint goes past it, so that `rollback_to` any
+    /// moves back. A checkpoint goes past it only with the history a
+    /// `rollback_to` needs (`checkpoint.rs`), so that `rollback_to` any
     /// timestamp at or above it works. Without it a standalone checkpoints
     /// up to the journal's durable timestamp; a replicated engine starts at
     /// its recovered checkpoint's timestamp.
@@ -924,9 +1060,9 @@ impl Engine {
     }
 
     /// Discards every version and oplog entry above `ts` (which must be at
-    /// or above the checkpoint timestamp; a replicated engine keeps its
-    /// checkpoint at or below the stable timestamp, so any `ts` at or above
-    /// that works). The write gate must be closed: a rollback under a node
+    /// or above `oldest_timestamp`: the checkpoint timestamp, or its history
+    /// floor; a replicated engine keeps that at or below the stable
+    /// timestamp, so any `ts` at or above that works). The write gate must be closed: a rollback under a node
     /// taking writes would discard acknowledged ones. Data, indexes, the
     /// catalog and the session records (`config.transactions`, images) go
     /// back together, as do the applied and durable positions; the oplog
@@ -938,17 +1074,28 @@ impl Engine {
             return Err(StorageError::IllegalOperation(format!("cannot roll back to {ts}: the write gate is open")));
         }
         let _checkpoint = self.inner.checkpoint_lock.lock();
-        let checkpoint_ts = self.inner.store.checkpoint_ts();
-        if ts < checkpoint_ts {
-            return Err(StorageError::SnapshotTooOld(format!("cannot roll back to {ts}: the checkpoint is at {checkpoint_ts}")));
+        let base = self.inner.store.base();
+        if ts < base.oldest_readable() {
+            return Err(StorageError::SnapshotTooOld(format!(
+                "cannot roll back to {ts}: the oldest timestamp held is {}",
+                base.oldest_readable()
+            )));
         }
         self.inner.check_writable()?;
         if ts >= self.inner.visible() {
             return Ok(());
         }
-        self.inner.journal.truncate_after(ts)?;
-        self.inner.store.rollback_to(ts);
-        self.inner.catalog.write().rollback_to(ts);
+        if ts < base.ts {
+            // The checkpoint is past `ts`: write it back from the history
+            // first, so that the journal never ends below the checkpoint.
+            drop(base);
+            crate::checkpoint::roll_back_history(&self.inner, ts)?;
+            self.inner.journal.truncate_after(ts)?;
+        } else {
+            self.inner.journal.truncate_after(ts)?;
+            self.inner.store.rollback_to(ts);
+            self.inner.catalog.write().rollback_to(ts);
+        }
         let position = match self.inner.journal.read_newest(1)?.first() {
             Some((_, bytes)) => {
                 let entry = OplogEntry::from_bytes(bytes)?;
@@ -1016,6 +1163,11 @@ impl Engine {
             last_checkpoint_ms: self.inner.last_checkpoint_ms.load(Ordering::Relaxed),
             checkpoint_timestamp: self.inner.store.checkpoint_ts(),
             versions_in_memory: self.inner.store.versions_in_memory(),
+            history_bytes_in_memory: self.inner.store.bytes_in_memory(),
+            history_bytes_max: self.inner.options.history_bytes_max,
+            oldest_timestamp: self.inner.store.base().oldest_readable(),
+            history_floor: self.inner.store.history_floor(),
+            checkpoints_past_stable: self.inner.checkpoints_past_stable.load(Ordering::Relaxed),
             oplog_first: journal.first_ts.unwrap_or_default(),
             oplog_last: journal.last_ts.unwrap_or_default(),
             oplog_size_bytes: journal.size_bytes,

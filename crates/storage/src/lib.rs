@@ -26,6 +26,8 @@
 //! - `apply`: applying one oplog entry to the versioned store (used by the
 //!   write path, recovery and, later, secondaries).
 //! - `checkpoint`, `recovery`: the two halves of durability for data.
+//! - `history`: the versions kept on disk when a checkpoint goes past the
+//!   commit point (reads and rollbacks below the checkpoint).
 //! - `engine`: the facade (`Engine`) the server uses; its submodules hold
 //!   the write gate, batch application and the cluster time.
 //! - `position`: the applied position (timestamp, term, wall date), read
@@ -56,6 +58,7 @@ pub mod apply;
 pub mod capped;
 pub mod catalog;
 pub mod checkpoint;
+pub mod history;
 pub mod kv;
 pub mod local_store;
 pub mod lock_file;

@@ -15,6 +15,10 @@
 //! timestamp of every base still held by a view (`prune`), so a reader
 //! holding an old base still finds in memory every version its base lacks.
 //!
+//! A view below its base's timestamp (a snapshot or majority read while the
+//! checkpoint is past the commit point) reads the base alone: its history
+//! records (`history.rs`) hold every version down to the base's floor.
+//!
 //! Locking: one `RwLock` around the map. Readers hold it shared for one
 //! bounded batch (`SCAN_STEPS_PER_LOCK_MAX` keys), writers exclusively
 //! for the few keys of one write, the checkpoint shared in batches while
@@ -26,6 +30,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 
+use crate::history;
 use crate::kv::{KvSnapshot, Result};
 use crate::Timestamp;
 
@@ -41,6 +46,14 @@ pub const CHECKPOINT_KEYS_PER_LOCK_MAX: usize = 4096;
 type ScanBatch = (Vec<(Vec<u8>, Bytes)>, Option<Vec<u8>>);
 /// Changes for a checkpoint batch (None = delete), and the key to resume after.
 pub type CheckpointChanges = (Vec<(Vec<u8>, Option<Value>)>, Option<Vec<u8>>);
+
+/// One key's change for a checkpoint: its newest value at the checkpoint,
+/// and (when asked for) every version it took since the previous one.
+pub struct KeyChange {
+    pub key: Vec<u8>,
+    pub value: Option<Value>,
+    pub versions: Vec<(Timestamp, Option<Value>)>,
+}
 
 /// A value read back, from memory or from the checkpoint.
 #[derive(Clone, Debug)]
@@ -69,6 +82,24 @@ pub struct BaseView {
     pub kv: Arc<dyn KvSnapshot>,
     /// The checkpoint timestamp of `kv`.
     pub ts: Timestamp,
+    /// The history floor of `kv`: reads reach back to it (None: no history,
+    /// reads reach back to `ts`).
+    pub floor: Option<Timestamp>,
+}
+
+impl BaseView {
+    /// The oldest timestamp a view over this base can read at.
+    pub fn oldest_readable(&self) -> Timestamp {
+        self.floor.unwrap_or(self.ts)
+    }
+}
+
+/// Memory one version costs besides its key and value bytes: the version
+/// itself, the value's `Arc` header, and a share of the chain and map node.
+pub const VERSION_OVERHEAD_BYTES: u64 = 64;
+
+fn version_bytes(key: &[u8], value: &Option<Value>) -> u64 {
+    (key.len() + value.as_ref().map_or(0, |v| v.len())) as u64 + VERSION_OVERHEAD_BYTES
 }
 
 /// What one reader reads: versions `<= ts` over `base`.
@@ -78,11 +109,20 @@ pub struct ReadView {
     pub base: Arc<BaseView>,
 }
 
+impl ReadView {
+    /// Whether this view reads below its checkpoint, from the history on disk.
+    fn reads_history(&self) -> bool {
+        self.ts < self.base.ts
+    }
+}
+
 struct Memory {
     /// Guarded by `VersionedStore::memory`.
     map: BTreeMap<Vec<u8>, Vec<Version>>,
     /// Number of versions in `map`.
     versions: u64,
+    /// What the versions in `map` cost (`version_bytes` each).
+    bytes: u64,
     /// The current checkpoint; replaced by `install_base` after a commit.
     base: Arc<BaseView>,
     /// Older bases possibly still held by readers; `prune` may not remove
@@ -117,15 +157,16 @@ enum Pick {
 
 impl VersionedStore {
     pub fn new(base: BaseView) -> VersionedStore {
-        let memory = Memory { map: BTreeMap::new(), versions: 0, base: Arc::new(base), old_bases: Vec::new() };
+        let memory = Memory { map: BTreeMap::new(), versions: 0, bytes: 0, base: Arc::new(base), old_bases: Vec::new() };
         VersionedStore { memory: RwLock::new(memory) }
     }
 
     /// A view at `ts` over the current checkpoint. Returns `None` when
-    /// `ts` is below the checkpoint timestamp (the versions are gone).
+    /// `ts` is below what the checkpoint can answer (its timestamp, or its
+    /// history floor): the versions are gone.
     pub fn view(&self, ts: Timestamp) -> Option<ReadView> {
         let memory = self.memory.read();
-        if ts < memory.base.ts {
+        if ts < memory.base.oldest_readable() {
             return None;
         }
         Some(ReadView { ts, base: memory.base.clone() })
@@ -135,8 +176,23 @@ impl VersionedStore {
         self.memory.read().base.ts
     }
 
+    /// The current checkpoint's history floor (None: no history on disk).
+    pub fn history_floor(&self) -> Option<Timestamp> {
+        self.memory.read().base.floor
+    }
+
+    /// The current checkpoint (for its snapshot, timestamp and floor).
+    pub fn base(&self) -> Arc<BaseView> {
+        self.memory.read().base.clone()
+    }
+
     pub fn versions_in_memory(&self) -> u64 {
         self.memory.read().versions
+    }
+
+    /// What the versions in memory cost, in bytes (`version_bytes`).
+    pub fn bytes_in_memory(&self) -> u64 {
+        self.memory.read().bytes
     }
 
     /// Commits the changes of one oplog entry at `ts`. Timestamps of one
@@ -146,10 +202,16 @@ impl VersionedStore {
         let mut memory = self.memory.write();
         assert!(ts > memory.base.ts, "write at {ts} not above the checkpoint {}", memory.base.ts);
         let mut added = 0u64;
+        let (mut bytes_added, mut bytes_removed) = (0u64, 0u64);
         for (key, value) in changes {
+            let cost = version_bytes(&key, &value);
             let chain = memory.map.entry(key).or_default();
+            bytes_added += cost;
             match chain.last_mut() {
-                Some(last) if last.ts == ts => last.value = value,
+                Some(last) if last.ts == ts => {
+                    bytes_removed += cost - version_bytes(&[], &value) + version_bytes(&[], &last.value);
+                    last.value = value;
+                }
                 Some(last) => {
                     assert!(last.ts < ts, "version at {ts} below the newest {}", last.ts);
                     chain.push(Version { ts, value });
@@ -162,10 +224,14 @@ impl VersionedStore {
             }
         }
         memory.versions += added;
+        memory.bytes = memory.bytes + bytes_added - bytes_removed;
     }
 
     /// The value of `key` as `view` sees it.
     pub fn get(&self, view: &ReadView, key: &[u8]) -> Result<Option<Bytes>> {
+        if view.reads_history() {
+            return Ok(history::get_at(&*view.base.kv, key, view.ts)?.map(Bytes::Checkpoint));
+        }
         {
             let memory = self.memory.read();
             if let Some(chain) = memory.map.get(key) {
@@ -197,6 +263,10 @@ impl VersionedStore {
                 }
                 return Ok(self.get(view, first)?.map(|value| (first.clone(), value)).into_iter().collect());
             }
+        }
+        if view.reads_history() {
+            let pairs = history::scan_at(&*view.base.kv, view.ts, bound_ref(&start), bound_ref(&end), reverse, limit)?;
+            return Ok(pairs.into_iter().map(|(key, value)| (key, Bytes::Checkpoint(value))).collect());
         }
         let mut out = Vec::new();
         let (mut start, mut end) = (start, end);
@@ -290,13 +360,29 @@ impl VersionedStore {
         let mut memory = self.memory.write();
         assert!(ts >= memory.base.ts, "rollback to {ts} below the checkpoint {}", memory.base.ts);
         let mut removed = 0u64;
-        memory.map.retain(|_, chain| {
+        let mut bytes_removed = 0u64;
+        memory.map.retain(|key, chain| {
             let before = chain.len();
+            bytes_removed += chain.iter().filter(|v| v.ts > ts).map(|v| version_bytes(key, &v.value)).sum::<u64>();
             chain.retain(|v| v.ts <= ts);
             removed += (before - chain.len()) as u64;
             !chain.is_empty()
         });
         memory.versions -= removed;
+        memory.bytes -= bytes_removed;
+    }
+
+    /// Makes `base` (a checkpoint rolled back below the current one) the
+    /// base of new views and drops every version in memory: all of them are
+    /// above the current checkpoint, so above `base` too (a rollback redoes
+    /// none of them). Readers holding older views keep their bases.
+    pub fn reset(&self, base: BaseView) {
+        let mut memory = self.memory.write();
+        let old = std::mem::replace(&mut memory.base, Arc::new(base));
+        memory.old_bases.push(Arc::downgrade(&old));
+        memory.map.clear();
+        memory.versions = 0;
+        memory.bytes = 0;
     }
 
     /// Keys whose newest version `<= stable` is above `previous` (the
@@ -310,6 +396,20 @@ impl VersionedStore {
         previous: Timestamp,
         after: Option<&[u8]>,
     ) -> CheckpointChanges {
+        let (changes, next) = self.checkpoint_batch_with_versions(stable, previous, after, false);
+        (changes.into_iter().map(|change| (change.key, change.value)).collect(), next)
+    }
+
+    /// `checkpoint_batch` that also gives each key's versions in
+    /// `(previous, stable]` when `with_versions` (a checkpoint past the
+    /// commit point writes them to the history).
+    pub fn checkpoint_batch_with_versions(
+        &self,
+        stable: Timestamp,
+        previous: Timestamp,
+        after: Option<&[u8]>,
+        with_versions: bool,
+    ) -> (Vec<KeyChange>, Option<Vec<u8>>) {
         let memory = self.memory.read();
         let start = match after {
             Some(key) => Bound::Excluded(key),
@@ -323,7 +423,12 @@ impl VersionedStore {
             }
             if let Some(version) = chain.iter().rev().find(|v| v.ts <= stable) {
                 if version.ts > previous {
-                    out.push((key.clone(), version.value.clone()));
+                    let versions = if with_versions {
+                        chain.iter().filter(|v| v.ts > previous && v.ts <= stable).map(|v| (v.ts, v.value.clone())).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    out.push(KeyChange { key: key.clone(), value: version.value.clone(), versions });
                 }
             }
             last = Some(key.clone());
@@ -367,6 +472,7 @@ impl VersionedStore {
             };
             let mut emptied = Vec::new();
             let mut removed = 0u64;
+            let mut bytes_removed = 0u64;
             let mut last = None;
             let mut finished = true;
             for (steps, (key, chain)) in memory.map.range_mut::<[u8], _>((start, Bound::Unbounded)).enumerate() {
@@ -375,6 +481,7 @@ impl VersionedStore {
                     break;
                 }
                 let before = chain.len();
+                bytes_removed += chain.iter().filter(|v| v.ts <= horizon).map(|v| version_bytes(key, &v.value)).sum::<u64>();
                 chain.retain(|v| v.ts > horizon);
                 removed += (before - chain.len()) as u64;
                 if chain.is_empty() {
@@ -386,6 +493,7 @@ impl VersionedStore {
                 memory.map.remove(&key);
             }
             memory.versions -= removed;
+            memory.bytes -= bytes_removed;
             removed_total += removed;
             drop(memory);
             if finished {
@@ -421,7 +529,7 @@ mod tests {
         batch.put(b"a".to_vec(), b"a0".to_vec());
         batch.put(b"c".to_vec(), b"c0".to_vec());
         engine.commit(batch).unwrap();
-        let store = VersionedStore::new(BaseView { kv: engine.snapshot().unwrap(), ts: ts(1) });
+        let store = VersionedStore::new(BaseView { kv: engine.snapshot().unwrap(), ts: ts(1), floor: None });
         (dir, engine, store)
     }
 
@@ -479,7 +587,7 @@ mod tests {
             }
         }
         engine.commit(batch).unwrap();
-        store.install_base(BaseView { kv: engine.snapshot().unwrap(), ts: ts(3) });
+        store.install_base(BaseView { kv: engine.snapshot().unwrap(), ts: ts(3), floor: None });
         assert_eq!(store.prune(), 0, "the old reader's base is at 1");
         assert_eq!(text(&store.get(&old_reader, b"a").unwrap().unwrap()), "a2");
         drop(old_reader);

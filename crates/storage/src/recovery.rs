@@ -8,13 +8,17 @@
 //!    torn tail and refuses any other damage. It comes first so that a
 //!    crash before step 3 never leaves a checkpoint without a journal.
 //! 3. Open the key-value store (`dbpath/checkpoint.redb`) and read the
-//!    checkpoint timestamp and the catalog committed with it.
+//!    checkpoint timestamp and the catalog committed with it, and its
+//!    history floor and catalogs when the checkpoint went past the commit
+//!    point (`history.rs`): reads and `rollback_to` reach down to the floor
+//!    again, and a replicated engine's stable timestamp starts there.
 //! 4. Fsync the data directory: the names `journal/` and `checkpoint.redb`
 //!    (created by the first open) are durable before any write is
 //!    acknowledged.
 //! 5. Check that the journal still reaches the checkpoint: it starts at or
-//!    before the checkpoint timestamp (the size cap never deletes past the
-//!    retain point; otherwise `Corruption`) and ends at or after it (the
+//!    before the checkpoint timestamp, or the history floor when there is one
+//!    (the size cap never deletes past the retain point; otherwise
+//!    `Corruption`) and ends at or after it (the
 //!    checkpoint never covers more than is durable; otherwise writes were
 //!    lost: `JournalLost`). When the loss is accepted on purpose, a no-op
 //!    entry is appended at the checkpoint timestamp and fsynced, so that
@@ -36,6 +40,7 @@ use bson::doc;
 use crate::apply::{Applier, Strictness};
 use crate::catalog::{Catalog, CatalogHistory};
 use crate::engine::EngineOptions;
+use crate::history::{read_catalogs, read_floor, CatalogVersions};
 use crate::io::IoBackend;
 use crate::journal::{Journal, JournalOptions};
 use crate::kv::{KvEngine, KvSnapshot};
@@ -67,6 +72,8 @@ pub(crate) struct Recovered {
     pub journal: Journal,
     /// The newest entry's position and wall date.
     pub last_applied: Position,
+    /// The catalogs from the history floor up (empty without history).
+    pub history_catalogs: CatalogVersions,
 }
 
 /// The checkpoint's timestamp and catalog.
@@ -136,15 +143,22 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
     // The journal directory is created before the checkpoint file, so that
     // a crash between the two never looks like a lost journal.
     let journal = Journal::open(&journal_dir, io.clone(), journal_options)?;
-    let (kv, _) = RedbEngine::open(&checkpoint_path, &io)?;
+    let (kv, _) = RedbEngine::open_with_cache(&checkpoint_path, &io, options.kv_cache_bytes)?;
     let kv: Arc<dyn KvEngine> = Arc::new(kv);
     io.sync_dir(&options.dbpath).map_err(StorageError::Io)?;
     let snapshot = kv.snapshot()?;
     let (checkpoint_ts, catalog) = read_checkpoint(&*snapshot)?;
+    let floor = read_floor(&*snapshot)?;
+    let history_catalogs = if floor.is_some() { read_catalogs(&*snapshot)? } else { Vec::new() };
+    if floor.is_some() && history_catalogs.first().map(|(ts, _)| Some(*ts)) != Some(floor) {
+        return Err(StorageError::Corruption("the history's catalogs do not start at its floor".into()));
+    }
+    let oldest = floor.unwrap_or(checkpoint_ts);
     if let Some(first) = journal.first_ts() {
-        if checkpoint_ts != Timestamp::ZERO && first > checkpoint_ts {
+        if oldest != Timestamp::ZERO && first > oldest {
             return Err(StorageError::Corruption(format!(
-                "the journal starts at {first}, after the checkpoint at {checkpoint_ts}: entries in between are missing"
+                "the journal starts at {first}, after the checkpoint (or history floor) at {oldest}: \
+                 entries in between are missing"
             )));
         }
     }
@@ -159,7 +173,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
         )?;
         mark_accepted_loss(&journal, checkpoint_ts)?;
     }
-    let store = VersionedStore::new(BaseView { kv: snapshot, ts: checkpoint_ts });
+    let store = VersionedStore::new(BaseView { kv: snapshot, ts: checkpoint_ts, floor });
     let mut history = CatalogHistory::new(catalog);
     let mut last_applied = Position::new(OpTime::new(checkpoint_ts, UNINITIALIZED_TERM), 0);
     let mut replayed = 0u64;
@@ -196,10 +210,11 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
     tracing::info!(
         target: "storage",
         checkpoint = %checkpoint_ts,
+        history_floor = ?floor,
         replayed,
         last_applied = %last_applied.optime.ts,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "recovered"
     );
-    Ok(Recovered { kv, store, catalog: history, journal, last_applied })
+    Ok(Recovered { kv, store, catalog: history, journal, last_applied, history_catalogs })
 }

@@ -31,7 +31,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// redb's page cache; the checkpoint's hot pages are also in the
 /// versioned store above it, so a moderate cache is enough.
-const CACHE_SIZE_BYTES: usize = 256 * 1024 * 1024;
+pub const CACHE_SIZE_BYTES: usize = 256 * 1024 * 1024;
 /// Bytes a checkpoint writes before it writes them back to the device and
 /// waits (`IoFile::write_back`). Without it, a checkpoint's commit leaves
 /// hundreds of megabytes dirty for one final fsync, and the journal's
@@ -103,6 +103,8 @@ pub struct RedbEngine {
     database: RwLock<Arc<Database>>,
     path: PathBuf,
     io: Arc<dyn IoBackend>,
+    /// The page cache (`--cache-size-mb`), kept by a compacted file too.
+    cache_bytes: usize,
 }
 
 impl RedbEngine {
@@ -111,17 +113,23 @@ impl RedbEngine {
     /// whether the file was created: its name is durable only once the
     /// caller fsyncs the directory.
     pub fn open(path: &Path, io: &Arc<dyn IoBackend>) -> Result<(RedbEngine, bool)> {
+        RedbEngine::open_with_cache(path, io, CACHE_SIZE_BYTES)
+    }
+
+    /// `open` with a page cache of `cache_bytes` (`--cache-size-mb`).
+    pub fn open_with_cache(path: &Path, io: &Arc<dyn IoBackend>, cache_bytes: usize) -> Result<(RedbEngine, bool)> {
         let open_error = |e: std::io::Error| kv_error(&format!("opening {}", path.display()), e);
         let created = !io.exists(path).map_err(open_error)?;
         let file = if created { io.create(path) } else { io.open(path) }.map_err(open_error)?;
-        let database = open_database(path, file)?;
+        let database = open_database(path, file, cache_bytes)?;
         let txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
         {
             txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
             txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
         }
         txn.commit().map_err(|e| kv_error("commit", e))?;
-        Ok((RedbEngine { database: RwLock::new(Arc::new(database)), path: path.to_path_buf(), io: io.clone() }, created))
+        let engine = RedbEngine { database: RwLock::new(Arc::new(database)), path: path.to_path_buf(), io: io.clone(), cache_bytes };
+        Ok((engine, created))
     }
 
     /// Rewrites the checkpoint into a new file holding only live pages and
@@ -141,7 +149,7 @@ impl RedbEngine {
             self.io.remove_file(&temp).map_err(|e| io_error("remove stale file", e))?;
         }
         let file = self.io.create(&temp).map_err(|e| io_error("create", e))?;
-        let fresh = open_database(&temp, file.clone())?;
+        let fresh = open_database(&temp, file.clone(), self.cache_bytes)?;
         if let Err(err) = copy_tables(&database, &fresh) {
             drop(fresh);
             // The old file is untouched: the engine goes on with it.
@@ -162,10 +170,10 @@ impl RedbEngine {
     }
 }
 
-fn open_database(path: &Path, file: Arc<dyn IoFile>) -> Result<Database> {
+fn open_database(path: &Path, file: Arc<dyn IoFile>, cache_bytes: usize) -> Result<Database> {
     let backend = IoFileBackend { path: path.to_path_buf(), file, not_written_back: AtomicU64::new(0) };
     Database::builder()
-        .set_cache_size(CACHE_SIZE_BYTES)
+        .set_cache_size(cache_bytes)
         .create_with_backend(backend)
         .map_err(|e| kv_error(&format!("opening {}", path.display()), e))
 }

@@ -11,6 +11,12 @@
 //! point at or after it and must succeed, and checkpoints must never pass
 //! it. At the end, a second engine applies the whole oplog with
 //! `apply_batch` in batches of random size and must match the model too.
+//!
+//! A member's run with no room for versions in memory (`history_bytes_max`
+//! 0) checkpoints past the stable timestamp at every chance, keeping the
+//! history on disk: rollbacks to any point at or after the stable timestamp
+//! must still succeed, also after an unclean reopen, and reads at any past
+//! timestamp at or above the history floor must match the model.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -129,12 +135,31 @@ fn options(dir: &std::path::Path, checkpoint_interval_ms: u64, replicated: bool)
     options
 }
 
+/// How one run's engines are configured.
+#[derive(Clone, Copy)]
+struct RunConfig {
+    checkpoint_interval_ms: u64,
+    replicated: bool,
+    history_bytes_max: u64,
+}
+
+impl RunConfig {
+    fn new(checkpoint_interval_ms: u64, replicated: bool) -> Self {
+        RunConfig { checkpoint_interval_ms, replicated, history_bytes_max: EngineOptions::new("").history_bytes_max }
+    }
+
+    /// Every checkpoint goes as far as it can, past the stable timestamp.
+    fn past_stable(checkpoint_interval_ms: u64) -> Self {
+        RunConfig { history_bytes_max: 0, ..RunConfig::new(checkpoint_interval_ms, true) }
+    }
+}
+
 /// Every collection and index of the engine at `at`, as the model has it.
 fn compare(engine: &Arc<Engine>, at: ReadAt, model: &Model) -> Result<(), TestCaseError> {
     let reader = match engine.reader(at) {
         Ok(reader) => reader,
         // A background checkpoint passed the timestamp since the caller looked.
-        Err(StorageError::SnapshotTooOld(_)) if matches!(at, ReadAt::At(ts) if engine.checkpoint_timestamp() > ts) => return Ok(()),
+        Err(StorageError::SnapshotTooOld(_)) if matches!(at, ReadAt::At(ts) if engine.oldest_timestamp() > ts) => return Ok(()),
         Err(e) => return Err(TestCaseError::fail(format!("reader: {e}"))),
     };
     for session in 0..SESSIONS {
@@ -212,19 +237,23 @@ fn first_entry_after(engine: &Arc<Engine>, ts: Timestamp) -> Timestamp {
 }
 
 /// A member's engine starts with its gate closed: open it with a new term.
-fn open_engine(dir: &std::path::Path, checkpoint_interval_ms: u64, replicated: bool, term: &mut i64) -> Arc<Engine> {
-    let engine = Engine::open(options(dir, checkpoint_interval_ms, replicated)).unwrap();
-    if replicated {
+fn open_engine(dir: &std::path::Path, config: RunConfig, term: &mut i64) -> Arc<Engine> {
+    let mut options = options(dir, config.checkpoint_interval_ms, config.replicated);
+    options.history_bytes_max = config.history_bytes_max;
+    let engine = Engine::open(options).unwrap();
+    if config.replicated {
         *term += 1;
         engine.set_write_gate(WriteGate::Open { term: *term });
     }
     engine
 }
 
-fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entries: usize) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, config: RunConfig, batch_entries: usize) -> Result<(), TestCaseError> {
+    let RunConfig { checkpoint_interval_ms, replicated, .. } = config;
+    let keeps_history = config.history_bytes_max == 0;
     let dir = tempfile::tempdir().unwrap();
     let mut term = 0;
-    let mut engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
+    let mut engine = open_engine(dir.path(), config, &mut term);
     let mut model = Model::default();
     // The model after every entry, by the entry's timestamp.
     let mut history: Vec<(Timestamp, Model)> = vec![(Timestamp::ZERO, model.clone())];
@@ -355,7 +384,12 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entrie
             }
             Op::Checkpoint => {
                 let at = engine.checkpoint_now().unwrap();
-                if replicated {
+                if keeps_history {
+                    // No version stays in memory, and the history reaches the stable timestamp.
+                    prop_assert!(at <= engine.last_applied().ts);
+                    prop_assert!(engine.oldest_timestamp() <= engine.stable_timestamp().unwrap());
+                    prop_assert_eq!(engine.stats().versions_in_memory, 0);
+                } else if replicated {
                     prop_assert!(at <= engine.stable_timestamp().unwrap(), "a checkpoint at {} passed the stable timestamp", at);
                 }
             }
@@ -364,7 +398,7 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entrie
                     engine.shutdown().unwrap();
                 }
                 drop(engine);
-                engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
+                engine = open_engine(dir.path(), config, &mut term);
                 // Everything comes back, however far the stable timestamp
                 // (and so the checkpoint) lags.
                 prop_assert_eq!(engine.last_applied().ts, history.last().unwrap().0.max(engine.checkpoint_timestamp()));
@@ -407,17 +441,17 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entrie
                 }
             }
             Op::ReadPast { back } => {
-                let checkpoint = engine.checkpoint_timestamp();
+                let oldest = engine.oldest_timestamp();
                 let position = history.len().saturating_sub(1 + back);
                 let (ts, past) = &history[position];
-                if *ts < checkpoint {
-                    prop_assert!(matches!(engine.reader(ReadAt::At(*ts)), Err(StorageError::SnapshotTooOld(_))) || *ts == checkpoint);
+                if *ts < oldest {
+                    prop_assert!(matches!(engine.reader(ReadAt::At(*ts)), Err(StorageError::SnapshotTooOld(_))) || *ts == oldest);
                     continue;
                 }
                 match engine.reader(ReadAt::At(*ts)) {
                     Ok(_) => compare(&engine, ReadAt::At(*ts), past)?,
                     // A background checkpoint passed `ts` meanwhile.
-                    Err(StorageError::SnapshotTooOld(_)) if engine.checkpoint_timestamp() > *ts => continue,
+                    Err(StorageError::SnapshotTooOld(_)) if engine.oldest_timestamp() > *ts => continue,
                     Err(other) => return Err(TestCaseError::fail(format!("reader: {other}"))),
                 }
             }
@@ -442,7 +476,7 @@ fn run(ops: Vec<Op>, checkpoint_interval_ms: u64, replicated: bool, batch_entrie
     secondary.shutdown().unwrap();
     engine.shutdown().unwrap();
     drop(engine);
-    let engine = open_engine(dir.path(), checkpoint_interval_ms, replicated, &mut term);
+    let engine = open_engine(dir.path(), config, &mut term);
     compare(&engine, ReadAt::Latest, &model)?;
     engine.shutdown().unwrap();
     Ok(())
@@ -453,21 +487,31 @@ proptest! {
 
     #[test]
     fn engine_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
-        run(ops, 60_000, false, batch)?;
+        run(ops, RunConfig::new(60_000, false), batch)?;
     }
 
     #[test]
     fn engine_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
-        run(ops, 3, false, batch)?;
+        run(ops, RunConfig::new(3, false), batch)?;
     }
 
     #[test]
     fn member_engine_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
-        run(ops, 60_000, true, batch)?;
+        run(ops, RunConfig::new(60_000, true), batch)?;
     }
 
     #[test]
     fn member_engine_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
-        run(ops, 3, true, batch)?;
+        run(ops, RunConfig::new(3, true), batch)?;
+    }
+
+    #[test]
+    fn member_engine_past_stable_matches_model_with_explicit_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, RunConfig::past_stable(60_000), batch)?;
+    }
+
+    #[test]
+    fn member_engine_past_stable_matches_model_with_background_checkpoints(ops in proptest::collection::vec(op(), 1..60), batch in 1..8usize) {
+        run(ops, RunConfig::past_stable(3), batch)?;
     }
 }

@@ -307,8 +307,10 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "sizeBytes": stats.oplog_size_bytes as i64,
             },
             "versionsInMemory": stats.versions_in_memory as i64,
+            "history": history_section(&stats),
             "compact": state.metrics.compactions(),
         },
+        "flowControl": state.flow_control.server_status(&state.engine),
     };
     // MongoDB reports `repl` only on a replica set member.
     if let Some(repl) = state.topology.server_status() {
@@ -324,6 +326,19 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         }
     }
     Ok(status)
+}
+
+/// The versions held above the checkpoint (memory) and the history kept on
+/// disk while a member's checkpoint is past its commit point.
+fn history_section(stats: &slipstream_storage::engine::EngineStats) -> Document {
+    doc! {
+        "bytesInMemory": stats.history_bytes_in_memory as i64,
+        "bytesInMemoryMax": stats.history_bytes_max as i64,
+        "versionsInMemory": stats.versions_in_memory as i64,
+        "oldestTimestamp": stats.oldest_timestamp.to_bson(),
+        "floor": stats.history_floor.map_or(Bson::Null, |floor| Bson::Timestamp(floor.to_bson())),
+        "checkpointsPastStable": stats.checkpoints_past_stable as i64,
+    }
 }
 
 /// A `Name:   1234 kB` field of a /proc file, in kB.

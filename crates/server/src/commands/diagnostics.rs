@@ -88,6 +88,11 @@ const PARAMETERS: &[ParameterSpec] = &[
         set: None,
     },
     ParameterSpec {
+        name: "minSnapshotHistoryWindowInSeconds",
+        value: |state| Bson::Int32(i32::try_from(state.engine.snapshot_history_window_secs()).unwrap_or(i32::MAX)),
+        set: Some(set_snapshot_history_window),
+    },
+    ParameterSpec {
         name: "localLogicalSessionTimeoutMinutes",
         value: |_| Bson::Int32(super::handshake::LOGICAL_SESSION_TIMEOUT_MINUTES),
         set: None,
@@ -145,6 +150,21 @@ fn set_ttl_monitor_enabled(state: &ServerState, value: &Bson) -> Result<Bson, Co
         return Err(CommandError::bad_value("ttlMonitorEnabled must be a boolean"));
     };
     Ok(Bson::Boolean(state.parameters.set_ttl_monitor_enabled(*enabled)))
+}
+
+/// `minSnapshotHistoryWindowInSeconds`: a non-negative whole number of
+/// seconds (BadValue otherwise, as MongoDB).
+fn set_snapshot_history_window(state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {
+    let secs = match value {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(n) if n.fract() == 0.0 => *n as i64,
+        _ => return Err(CommandError::bad_value("minSnapshotHistoryWindowInSeconds must be a number of seconds")),
+    };
+    let secs = u32::try_from(secs)
+        .map_err(|_| CommandError::bad_value("minSnapshotHistoryWindowInSeconds must be at least 0"))?;
+    let was = state.engine.set_snapshot_history_window_secs(secs);
+    Ok(Bson::Int32(i32::try_from(was).unwrap_or(i32::MAX)))
 }
 
 fn parameter(name: &str) -> Option<&'static ParameterSpec> {

@@ -152,7 +152,7 @@ impl Engine {
         // new catalog over the old base, so at worst a collection without
         // its newest documents, never documents without their collection.
         *inner.catalog.write() = CatalogHistory::new(catalog);
-        inner.store.install_base(BaseView { kv: snapshot, ts });
+        inner.store.install_base(BaseView { kv: snapshot, ts, floor: None });
         Ok(())
     }
 }

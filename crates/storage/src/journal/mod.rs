@@ -650,6 +650,16 @@ impl Journal {
         })
     }
 
+    /// The newest entry's timestamp at or below `ts` (the index alone, no
+    /// read), or None when the journal holds none: a checkpoint is written
+    /// at an entry's timestamp, so that the journal always holds the entry
+    /// recovery starts from.
+    pub fn entry_at_or_before(&self, ts: Timestamp) -> Option<Timestamp> {
+        let state = self.shared.state.lock();
+        let end = state.index.start_position(Bound::Excluded(ts));
+        (end > 0).then(|| state.index.get(end - 1).0)
+    }
+
     /// The entry at exactly `ts`, if the journal holds one: a binary search
     /// of the index and one read (none when the entry is in the cache).
     pub fn read_entry(&self, ts: Timestamp) -> Result<Option<Vec<u8>>, StorageError> {

@@ -660,7 +660,7 @@ impl Topology for ReplicaSet {
                     match concern.at_cluster_time {
                         Some(ts) => {
                             self.wait_applied(ts, deadline).await?;
-                            let oldest = self.shared.engine.oldest_timestamp();
+                            let oldest = self.shared.engine.oldest_snapshot_timestamp();
                             if ts < oldest {
                                 return Err(ReplError::SnapshotTooOld(format!(
                                     "Read timestamp {ts} is older than the oldest available timestamp {oldest}"

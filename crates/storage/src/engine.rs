@@ -990,6 +990,18 @@ impl Engine {
         self.inner.store.base().oldest_readable()
     }
 
+    /// The oldest timestamp a snapshot read (`atClusterTime`) may name:
+    /// the oldest one held, and never below this member's first journal
+    /// entry. Below it the store may answer (a checkpoint at zero holds
+    /// every version), but with a state this member never had as a whole:
+    /// nothing before its set was initiated, or an initial sync's copy
+    /// half made. MongoDB's oldest timestamp likewise starts at the set's
+    /// first stable timestamp.
+    pub fn oldest_snapshot_timestamp(&self) -> Timestamp {
+        let first_entry = self.inner.journal.first_ts().unwrap_or(Timestamp::ZERO);
+        self.oldest_timestamp().max(first_entry)
+    }
+
     /// Writes a checkpoint at the stable timestamp now; returns its timestamp.
     /// The journal is synced first, so on a standalone the checkpoint
     /// covers every write made before the call.

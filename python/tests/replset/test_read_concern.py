@@ -5,6 +5,7 @@ snapshot reads below the retained history answer SnapshotTooOld."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +28,16 @@ def members():
         running.initiate()
         running.primary()
         yield running
+
+
+@contextmanager
+def snapshot_window_off(client):
+    """minSnapshotHistoryWindowInSeconds at 0 for a block, then as it was."""
+    was = client.admin.command("setParameter", 1, minSnapshotHistoryWindowInSeconds=0)["was"]
+    try:
+        yield
+    finally:
+        client.admin.command("setParameter", 1, minSnapshotHistoryWindowInSeconds=was)
 
 
 def test_majority_read_on_a_secondary_sees_a_majority_write(members):
@@ -123,38 +134,41 @@ def test_a_majority_read_retries_when_a_checkpoint_passes_its_read_point(members
     primary = members.primary()
     fail_point = "hangAfterMajorityReadPointChosen"
     with members.direct(primary) as client:
-        coll = client.rc.get_collection("passed", write_concern=WriteConcern(w="majority"))
-        coll.drop()
-        coll.insert_one({"_id": 0})
-        client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")
-        outcome: dict = {}
+        # A checkpoint must pass the read point within the test: the
+        # snapshot window (300 s) would hold checkpoints back that long.
+        with snapshot_window_off(client):
+            coll = client.rc.get_collection("passed", write_concern=WriteConcern(w="majority"))
+            coll.drop()
+            coll.insert_one({"_id": 0})
+            client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")
+            outcome: dict = {}
 
-        def read():
+            def read():
+                try:
+                    outcome["found"] = client.rc.command("find", "passed", readConcern={"level": "majority"})
+                except PyMongoError as error:
+                    outcome["error"] = error
+
+            reader = threading.Thread(target=read)
+            reader.start()
             try:
-                outcome["found"] = client.rc.command("find", "passed", readConcern={"level": "majority"})
-            except PyMongoError as error:
-                outcome["error"] = error
+                members.wait_for("the read to stop at its read point",
+                                 lambda: client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")["count"])
+                chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
+                for i in range(1, 4):
+                    coll.insert_one({"_id": i})
 
-        reader = threading.Thread(target=read)
-        reader.start()
-        try:
-            members.wait_for("the read to stop at its read point",
-                             lambda: client.admin.command("configureFailPoint", fail_point, mode="alwaysOn")["count"])
-            chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
-            for i in range(1, 4):
-                coll.insert_one({"_id": i})
+                def checkpoint_passed():
+                    status = client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"]
+                    return status > chosen
 
-            def checkpoint_passed():
-                status = client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"]
-                return status > chosen
-
-            members.wait_for("a checkpoint past the read point", checkpoint_passed, timeout_s=60)
-        finally:
-            client.admin.command("configureFailPoint", fail_point, mode="off")
-            reader.join(timeout=60)
-        assert "error" not in outcome, outcome["error"]
-        # The newer commit point holds every write acknowledged before the read went on.
-        assert sorted(d["_id"] for d in outcome["found"]["cursor"]["firstBatch"]) == [0, 1, 2, 3]
+                members.wait_for("a checkpoint past the read point", checkpoint_passed, timeout_s=60)
+            finally:
+                client.admin.command("configureFailPoint", fail_point, mode="off")
+                reader.join(timeout=60)
+            assert "error" not in outcome, outcome["error"]
+            # The newer commit point holds every write acknowledged before the read went on.
+            assert sorted(d["_id"] for d in outcome["found"]["cursor"]["firstBatch"]) == [0, 1, 2, 3]
 
 
 def test_a_majority_cursors_next_batch_reads_past_a_checkpoint(members):
@@ -164,19 +178,22 @@ def test_a_majority_cursors_next_batch_reads_past_a_checkpoint(members):
     cursor with SnapshotTooOld."""
     primary = members.primary()
     with members.direct(primary) as client:
-        coll = client.rc.get_collection("batches", write_concern=WriteConcern(w="majority"))
-        coll.drop()
-        coll.insert_many([{"_id": i} for i in range(10)])
-        first = client.rc.command("find", "batches", readConcern={"level": "majority"}, batchSize=2)
-        cursor_id = first["cursor"]["id"]
-        assert cursor_id != 0
-        chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
-        coll.insert_one({"_id": 100})
+        # A checkpoint must pass the read point within the test: the
+        # snapshot window (300 s) would hold checkpoints back that long.
+        with snapshot_window_off(client):
+            coll = client.rc.get_collection("batches", write_concern=WriteConcern(w="majority"))
+            coll.drop()
+            coll.insert_many([{"_id": i} for i in range(10)])
+            first = client.rc.command("find", "batches", readConcern={"level": "majority"}, batchSize=2)
+            cursor_id = first["cursor"]["id"]
+            assert cursor_id != 0
+            chosen = client.admin.command("replSetGetStatus")["optimes"]["lastCommittedOpTime"]["ts"]
+            coll.insert_one({"_id": 100})
 
-        def checkpoint_passed():
-            return client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"] > chosen
+            def checkpoint_passed():
+                return client.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"] > chosen
 
-        members.wait_for("a checkpoint past the cursor's read point", checkpoint_passed, timeout_s=60)
-        rest = client.rc.command("getMore", cursor_id, collection="batches", batchSize=100)
-        seen = [d["_id"] for d in first["cursor"]["firstBatch"] + rest["cursor"]["nextBatch"]]
-        assert sorted(seen)[:10] == list(range(10)), "every document committed before the first batch"
+            members.wait_for("a checkpoint past the cursor's read point", checkpoint_passed, timeout_s=60)
+            rest = client.rc.command("getMore", cursor_id, collection="batches", batchSize=100)
+            seen = [d["_id"] for d in first["cursor"]["firstBatch"] + rest["cursor"]["nextBatch"]]
+            assert sorted(seen)[:10] == list(range(10)), "every document committed before the first batch"

@@ -293,32 +293,8 @@ pub async fn tail_batch(
     limits: BatchLimits,
     wait: Duration,
 ) -> Result<(Vec<Document>, bool), CommandError> {
-    let deadline = Instant::now() + wait;
-    // Subscribed before reading, so a write between the read and the wait
-    // still wakes the cursor.
-    let mut watch = engine.oplog_watch();
-    loop {
-        watch.borrow_and_update();
-        let mut batch = Batch::new(limits);
-        let finished = tail.fill(engine, &mut batch)?;
-        if !batch.is_empty() || finished || !tail.await_data {
-            return Ok((batch.into_documents(), finished));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Ok((Vec::new(), false));
-        }
-        match tokio::time::timeout(remaining, watch.changed()).await {
-            Ok(Ok(())) => continue,
-            Ok(Err(_)) => {
-                return Err(CommandError::new(
-                    91,
-                    "The server is in quiesce mode and will shut down",
-                ))
-            }
-            Err(_elapsed) => return Ok((Vec::new(), false)),
-        }
-    }
+    let await_data = tail.await_data;
+    super::await_data::fill_or_wait(engine, limits, wait, await_data, |batch| tail.fill(engine, batch)).await
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 //! - `stored_document`: the depth, `_id` and size rules of every write.
 
 pub mod args;
+pub mod await_data;
 pub mod batch;
 pub mod capped;
 pub mod collation;

@@ -291,33 +291,8 @@ pub async fn tail_batch(
     limits: BatchLimits,
     wait: Duration,
 ) -> Result<(Vec<Document>, bool), CommandError> {
-    let deadline = Instant::now() + wait;
-    // Subscribe before reading, so an entry committed between the read and
-    // the wait still wakes us.
-    let mut watch = engine.oplog_watch();
-    loop {
-        watch.borrow_and_update();
-        let mut batch = Batch::new(limits);
-        let finished = query.fill(engine, &mut batch, None)?;
-        if !batch.is_empty() || finished || !query.await_data {
-            return Ok((batch.into_documents(), finished));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Ok((Vec::new(), false));
-        }
-        match tokio::time::timeout(remaining, watch.changed()).await {
-            Ok(Ok(())) => continue,
-            // The engine dropped its sender: it is shutting down.
-            Ok(Err(_)) => {
-                return Err(CommandError::new(
-                    91,
-                    "The server is in quiesce mode and will shut down",
-                ))
-            }
-            Err(_elapsed) => return Ok((Vec::new(), false)),
-        }
-    }
+    let await_data = query.await_data;
+    super::await_data::fill_or_wait(engine, limits, wait, await_data, |batch| query.fill(engine, batch, None)).await
 }
 
 /// Newest-first results (`sort: {$natural: -1}`): reads growing windows of

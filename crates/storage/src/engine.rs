@@ -493,10 +493,12 @@ impl Inner {
     }
 
     /// The oldest timestamp the snapshot window wants kept in memory (its
-    /// start), or None without a window.
+    /// start), or None without a window. A standalone keeps none: it refuses
+    /// snapshot reads (as MongoDB's does), and a window would only hold its
+    /// checkpoints five minutes back, with as much journal to replay.
     pub(crate) fn snapshot_window_start(&self) -> Option<Timestamp> {
         let window = self.snapshot_window_secs.load(Ordering::Relaxed);
-        (window > 0).then(|| Timestamp::new(wall_clock_secs().saturating_sub(window), 0))
+        (self.options.replicated && window > 0).then(|| Timestamp::new(wall_clock_secs().saturating_sub(window), 0))
     }
 
     /// The newest timestamp any checkpoint may cover: durable and visible.

@@ -584,6 +584,7 @@ impl Engine {
             segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
             size_cap_bytes: options.oplog_size_bytes,
             poison_policy: options.poison_policy,
+            preallocate_segments: true,
         };
         let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
         let local = LocalStore::open(&options.dbpath, io, options.poison_policy)?;

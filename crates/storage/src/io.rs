@@ -67,7 +67,19 @@ pub trait IoBackend: Send + Sync {
     /// fsyncs the directory itself, so that created and removed names
     /// survive a crash.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates `path` (an error if it exists) holding `len` zero bytes that
+    /// are written and fsynced, so that later writes inside it change
+    /// neither the file's size nor its block map (the journal's spare
+    /// segment). The name is not made durable: the caller renames the file
+    /// into place and fsyncs the directory then. Checks `cancelled` between
+    /// pieces of `ZERO_FILL_PIECE_BYTES`; when it turns true the file is
+    /// removed and the answer is false.
+    fn create_zeroed(&self, path: &Path, len: u64, cancelled: &dyn Fn() -> bool) -> io::Result<bool>;
 }
+
+/// Zeros written per call by `create_zeroed`, and how often it looks
+/// whether it was cancelled.
+pub const ZERO_FILL_PIECE_BYTES: usize = 1024 * 1024;
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -167,6 +179,26 @@ impl IoBackend for StdIo {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+
+    fn create_zeroed(&self, path: &Path, len: u64, cancelled: &dyn Fn() -> bool) -> io::Result<bool> {
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let zeros = vec![0u8; ZERO_FILL_PIECE_BYTES];
+        let mut offset = 0;
+        while offset < len {
+            if cancelled() {
+                drop(file);
+                std::fs::remove_file(path)?;
+                return Ok(false);
+            }
+            let piece = zeros.len().min((len - offset) as usize);
+            file.write_all_at(&zeros[..piece], offset)?;
+            offset += piece as u64;
+        }
+        // Data and size both: the point is that nothing about the file
+        // changes when it is overwritten later.
+        file.sync_all()?;
+        Ok(true)
+    }
 }
 
 /// Which operation a `FaultyIo` makes fail.
@@ -212,6 +244,19 @@ struct FileModel {
     /// What the path durably held before a rename put this file there:
     /// until the directory is fsynced, a crash brings it back.
     restore_on_crash: Option<Vec<u8>>,
+    /// Writes since the last fsync that overwrote bytes inside the file,
+    /// oldest first, each with the bytes it replaced: a crash puts those
+    /// back (a preallocated journal segment is only ever overwritten).
+    unsynced_overwrites: Vec<Overwrite>,
+}
+
+/// One unsynced write over existing bytes.
+#[derive(Debug)]
+struct Overwrite {
+    offset: u64,
+    /// The bytes at `offset` before the write (only the part that lay
+    /// inside the file; a write past the end is undone by the length).
+    replaced: Vec<u8>,
 }
 
 /// Where a held fsync is (see `FaultyIo::hold_next_sync`).
@@ -248,8 +293,14 @@ struct FaultState {
 /// seen back to its last fsynced length (optionally keeping some of the
 /// unsynced bytes, as a torn write would) and removes files and
 /// directories whose names were never made durable by an fsync of the
-/// directory holding them. It models lengths only: a file overwritten in
-/// place (the checkpoint) keeps unsynced overwrites.
+/// directory holding them. Unsynced writes over existing bytes (a
+/// preallocated journal segment, the checkpoint's pages) are undone too:
+/// each write remembers the bytes it replaced until the next fsync.
+///
+/// `create_zeroed` is not a fault point: it runs on a background thread at
+/// times no test can count on, and a failure there loses nothing (the
+/// journal creates its next segment the old way). Its files are modelled
+/// like any other.
 #[derive(Clone)]
 pub struct FaultyIo {
     inner: Arc<dyn IoBackend>,
@@ -389,6 +440,7 @@ impl FaultyIo {
                 continue;
             }
             let file = OpenOptions::new().write(true).open(path)?;
+            undo_overwrites(&file, &model.unsynced_overwrites, keep_unsynced_bytes)?;
             let len = file.metadata()?.len();
             let keep = len.min(model.synced_len.saturating_add(keep_unsynced_bytes));
             file.set_len(keep)?;
@@ -460,6 +512,33 @@ impl FaultyIo {
     }
 }
 
+/// Puts back what unsynced writes overwrote, newest first, except the
+/// first `keep_bytes` bytes written (in write order): a torn write keeps a
+/// prefix of what was written, as it does for a file that grew. Nothing is
+/// put back past the file's current end (a later shrink cut it).
+fn undo_overwrites(file: &File, overwrites: &[Overwrite], keep_bytes: u64) -> io::Result<()> {
+    let len = file.metadata()?.len();
+    let mut budget = keep_bytes;
+    let kept: Vec<u64> = overwrites
+        .iter()
+        .map(|overwrite| {
+            let kept = budget.min(overwrite.replaced.len() as u64);
+            budget -= kept;
+            kept
+        })
+        .collect();
+    for (overwrite, kept) in overwrites.iter().zip(kept).rev() {
+        let start = overwrite.offset + kept;
+        let end = (overwrite.offset + overwrite.replaced.len() as u64).min(len);
+        if start < end {
+            let from = (start - overwrite.offset) as usize;
+            let to = (end - overwrite.offset) as usize;
+            file.write_all_at(&overwrite.replaced[from..to], start)?;
+        }
+    }
+    Ok(())
+}
+
 fn injected(what: &str) -> io::Error {
     io::Error::other(format!("injected {what} failure"))
 }
@@ -476,6 +555,7 @@ impl IoFile for FaultyFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.remember_overwritten(buf.len(), offset)?;
         if let Some(partial) = self.io.on_write(&self.path) {
             if let Some(bytes) = partial {
                 let bytes = bytes.min(buf.len());
@@ -538,6 +618,23 @@ impl FaultyFile {
         let model = state.files.entry(self.path.clone()).or_default();
         model.synced_len = len;
         model.written_since_sync = 0;
+        model.unsynced_overwrites.clear();
+        Ok(())
+    }
+
+    /// Keeps the bytes a write of `len` at `offset` is about to replace, so
+    /// that a crash can put them back.
+    fn remember_overwritten(&self, len: usize, offset: u64) -> io::Result<()> {
+        let file_len = self.inner.size_bytes()?;
+        let end = (offset + len as u64).min(file_len);
+        if offset >= end {
+            return Ok(());
+        }
+        let mut replaced = vec![0u8; (end - offset) as usize];
+        self.inner.read_exact_at(&mut replaced, offset)?;
+        let mut state = self.io.state.lock();
+        let model = state.files.entry(self.path.clone()).or_default();
+        model.unsynced_overwrites.push(Overwrite { offset, replaced });
         Ok(())
     }
 }
@@ -617,6 +714,17 @@ impl IoBackend for FaultyIo {
         model.restore_on_crash = replaced;
         state.files.insert(to.to_path_buf(), model);
         Ok(())
+    }
+
+    fn create_zeroed(&self, path: &Path, len: u64, cancelled: &dyn Fn() -> bool) -> io::Result<bool> {
+        self.check_power()?;
+        let finished = self.inner.create_zeroed(path, len, cancelled)?;
+        if finished {
+            // Its data is durable, its name is not (no directory fsync).
+            let model = FileModel { synced_len: len, ..FileModel::default() };
+            self.state.lock().files.insert(path.to_path_buf(), model);
+        }
+        Ok(finished)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -50,6 +50,7 @@ fn model_options() -> JournalOptions {
         segment_size_bytes: 2048,
         size_cap_bytes: u64::MAX,
         poison_policy: PoisonPolicy::RefuseLaterCalls,
+        preallocate_segments: true,
     }
 }
 

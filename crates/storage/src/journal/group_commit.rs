@@ -19,8 +19,9 @@
 //!    handle, whether its last bytes were written by this batch or by an
 //!    earlier one whose fsync is still in flight on a worker: a later
 //!    segment must never exist on disk next to an unsynced earlier one. A
-//!    new segment's header is fsynced, then the directory, before any frame
-//!    is written to it.
+//!    new segment is the ready spare renamed into place (preallocated,
+//!    `spare.rs`), or else a new file; its header is fsynced, then the
+//!    directory, before any frame is written to it.
 //! 4. Under the state lock: record the batch as in flight and hand the
 //!    fsync of its last file to sync worker `batch_no % SYNC_WORKERS`; go
 //!    back to step 1 without waiting for it.
@@ -59,7 +60,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::io::{IoBackend, IoFile};
-use crate::journal::segment::{encode_header, segment_path, SegmentState};
+use crate::journal::segment::{encode_header, segment_path, SegmentState, SEGMENT_HEADER_BYTES, SPARE_FILE_NAME};
+use crate::journal::spare::{self, Spare};
 use crate::journal::{EntryMeta, PendingChunk, Shared, State};
 use crate::poison::panic_message;
 use crate::Timestamp;
@@ -270,9 +272,19 @@ fn take_batch(shared: &Shared, state: &mut State) -> Batch {
     Batch { batch_no, waiters, chunks, previous_segment, last_ts, last_meta, appended_since }
 }
 
+/// A segment a batch created.
+struct Created {
+    seq: u64,
+    handles: SegmentHandles,
+    /// The file's size when created (`SegmentState::file_bytes`).
+    file_bytes: u64,
+    /// Whether it is the spare, renamed into place.
+    from_spare: bool,
+}
+
 /// What writing a batch did, to be recorded under the lock.
 struct Written {
-    created: Vec<(u64, SegmentHandles)>,
+    created: Vec<Created>,
     /// The sync handle of the last file written, for this batch's worker.
     last_sync_file: Arc<dyn IoFile>,
     bytes: u64,
@@ -300,8 +312,9 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
                     previous.sync_data()?;
                     fsyncs += 1;
                 }
-                let (file, sync_files) = create_segment(shared, chunk.seq, &mut bytes, &mut fsyncs)?;
-                created.push((chunk.seq, (file.clone(), sync_files.clone())));
+                let segment = create_segment(shared, chunk.seq, &mut bytes, &mut fsyncs)?;
+                let (file, sync_files) = segment.handles.clone();
+                created.push(segment);
                 (file, sync_files)
             }
         };
@@ -321,36 +334,58 @@ fn write_batch(shared: &Shared, batch: &Batch) -> std::io::Result<Written> {
 }
 
 /// Creates segment `seq` with its header, both durable, and opens the sync
-/// workers' handles on it before any frame is written.
-fn create_segment(
-    shared: &Shared,
-    seq: u64,
-    bytes: &mut u64,
-    fsyncs: &mut u64,
-) -> std::io::Result<SegmentHandles> {
+/// workers' handles on it before any frame is written: the ready spare
+/// renamed into place if there is one, else a new file that grows as
+/// frames are written.
+fn create_segment(shared: &Shared, seq: u64, bytes: &mut u64, fsyncs: &mut u64) -> std::io::Result<Created> {
     let path = segment_path(&shared.dir, seq);
-    let file = shared.io.create(&path)?;
+    let from_spare = {
+        let mut state = shared.state.lock();
+        let ready = state.spare == Spare::Ready;
+        if ready {
+            state.spare = Spare::Taken;
+        }
+        ready
+    };
+    let file = if from_spare {
+        // Opened again under its new name, so that every handle on the
+        // segment names it alike (the test backend models files by name).
+        shared.io.rename(&shared.dir.join(SPARE_FILE_NAME), &path)?;
+        shared.io.open(&path)?
+    } else {
+        shared.io.create(&path)?
+    };
     let header = encode_header(seq);
     file.write_all_at(&header, 0)?;
     file.sync_data()?;
     shared.io.sync_dir(&shared.dir)?;
+    let file_bytes = if from_spare { file.size_bytes()? } else { SEGMENT_HEADER_BYTES };
     let sync_files = open_sync_files(&shared.io, &path)?;
     *bytes += header.len() as u64;
     *fsyncs += 2;
-    tracing::debug!(target: "journal", file = %path.display(), "journal segment created");
-    Ok((file, sync_files))
+    tracing::debug!(target: "journal", file = %path.display(), preallocated = from_spare, "journal segment created");
+    Ok(Created { seq, handles: (file, sync_files), file_bytes, from_spare })
 }
 
 /// Records a written batch and hands its fsync to a sync worker.
 fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
     let mut first_created = None;
-    for (seq, (file, sync_files)) in written.created {
-        first_created.get_or_insert(seq);
-        let segment = segment_mut(state, seq);
+    for created in written.created {
+        first_created.get_or_insert(created.seq);
+        if created.from_spare {
+            assert_eq!(state.spare, Spare::Taken);
+            state.spare = Spare::None;
+        }
+        let segment = segment_mut(state, created.seq);
         assert!(segment.file.is_none());
+        let (file, sync_files) = created.handles;
         segment.file = Some(file);
         segment.sync_files = sync_files;
+        segment.file_bytes = created.file_bytes;
     }
+    // A new segment (or an old one taking frames past its end) may want
+    // the next spare.
+    spare::notify_if_wanted(shared, state);
     // Segments before a new one take no more writes: close their sync
     // handles (fsyncs in flight hold their own), so that open files stay
     // at one per segment plus the workers' handles on the last one.

@@ -29,6 +29,7 @@ mod group_commit;
 mod index;
 mod recovery;
 mod segment;
+mod spare;
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -48,11 +49,14 @@ use crate::{StorageError, Timestamp};
 pub use frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
 pub use segment::{
     encode_header as segment_header, segment_file_name, SEGMENT_BYTES_MAX, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+    SPARE_FILE_NAME,
 };
+pub use spare::{SPARE_SEGMENTS_AHEAD, SPARE_WANTED_BELOW_PERCENT_LEFT};
 
 use frame::{check_entry_shape, check_frame, encode_frame, FrameCheck};
 use index::{Index, Location, RecentCache};
 use segment::SegmentState;
+use spare::Spare;
 
 /// Bytes of recent entries kept in memory for readers (entries not yet
 /// written to a file stay in memory regardless).
@@ -79,6 +83,10 @@ pub struct JournalOptions {
     /// What a failed write or fsync, or a panic in one of the journal's
     /// threads, does (by default: log and abort the process).
     pub poison_policy: PoisonPolicy,
+    /// Prepare each next segment ahead, zero-filled and fsynced, so that
+    /// appends never change a file's size (`spare.rs`). Off, segments grow
+    /// as frames are written (tests that need the old file layout).
+    pub preallocate_segments: bool,
 }
 
 impl Default for JournalOptions {
@@ -88,6 +96,7 @@ impl Default for JournalOptions {
             segment_size_bytes: 64 * 1024 * 1024,
             size_cap_bytes: 1024 * 1024 * 1024,
             poison_policy: PoisonPolicy::default(),
+            preallocate_segments: true,
         }
     }
 }
@@ -121,6 +130,11 @@ pub struct JournalStats {
     pub oldest_unsynced_age_ms: u64,
     /// Bytes cut from a torn tail when the journal was opened.
     pub torn_bytes_cut_at_open: u64,
+    /// Zeros written and fsynced ahead of the appends: the rest of the
+    /// active segment plus a ready spare segment (`spare.rs`).
+    pub preallocated_bytes: u64,
+    /// Spare segments prepared since open.
+    pub spares_prepared: u64,
 }
 
 /// What the journal keeps of an entry besides its timestamp: the term and
@@ -222,6 +236,10 @@ pub(crate) struct State {
     /// Bumped by every truncation, so that a reader can tell that the
     /// locations it collected may now point at other data.
     pub generation: u64,
+    /// The spare segment's state: moved by the spare thread (None or
+    /// Preparing to Ready or Disabled) and the group-commit thread (Ready to
+    /// Taken to None).
+    pub spare: Spare,
     pub stats: JournalStats,
 }
 
@@ -272,6 +290,9 @@ pub(crate) struct Shared {
     /// Wakes waiters when `durable_ts` moves, the pending buffer drains, or
     /// the journal is poisoned (guarded by `state`).
     pub progress: Condvar,
+    /// Wakes the spare thread when a spare may be wanted, or the journal
+    /// closes (guarded by `state`).
+    pub spare_work: Condvar,
     /// Held by whoever does segment I/O that must not interleave with a
     /// batch write: the group-commit thread and `truncate_after`. Taken
     /// before `state`, never after.
@@ -294,6 +315,7 @@ impl Shared {
         }
         self.progress.notify_all();
         self.work.notify_all();
+        self.spare_work.notify_all();
         // Async waiters (`request_durable`) wait on the watch: wake them to
         // see the error. The value does not move.
         self.durable_tx.send_replace(state.durable_ts);
@@ -366,8 +388,9 @@ impl Journal {
                 path: found.path,
                 file: Some(found.file),
                 sync_files,
-                end: found.len,
-                durable_end: found.len,
+                end: found.end,
+                durable_end: found.end,
+                file_bytes: found.file_bytes,
                 first_ts: found.first_ts,
                 last_ts: found.last_ts,
             });
@@ -409,6 +432,7 @@ impl Journal {
             thread_exited: false,
             retain_from: Timestamp::ZERO,
             generation: 0,
+            spare: Spare::None,
             stats,
         };
         let (durable_tx, _) = watch::channel(durable_ts);
@@ -421,6 +445,7 @@ impl Journal {
             work: Condvar::new(),
             sync_work: std::array::from_fn(|_| Condvar::new()),
             progress: Condvar::new(),
+            spare_work: Condvar::new(),
             io_lock: Mutex::new(()),
             fail_next_sync: AtomicBool::new(false),
             durable_tx,
@@ -441,6 +466,10 @@ impl Journal {
                 .spawn(move || group_commit::run_sync_worker_guarded(worker_shared, slot));
             journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         }
+        let spare_shared = shared.clone();
+        let spawned =
+            std::thread::Builder::new().name("journal-spare".to_string()).spawn(move || spare::run_guarded(spare_shared));
+        journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         // Everything found at open is durable: the newest entry's meta is
         // the durable position's.
         let meta = journal.newest_meta()?;
@@ -509,7 +538,11 @@ impl Journal {
         }
         let frame_bytes = (FRAME_HEADER_BYTES + entry.len()) as u64;
         let current = state.segments.back().unwrap();
-        if current.has_entries() && current.end + frame_bytes > shared.options.segment_size_bytes {
+        let full = current.end + frame_bytes > shared.options.segment_size_bytes;
+        // A segment that would grow is left for a ready spare at once: its
+        // every fsync commits the file system's metadata as well.
+        let leave_for_spare = current.grows_past(current.end + frame_bytes) && state.spare == Spare::Ready;
+        if current.has_entries() && (full || leave_for_spare) {
             let next = SegmentState::planned(&shared.dir, current.seq + 1);
             state.segments.push_back(next);
         }
@@ -542,6 +575,7 @@ impl Journal {
         state.cache.push(ts, Arc::from(entry));
         state.last_meta = append.meta;
         state.stats.entries_appended += 1;
+        spare::notify_if_wanted(shared, state);
         Ok(())
     }
 
@@ -729,6 +763,9 @@ impl Journal {
         assert_eq!(segment.seq, cut.seq);
         segment.end = cut.offset;
         segment.durable_end = cut.offset;
+        // The file is cut there: what follows would grow it again, so the
+        // journal leaves it for a spare (`spare.rs`).
+        segment.file_bytes = cut.offset;
         segment.last_ts = new_last;
         if new_last.is_none() {
             segment.first_ts = None;
@@ -761,6 +798,7 @@ impl Journal {
             Err(err) => return Err(shared.poison(&mut state, format!("reopening the journal after {ts}: {err}"))),
         }
         state.stats.fsyncs += 2;
+        spare::notify_if_wanted(shared, &state);
         drop(state);
         // The flush above made the old end durable, so the durable position
         // is now the new last entry; its meta is read back once.
@@ -813,6 +851,8 @@ impl Journal {
         stats.durable_ts = state.durable_ts;
         stats.oldest_unsynced_age_ms =
             state.oldest_unsynced_since().map_or(0, |since| since.elapsed().as_millis() as u64);
+        let spare_bytes = if state.spare == Spare::Ready { self.shared.options.segment_size_bytes } else { 0 };
+        stats.preallocated_bytes = state.segments.back().map_or(0, |segment| segment.zeroed_bytes_ahead()) + spare_bytes;
         stats
     }
 
@@ -832,6 +872,7 @@ impl Journal {
             let mut state = self.shared.state.lock();
             state.closing = true;
             self.shared.work.notify_all();
+            self.shared.spare_work.notify_all();
         }
         let threads = std::mem::take(&mut *self.threads.lock());
         for thread in threads {

@@ -7,19 +7,29 @@
 //! 2. For each segment in order, check the header, then walk the frames:
 //!    each must be whole, pass its CRC, and carry a timestamp above the one
 //!    before it (across segments too).
+//!    A frame that fails where the rest of the file is zero is where the
+//!    segment's frames end (a preallocated segment, `segment.rs`): a frame
+//!    never starts with a zero byte. This holds in every segment.
 //! 3. The first frame that fails in the LAST segment is a torn tail when no
 //!    valid frame starts after the end it declares: the group commit
 //!    appends at the end only, so a crash can leave a partial or garbled
 //!    frame at the end but never a good frame after a bad one. Offsets
 //!    inside the bad frame do not count, because its payload is a user's
 //!    document and may hold bytes that form a valid frame; so a frame that
-//!    runs past the end of the file is a torn tail. The file is cut at the
-//!    bad frame, fsynced, and the cut is logged. A last segment whose header
+//!    runs past the end of the file is a torn tail. The torn bytes are cut
+//!    (the file is shortened to the bad frame) or, when zeros follow them
+//!    (a preallocated segment), overwritten with zeros, so that the segment
+//!    keeps its size; then it is fsynced and the cut is logged. Only bytes
+//!    before the last nonzero one can start a valid frame, so the search
+//!    stops there. A last segment whose header
 //!    is torn and that holds no valid frame was being created when the
 //!    process died (frames are written only after the header is fsynced):
 //!    it is removed.
 //! 4. Any other failure (in an earlier segment, or with a valid frame after
 //!    it) is corruption: open fails naming the file and the offset.
+//! 5. A leftover spare file (`SPARE_FILE_NAME`: the next segment being
+//!    zero-filled, finished or not, when the process stopped) is removed;
+//!    the journal prepares a new one when it needs it.
 //!
 //! No length read from a file is trusted before it is checked: a segment
 //! file larger than any the journal writes is refused before it is read,
@@ -35,6 +45,7 @@ use crate::journal::index::Location;
 use crate::journal::frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN};
 use crate::journal::segment::{
     check_header, parse_segment_file_name, segment_path, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+    SPARE_FILE_NAME,
 };
 use crate::{StorageError, Timestamp};
 
@@ -43,8 +54,11 @@ pub struct RecoveredSegment {
     pub seq: u64,
     pub path: PathBuf,
     pub file: Arc<dyn IoFile>,
-    /// The file's length after any torn tail was cut.
-    pub len: u64,
+    /// Where its frames end (after any torn tail was cut).
+    pub end: u64,
+    /// The file's length after any torn tail was cut: above `end` when the
+    /// segment was preallocated.
+    pub file_bytes: u64,
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
 }
@@ -65,10 +79,17 @@ fn corruption(path: &Path, offset: u64, reason: &str) -> StorageError {
     StorageError::Corruption(format!("{} at offset {offset}: {reason}", path.display()))
 }
 
-/// The first offset at or after `from` at which a valid frame starts, if any.
-fn find_valid_frame_after(data: &[u8], from: usize) -> Option<usize> {
-    let last_start = data.len().checked_sub(FRAME_HEADER_BYTES)?;
-    (from..=last_start).find(|&start| is_valid_frame_start(&data[start..]))
+/// The first offset at or after `from` and below `dirty_end` (past the
+/// last nonzero byte, where no frame can start) at which a valid frame
+/// starts, if any.
+fn find_valid_frame_after(data: &[u8], from: usize, dirty_end: usize) -> Option<usize> {
+    let last_start = data.len().checked_sub(FRAME_HEADER_BYTES)?.min(dirty_end);
+    (from..last_start).find(|&start| is_valid_frame_start(&data[start..]))
+}
+
+/// The offset just past the last nonzero byte of `data` (0 if all zero).
+fn dirty_end(data: &[u8]) -> usize {
+    data.iter().rposition(|&byte| byte != 0).map_or(0, |last| last + 1)
 }
 
 fn read_u32_le(bytes: &[u8]) -> usize {
@@ -91,7 +112,7 @@ fn is_plausible_payload_len(len: usize) -> bool {
 ///   where the payload says the frame ends, that is corruption;
 /// - a length field out of range tells nothing: the payload's length is
 ///   used if plausible, otherwise every later offset is a candidate.
-fn valid_frame_after_bad_one(data: &[u8], offset: usize) -> Option<usize> {
+fn valid_frame_after_bad_one(data: &[u8], offset: usize, dirty_end: usize) -> Option<usize> {
     let frame = &data[offset..];
     if frame.len() < FRAME_HEADER_BYTES {
         return None;
@@ -114,7 +135,7 @@ fn valid_frame_after_bad_one(data: &[u8], offset: usize) -> Option<usize> {
     } else {
         offset + 1
     };
-    find_valid_frame_after(data, search_from)
+    find_valid_frame_after(data, search_from, dirty_end)
 }
 
 pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, StorageError> {
@@ -127,6 +148,12 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         io.sync_dir(parent).map_err(|err| io_error(parent, "fsyncing", err))?;
     }
     let names = io.list_dir(dir).map_err(|err| io_error(dir, "listing journal directory", err))?;
+    if names.iter().any(|name| name == SPARE_FILE_NAME) {
+        // Its name was never made durable on purpose; removing it needs no
+        // directory fsync either.
+        let spare = dir.join(SPARE_FILE_NAME);
+        io.remove_file(&spare).map_err(|err| io_error(&spare, "removing the leftover spare segment", err))?;
+    }
     let mut seqs: Vec<u64> = names.iter().filter_map(|name| parse_segment_file_name(name)).collect();
     seqs.sort_unstable();
     for pair in seqs.windows(2) {
@@ -156,8 +183,9 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         let mut data = vec![0u8; len as usize];
         file.read_exact_at(&mut data, 0).map_err(|err| io_error(&path, "reading", err))?;
 
+        let dirty_end = dirty_end(&data);
         if let Err(reason) = check_header(&data, seq) {
-            if is_last && find_valid_frame_after(&data, 0).is_none() {
+            if is_last && find_valid_frame_after(&data, 0, dirty_end).is_none() {
                 tracing::warn!(
                     target: "journal",
                     file = %path.display(),
@@ -173,27 +201,19 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
             return Err(corruption(&path, 0, &reason));
         }
 
-        let segment = scan_frames(&path, seq, &data, is_last, &mut previous_ts, &mut recovered.entries)?;
-        let mut segment_len = len;
+        let scan = FrameScan { path: &path, seq, data: &data, dirty_end, is_last };
+        let segment = scan_frames(&scan, &mut previous_ts, &mut recovered.entries)?;
+        let mut file_bytes = len;
         if let Some((offset, reason)) = segment.torn_at {
-            tracing::warn!(
-                target: "journal",
-                file = %path.display(),
-                offset,
-                bytes_cut = len - offset,
-                reason = %reason,
-                "cutting a torn tail off the journal"
-            );
-            file.set_len(offset).map_err(|err| io_error(&path, "truncating torn tail of", err))?;
-            file.sync_all().map_err(|err| io_error(&path, "fsyncing", err))?;
-            recovered.torn_bytes_cut += len - offset;
-            segment_len = offset;
+            file_bytes = cut_torn_tail(&path, &file, offset, dirty_end as u64, len, &reason)?;
+            recovered.torn_bytes_cut += dirty_end as u64 - offset;
         }
         recovered.segments.push(RecoveredSegment {
             seq,
             path,
             file,
-            len: segment_len,
+            end: segment.end,
+            file_bytes,
             first_ts: segment.first_ts,
             last_ts: segment.last_ts,
         });
@@ -201,22 +221,66 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
     Ok(recovered)
 }
 
+/// Removes the torn bytes `[offset, dirty_end)` of a last segment that is
+/// `len` bytes long, durably; returns the file's new length. A segment
+/// with zeros after them (preallocated) keeps its size: the torn bytes are
+/// overwritten with zeros, so that appends go on overwriting.
+fn cut_torn_tail(
+    path: &Path,
+    file: &Arc<dyn IoFile>,
+    offset: u64,
+    dirty_end: u64,
+    len: u64,
+    reason: &str,
+) -> Result<u64, StorageError> {
+    assert!(offset < dirty_end);
+    assert!(dirty_end <= len);
+    tracing::warn!(
+        target: "journal",
+        file = %path.display(),
+        offset,
+        bytes_cut = dirty_end - offset,
+        reason = %reason,
+        "cutting a torn tail off the journal"
+    );
+    let file_bytes = if dirty_end < len {
+        let zeros = vec![0u8; (dirty_end - offset) as usize];
+        file.write_all_at(&zeros, offset).map_err(|err| io_error(path, "zeroing the torn tail of", err))?;
+        len
+    } else {
+        file.set_len(offset).map_err(|err| io_error(path, "truncating torn tail of", err))?;
+        offset
+    };
+    file.sync_all().map_err(|err| io_error(path, "fsyncing", err))?;
+    Ok(file_bytes)
+}
+
+/// One segment's bytes as `scan_frames` reads them.
+struct FrameScan<'a> {
+    path: &'a Path,
+    seq: u64,
+    data: &'a [u8],
+    /// Past the last nonzero byte of `data`.
+    dirty_end: usize,
+    is_last: bool,
+}
+
 struct ScannedSegment {
     first_ts: Option<Timestamp>,
     last_ts: Option<Timestamp>,
+    /// Where the segment's frames end (a torn tail starts there).
+    end: u64,
     /// Where a torn tail starts, and why the frame there failed.
     torn_at: Option<(u64, String)>,
 }
 
 fn scan_frames(
-    path: &Path,
-    seq: u64,
-    data: &[u8],
-    is_last: bool,
+    scan: &FrameScan<'_>,
     previous_ts: &mut Option<Timestamp>,
     entries: &mut Vec<(Timestamp, Location)>,
 ) -> Result<ScannedSegment, StorageError> {
-    let mut scanned = ScannedSegment { first_ts: None, last_ts: None, torn_at: None };
+    let FrameScan { path, seq, data, dirty_end, is_last } = *scan;
+    let mut scanned = ScannedSegment { first_ts: None, last_ts: None, end: data.len() as u64, torn_at: None };
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < data.len() {
         let reason = match check_frame(&data[offset..]) {
@@ -240,10 +304,15 @@ fn scan_frames(
             FrameCheck::Incomplete => "the frame runs past the end of the file".to_string(),
             FrameCheck::Bad(reason) => reason,
         };
+        scanned.end = offset as u64;
+        if offset >= dirty_end {
+            // Only zeros from here: the preallocated rest of the segment.
+            break;
+        }
         if !is_last {
             return Err(corruption(path, offset as u64, &format!("{reason} (not the last segment)")));
         }
-        if let Some(valid) = valid_frame_after_bad_one(data, offset) {
+        if let Some(valid) = valid_frame_after_bad_one(data, offset, dirty_end) {
             return Err(corruption(
                 path,
                 offset as u64,

@@ -3,7 +3,8 @@
 //!
 //! A segment is `oplog-<seq>.seg`, `<seq>` being its sequence number as 20
 //! decimal digits (so names sort in sequence order). It opens with this
-//! header, then holds frames back to back (see `frame.rs`):
+//! header, then holds frames back to back (see `frame.rs`), then, when it
+//! was preallocated, zeros to the end of the file:
 //!
 //! ```text
 //! offset  size  field
@@ -14,6 +15,15 @@
 //! 24      4     reserved, zero
 //! 28      4     CRC-32C of bytes 0..28, u32 little-endian
 //! ```
+//!
+//! A segment is normally preallocated: its file was written with zeros to
+//! `segment_size_bytes` and fsynced under the spare name `SPARE_FILE_NAME`
+//! ahead of use (`spare.rs`), then renamed into place when the journal
+//! rolled over to it, so that appends overwrite zeros and never change the
+//! file's size. The end of its frames is the first offset from which the
+//! rest of the file is zero: a frame never starts with a zero byte, since
+//! its length field is at least `ENTRY_BYTES_MIN`, so a zero tail cannot
+//! be mistaken for a frame (see `recovery.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +51,10 @@ pub const FORMAT_VERSION: u32 = 1;
 
 const NAME_PREFIX: &str = "oplog-";
 const NAME_SUFFIX: &str = ".seg";
+/// The next segment's file while it is prepared and until the journal
+/// rolls over to it. Not a segment name (`parse_segment_file_name` skips
+/// it): recovery removes a leftover one, whole or half written.
+pub const SPARE_FILE_NAME: &str = "oplog-spare.tmp";
 
 pub fn segment_file_name(seq: u64) -> String {
     format!("{NAME_PREFIX}{seq:020}{NAME_SUFFIX}")
@@ -114,6 +128,11 @@ pub struct SegmentState {
     pub end: u64,
     /// The end of what has been written and fsynced.
     pub durable_end: u64,
+    /// The file's size as created, recovered or cut: frames written below
+    /// it overwrite preallocated zeros; a segment whose `end` passes it
+    /// grows with every batch, and every fsync of it then commits the file
+    /// system's metadata too. 0 while the file does not exist.
+    pub file_bytes: u64,
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
 }
@@ -128,6 +147,7 @@ impl SegmentState {
             sync_files: Vec::new(),
             end: SEGMENT_HEADER_BYTES,
             durable_end: 0,
+            file_bytes: 0,
             first_ts: None,
             last_ts: None,
         }
@@ -135,6 +155,16 @@ impl SegmentState {
 
     pub fn has_entries(&self) -> bool {
         self.last_ts.is_some()
+    }
+
+    /// Whether writing up to `end` makes the existing file grow.
+    pub fn grows_past(&self, end: u64) -> bool {
+        self.file.is_some() && end > self.file_bytes
+    }
+
+    /// Preallocated bytes not yet written.
+    pub fn zeroed_bytes_ahead(&self) -> u64 {
+        self.file_bytes.saturating_sub(self.end)
     }
 }
 

@@ -214,3 +214,63 @@ def test_server_status_reports_the_oldest_unsynced_write(fresh_node):
     client.test.get_collection("age", write_concern=WriteConcern(j=True)).insert_one({"_id": "j"})
     assert age() == 0
     client.close()
+
+
+def journal_segments(dbpath):
+    """(name, size) of each journal segment file, oldest first."""
+    directory = os.path.join(dbpath, "journal")
+    names = sorted(name for name in os.listdir(directory) if name.endswith(".seg"))
+    return [(name, os.path.getsize(os.path.join(directory, name))) for name in names]
+
+
+def test_journal_rolls_into_a_preallocated_segment_and_survives_sigkill(fresh_node):
+    """Issue 7: the journal prepares its next segment ahead (zero-filled,
+    fsynced) and rolls over into it, so that appends never grow a file;
+    serverStatus.slipstream.journal.preallocatedBytes shows the zeros ahead.
+    A SIGKILL while writing into it loses no acknowledged insert, and the
+    restarted node reads the zero tail as the end of the journal."""
+    # 8 MB of oplog: 1 MiB segments (an eighth of the oplog, at least 1 MiB).
+    segment_bytes = 1024 * 1024
+    fresh_node.extra_args = ["--oplog-size-mb", "8"]
+    fresh_node.start()
+    client = connect(fresh_node)
+    coll = client.test.get_collection("prealloc", write_concern=WriteConcern(j=True))
+
+    def journal_status():
+        return client.admin.command("serverStatus")["slipstream"]["journal"]
+
+    acknowledged = []
+    deadline = time.monotonic() + 120
+    # Write until the journal writes into a segment that was preallocated:
+    # the last segment file is a whole segment long while its zeros ahead
+    # (preallocatedBytes, no spare ready) are less than that.
+    while True:
+        assert time.monotonic() < deadline, (journal_status(), journal_segments(fresh_node.dbpath))
+        batch = [{"_id": len(acknowledged) + i, "pad": "p" * 1024} for i in range(50)]
+        coll.insert_many(batch)
+        acknowledged.extend(doc["_id"] for doc in batch)
+        status = journal_status()
+        segments = journal_segments(fresh_node.dbpath)
+        if status["sparesPrepared"] >= 1 and 0 < status["preallocatedBytes"] < segment_bytes \
+                and len(segments) >= 2 and segments[-1][1] == segment_bytes:
+            break
+    assert isinstance(status["preallocatedBytes"], int)
+    last_name, _ = journal_segments(fresh_node.dbpath)[-1]
+    more = [{"_id": len(acknowledged) + i, "pad": "q" * 1024} for i in range(20)]
+    coll.insert_many(more)
+    acknowledged.extend(doc["_id"] for doc in more)
+    # Appends overwrote zeros: the file did not grow.
+    assert dict(journal_segments(fresh_node.dbpath))[last_name] == segment_bytes
+    fresh_node.kill()
+    client.close()
+
+    fresh_node.start()
+    client = connect(fresh_node)
+    present = {d["_id"] for d in client.test.prealloc.find({}, {"_id": 1})}
+    assert [doc_id for doc_id in acknowledged if doc_id not in present] == []
+    assert journal_status()["preallocatedBytes"] > 0
+    # New writes after the restart land after the recovered ones.
+    coll = client.test.get_collection("prealloc", write_concern=WriteConcern(j=True))
+    coll.insert_one({"_id": "after-restart"})
+    assert client.test.prealloc.count_documents({}) == len(acknowledged) + 1
+    client.close()

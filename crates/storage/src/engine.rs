@@ -213,6 +213,11 @@ pub struct EngineStats {
     /// `w: 1` write is acknowledged before its fsync); zero when every
     /// write is durable.
     pub oldest_unsynced_write_age_ms: u64,
+    /// Zeros written and fsynced ahead of the journal's appends (the rest
+    /// of its active segment and a ready spare segment).
+    pub journal_preallocated_bytes: u64,
+    /// Spare journal segments prepared since open.
+    pub journal_spares_prepared: u64,
 }
 
 /// Per-collection sizes for `collStats` / `dbStats`.
@@ -1188,6 +1193,8 @@ impl Engine {
             oplog_size_bytes: journal.size_bytes,
             oplog_size_cap_bytes: self.inner.options.oplog_size_bytes,
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
+            journal_preallocated_bytes: journal.preallocated_bytes,
+            journal_spares_prepared: journal.spares_prepared,
         }
     }
 

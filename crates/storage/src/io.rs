@@ -116,14 +116,7 @@ impl IoFile for StdFile {
     }
 
     fn write_back(&self) -> io::Result<()> {
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-        // SAFETY: sync_file_range on a descriptor we own, over the whole
-        // file (offset 0, length 0); it touches no memory of ours.
-        let result = unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, flags) };
-        if result != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        write_back_range(&self.file, 0, 0)
     }
 
     fn size_bytes(&self) -> io::Result<u64> {
@@ -133,6 +126,20 @@ impl IoFile for StdFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
+}
+
+/// `sync_file_range` over `len` bytes at `offset` (0 bytes: to the end of
+/// the file): writes those dirty pages to the device and waits for them,
+/// without flushing the device's cache or the file's metadata.
+fn write_back_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: sync_file_range on a descriptor we own; it touches no memory
+    // of ours.
+    let result = unsafe { libc::sync_file_range(file.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, flags) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl IoBackend for StdIo {
@@ -193,6 +200,10 @@ impl IoBackend for StdIo {
             let piece = zeros.len().min((len - offset) as usize);
             file.write_all_at(&zeros[..piece], offset)?;
             offset += piece as u64;
+            // Written back piece by piece: one final fsync of the whole
+            // file would put it all in the device's queue at once, ahead of
+            // the journal's own fsyncs on the same disk.
+            write_back_range(&file, offset - piece as u64, piece as u64)?;
         }
         // Data and size both: the point is that nothing about the file
         // changes when it is overwritten later.
@@ -241,6 +252,9 @@ struct FileModel {
     name_durable: bool,
     /// Bytes written to the file since its last fsync.
     written_since_sync: u64,
+    /// Bytes written to the file and fsynced afterwards, in all (a file
+    /// overwritten in place shows its progress here, not in its length).
+    written_and_synced: u64,
     /// What the path durably held before a rename put this file there:
     /// until the directory is fsynced, a crash brings it back.
     restore_on_crash: Option<Vec<u8>>,
@@ -386,6 +400,12 @@ impl FaultyIo {
     /// backend (what a crash keeps), if it has seen the file.
     pub fn synced_len(&self, path: &Path) -> Option<u64> {
         self.state.lock().files.get(path).map(|model| model.synced_len)
+    }
+
+    /// Bytes written to `path` through this backend and fsynced afterwards,
+    /// in all, if it has seen the file (moves with the file on a rename).
+    pub fn written_and_synced(&self, path: &Path) -> Option<u64> {
+        self.state.lock().files.get(path).map(|model| model.written_and_synced)
     }
 
     /// Waits here if this fsync of `path` is the one to hold.
@@ -617,6 +637,7 @@ impl FaultyFile {
         let mut state = self.io.state.lock();
         let model = state.files.entry(self.path.clone()).or_default();
         model.synced_len = len;
+        model.written_and_synced += model.written_since_sync;
         model.written_since_sync = 0;
         model.unsynced_overwrites.clear();
         Ok(())

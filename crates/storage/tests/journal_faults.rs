@@ -330,6 +330,98 @@ fn a_segment_becomes_durable_only_after_the_previous_one_is() {
     }
 }
 
+#[test]
+fn a_spare_becomes_a_segment_only_after_the_previous_one_is_durable() {
+    // As above, with preallocated segments: the active segment S was a
+    // spare, a new spare is ready, batch k writes S's last entry (its fsync
+    // held) and batch k + 1 renames the spare into place as S + 1. A size
+    // model cannot see S lose its last frame (the file's size never moves),
+    // and a lost frame followed by zeros reads as the end of S, so only the
+    // fsync of S before the rename keeps S + 1 from holding entries that
+    // follow a gap.
+    for keep_unsynced_bytes in [0u64, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = FaultyIo::over_std();
+        let journal = Arc::new(Journal::open(dir.path(), io.as_backend(), fault_options()).unwrap());
+        let frame_bytes = (FRAME_HEADER_BYTES + entry(ts(0), ROLLOVER_ENTRY_BYTES).len()) as u64;
+        let mut appended = Vec::new();
+        // Until the active segment is a spare with room for exactly one
+        // more frame, and the next spare is ready (its zeros counted too).
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let stats = journal.stats();
+            let active_zeros = stats.preallocated_bytes.saturating_sub(4096);
+            if stats.spares_prepared >= 2 && (frame_bytes..2 * frame_bytes).contains(&active_zeros) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never reached the setup: {stats:?}");
+            let t = ts(appended.len() as u32);
+            journal.append(t, &entry(t, ROLLOVER_ENTRY_BYTES)).unwrap();
+            journal.sync_now().unwrap();
+            appended.push(t);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let durable = journal.durable_ts();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".seg"))
+            .collect();
+        let active_seq = names.len() as u64;
+        let active = dir.path().join(segment_file_name(active_seq));
+        assert_eq!(std::fs::metadata(&active).unwrap().len(), 4096, "the active segment is not a spare");
+
+        // Batch k: S's last entry, its fsync held.
+        io.hold_next_sync_after_writes(&active, 1);
+        let last_of_active = ts(appended.len() as u32);
+        journal.append(last_of_active, &entry(last_of_active, ROLLOVER_ENTRY_BYTES)).unwrap();
+        appended.push(last_of_active);
+        let waiter_k = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.wait_durable(last_of_active))
+        };
+        assert!(io.wait_until_sync_held(STEP_TIMEOUT), "batch k never reached its fsync");
+
+        // Batch k + 1: two entries, into the spare renamed as S + 1.
+        for _ in 0..2 {
+            let t = ts(appended.len() as u32);
+            journal.append(t, &entry(t, ROLLOVER_ENTRY_BYTES)).unwrap();
+            appended.push(t);
+        }
+        let waiter_k1 = {
+            let journal = journal.clone();
+            let last = *appended.last().unwrap();
+            std::thread::spawn(move || journal.wait_durable(last))
+        };
+        let next = dir.path().join(segment_file_name(active_seq + 1));
+        let next_written = SEGMENT_HEADER_BYTES + 2 * frame_bytes;
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while io.written_and_synced(&next).is_none_or(|bytes| bytes < next_written) {
+            assert!(Instant::now() < deadline, "batch k + 1 was never fsynced");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(std::fs::metadata(&next).unwrap().len(), 4096, "S + 1 is not the spare");
+        assert_eq!(journal.durable_ts(), durable);
+
+        io.power_off();
+        io.release_held_sync();
+        assert!(matches!(waiter_k.join().unwrap(), Err(StorageError::Poisoned(_))));
+        assert!(matches!(waiter_k1.join().unwrap(), Err(StorageError::Poisoned(_))));
+        drop(journal);
+        io.crash(keep_unsynced_bytes).unwrap();
+
+        let reopened = Journal::open(dir.path(), std_io(), fault_options())
+            .unwrap_or_else(|err| panic!("keep {keep_unsynced_bytes}: the journal does not open: {err}"));
+        let recovered = all_timestamps(&reopened);
+        assert_eq!(
+            &recovered[..],
+            &appended[..recovered.len()],
+            "keep {keep_unsynced_bytes}: recovered entries are not a prefix of the appended ones"
+        );
+        assert!(recovered.last() >= Some(&durable), "keep {keep_unsynced_bytes}: lost durable entries");
+    }
+}
+
 /// Joins `handle` if it finishes within `timeout`.
 fn join_within<T>(handle: std::thread::JoinHandle<T>, timeout: Duration) -> Option<T> {
     let deadline = Instant::now() + timeout;

@@ -295,6 +295,8 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "fsyncs": stats.journal_fsyncs as i64,
                 "entries": stats.journal_entries as i64,
                 "oldestUnsyncedWriteAgeMillis": stats.oldest_unsynced_write_age_ms as i64,
+                "preallocatedBytes": stats.journal_preallocated_bytes as i64,
+                "sparesPrepared": stats.journal_spares_prepared as i64,
             },
             "checkpoint": {
                 "count": stats.checkpoints as i64,

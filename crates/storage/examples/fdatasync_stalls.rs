@@ -16,9 +16,14 @@
 //! fdatasync latency in microseconds, stalls above 50 ms, the load average
 //! before and after), then one line per mode over all rounds.
 //!
+//! With `--together`, each round runs the three at once, one thread each,
+//! and also reports how many of each mode's stalls overlapped in time with
+//! a stall of both other modes: stalls that hit every file at once come
+//! from the disk or the file system as a whole, not from the file's size.
+//!
 //! ```text
 //! cargo run -p slipstream-storage --example fdatasync_stalls -- \
-//!     [--dir DIR] [--seconds 10] [--rounds 3] [--record-bytes 1024]
+//!     [--dir DIR] [--seconds 10] [--rounds 3] [--record-bytes 1024] [--together]
 //! ```
 //!
 //! `--dir` must be on the disk being measured (a tmpfs makes fsyncs free);
@@ -64,6 +69,7 @@ struct Args {
     seconds: u64,
     rounds: usize,
     record_bytes: usize,
+    together: bool,
 }
 
 fn parse_args() -> Args {
@@ -72,9 +78,14 @@ fn parse_args() -> Args {
         seconds: 10,
         rounds: 3,
         record_bytes: 1024,
+        together: false,
     };
     let mut iter = std::env::args().skip(1);
     while let Some(flag) = iter.next() {
+        if flag == "--together" {
+            args.together = true;
+            continue;
+        }
         let value = iter.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--dir" => args.dir = value.into(),
@@ -121,23 +132,47 @@ fn prepare(path: &Path, mode: Mode) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// fdatasync latencies of one run, in microseconds.
-fn run(file: &File, record_bytes: usize, duration: Duration) -> std::io::Result<(Vec<u64>, bool)> {
+/// One run's fdatasyncs: each one's latency in microseconds, and the
+/// stalls among them as (start, end) since a shared epoch.
+#[derive(Default)]
+struct Samples {
+    latencies: Vec<u64>,
+    stalls: Vec<(Duration, Duration)>,
+    ran_out_of_file: bool,
+}
+
+fn run(file: &File, record_bytes: usize, duration: Duration, epoch: Instant) -> std::io::Result<Samples> {
     let record = vec![0xA5u8; record_bytes];
-    let mut latencies = Vec::new();
+    let mut samples = Samples::default();
     let mut offset = 0u64;
     let started = Instant::now();
     while started.elapsed() < duration {
         if offset + record_bytes as u64 > FILE_BYTES_MAX {
-            return Ok((latencies, true));
+            samples.ran_out_of_file = true;
+            return Ok(samples);
         }
         file.write_all_at(&record, offset)?;
         let sync_started = Instant::now();
         file.sync_data()?;
-        latencies.push(sync_started.elapsed().as_micros() as u64);
+        let micros = sync_started.elapsed().as_micros() as u64;
+        samples.latencies.push(micros);
+        if micros > STALL_MICROS_MIN {
+            samples.stalls.push((sync_started - epoch, Instant::now() - epoch));
+        }
         offset += record_bytes as u64;
     }
-    Ok((latencies, false))
+    Ok(samples)
+}
+
+type Stall = (Duration, Duration);
+
+/// How many of `stalls` overlap in time with a stall in every one of `others`.
+fn stalls_shared_with_all(stalls: &[Stall], others: &[&[Stall]]) -> usize {
+    let overlaps = |a: &Stall, b: &Stall| a.0 < b.1 && b.0 < a.1;
+    stalls
+        .iter()
+        .filter(|stall| others.iter().all(|other| other.iter().any(|o| overlaps(stall, o))))
+        .count()
 }
 
 fn percentile(sorted: &[u64], fraction: f64) -> u64 {
@@ -169,39 +204,98 @@ fn main() -> std::io::Result<()> {
     let args = parse_args();
     let dir = args.dir.join(format!("fdatasync-stalls-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    let all = if args.together {
+        run_together(&args, &dir)?
+    } else {
+        run_in_turns(&args, &dir)?
+    };
+    for (position, mode) in MODES.iter().enumerate() {
+        println!(
+            "{{\"mode\":\"{}\",\"rounds\":{},\"together\":{},{}}}",
+            mode.name(),
+            args.rounds,
+            args.together,
+            summary(&all[position])
+        );
+    }
+    std::fs::remove_dir(&dir)?;
+    Ok(())
+}
+
+/// Each round runs the three modes one after the other, starting with a
+/// different one each round, so that none always follows the same one.
+fn run_in_turns(args: &Args, dir: &Path) -> std::io::Result<Vec<Vec<u64>>> {
     let duration = Duration::from_secs(args.seconds);
     let mut all: Vec<Vec<u64>> = vec![Vec::new(); MODES.len()];
     for round in 0..args.rounds {
-        // Each round starts with another mode, so that none always runs
-        // right after the same neighbour.
         for turn in 0..MODES.len() {
             let position = (round + turn) % MODES.len();
             let mode = MODES[position];
             let path = dir.join(format!("{}-{round}.dat", mode.name()));
             let file = prepare(&path, mode)?;
             let load_before = load_average();
-            let (latencies, ran_out) = run(&file, args.record_bytes, duration)?;
+            let samples = run(&file, args.record_bytes, duration, Instant::now())?;
             let load_after = load_average();
             println!(
-                "{{\"mode\":\"{}\",\"round\":{round},\"seconds\":{},\"record_bytes\":{},{},\"ran_out_of_file\":{ran_out},\"load_before\":\"{load_before}\",\"load_after\":\"{load_after}\"}}",
+                "{{\"mode\":\"{}\",\"round\":{round},\"seconds\":{},\"record_bytes\":{},{},\"ran_out_of_file\":{},\"load_before\":\"{load_before}\",\"load_after\":\"{load_after}\"}}",
                 mode.name(),
                 args.seconds,
                 args.record_bytes,
-                summary(&latencies)
+                summary(&samples.latencies),
+                samples.ran_out_of_file
             );
-            all[position].extend(latencies);
+            all[position].extend(samples.latencies);
             drop(file);
             std::fs::remove_file(&path)?;
         }
     }
-    for (position, mode) in MODES.iter().enumerate() {
-        println!(
-            "{{\"mode\":\"{}\",\"rounds\":{},{}}}",
-            mode.name(),
-            args.rounds,
-            summary(&all[position])
-        );
+    Ok(all)
+}
+
+/// Each round runs the three modes at the same time, one thread each.
+fn run_together(args: &Args, dir: &Path) -> std::io::Result<Vec<Vec<u64>>> {
+    let duration = Duration::from_secs(args.seconds);
+    let mut all: Vec<Vec<u64>> = vec![Vec::new(); MODES.len()];
+    for round in 0..args.rounds {
+        let mut files = Vec::new();
+        for mode in MODES {
+            let path = dir.join(format!("{}-{round}.dat", mode.name()));
+            files.push((prepare(&path, mode)?, path));
+        }
+        let load_before = load_average();
+        let epoch = Instant::now();
+        let results: Vec<std::io::Result<Samples>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .iter()
+                .map(|(file, _)| scope.spawn(move || run(file, args.record_bytes, duration, epoch)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().expect("a writer panicked"))
+                .collect()
+        });
+        let load_after = load_average();
+        let samples = results.into_iter().collect::<std::io::Result<Vec<Samples>>>()?;
+        for (position, mode) in MODES.iter().enumerate() {
+            let others: Vec<&[Stall]> = (0..MODES.len())
+                .filter(|other| *other != position)
+                .map(|other| samples[other].stalls.as_slice())
+                .collect();
+            let shared = stalls_shared_with_all(&samples[position].stalls, &others);
+            println!(
+                "{{\"mode\":\"{}\",\"round\":{round},\"together\":true,\"seconds\":{},\"record_bytes\":{},{},\"stalls_shared_with_both_others\":{shared},\"ran_out_of_file\":{},\"load_before\":\"{load_before}\",\"load_after\":\"{load_after}\"}}",
+                mode.name(),
+                args.seconds,
+                args.record_bytes,
+                summary(&samples[position].latencies),
+                samples[position].ran_out_of_file
+            );
+            all[position].extend(&samples[position].latencies);
+        }
+        for (file, path) in files {
+            drop(file);
+            std::fs::remove_file(&path)?;
+        }
     }
-    std::fs::remove_dir(&dir)?;
-    Ok(())
+    Ok(all)
 }

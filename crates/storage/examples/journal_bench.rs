@@ -2,7 +2,12 @@
 //! one mutex (as the engine's write lock does) and each waits for its entry
 //! to be durable (`j: true`). Prints one JSON object.
 //!
-//! `cargo run --release -p slipstream-storage --example journal_bench -- [threads] [seconds] [entry_bytes] [dir]`
+//! `cargo run --release -p slipstream-storage --example journal_bench -- [threads] [seconds] [entry_bytes] [dir] [preallocate]`
+//!
+//! `preallocate` (`true`, the default, or `false`) turns the journal's
+//! preallocated segments on or off; with them on, the run starts once the
+//! journal writes into a preallocated segment (the journal's first segment
+//! grows until a spare is ready). Latencies above 50 ms count as stalls.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,16 +33,23 @@ fn main() {
     let seconds: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);
     let entry_bytes: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1024);
     let scratch = tempfile::tempdir_in(args.get(4).map(String::as_str).unwrap_or(".")).unwrap();
+    let preallocate: bool = args.get(5).map(|a| a.parse().expect("preallocate: true or false")).unwrap_or(true);
     let options = JournalOptions {
         commit_interval_ms: 100,
         segment_size_bytes: 64 * 1024 * 1024,
         size_cap_bytes: 256 * 1024 * 1024,
+        preallocate_segments: preallocate,
         ..JournalOptions::default()
     };
+    let segment_size_bytes = options.segment_size_bytes;
     let journal = Arc::new(Journal::open(scratch.path(), StdIo::new(), options).unwrap());
     // Let the size cap delete old segments as the run goes on.
     journal.set_retain_from(Timestamp::MAX);
     let write_lock = Arc::new(Mutex::new(OplogClock::new(Timestamp::ZERO)));
+    if preallocate {
+        warm_up_into_a_spare(&journal, &write_lock, entry_bytes, segment_size_bytes);
+    }
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let stop = Arc::new(AtomicBool::new(false));
     let acknowledged = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(Mutex::new(Vec::<u64>::new()));
@@ -77,8 +89,12 @@ fn main() {
     latencies.sort_unstable();
     let percentile = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0);
     let ops = acknowledged.load(Ordering::Relaxed);
+    let stalls = latencies.iter().filter(|&&micros| micros > 50_000).count();
+    let load: Vec<&str> = load_before.split_whitespace().take(3).collect();
     println!(
-        "{{\"benchmark\":\"journal_group_commit\",\"threads\":{threads},\"entry_bytes\":{entry_bytes},\"seconds\":{elapsed:.2},\"appends\":{ops},\"appends_per_sec\":{:.0},\"fsyncs\":{},\"fsyncs_per_sec\":{:.0},\"commits\":{},\"entries_per_commit\":{:.1},\"mb_written_per_sec\":{:.1},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{}}}",
+        "{{\"benchmark\":\"journal_group_commit\",\"preallocate\":{preallocate},\"load_before\":\"{}\",\"stalls_over_50ms\":{stalls},\"max_us\":{},\"threads\":{threads},\"entry_bytes\":{entry_bytes},\"seconds\":{elapsed:.2},\"appends\":{ops},\"appends_per_sec\":{:.0},\"fsyncs\":{},\"fsyncs_per_sec\":{:.0},\"commits\":{},\"entries_per_commit\":{:.1},\"mb_written_per_sec\":{:.1},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{}}}",
+        load.join(" "),
+        latencies.last().copied().unwrap_or(0),
         ops as f64 / elapsed,
         stats.fsyncs,
         stats.fsyncs as f64 / elapsed,
@@ -89,4 +105,25 @@ fn main() {
         percentile(0.99),
         percentile(0.999),
     );
+}
+
+/// Appends and syncs until the journal writes into a preallocated segment
+/// (zeros ahead, no spare ready yet), so that the run measures that.
+fn warm_up_into_a_spare(
+    journal: &Journal,
+    write_lock: &Mutex<OplogClock>,
+    entry_bytes: usize,
+    segment_size_bytes: u64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stats = journal.stats();
+        if stats.spares_prepared >= 1 && stats.preallocated_bytes > 0 && stats.preallocated_bytes < segment_size_bytes {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the journal never rolled over into a spare: {stats:?}");
+        let ts = write_lock.lock().tick(1);
+        journal.append(ts, &entry(ts, entry_bytes)).unwrap();
+        journal.sync_now().unwrap();
+    }
 }

@@ -3,7 +3,10 @@
 //! Every write is one oplog entry appended here with its timestamp; only
 //! the journal is fsynced on commit. Entries live in segment files of
 //! CRC-framed BSON (`segment.rs`, `frame.rs`; the byte-level format is in
-//! `docs/storage/journal-format.md`).
+//! `docs/storage/journal-format.md`). Segments are preallocated: a
+//! background thread zero-fills and fsyncs the next one ahead of use
+//! (`spare.rs`), so that appends overwrite zeros and never change a file's
+//! size.
 //!
 //! Write path: `append` encodes the frame into an in-memory pending buffer
 //! under a short lock and returns; the group-commit thread

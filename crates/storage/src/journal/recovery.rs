@@ -195,7 +195,9 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
                 drop(file);
                 io.remove_file(&path).map_err(|err| io_error(&path, "removing torn segment", err))?;
                 io.sync_dir(dir).map_err(|err| io_error(dir, "fsyncing", err))?;
-                recovered.torn_bytes_cut += len;
+                // Only the bytes that held anything count: a spare renamed into
+                // place and never written is all zeros.
+                recovered.torn_bytes_cut += dirty_end as u64;
                 continue;
             }
             return Err(corruption(&path, 0, &reason));

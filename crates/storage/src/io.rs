@@ -432,7 +432,9 @@ impl FaultyIo {
 
     /// Simulates a power loss: every file is cut back to the length it had
     /// at its last successful fsync plus `keep_unsynced_bytes` of whatever
-    /// was written after it (a torn write keeps a prefix), and files whose
+    /// was written after it (a torn write keeps a prefix), unsynced writes
+    /// over existing bytes are undone except for the first
+    /// `keep_unsynced_bytes` of them (in write order), and files whose
     /// directory entry was never fsynced disappear. Call it after the
     /// journal is dropped, then reopen over the real file system.
     pub fn crash(&self, keep_unsynced_bytes: u64) -> io::Result<()> {

@@ -8,8 +8,9 @@
 //!    each must be whole, pass its CRC, and carry a timestamp above the one
 //!    before it (across segments too).
 //!    A frame that fails where the rest of the file is zero is where the
-//!    segment's frames end (a preallocated segment, `segment.rs`): a frame
-//!    never starts with a zero byte. This holds in every segment.
+//!    segment's frames end (a preallocated segment, `segment.rs`): a
+//!    frame's length field is at least 5, so its first four bytes are
+//!    never all zero. This holds in every segment.
 //! 3. The first frame that fails in the LAST segment is a torn tail when no
 //!    valid frame starts after the end it declares: the group commit
 //!    appends at the end only, so a crash can leave a partial or garbled

@@ -21,9 +21,9 @@
 //! ahead of use (`spare.rs`), then renamed into place when the journal
 //! rolled over to it, so that appends overwrite zeros and never change the
 //! file's size. The end of its frames is the first offset from which the
-//! rest of the file is zero: a frame never starts with a zero byte, since
-//! its length field is at least `ENTRY_BYTES_MIN`, so a zero tail cannot
-//! be mistaken for a frame (see `recovery.rs`).
+//! rest of the file is zero: a frame's first four bytes (its length, at
+//! least `ENTRY_BYTES_MIN`) are never all zero, so no frame lies inside a
+//! zero tail and zeros cannot be mistaken for a frame (see `recovery.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -415,3 +415,38 @@ fn truncation_of_a_preallocated_segment_survives_a_reopen() {
     let journal = Journal::open(dir.path(), std_io(), prealloc_options()).unwrap();
     assert_eq!(all_timestamps(&journal), vec![appended[0]]);
 }
+
+#[test]
+fn frames_whose_first_byte_is_zero_are_not_taken_for_the_zero_tail() {
+    // A 256-byte entry's frame starts 00 01 00 00: only the whole length
+    // field is never zero, and that is all recovery relies on.
+    let size = (80..400)
+        .find(|&size| entry(ts(0), size).len() == 256)
+        .expect("an entry size of 256 bytes");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), std_io(), prealloc_options()).unwrap();
+    let mut next = 0;
+    let mut appended = append_until_in_a_spare(&journal, &mut next);
+    for _ in 0..5 {
+        let t = ts(next);
+        next += 1;
+        let bytes = entry(t, size);
+        assert_eq!(bytes.len(), 256);
+        journal.append(t, &bytes).unwrap();
+        appended.push(t);
+    }
+    journal.sync_now().unwrap();
+    drop(journal);
+    let (active, _) = segment_files(dir.path()).pop().unwrap();
+    let bytes = std::fs::read(dir.path().join(&active)).unwrap();
+    let end = frames_end(&bytes);
+    assert_eq!(
+        &bytes[end - (FRAME_HEADER_BYTES + 256)..][..4],
+        &[0, 1, 0, 0],
+        "the last frame is not a 256-byte one"
+    );
+    let journal = Journal::open(dir.path(), std_io(), prealloc_options()).unwrap();
+    let recovered: Vec<Timestamp> = read_all(&journal).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(recovered, appended);
+    assert_eq!(journal.stats().torn_bytes_cut_at_open, 0);
+}

@@ -4,7 +4,9 @@
 candidate source has been too stale for a few seconds it wipes its data and
 initial-syncs by itself (STARTUP2 with `initialSyncStatus`), then is a
 SECONDARY again with every document, where MongoDB needs an operator to
-empty its data directory."""
+empty its data directory. A kill between the decision and the wipe resumes
+the resync on restart; a source whose oplog still reaches back to the
+member's last entry keeps it from resyncing (it catches up from there)."""
 
 from __future__ import annotations
 
@@ -140,3 +142,41 @@ def test_a_member_killed_before_its_resync_wipes_resyncs_on_restart(make_replset
     rs.restart(STALE)
     log = check_resynced(rs, config_version)
     assert "resync interrupted by a restart: data wiped" in log, relevant_lines(log)
+
+
+def test_a_source_whose_oplog_still_reaches_back_keeps_the_member_from_resyncing(make_replset):
+    rs = make_replset(members={STALE: "priority=0"}, election_timeout_ms=2500,
+                      serve_args=[f"--oplog-size-mb={OPLOG_SIZE_MB}"])
+    primary = rs.primary()
+    holder = next(i for i in rs.ids() if i not in (STALE, primary))
+    # The holder keeps its whole oplog (the lease an initial sync takes on
+    # its source); the primary's rolls over as usual.
+    rs.direct(holder).admin.command({"replSetInitialSyncHold": 1, "holder": "test", "from": first_oplog_ts(rs, holder),
+                                     "leaseMillis": 600_000})
+    coll = rs.client().t.get_collection("c", write_concern=MAJORITY)
+    coll.insert_many([{"_id": i} for i in range(DOCUMENTS)])
+    rs.wait_quiet(rs.ids())
+    stale_last = rs.applied_optime(STALE)[0]
+    rs.kill(STALE)
+    coll.insert_many([{"_id": DOCUMENTS + i} for i in range(DOCUMENTS)])
+    roll_oplogs_past(rs, [primary], stale_last)
+    assert first_oplog_ts(rs, holder) <= stale_last
+    # With the holder paused the member can only try the primary, which
+    # finds it too stale; the holder is back well within the confirmation.
+    rs.pause(holder)
+    try:
+        rs.restart(STALE)
+        wait_for("the member to find the primary too stale",
+                 lambda: "member too stale" in Path(rs.log_path(STALE)).read_text())
+    finally:
+        rs.resume(holder)
+    rs.wait_state(STALE, "SECONDARY", timeout=TIMEOUT_S)
+    mine = rs.direct(STALE).t.get_collection("c", read_preference=ReadPreference.SECONDARY_PREFERRED)
+    wait_for("the member to hold every document", lambda: mine.count_documents({}) == 2 * DOCUMENTS)
+    log = Path(rs.log_path(STALE)).read_text()
+    assert "no longer too stale: the oplog moves again" in log, relevant_lines(log)
+    assert "resyncing from scratch" not in log, relevant_lines(log)
+    # Only the sync it joined the set with (members other than the initiator
+    # join empty).
+    assert log.count('"initial sync starting"') == 1, relevant_lines(log)
+    assert rs.direct(STALE).admin.command("serverStatus")["metrics"]["repl"]["tooStaleResyncs"] == 0

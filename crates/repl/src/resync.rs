@@ -129,7 +129,7 @@ async fn run_watch(shared: Arc<Shared>, stale_at: OpTime) {
             return;
         }
         let verdict = stale_on_every_source(&shared, stale_at).await;
-        let since = match verdict {
+        let firsts = match verdict {
             Ok(firsts) => {
                 let since = *stale_since.get_or_insert_with(Instant::now);
                 tracing::debug!(target: "repl", sources = ?firsts, stale_for_ms = since.elapsed().as_millis() as u64,
@@ -146,7 +146,7 @@ async fn run_watch(shared: Arc<Shared>, stale_at: OpTime) {
                 continue;
             }
         };
-        decide(&shared, stale_at, &since).await;
+        decide(&shared, stale_at, &firsts).await;
         return;
     }
 }

@@ -34,6 +34,12 @@ impl UnionWithStage {
 }
 
 impl Stage for UnionWithStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.set_collation(collation);
+        }
+    }
+
     /// Adds stored documents, or a sub-pipeline's (whose own stages check theirs).
     fn may_deepen(&self) -> bool {
         false

@@ -1,0 +1,162 @@
+"""Collation in aggregation expressions and sub-pipelines: every comparison an
+expression makes ($eq..$cmp, $in, $indexOfArray, $min/$max, $addToSet, the set
+operators, $sortArray, $bucket, $setWindowFields, $lookup, $graphLookup) and
+every sub-pipeline ($lookup, $facet, $unionWith) follows the operation's
+collation, or else the collection's default, as in MongoDB 7.0."""
+
+from __future__ import annotations
+
+from pymongo.collation import Collation
+
+CI = Collation(locale="en", strength=2)
+
+
+def one(collection, pipeline, **kwargs):
+    docs = list(collection.aggregate(pipeline, **kwargs))
+    assert len(docs) == 1, docs
+    return docs[0]
+
+
+def test_comparison_operators_follow_collation(db):
+    db.c.insert_one({"_id": 1, "a": "abc", "b": "ABC", "c": "abd"})
+    project = {
+        "$project": {
+            "_id": 0,
+            "eq": {"$eq": ["$a", "$b"]},
+            "ne": {"$ne": ["$a", "$b"]},
+            "cmp": {"$cmp": ["$a", "$b"]},
+            "lt": {"$lt": ["$b", "$c"]},
+            "gte": {"$gte": ["$a", "$b"]},
+            "cond": {"$cond": [{"$eq": ["$a", "ABC"]}, "same", "different"]},
+            "switch": {"$switch": {"branches": [{"case": {"$eq": ["$b", "abc"]}, "then": 1}], "default": 0}},
+        }
+    }
+    simple = one(db.c, [project])
+    assert simple == {"eq": False, "ne": True, "cmp": 1, "lt": True, "gte": True, "cond": "different", "switch": 0}
+    collated = one(db.c, [project], collation=CI)
+    assert collated == {"eq": True, "ne": False, "cmp": 0, "lt": True, "gte": True, "cond": "same", "switch": 1}
+
+
+def test_array_and_set_operators_follow_collation(db):
+    db.c.insert_one({"_id": 1, "xs": ["a", "B", "c"], "ys": ["A", "b"]})
+    project = {
+        "$project": {
+            "_id": 0,
+            "in": {"$in": ["b", "$xs"]},
+            "index": {"$indexOfArray": ["$xs", "C"]},
+            "union": {"$size": {"$setUnion": ["$xs", "$ys"]}},
+            "inter": {"$size": {"$setIntersection": ["$xs", "$ys"]}},
+            "diff": {"$setDifference": ["$xs", "$ys"]},
+            "equals": {"$setEquals": [["a", "b"], "$ys"]},
+            "subset": {"$setIsSubset": ["$ys", "$xs"]},
+            "max": {"$max": "$xs"},
+            "min": {"$min": ["Z", "y"]},
+            "sorted": {"$sortArray": {"input": "$xs", "sortBy": -1}},
+            "maxN": {"$maxN": {"n": 1, "input": "$xs"}},
+        }
+    }
+    simple = one(db.c, [project])
+    assert simple["in"] is False and simple["index"] == -1 and simple["union"] == 5
+    assert simple["sorted"] == ["c", "a", "B"] and simple["max"] == "c" and simple["min"] == "Z"
+    got = one(db.c, [project], collation=CI)
+    assert got == {
+        "in": True,
+        "index": 2,
+        "union": 3,
+        "inter": 2,
+        "diff": ["c"],
+        "equals": True,
+        "subset": True,
+        "max": "c",
+        "min": "y",
+        "sorted": ["c", "B", "a"],
+        "maxN": ["c"],
+    }
+
+
+def test_accumulators_follow_collation(db):
+    db.c.insert_many([{"g": 1, "s": s} for s in ["b", "B", "a", "Z"]])
+    group = {"$group": {"_id": "$g", "set": {"$addToSet": "$s"}, "max": {"$max": "$s"}, "min": {"$min": "$s"}}}
+    simple = one(db.c, [group])
+    assert len(simple["set"]) == 4 and simple["max"] == "b" and simple["min"] == "B"
+    got = one(db.c, [group], collation=CI)
+    assert sorted(got["set"]) == ["Z", "a", "b"] and got["max"] == "Z" and got["min"] == "a"
+    window = [
+        {"$setWindowFields": {"sortBy": {"s": 1}, "output": {"rank": {"$rank": {}}}}},
+        {"$project": {"_id": 0, "s": 1, "rank": 1}},
+    ]
+    ranked = [(d["s"].lower(), d["rank"]) for d in db.c.aggregate(window, collation=CI)]
+    assert ranked == [("a", 1), ("b", 2), ("b", 2), ("z", 4)]
+
+
+def test_bucket_and_expr_filter_follow_collation(db):
+    db.c.insert_many([{"_id": i, "s": s} for i, s in enumerate(["apple", "Banana", "cherry", "Date"])])
+    bucket = {"$bucket": {"groupBy": "$s", "boundaries": ["a", "c", "z"], "default": "zzz"}}
+    simple = {d["_id"]: d["count"] for d in db.c.aggregate([bucket])}
+    assert simple == {"a": 1, "c": 1, "zzz": 2}
+    collated = {d["_id"]: d["count"] for d in db.c.aggregate([bucket], collation=CI)}
+    assert collated == {"a": 2, "c": 2}
+    expr = {"$expr": {"$eq": ["$s", "BANANA"]}}
+    assert db.c.count_documents(expr) == 0
+    assert db.c.count_documents(expr, collation=CI) == 1
+    assert [d["_id"] for d in db.c.find(expr, collation=CI)] == [1]
+    computed = db.c.find_one({"_id": 1}, {"same": {"$eq": ["$s", "banana"]}}, collation=CI)
+    assert computed["same"] is True
+
+
+def test_sub_pipelines_follow_collation(db):
+    db.orders.insert_many([{"_id": 1, "item": "ABC"}, {"_id": 2, "item": "xyz"}])
+    db.items.insert_many([{"_id": "i1", "sku": "abc"}, {"_id": "i2", "sku": "XYZ"}, {"_id": "i3", "sku": "abc"}])
+    lookup = {"$lookup": {"from": "items", "localField": "item", "foreignField": "sku", "as": "found"}}
+    sort = {"$sort": {"_id": 1}}
+    simple = [len(d["found"]) for d in db.orders.aggregate([lookup, sort])]
+    assert simple == [0, 0]
+    assert [len(d["found"]) for d in db.orders.aggregate([lookup, sort], collation=CI)] == [2, 1]
+    correlated = {
+        "$lookup": {
+            "from": "items",
+            "let": {"item": "$item"},
+            "pipeline": [{"$match": {"$expr": {"$eq": ["$sku", "$$item"]}}}, {"$match": {"sku": {"$in": ["ABC"]}}}],
+            "as": "found",
+        }
+    }
+    assert [len(d["found"]) for d in db.orders.aggregate([correlated, sort], collation=CI)] == [2, 0]
+    facet = {"$facet": {"abc": [{"$match": {"item": "abc"}}, {"$count": "n"}]}}
+    assert one(db.orders, [facet], collation=CI)["abc"] == [{"n": 1}]
+    assert one(db.orders, [facet])["abc"] == []
+    union = {"$unionWith": {"coll": "items", "pipeline": [{"$match": {"sku": "ABC"}}]}}
+    assert len(list(db.orders.aggregate([{"$match": {"item": "none"}}, union], collation=CI))) == 2
+    assert len(list(db.orders.aggregate([{"$match": {"item": "none"}}, union]))) == 0
+
+
+def test_graph_lookup_follows_collation(db):
+    db.people.insert_many(
+        [
+            {"_id": 1, "name": "Ann", "boss": "BOB"},
+            {"_id": 2, "name": "bob", "boss": "carl"},
+            {"_id": 3, "name": "Carl", "boss": None},
+        ]
+    )
+    graph = {
+        "$graphLookup": {
+            "from": "people",
+            "startWith": "$boss",
+            "connectFromField": "boss",
+            "connectToField": "name",
+            "as": "chain",
+        }
+    }
+    pipeline = [{"$match": {"_id": 1}}, graph]
+    assert one(db.people, pipeline)["chain"] == []
+    chain = one(db.people, pipeline, collation=CI)["chain"]
+    assert sorted(d["_id"] for d in chain) == [2, 3]
+
+
+def test_collection_default_applies_to_expressions(db):
+    db.create_collection("ci", collation=CI)
+    db.ci.insert_many([{"_id": 1, "s": "Hello"}, {"_id": 2, "s": "world"}])
+    assert db.ci.count_documents({"$expr": {"$eq": ["$s", "hello"]}}) == 1
+    got = one(db.ci, [{"$match": {"_id": 1}}, {"$project": {"_id": 0, "in": {"$in": ["HELLO", ["$s"]]}}}])
+    assert got == {"in": True}
+    db.ci.update_one({"_id": 2}, [{"$set": {"w": {"$eq": ["$s", "WORLD"]}}}])
+    assert db.ci.find_one({"_id": 2})["w"] is True

@@ -30,6 +30,9 @@ pub const MATCH_LIMIT_EXCEEDED: i32 = 51156;
 #[derive(Clone, Debug)]
 pub struct Pcre {
     compiled: Regex,
+    /// The pattern for subjects that end with a newline, when PCRE's `$`
+    /// rule makes it differ (see `pcre_pattern`).
+    final_newline: Option<Regex>,
     user: &'static str,
 }
 
@@ -62,6 +65,23 @@ impl Pcre {
                 format!("{user}: Regular expression is invalid: pattern string is too long"),
             ));
         }
+        if let Some(other) = options.chars().find(|flag| !"imsxu".contains(*flag)) {
+            return Err(QueryError::new(
+                51108,
+                format!("{user}: invalid flag in regex options: {other}"),
+            ));
+        }
+        let rewritten = crate::pcre_pattern::rewrite(pattern, options);
+        let build = |pattern: &str| {
+            Self::build(pattern, options)
+                .map_err(|e| QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}")))
+        };
+        let compiled = build(&rewritten.plain)?;
+        let final_newline = rewritten.final_newline.as_deref().map(build).transpose()?;
+        Ok(Pcre { compiled, final_newline, user })
+    }
+
+    fn build(pattern: &str, options: &str) -> Result<Regex, fancy_regex::Error> {
         let mut builder = RegexBuilder::new(pattern);
         builder.backtrack_limit(BACKTRACK_STEPS_MAX);
         for flag in options.chars() {
@@ -71,30 +91,31 @@ impl Pcre {
                 's' => builder.dot_matches_new_line(true),
                 'x' => builder.verbose_mode(true),
                 // Patterns are always UTF-8 here, as MongoDB compiles them.
-                'u' => &mut builder,
-                other => {
-                    return Err(QueryError::new(
-                        51108,
-                        format!("{user}: invalid flag in regex options: {other}"),
-                    ))
-                }
+                // Checked by `compile`; `u` asks for nothing here.
+                _ => &mut builder,
             };
         }
-        let compiled = builder
-            .build()
-            .map_err(|e| QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}")))?;
-        Ok(Pcre { compiled, user })
+        builder.build()
+    }
+
+    /// The compiled pattern for `text` (PCRE's `$` also matches before a
+    /// final newline).
+    fn for_text(&self, text: &str) -> &Regex {
+        match &self.final_newline {
+            Some(regex) if text.ends_with('\n') => regex,
+            _ => &self.compiled,
+        }
     }
 
     /// Whether the pattern matches somewhere in `text`.
     pub fn is_match(&self, text: &str) -> Result<bool, QueryError> {
-        self.compiled.is_match(text).map_err(|e| self.failed(e))
+        self.for_text(text).is_match(text).map_err(|e| self.failed(e))
     }
 
     /// The first match, or every match (non-overlapping, left to right).
     pub fn find(&self, text: &str, all: bool) -> Result<Vec<Found>, QueryError> {
         let mut found = Vec::new();
-        for captures in self.compiled.captures_iter(text) {
+        for captures in self.for_text(text).captures_iter(text) {
             let captures = captures.map_err(|e| self.failed(e))?;
             let Some(whole) = captures.get(0) else { continue };
             let groups = (1..captures.len())
@@ -156,6 +177,27 @@ mod tests {
         assert!(matches(r"^A B # comment", "ix", "ab"));
         assert!(matches(r"^b", "m", "a\nb"));
         assert!(matches(r"a.b", "s", "a\nb"));
+    }
+
+    #[test]
+    fn classes_are_ascii_without_ucp() {
+        assert!(!matches(r"\d", "", "٣"));
+        assert!(matches(r"(*UCP)^\d$", "", "٣"));
+        assert!(matches(r"\w", "", "suárez") && !matches(r"^\w+$", "", "suárez"));
+        assert!(matches(r"(*UTF)(*UCP)^\w+$", "", "suárez"));
+        assert!(matches(r"^[\W]$", "", "é") && matches(r"^\S$", "", "é") && !matches(r"\s", "", "\u{a0}"));
+        assert!(!matches(r"^[[:alpha:]]+$", "", "suárez"));
+        assert!(matches(r"a\b", "", "aé") && !matches(r"(*UCP)a\b", "", "aé"));
+        assert!(!matches(r"^\w$", "i", "\u{212a}"));
+    }
+
+    #[test]
+    fn dollar_matches_before_a_final_newline() {
+        assert!(matches(r"^abc$", "", "abc\n") && !matches(r"^abc$", "", "abc\n\n"));
+        assert!(matches(r"c\Z", "", "abc\n") && !matches(r"c\z", "", "abc\n"));
+        assert!(!matches(r"a$", "", "a\nb") && matches(r"a$", "m", "a\nb"));
+        let pcre = Pcre::compile(r"\w+$", "", "$regexFind", 51111).unwrap();
+        assert_eq!(pcre.find("ab cd\n", false).unwrap()[0].text, "cd");
     }
 
     #[test]

@@ -7,6 +7,7 @@ collation, or else the collection's default, as in MongoDB 7.0."""
 from __future__ import annotations
 
 from pymongo.collation import Collation
+from pymongo.errors import OperationFailure
 
 CI = Collation(locale="en", strength=2)
 
@@ -160,3 +161,46 @@ def test_collection_default_applies_to_expressions(db):
     assert got == {"in": True}
     db.ci.update_one({"_id": 2}, [{"$set": {"w": {"$eq": ["$s", "WORLD"]}}}])
     assert db.ci.find_one({"_id": 2})["w"] is True
+
+
+def _code(call):
+    try:
+        call()
+    except OperationFailure as failure:
+        return failure.code
+    return None
+
+
+def test_views_keep_their_own_collation(db):
+    """A view's collation is the one given at create (simple otherwise, not its
+    source's); an operation naming another one, a $lookup/$graphLookup onto a
+    view of another collation, and a view on a view of another collation are
+    refused with OptionNotSupportedOnView (167)."""
+    db.create_collection("words", collation=CI)
+    db.words.insert_many([{"_id": i, "f": f} for i, f in enumerate(["case", "Case", "CASE"])])
+    db.command("create", "ci_view", viewOn="words", collation={"locale": "en", "strength": 2})
+    db.command("create", "plain_view", viewOn="words")
+    info = {c["name"]: c for c in db.list_collections()}
+    assert info["ci_view"]["options"]["collation"]["strength"] == 2
+    assert "collation" not in info["plain_view"]["options"]
+    assert db.ci_view.count_documents({"f": "case"}) == 3
+    assert db.plain_view.count_documents({"f": "case"}) == 1
+    assert len(list(db.ci_view.find({"f": "CASE"}))) == 3
+    assert len(db.ci_view.distinct("f")) == 1
+    assert len(db.plain_view.distinct("f")) == 3
+    assert len(list(db.ci_view.aggregate([{"$match": {"f": "case"}}]))) == 3
+    assert db.ci_view.count_documents({"f": "case"}, collation=CI) == 3
+    simple = Collation(locale="simple")
+    assert db.plain_view.count_documents({"f": "case"}, collation=simple) == 1
+    assert _code(lambda: list(db.ci_view.find({}, collation=simple))) == 167
+    assert _code(lambda: list(db.plain_view.aggregate([], collation=CI))) == 167
+    assert _code(lambda: db.ci_view.distinct("f", collation=Collation(locale="fr"))) == 167
+    assert _code(lambda: db.command("create", "v2", viewOn="ci_view")) == 167
+    db.command("create", "v3", viewOn="ci_view", collation={"locale": "en", "strength": 2})
+    assert db.v3.count_documents({"f": "CaSe"}) == 3
+    lookup = {"$lookup": {"from": "ci_view", "localField": "f", "foreignField": "f", "as": "m"}}
+    assert _code(lambda: list(db.words.aggregate([lookup], collation=simple))) == 167
+    assert [len(d["m"]) for d in db.words.aggregate([lookup])] == [3, 3, 3]
+    assert _code(lambda: db.command("create", "v4", viewOn="words", pipeline=[lookup])) == 167
+    union = [{"$unionWith": "plain_view"}, {"$match": {"f": "case"}}]
+    assert len(list(db.words.aggregate(union))) == 6

@@ -136,7 +136,7 @@ impl Stage for GraphLookupStage {
         Box::new(input.map(move |item| {
             let mut doc = item?;
             if foreign.is_none() {
-                let docs = cx.source.scan(cx.db, &self.from)?;
+                let docs = cx.source.scan_collated(cx.db, &self.from, &cx.vars.collation_ref(), true)?;
                 let mut budget = MemoryBudget::new("$graphLookup", cx.memory_limit_bytes);
                 for d in &docs {
                     budget.charge(document_size(d))?;

@@ -100,7 +100,7 @@ impl LookupStage {
     /// Reads the foreign collection once per execution, within the
     /// blocking-stage memory limit.
     fn load_foreign(&self, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
-        let docs = cx.source.scan(cx.db, &self.from)?;
+        let docs = cx.source.scan_collated(cx.db, &self.from, &cx.vars.collation_ref(), true)?;
         let mut budget = MemoryBudget::new("$lookup", cx.memory_limit_bytes);
         for doc in &docs {
             budget.charge(document_size(doc))?;

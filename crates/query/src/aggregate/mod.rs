@@ -79,6 +79,22 @@ pub const ACTIVE_STAGES_MAX: usize = 2 * PIPELINE_STAGES_MAX;
 /// How a pipeline reads other collections (`$lookup`, `$unionWith`).
 pub trait CollectionSource {
     fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError>;
+
+    /// Reads `collection` for a stage running under `collation`: a view's
+    /// stages run under it. With `view_must_match` (`$lookup`,
+    /// `$graphLookup`) a view whose own collation differs is refused, as
+    /// MongoDB refuses it (167); `$unionWith` reads any view under the
+    /// operation's collation. Sources without views just `scan`.
+    fn scan_collated(
+        &self,
+        db: &str,
+        collection: &str,
+        collation: &crate::collation::CollationRef,
+        view_must_match: bool,
+    ) -> Result<Vec<Document>, QueryError> {
+        let _ = (collation, view_must_match);
+        self.scan(db, collection)
+    }
 }
 
 /// A stream of documents between stages.

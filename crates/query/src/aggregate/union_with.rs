@@ -48,7 +48,7 @@ impl Stage for UnionWithStage {
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         // The other collection is read only once the input is exhausted.
         let other = std::iter::once(()).flat_map(move |()| -> DocStream<'a> {
-            match cx.source.scan(cx.db, &self.collection) {
+            match cx.source.scan_collated(cx.db, &self.collection, &cx.vars.collation_ref(), false) {
                 Ok(docs) => {
                     let stream: DocStream<'a> = Box::new(docs.into_iter().map(Ok));
                     match &self.pipeline {

@@ -6,8 +6,9 @@ collation, or else the collection's default, as in MongoDB 7.0."""
 
 from __future__ import annotations
 
+import pytest
 from pymongo.collation import Collation
-from pymongo.errors import OperationFailure
+from pymongo.errors import DuplicateKeyError, OperationFailure
 
 CI = Collation(locale="en", strength=2)
 
@@ -204,3 +205,21 @@ def test_views_keep_their_own_collation(db):
     assert _code(lambda: db.command("create", "v4", viewOn="words", pipeline=[lookup])) == 167
     union = [{"$unionWith": "plain_view"}, {"$match": {"f": "case"}}]
     assert len(list(db.words.aggregate(union))) == 6
+
+
+def test_partial_filter_follows_index_collation(db):
+    """A partial index admits documents by its filter under the index's
+    collation, and the planner uses it only for queries that imply the filter
+    under that collation."""
+    db.create_collection("p", collation=CI)
+    db.p.create_index("email", unique=True, partialFilterExpression={"kind": "user"}, name="email_users")
+    db.p.insert_one({"kind": "USER", "email": "a@x"})
+    with pytest.raises(DuplicateKeyError):
+        db.p.insert_one({"kind": "User", "email": "A@X"})
+    db.p.insert_one({"kind": "bot", "email": "a@x"})
+    plan = db.p.find({"kind": "USER", "email": "a@x"}).explain()["queryPlanner"]["winningPlan"]
+    assert "email_users" in str(plan)
+    assert db.p.count_documents({"kind": "uSeR", "email": "A@x"}) == 1
+    simple = Collation(locale="simple")
+    plan = db.p.find({"kind": "user", "email": "a@x"}).collation(simple).explain()["queryPlanner"]["winningPlan"]
+    assert "email_users" not in str(plan)

@@ -55,7 +55,8 @@ impl IndexMeta {
         // Keyed under the index's collation (strings as its sort keys).
         let pattern = spec.pattern()?;
         let partial = match &spec.partial_filter_expression {
-            Some(filter) => Some(PartialFilter(Arc::new(Filter::parse(filter)?))),
+            // Its strings compare under the index's collation, as MongoDB's do.
+            Some(filter) => Some(PartialFilter(Arc::new(Filter::parse_collated(filter, pattern.collation.clone())?))),
             None => None,
         };
         Ok(IndexMeta { spec, pattern, partial, table, multikey: false })

@@ -184,8 +184,13 @@ fn partial_usable(index: &IndexSpec, filter: &Filter) -> bool {
     let Some(partial) = &index.partial_filter_expression else {
         return true;
     };
-    // The filter was checked when the index was created.
-    Filter::parse(partial).is_ok_and(|partial| planner::filter_implies(filter.root(), partial.root()))
+    // The filter was checked when the index was created; its strings
+    // compare under the index's collation.
+    let Ok(pattern) = index.pattern() else {
+        return false;
+    };
+    Filter::parse_collated(partial, pattern.collation)
+        .is_ok_and(|partial| planner::filter_implies(filter.root(), partial.root()))
 }
 
 /// Asks the query planner for a plan over the collection's indexes.

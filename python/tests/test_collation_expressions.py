@@ -223,3 +223,48 @@ def test_partial_filter_follows_index_collation(db):
     simple = Collation(locale="simple")
     plan = db.p.find({"kind": "user", "email": "a@x"}).collation(simple).explain()["queryPlanner"]["winningPlan"]
     assert "email_users" not in str(plan)
+
+
+def test_id_follows_collection_default_collation(db):
+    """MongoDB gives the _id index the collection's default collation: in a
+    strength-2 collection "A" after "a" is a duplicate _id, and a query for
+    _id "A" finds "a"; the simple collation still tells them apart."""
+    db.create_collection("ids", collation=CI)
+    db.ids.insert_one({"_id": "a", "n": 1})
+    with pytest.raises(DuplicateKeyError) as raised:
+        db.ids.insert_one({"_id": "A", "n": 2})
+    assert raised.value.code == 11000
+    assert db.ids.find_one({"_id": "A"})["_id"] == "a"
+    assert db.ids.find_one({"_id": "A"}, collation=Collation(locale="simple")) is None
+    db.ids.update_one({"_id": "A"}, {"$set": {"n": 3}}, upsert=True)
+    assert list(db.ids.find({}, {"_id": 1, "n": 1})) == [{"_id": "a", "n": 3}]
+    db.ids.delete_one({"_id": "A"})
+    db.ids.insert_one({"_id": "A", "n": 4})
+    assert db.ids.count_documents({}) == 1
+    db.plain.insert_many([{"_id": "a"}, {"_id": "A"}])
+    assert db.plain.count_documents({}) == 2
+
+
+@pytest.mark.parametrize("how", ["clean shutdown", "sigkill"])
+def test_collated_id_survives_a_restart(fresh_node, how):
+    """The collated _id table is in the checkpointed catalog, and replaying
+    the journal after a kill rebuilds its keys."""
+    from pymongo import MongoClient, WriteConcern
+
+    fresh_node.start()
+    client = MongoClient(fresh_node.uri, serverSelectionTimeoutMS=10_000)
+    db = client.get_database("t", write_concern=WriteConcern(j=True))
+    db.create_collection("ids", collation=CI)
+    db.ids.insert_one({"_id": "a"})
+    client.close()
+    if how == "sigkill":
+        fresh_node.kill()
+    else:
+        assert fresh_node.stop() == 0
+    fresh_node.start()
+    client = MongoClient(fresh_node.uri, serverSelectionTimeoutMS=10_000)
+    with pytest.raises(DuplicateKeyError):
+        client.t.ids.insert_one({"_id": "A"})
+    client.t.ids.delete_one({"_id": "A"})
+    client.t.ids.insert_one({"_id": "A"})
+    client.close()

@@ -268,3 +268,25 @@ def test_collated_id_survives_a_restart(fresh_node, how):
     client.t.ids.delete_one({"_id": "A"})
     client.t.ids.insert_one({"_id": "A"})
     client.close()
+
+
+def test_update_operators_follow_collation(db):
+    """Under an update's collation (or the collection default) $addToSet,
+    $pull, $pullAll, $min/$max, $push's $sort and arrayFilters compare
+    strings by it."""
+    db.u.insert_one({"_id": 1, "tags": ["a", "B"], "m": "b", "xs": [{"k": "A", "v": 0}, {"k": "b", "v": 0}]})
+    db.u.update_one({"_id": 1}, {"$addToSet": {"tags": "b"}, "$min": {"m": "A"}}, collation=CI)
+    doc = db.u.find_one({"_id": 1})
+    assert doc["tags"] == ["a", "B"] and doc["m"] == "A"
+    db.u.update_one({"_id": 1}, {"$pull": {"tags": "A"}}, collation=CI)
+    assert db.u.find_one({"_id": 1})["tags"] == ["B"]
+    db.u.update_one({"_id": 1}, {"$pullAll": {"tags": ["b"]}}, collation=CI)
+    assert db.u.find_one({"_id": 1})["tags"] == []
+    db.u.update_one({"_id": 1}, {"$push": {"tags": {"$each": ["b", "C", "a"], "$sort": 1}}}, collation=CI)
+    assert db.u.find_one({"_id": 1})["tags"] == ["a", "b", "C"]
+    db.u.update_one({"_id": 1}, {"$set": {"xs.$[e].v": 1}}, array_filters=[{"e.k": "a"}], collation=CI)
+    assert [x["v"] for x in db.u.find_one({"_id": 1})["xs"]] == [1, 0]
+    db.u.update_one({"_id": 1}, {"$pull": {"xs": {"k": "B"}}}, collation=CI)
+    assert [x["k"] for x in db.u.find_one({"_id": 1})["xs"]] == ["A"]
+    db.u.update_one({"_id": 1}, {"$addToSet": {"tags": "A"}})
+    assert db.u.find_one({"_id": 1})["tags"] == ["a", "b", "C", "A"]

@@ -390,6 +390,7 @@ impl UpdateStatement {
         let collation = crate::exec::collation::requested(spec, "update.updates")?;
         let collation = collation.unwrap_or_else(|| default_collation.clone());
         let filter = filter.with_collation(collation.clone());
+        let update = update.with_collation(collation.clone());
         Ok(UpdateStatement {
             filter_document,
             filter,
@@ -902,6 +903,7 @@ impl FindAndModify {
         let collation = collation.unwrap_or_else(|| default_collation.clone());
         let filter = filter.with_collation(collation.clone());
         let sort = sort.map(|sort| sort.with_collation(collation.clone()));
+        let update = update.map(|update| update.with_collation(collation.clone()));
         Ok(FindAndModify {
             filter_document,
             filter,

@@ -98,6 +98,12 @@ def test_bucket_and_expr_filter_follow_collation(db):
     assert simple == {"a": 1, "c": 1, "zzz": 2}
     collated = {d["_id"]: d["count"] for d in db.c.aggregate([bucket], collation=CI)}
     assert collated == {"a": 2, "c": 2}
+    # Boundaries ascend under the collation: ["a", "B"] does, ["B", "a"] not.
+    mixed = {"$bucket": {"groupBy": "$s", "boundaries": ["a", "B", "z"]}}
+    assert {d["_id"]: d["count"] for d in db.c.aggregate([mixed], collation=CI)} == {"a": 1, "B": 3}
+    assert _code(lambda: list(db.c.aggregate([mixed]))) == 40194
+    reversed_ = {"$bucket": {"groupBy": "$s", "boundaries": ["B", "a"]}}
+    assert _code(lambda: list(db.c.aggregate([reversed_], collation=CI))) == 40194
     expr = {"$expr": {"$eq": ["$s", "BANANA"]}}
     assert db.c.count_documents(expr) == 0
     assert db.c.count_documents(expr, collation=CI) == 1

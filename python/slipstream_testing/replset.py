@@ -219,16 +219,26 @@ class ReplicaSet:
             time.sleep(POLL_S)
 
     def primary(self, timeout: float = STATE_TIMEOUT_S, exclude: tuple[int, ...] = ()) -> int:
-        """The member that is PRIMARY (waiting for one, not among `exclude`)."""
+        """The member that is PRIMARY and takes writes (waiting for one, not
+        among `exclude`). A member reports PRIMARY as soon as it wins, but
+        takes writes only once it has drained what it fetched (hello's
+        `isWritablePrimary`, as drivers see it): a write sent between the
+        two answers NotWritablePrimary, as MongoDB's does."""
         deadline = time.monotonic() + timeout
         while True:
             states = self.states()
             primaries = [i for i, state in states.items() if state == "PRIMARY" and i not in exclude]
-            if len(primaries) == 1:
+            if len(primaries) == 1 and self._writable(primaries[0]):
                 return primaries[0]
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"no single primary after {timeout} s: {states}")
             time.sleep(POLL_S)
+
+    def _writable(self, i: int) -> bool:
+        try:
+            return bool(self.direct(i).admin.command("hello").get("isWritablePrimary"))
+        except PyMongoError:
+            return False
 
     def secondaries(self) -> list[int]:
         return [i for i, state in self.states().items() if state == "SECONDARY"]

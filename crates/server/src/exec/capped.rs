@@ -11,7 +11,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bson::{Bson, Document};
 use slipstream_query::filter::Filter;

@@ -249,6 +249,11 @@ def test_id_follows_collection_default_collation(db):
     assert db.ids.count_documents({}) == 1
     db.plain.insert_many([{"_id": "a"}, {"_id": "A"}])
     assert db.plain.count_documents({}) == 2
+    id_index = next(ix for ix in db.ids.list_indexes() if ix["name"] == "_id_")
+    assert id_index["collation"]["strength"] == 2 and id_index["collation"]["locale"] == "en"
+    assert "collation" not in next(ix for ix in db.plain.list_indexes() if ix["name"] == "_id_")
+    assert [d["_id"] for d in db.ids.find({"_id": {"$gte": "a"}}).hint("_id_")] == ["A"]
+    assert [d["_id"] for d in db.ids.find({"_id": {"$lt": "a"}}, collation=Collation(locale="simple"))] == ["A"]
 
 
 @pytest.mark.parametrize("how", ["clean shutdown", "sigkill"])

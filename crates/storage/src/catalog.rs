@@ -111,7 +111,11 @@ pub fn id_collated_index(options: &Document, table: impl FnOnce() -> u32) -> Res
 
 impl CollectionMeta {
     pub fn info(&self) -> CollectionInfo {
-        let mut indexes = vec![id_index_spec()];
+        // `_id_` reports the collation its uniqueness follows (as MongoDB
+        // lists it); its keys, the record table's, stay the `_id` bytes.
+        let mut id_spec = id_index_spec();
+        id_spec.collation = self.id_collated.as_ref().and_then(|index| index.spec.collation.clone());
+        let mut indexes = vec![id_spec];
         indexes.extend(self.indexes.iter().map(|index| index.spec.clone()));
         let multikey_indexes = self.indexes.iter().filter(|index| index.multikey).map(|index| index.spec.name.clone()).collect();
         CollectionInfo { ns: self.ns.clone(), uuid: self.uuid, options: self.options.clone(), indexes, multikey_indexes }

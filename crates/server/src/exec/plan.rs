@@ -202,7 +202,12 @@ fn index_plan(
     // Index keys of strings are the index collation's sort keys: only an
     // index with the query's collation can bound or order by them.
     let collation = shape.filter.collation().map(|collation| collation.to_document());
-    let same_collation = |index: &IndexSpec| index.collation == collation;
+    // `_id_` is the record table, keyed by the `_id` bytes whatever
+    // collation its uniqueness follows (`CollectionMeta::id_collated`).
+    let same_collation = |index: &IndexSpec| match index.is_id_index() {
+        true => collation.is_none(),
+        false => index.collation == collation,
+    };
     if let Some(index) = hinted.filter(|index| !same_collation(index)) {
         return mismatched_hint(info, shape, index);
     }

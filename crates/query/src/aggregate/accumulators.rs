@@ -287,7 +287,8 @@ impl AccumulatorState {
             }
             AccumulatorState::Values(values) => {
                 let Some(v) = value else { return Ok(0) };
-                if kind == AccumulatorKind::AddToSet && values.iter().any(|existing| compare_with(collation, existing, &v).is_eq()) {
+                let present = |existing: &Bson| compare_with(collation, existing, &v).is_eq();
+                if kind == AccumulatorKind::AddToSet && values.iter().any(present) {
                     return Ok(0);
                 }
                 let grown = approximate_size(&v);

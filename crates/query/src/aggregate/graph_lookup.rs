@@ -116,7 +116,8 @@ impl GraphLookupStage {
                     continue;
                 }
                 visited[index] = true;
-                Self::spread(lookup_path_in_document(candidate, &self.connect_from), &mut frontier, cx.vars.collation());
+                let next = lookup_path_in_document(candidate, &self.connect_from);
+                Self::spread(next, &mut frontier, cx.vars.collation());
                 let mut result = candidate.clone();
                 if let Some(path) = &self.depth_field {
                     set_path(&mut result, path, Bson::Int64(depth as i64));

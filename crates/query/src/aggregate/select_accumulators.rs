@@ -153,7 +153,10 @@ impl SelectState {
             (_, Some(sort)) if vars.collation().is_none() => sort.keys(doc),
             // Under a collation an array's sort key is its least (or
             // greatest) element by that collation.
-            (_, Some(sort)) => sort.clone().with_collation(vars.collation_ref()).keys(doc).iter().map(collate).collect(),
+            (_, Some(sort)) => {
+                let collated = sort.clone().with_collation(vars.collation_ref());
+                collated.keys(doc).iter().map(collate).collect()
+            }
         }
     }
 

@@ -252,7 +252,9 @@ impl SetWindowFieldsStage {
                     // A window that starts at the partition's first row
                     // only grows, so one running state serves every row.
                     Bound::Unbounded => running_values(spec, &values, *upper, cx.vars.collation())?,
-                    Bound::Offset(_) => (0..count).map(|i| window_value(spec, &values, i, *lower, *upper, cx.vars.collation())).collect::<Result<_, _>>()?,
+                    Bound::Offset(_) => (0..count)
+                        .map(|i| window_value(spec, &values, i, *lower, *upper, cx.vars.collation()))
+                        .collect::<Result<_, _>>()?,
                 }
             }
         })

@@ -68,7 +68,8 @@ fn eval_intersection(name: &'static str, args: &Args, cx: &Context) -> Result<Va
 
 fn eval_difference(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let Some(sets) = arrays(name, args, cx, 17048)? else { return Ok(Some(Bson::Null)) };
-    let rest: Vec<Bson> = distinct(cx, sets[0].clone()).into_iter().filter(|item| !contains(cx, &sets[1], item)).collect();
+    let first = distinct(cx, sets[0].clone());
+    let rest: Vec<Bson> = first.into_iter().filter(|item| !contains(cx, &sets[1], item)).collect();
     Ok(Some(Bson::Array(rest)))
 }
 

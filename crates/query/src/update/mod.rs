@@ -151,7 +151,9 @@ impl Update {
         self.array_filters.iter_mut().for_each(|(_, filter)| collate(filter));
         if let Kind::Operators(modifiers) = &mut self.kind {
             for modifier in modifiers {
-                if let Action::Pull(PullCondition::Query(filter) | PullCondition::Operators(filter)) = &mut modifier.action {
+                if let Action::Pull(PullCondition::Query(filter) | PullCondition::Operators(filter)) =
+                    &mut modifier.action
+                {
                     collate(filter);
                 }
             }

@@ -159,7 +159,8 @@ impl CollectionSource for StorageSource {
             }
             let _depth = ViewReadDepth::enter(db, collection)?;
             let base = self.scan(db, &view.collection)?;
-            let pipeline = slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?.with_collation(collation.clone());
+            let pipeline =
+                slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?.with_collation(collation.clone());
             return pipeline.execute(Box::new(base.into_iter().map(Ok)), self, bson::DateTime::now());
         }
         let ns = format!("{db}.{collection}");

@@ -211,6 +211,12 @@ def test_views_keep_their_own_collation(db):
     assert _code(lambda: db.command("create", "v4", viewOn="words", pipeline=[lookup])) == 167
     union = [{"$unionWith": "plain_view"}, {"$match": {"f": "case"}}]
     assert len(list(db.words.aggregate(union))) == 6
+    # Views on a name that is not a view yet fix the collation it may take.
+    db.command("create", "A", viewOn="B", collation={"locale": "hsb"})
+    assert _code(lambda: db.command("create", "C", viewOn="B", collation={"locale": "wae"})) is None
+    assert _code(lambda: db.command("create", "B", viewOn="words", collation={"locale": "hsb"})) == 167
+    db.drop_collection("C")
+    db.command("create", "B", viewOn="words", collation={"locale": "hsb"})
 
 
 def test_partial_filter_follows_index_collation(db):

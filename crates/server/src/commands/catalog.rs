@@ -318,13 +318,27 @@ fn check_view_collations(
     let own = crate::exec::collation::from_options(options)?;
     let mut read = vec![view_on.to_owned()];
     stages.iter().for_each(|stage| views::collections_read(stage, &mut read));
+    let conflict = |name: &str| {
+        CommandError::new(
+            views::OPTION_NOT_SUPPORTED_ON_VIEW,
+            format!("View {db}.{collection} has conflicting collation with view {db}.{name}"),
+        )
+    };
     for name in read {
         let is_view = engine.collection_info(&format!("{db}.{name}")).as_ref().and_then(views::definition).is_some();
         if is_view && !same_collation(views::collation(engine, db, &name)?.as_deref(), own.as_deref()) {
-            return Err(CommandError::new(
-                views::OPTION_NOT_SUPPORTED_ON_VIEW,
-                format!("View {db}.{collection} has conflicting collation with view {db}.{name}"),
-            ));
+            return Err(conflict(&name));
+        }
+    }
+    // Views already reading this name (created while it did not exist)
+    // must share its collation too.
+    for info in engine.list_collections(db) {
+        let Some((view_on, stages)) = views::definition(&info) else { continue };
+        let mut reads = vec![view_on];
+        stages.iter().for_each(|stage| views::collections_read(stage, &mut reads));
+        let theirs = crate::exec::collation::from_options(&info.options)?;
+        if reads.iter().any(|name| name == collection) && !same_collation(theirs.as_deref(), own.as_deref()) {
+            return Err(conflict(info.ns.split_once('.').map_or(info.ns.as_str(), |(_, name)| name)));
         }
     }
     Ok(())

@@ -29,10 +29,10 @@ pub const MATCH_LIMIT_EXCEEDED: i32 = 51156;
 /// A compiled pattern and the name of what uses it, for error messages.
 #[derive(Clone, Debug)]
 pub struct Pcre {
-    compiled: Regex,
-    /// The pattern for subjects that end with a newline, when PCRE's `$`
-    /// rule makes it differ (see `pcre_pattern`).
-    final_newline: Option<Regex>,
+    /// The distinct compiled rewrites of the pattern (`pcre_pattern`).
+    compiled: Vec<Regex>,
+    /// Which of them each kind of subject uses (`pcre_pattern::subject_kind`).
+    by_subject: [usize; crate::pcre_pattern::SUBJECT_KINDS],
     user: &'static str,
 }
 
@@ -72,13 +72,22 @@ impl Pcre {
             ));
         }
         let rewritten = crate::pcre_pattern::rewrite(pattern, options);
-        let build = |pattern: &str| {
-            Self::build(pattern, options)
-                .map_err(|e| QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}")))
-        };
-        let compiled = build(&rewritten.plain)?;
-        let final_newline = rewritten.final_newline.as_deref().map(build).transpose()?;
-        Ok(Pcre { compiled, final_newline, user })
+        let mut compiled = Vec::with_capacity(rewritten.len());
+        let mut by_subject = [0; crate::pcre_pattern::SUBJECT_KINDS];
+        for (kind, text) in rewritten.iter().enumerate() {
+            // Most patterns rewrite alike for every kind: compiled once.
+            by_subject[kind] = match rewritten[..kind].iter().position(|earlier| earlier == text) {
+                Some(earlier) => by_subject[earlier],
+                None => {
+                    let regex = Self::build(text, options).map_err(|e| {
+                        QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}"))
+                    })?;
+                    compiled.push(regex);
+                    compiled.len() - 1
+                }
+            };
+        }
+        Ok(Pcre { compiled, by_subject, user })
     }
 
     fn build(pattern: &str, options: &str) -> Result<Regex, fancy_regex::Error> {
@@ -98,13 +107,10 @@ impl Pcre {
         builder.build()
     }
 
-    /// The compiled pattern for `text` (PCRE's `$` also matches before a
-    /// final newline).
+    /// The compiled rewrite for `text` (PCRE's `$` also matches before a
+    /// final newline, and its `\b` is ASCII).
     fn for_text(&self, text: &str) -> &Regex {
-        match &self.final_newline {
-            Some(regex) if text.ends_with('\n') => regex,
-            _ => &self.compiled,
-        }
+        &self.compiled[self.by_subject[crate::pcre_pattern::subject_kind(text)]]
     }
 
     /// Whether the pattern matches somewhere in `text`.
@@ -189,6 +195,12 @@ mod tests {
         assert!(!matches(r"^[[:alpha:]]+$", "", "suárez"));
         assert!(matches(r"a\b", "", "aé") && !matches(r"(*UCP)a\b", "", "aé"));
         assert!(!matches(r"^\w$", "i", "\u{212a}"));
+    }
+
+    #[test]
+    fn long_ascii_subjects_keep_the_linear_engine() {
+        let text = format!("{}foo", "ab cd ".repeat(200_000));
+        assert!(matches(r"\bfoo\b", "", &text) && matches(r"foo$", "", &format!("{text}\n")));
     }
 
     #[test]

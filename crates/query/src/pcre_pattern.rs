@@ -9,9 +9,12 @@
 //! subject is always UTF-8) and `(*UCP)`, which keeps the Unicode classes,
 //! as PCRE2 does when it is given.
 //!
-//! The end-of-subject rule needs a look-ahead, which moves the pattern to
-//! the backtracking engine; so the rewrite gives two patterns, and the
-//! look-ahead one is only used on subjects that end with a newline.
+//! The end-of-subject rule and the ASCII `\b` need look-arounds, which move
+//! the pattern to the backtracking engine (slow on long subjects); so the
+//! rewrite gives one pattern per kind of subject, and the look-arounds are
+//! only used where they change the outcome: `$` on subjects that end with
+//! a newline, `\b` on subjects with non-ASCII characters (on ASCII text
+//! the engine's own `\b` is PCRE's).
 
 /// PCRE's `\w` without UCP.
 const WORD: &str = "0-9A-Za-z_";
@@ -30,43 +33,36 @@ const NOT_SPACE: &str = r"\x{0}-\x{8}\x{E}-\x{1F}\x{21}-\x{10FFFF}";
 /// newline: the end, or just before that final newline.
 const END_BEFORE_FINAL_NEWLINE: &str = r"(?=\n?\z)";
 
-/// The pattern as the engine compiles it.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Rewritten {
-    /// For subjects that do not end with a newline (`$` and `\Z` are the
-    /// end of the subject there).
-    pub plain: String,
-    /// For subjects ending with a newline, when it differs from `plain`.
-    pub final_newline: Option<String>,
+/// The kinds of subject a pattern is rewritten for.
+pub const SUBJECT_KINDS: usize = 4;
+
+/// Which rewritten pattern `subject` is matched with (an index below
+/// `SUBJECT_KINDS`).
+pub fn subject_kind(subject: &str) -> usize {
+    usize::from(subject.ends_with('\n')) * 2 + usize::from(!subject.is_ascii())
 }
 
 /// Rewrites `pattern`, compiled with MongoDB's `options` (`m` and `x` matter
-/// here).
-pub fn rewrite(pattern: &str, options: &str) -> Rewritten {
+/// here), once per kind of subject (see `subject_kind`).
+pub fn rewrite(pattern: &str, options: &str) -> [String; SUBJECT_KINDS] {
     let (ucp, body) = strip_leading_verbs(pattern);
     let multi_line = options.contains('m') || sets_inline_multi_line(body);
     let verbose = options.contains('x');
-    let plain = Rewriter {
-        ucp,
-        verbose,
-        dollar: None,
-    }
-    .run(body);
     let dollar = if multi_line {
         None
     } else {
         Some(END_BEFORE_FINAL_NEWLINE)
     };
-    let final_newline = Rewriter {
-        ucp,
-        verbose,
-        dollar: Some(dollar),
-    }
-    .run(body);
-    Rewritten {
-        final_newline: (final_newline != plain).then_some(final_newline),
-        plain,
-    }
+    std::array::from_fn(|kind| {
+        let final_newline = kind >= 2;
+        Rewriter {
+            ucp,
+            verbose,
+            ascii_boundaries: kind % 2 == 1,
+            dollar: final_newline.then_some(dollar),
+        }
+        .run(body)
+    })
 }
 
 /// Removes the leading `(*UTF)`, `(*UTF8)` and `(*UCP)` verbs; reports
@@ -101,6 +97,9 @@ fn sets_inline_multi_line(pattern: &str) -> bool {
 struct Rewriter {
     ucp: bool,
     verbose: bool,
+    /// Whether `\b` and `\B` become ASCII look-arounds (the subject has
+    /// non-ASCII characters, where the engine's Unicode `\b` differs).
+    ascii_boundaries: bool,
     /// `None`: leave `$` and `\Z` to the engine's end of subject (`\Z`
     /// becomes `\z`). `Some(None)`: multi-line `$` stays, `\Z` becomes the
     /// final-newline rule. `Some(Some(x))`: both become `x`.
@@ -156,7 +155,7 @@ impl Rewriter {
             }
             return at + 2;
         }
-        let replacement = if self.ucp {
+        let replacement = if self.ucp || (matches!(letter, 'b' | 'B') && !self.ascii_boundaries) {
             None
         } else if in_class {
             class_member(letter)
@@ -264,27 +263,22 @@ mod tests {
 
     #[test]
     fn classes_become_ascii() {
-        let rewritten = rewrite(r"^\d+\s\w[\d\W]$", "");
+        let plain = |pattern: &str, options: &str| rewrite(pattern, options)[0].clone();
+        let [ascii, non_ascii, final_newline, _] = rewrite(r"^\d+\s\w[\d\W]\b$", "");
         assert_eq!(
-            rewritten.plain,
-            format!(r"^(?-i:[0-9])+(?-i:[{SPACE}])(?-i:[{WORD}])[0-9{NOT_WORD}]$")
+            ascii,
+            format!(r"^(?-i:[0-9])+(?-i:[{SPACE}])(?-i:[{WORD}])[0-9{NOT_WORD}]\b$")
         );
-        assert_eq!(
-            rewritten.final_newline.unwrap(),
-            rewritten.plain.replace('$', END_BEFORE_FINAL_NEWLINE)
-        );
-        assert_eq!(
-            rewrite(r"(*UCP)^\w+$", "m"),
-            Rewritten {
-                plain: r"^\w+$".into(),
-                final_newline: None
-            }
-        );
-        assert_eq!(rewrite(r"(*UTF8)\\d\Q\d$\E", "").plain, r"\\d\Q\d$\E");
-        assert_eq!(rewrite(r"[]\d]", "").plain, "[]0-9]");
-        assert_eq!(rewrite(r"[[:alpha:]]", "").plain, "[[:alpha:]]");
-        assert_eq!(rewrite("a # [\\d\nb", "x").plain, "a # [\\d\nb");
-        assert!(rewrite("(?m)a$", "").final_newline.is_none());
-        assert_eq!(rewrite(r"a\Z", "m").plain, r"a\z");
+        assert!(non_ascii.contains("(?<=") && !non_ascii.contains(r"\b"));
+        assert_eq!(final_newline, ascii.replace('$', END_BEFORE_FINAL_NEWLINE));
+        let unicode = rewrite(r"(*UCP)^\w+$", "m");
+        assert!(unicode.iter().all(|pattern| pattern == r"^\w+$"));
+        assert_eq!(plain(r"(*UTF8)\\d\Q\d$\E", ""), r"\\d\Q\d$\E");
+        assert_eq!(plain(r"[]\d]", ""), "[]0-9]");
+        assert_eq!(plain(r"[[:alpha:]]", ""), "[[:alpha:]]");
+        assert_eq!(plain("a # [\\d\nb", "x"), "a # [\\d\nb");
+        assert_eq!(rewrite("(?m)a$", "")[2], "(?m)a$");
+        assert_eq!(plain(r"a\Z", "m"), r"a\z");
+        assert_eq!(subject_kind("é\n"), 3);
     }
 }

@@ -5,10 +5,14 @@
 //!
 //! The engine is `fancy-regex`: a pattern without PCRE-only constructs runs
 //! on the `regex` crate's automata (linear time, so `(a+)+$` cannot blow
-//! up); one with them runs on a backtracking machine whose steps are capped
+//! up, unless the subject ends in a newline: see below); one with them runs on a backtracking machine whose steps are capped
 //! at `BACKTRACK_STEPS_MAX` per match attempt. A match that reaches the cap
 //! fails the operation (`MATCH_LIMIT_EXCEEDED`) instead of holding a worker,
 //! as MongoDB fails one that reaches PCRE's match limit.
+//!
+//! MongoDB's PCRE2 has no UCP, so `\d`, `\w`, `\s` and `\b` are ASCII and
+//! `$` also matches before a final newline: each pattern is first rewritten
+//! for that (`pcre_pattern`), once per kind of subject.
 
 use bson::Bson;
 use fancy_regex::{Regex, RegexBuilder};

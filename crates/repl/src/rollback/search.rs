@@ -14,10 +14,27 @@ use slipstream_storage::{bson_timestamp, from_bson_timestamp};
 use crate::protocol::parse_optime;
 use crate::replica_set::Shared;
 
-/// Entries read from each oplog per page of the search.
+/// Entries read from each oplog on the search's first page: the common
+/// point is almost always among the last few entries, and a page costs the
+/// source a read of whole entries (a Jepsen run's oplog held 8 KB entries:
+/// a first page of 10,000 read 60 MB, which a loaded source did not finish
+/// within the timeout, so every retry of the rollback timed out again).
+pub const SEARCH_FIRST_PAGE_ENTRIES: usize = 100;
+/// Each next page reads this many times more entries than the last ...
+const SEARCH_PAGE_GROWTH: usize = 4;
+/// ... up to this many.
 pub const SEARCH_PAGE_ENTRIES: usize = 10_000;
-/// Longest one page's query waits.
+/// Longest one page's query waits (also its `maxTimeMS`, so that the
+/// source stops reading when this side has given up).
 const SEARCH_TIMEOUT_MS: u64 = 30_000;
+
+/// Entries per side on page `page` (1, 2, ...) of a search.
+fn page_entries(page: usize) -> usize {
+    let growth = SEARCH_PAGE_GROWTH.saturating_pow(page.saturating_sub(1).min(16) as u32);
+    SEARCH_FIRST_PAGE_ENTRIES
+        .saturating_mul(growth)
+        .min(SEARCH_PAGE_ENTRIES)
+}
 
 /// What the search found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,14 +102,15 @@ pub async fn search(shared: &Shared, host: &str) -> Result<CommonPoint, SearchEr
     let mut pages = 0;
     loop {
         pages += 1;
-        let theirs = source_page(shared, host, below_or_at).await?;
+        let entries = page_entries(pages);
+        let theirs = source_page(shared, host, below_or_at, entries).await?;
         let (source_last, source_commit_point) = *first.get_or_insert((theirs.last, theirs.commit_point));
         if pages == 1 && theirs.entries.is_empty() {
             return Err(SearchError::TooStale {
                 our_last: shared.engine.last_applied(),
             });
         }
-        let ours = our_page(shared, below_or_at)?;
+        let ours = our_page(shared, below_or_at, entries)?;
         match step(&ours, &theirs.entries, below_or_at) {
             Step::Found(common) => {
                 return Ok(CommonPoint {
@@ -153,15 +171,21 @@ fn step(ours: &[OpTime], theirs: &[OpTime], below_or_at: Timestamp) -> Step {
     Step::Next(next)
 }
 
-async fn source_page(shared: &Shared, host: &str, below_or_at: Timestamp) -> Result<SourcePage, SearchError> {
+async fn source_page(
+    shared: &Shared,
+    host: &str,
+    below_or_at: Timestamp,
+    entries: usize,
+) -> Result<SourcePage, SearchError> {
     let find = doc! {
         "find": "oplog.rs",
         "filter": {"ts": {"$lte": bson_timestamp(below_or_at)}},
         "projection": {"ts": 1, "t": 1},
         "sort": {"$natural": -1},
-        "batchSize": SEARCH_PAGE_ENTRIES as i64,
-        "limit": SEARCH_PAGE_ENTRIES as i64,
+        "batchSize": entries as i64,
+        "limit": entries as i64,
         "singleBatch": true,
+        "maxTimeMS": SEARCH_TIMEOUT_MS as i64,
         "$readPreference": {"mode": "secondaryPreferred"},
         "$replData": 1,
         "$oplogQueryData": 1,
@@ -190,10 +214,10 @@ async fn source_page(shared: &Shared, host: &str, below_or_at: Timestamp) -> Res
     })
 }
 
-fn our_page(shared: &Shared, below_or_at: Timestamp) -> Result<Vec<OpTime>, SearchError> {
+fn our_page(shared: &Shared, below_or_at: Timestamp, entries: usize) -> Result<Vec<OpTime>, SearchError> {
     let ours = shared
         .engine
-        .oplog_read_newest_at_or_before(below_or_at, SEARCH_PAGE_ENTRIES)
+        .oplog_read_newest_at_or_before(below_or_at, entries)
         .map_err(|e| SearchError::Local(e.to_string()))?;
     // Read in place: a page is up to SEARCH_PAGE_ENTRIES whole entries.
     Ok(ours
@@ -276,6 +300,15 @@ mod tests {
             }
         }
         unreachable!()
+    }
+
+    #[test]
+    fn pages_start_small_and_grow_to_the_bound() {
+        assert_eq!(page_entries(1), SEARCH_FIRST_PAGE_ENTRIES);
+        assert_eq!(page_entries(2), SEARCH_FIRST_PAGE_ENTRIES * SEARCH_PAGE_GROWTH);
+        assert!((1..100).all(|page| page_entries(page) <= page_entries(page + 1)));
+        assert_eq!(page_entries(100), SEARCH_PAGE_ENTRIES);
+        assert_eq!(page_entries(usize::MAX), SEARCH_PAGE_ENTRIES);
     }
 
     #[test]

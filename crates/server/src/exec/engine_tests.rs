@@ -183,6 +183,33 @@ fn oplog_query_pushes_down_ts_bounds_and_reads_newest_first() {
     assert_eq!(newest, vec![4, 3]);
 }
 
+/// A rollback's common point search reads the source's oplog newest first
+/// below a timestamp: the read starts at that timestamp (the journal's
+/// index) instead of reading every newer entry and dropping it, which on a
+/// source with many or large newer entries outlasted the search's timeout.
+#[test]
+fn oplog_read_newest_first_starts_at_the_upper_bound() {
+    let (_dir, engine) = open_engine();
+    let ns = "db.c";
+    insert_all(&engine, ns, (0..10).map(|i| doc! {"_id": i}));
+    let bound = oplog_entries_after(&engine, ns);
+    insert_all(&engine, ns, (10..500).map(|i| doc! {"_id": i}));
+    let filter_document = doc! {"ts": {"$lte": bound}};
+    let filter = Filter::parse(&filter_document).unwrap();
+    let bounds = TsBounds::from_filter(&filter_document);
+    let (newest, examined) = read_newest(&engine, &filter, bounds, None, 0, Some(3), None).unwrap();
+    let first = newest[0].get_timestamp("ts").unwrap();
+    assert_eq!(first, bound, "the newest entry at or below the bound comes first");
+    assert_eq!(newest.len(), 3);
+    assert_eq!(examined, 3, "entries above the bound were read");
+    // An exclusive bound starts just below it.
+    let below = doc! {"ts": {"$lt": bound}};
+    let (newest, _) =
+        read_newest(&engine, &Filter::parse(&below).unwrap(), TsBounds::from_filter(&below), None, 0, Some(1), None)
+            .unwrap();
+    assert!(newest[0].get_timestamp("ts").unwrap() < bound);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tailable_await_data_cursor_wakes_on_a_new_entry() {
     let (_dir, engine) = open_engine();

@@ -106,6 +106,15 @@ impl TsBounds {
         }
     }
 
+    /// The newest timestamp the upper bound allows (None: none does).
+    pub fn newest_allowed(&self) -> Option<Timestamp> {
+        match self.upper {
+            Bound::Included(upper) => Some(upper),
+            Bound::Excluded(upper) => upper.as_u64().checked_sub(1).map(Timestamp::from_u64),
+            Bound::Unbounded => Some(Timestamp::MAX),
+        }
+    }
+
     /// `ts` is above the upper bound.
     pub fn above(&self, ts: Timestamp) -> bool {
         match self.upper {
@@ -296,9 +305,11 @@ pub async fn tail_batch(
 }
 
 /// Newest-first results (`sort: {$natural: -1}`): reads growing windows of
-/// the newest entries until enough match, the window holds the whole
-/// oplog, or it reaches below the lower bound. Returns the projected
-/// documents after skip and limit, and the number of entries examined.
+/// the newest entries at or below the filter's upper bound on `ts` (found
+/// in the journal's index, so that entries above it are never read) until
+/// enough match, the window holds every such entry, or it reaches below
+/// the lower bound. Returns the projected documents after skip and limit,
+/// and the number of entries examined.
 pub fn read_newest(
     engine: &Engine,
     filter: &Filter,
@@ -314,7 +325,10 @@ pub fn read_newest(
     });
     loop {
         check_deadline(deadline)?;
-        let entries = engine.oplog_read_newest(window)?;
+        let entries = match bounds.newest_allowed() {
+            Some(newest) => engine.oplog_read_newest_at_or_before(newest, window)?,
+            None => Vec::new(),
+        };
         let whole_oplog = entries.len() < window;
         let mut matched = Vec::new();
         let mut bytes = 0usize;

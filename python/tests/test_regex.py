@@ -108,3 +108,36 @@ def test_catastrophic_backtracking_fails_fast(db):
     assert time.monotonic() - started < 20
     # The node still answers.
     assert db.r.count_documents({"s": {"$regex": "^a+!$"}}) == 1
+
+
+def _ids(collection, pattern, options=""):
+    return [d["_id"] for d in collection.find({"text": {"$regex": pattern, "$options": options}}).sort("_id", 1)]
+
+
+def test_classes_are_ascii_unless_ucp(db):
+    """PCRE2 without UCP (MongoDB 7.0): \\d, \\w, \\s, \\b and POSIX classes
+    match ASCII only; a leading (*UCP) makes them Unicode, (*UTF) is accepted."""
+    db.w.insert_many([{"_id": 0, "text": "kyle"}, {"_id": 1, "text": "박정수"}, {"_id": 2, "text": "suárez"}])
+    assert _ids(db.w, r"\w") == [0, 2]
+    assert _ids(db.w, r"^\w+$") == [0]
+    assert _ids(db.w, r"(*UCP)^\w+$") == [0, 1, 2]
+    assert _ids(db.w, "^[[:alpha:]]+$") == [0]
+    assert _ids(db.w, r"(*UTF)^[\w]+$") == [0]
+    assert _ids(db.w, r"su\b") == [2]
+    assert _ids(db.w, r"su.\b") == [2]
+    db.d.insert_many([{"_id": 0, "text": "02191996"}, {"_id": 1, "text": "༢༣༤༥"}, {"_id": 2, "text": "9୩୪୬୯6"}])
+    assert _ids(db.d, r"\d") == [0, 2]
+    assert _ids(db.d, r"^\d+$") == [0]
+    assert _ids(db.d, r"(*UCP)^\d+$") == [0, 1, 2]
+    assert _ids(db.d, r"^\D+$") == [1]
+    found = db.d.aggregate([{"$match": {"_id": 2}}, {"$project": {"m": {"$regexFind": {"input": "$text", "regex": r"\d+"}}}}])
+    assert next(found)["m"]["match"] == "9"
+
+
+def test_dollar_matches_before_final_newline(db):
+    db.n.insert_many([{"_id": 0, "text": "end\n"}, {"_id": 1, "text": "end\n\n"}, {"_id": 2, "text": "end\nmore"}])
+    assert _ids(db.n, "end$") == [0]
+    assert _ids(db.n, r"end\Z") == [0]
+    assert _ids(db.n, "end$", "m") == [0, 1, 2]
+    found = db.n.aggregate([{"$match": {"_id": 0}}, {"$project": {"m": {"$regexFind": {"input": "$text", "regex": "d$"}}}}])
+    assert next(found)["m"] == {"match": "d", "idx": 2, "captures": []}

@@ -19,6 +19,7 @@ pub mod index_key;
 pub mod json_schema;
 pub mod path;
 pub mod pcre;
+mod pcre_pattern;
 pub mod planner;
 pub mod projection;
 pub mod quantile;

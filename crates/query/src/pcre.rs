@@ -5,10 +5,14 @@
 //!
 //! The engine is `fancy-regex`: a pattern without PCRE-only constructs runs
 //! on the `regex` crate's automata (linear time, so `(a+)+$` cannot blow
-//! up); one with them runs on a backtracking machine whose steps are capped
+//! up, unless the subject ends in a newline: see below); one with them runs on a backtracking machine whose steps are capped
 //! at `BACKTRACK_STEPS_MAX` per match attempt. A match that reaches the cap
 //! fails the operation (`MATCH_LIMIT_EXCEEDED`) instead of holding a worker,
 //! as MongoDB fails one that reaches PCRE's match limit.
+//!
+//! MongoDB's PCRE2 has no UCP, so `\d`, `\w`, `\s` and `\b` are ASCII and
+//! `$` also matches before a final newline: each pattern is first rewritten
+//! for that (`pcre_pattern`), once per kind of subject.
 
 use bson::Bson;
 use fancy_regex::{Regex, RegexBuilder};
@@ -29,7 +33,10 @@ pub const MATCH_LIMIT_EXCEEDED: i32 = 51156;
 /// A compiled pattern and the name of what uses it, for error messages.
 #[derive(Clone, Debug)]
 pub struct Pcre {
-    compiled: Regex,
+    /// The distinct compiled rewrites of the pattern (`pcre_pattern`).
+    compiled: Vec<Regex>,
+    /// Which of them each kind of subject uses (`pcre_pattern::subject_kind`).
+    by_subject: [usize; crate::pcre_pattern::SUBJECT_KINDS],
     user: &'static str,
 }
 
@@ -62,6 +69,32 @@ impl Pcre {
                 format!("{user}: Regular expression is invalid: pattern string is too long"),
             ));
         }
+        if let Some(other) = options.chars().find(|flag| !"imsxu".contains(*flag)) {
+            return Err(QueryError::new(
+                51108,
+                format!("{user}: invalid flag in regex options: {other}"),
+            ));
+        }
+        let rewritten = crate::pcre_pattern::rewrite(pattern, options);
+        let mut compiled = Vec::with_capacity(rewritten.len());
+        let mut by_subject = [0; crate::pcre_pattern::SUBJECT_KINDS];
+        for (kind, text) in rewritten.iter().enumerate() {
+            // Most patterns rewrite alike for every kind: compiled once.
+            by_subject[kind] = match rewritten[..kind].iter().position(|earlier| earlier == text) {
+                Some(earlier) => by_subject[earlier],
+                None => {
+                    let regex = Self::build(text, options).map_err(|e| {
+                        QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}"))
+                    })?;
+                    compiled.push(regex);
+                    compiled.len() - 1
+                }
+            };
+        }
+        Ok(Pcre { compiled, by_subject, user })
+    }
+
+    fn build(pattern: &str, options: &str) -> Result<Regex, fancy_regex::Error> {
         let mut builder = RegexBuilder::new(pattern);
         builder.backtrack_limit(BACKTRACK_STEPS_MAX);
         for flag in options.chars() {
@@ -71,30 +104,28 @@ impl Pcre {
                 's' => builder.dot_matches_new_line(true),
                 'x' => builder.verbose_mode(true),
                 // Patterns are always UTF-8 here, as MongoDB compiles them.
-                'u' => &mut builder,
-                other => {
-                    return Err(QueryError::new(
-                        51108,
-                        format!("{user}: invalid flag in regex options: {other}"),
-                    ))
-                }
+                // Checked by `compile`; `u` asks for nothing here.
+                _ => &mut builder,
             };
         }
-        let compiled = builder
-            .build()
-            .map_err(|e| QueryError::new(invalid_code, format!("{user}: Regular expression is invalid: {e}")))?;
-        Ok(Pcre { compiled, user })
+        builder.build()
+    }
+
+    /// The compiled rewrite for `text` (PCRE's `$` also matches before a
+    /// final newline, and its `\b` is ASCII).
+    fn for_text(&self, text: &str) -> &Regex {
+        &self.compiled[self.by_subject[crate::pcre_pattern::subject_kind(text)]]
     }
 
     /// Whether the pattern matches somewhere in `text`.
     pub fn is_match(&self, text: &str) -> Result<bool, QueryError> {
-        self.compiled.is_match(text).map_err(|e| self.failed(e))
+        self.for_text(text).is_match(text).map_err(|e| self.failed(e))
     }
 
     /// The first match, or every match (non-overlapping, left to right).
     pub fn find(&self, text: &str, all: bool) -> Result<Vec<Found>, QueryError> {
         let mut found = Vec::new();
-        for captures in self.compiled.captures_iter(text) {
+        for captures in self.for_text(text).captures_iter(text) {
             let captures = captures.map_err(|e| self.failed(e))?;
             let Some(whole) = captures.get(0) else { continue };
             let groups = (1..captures.len())
@@ -156,6 +187,33 @@ mod tests {
         assert!(matches(r"^A B # comment", "ix", "ab"));
         assert!(matches(r"^b", "m", "a\nb"));
         assert!(matches(r"a.b", "s", "a\nb"));
+    }
+
+    #[test]
+    fn classes_are_ascii_without_ucp() {
+        assert!(!matches(r"\d", "", "٣"));
+        assert!(matches(r"(*UCP)^\d$", "", "٣"));
+        assert!(matches(r"\w", "", "suárez") && !matches(r"^\w+$", "", "suárez"));
+        assert!(matches(r"(*UTF)(*UCP)^\w+$", "", "suárez"));
+        assert!(matches(r"^[\W]$", "", "é") && matches(r"^\S$", "", "é") && !matches(r"\s", "", "\u{a0}"));
+        assert!(!matches(r"^[[:alpha:]]+$", "", "suárez"));
+        assert!(matches(r"a\b", "", "aé") && !matches(r"(*UCP)a\b", "", "aé"));
+        assert!(!matches(r"^\w$", "i", "\u{212a}"));
+    }
+
+    #[test]
+    fn long_ascii_subjects_keep_the_linear_engine() {
+        let text = format!("{}foo", "ab cd ".repeat(200_000));
+        assert!(matches(r"\bfoo\b", "", &text) && matches(r"foo$", "", &format!("{text}\n")));
+    }
+
+    #[test]
+    fn dollar_matches_before_a_final_newline() {
+        assert!(matches(r"^abc$", "", "abc\n") && !matches(r"^abc$", "", "abc\n\n"));
+        assert!(matches(r"c\Z", "", "abc\n") && !matches(r"c\z", "", "abc\n"));
+        assert!(!matches(r"a$", "", "a\nb") && matches(r"a$", "m", "a\nb"));
+        let pcre = Pcre::compile(r"\w+$", "", "$regexFind", 51111).unwrap();
+        assert_eq!(pcre.find("ab cd\n", false).unwrap()[0].text, "cd");
     }
 
     #[test]

@@ -35,6 +35,12 @@ impl Applier {
         let shared = self.shared.clone();
         self.shared.runtime.spawn_blocking(move || {
             let engine = &shared.engine;
+            // Once a resync began, the batch changes nothing (the wipe
+            // waits for a batch that holds the guard).
+            let data = shared.resync.data_guard();
+            if data.is_none() {
+                held.entries.clear();
+            }
             let last = engine.last_applied().ts;
             // The overlap entry (and anything a restarted query repeats) is
             // already ours. The entries are moved out, not copied: the batch
@@ -64,6 +70,7 @@ impl Applier {
                     Err(err) => tracing::warn!(target: "repl", error = %err, "batch not applied"),
                 }
             }
+            drop(data);
             let (applied, wall_ms) = engine.last_applied_wall();
             shared.input(Input::Event(Event::Appended {
                 last_applied: applied,

@@ -108,6 +108,9 @@ pub enum Input {
     },
     /// The initial syncer finished: the member may become SECONDARY.
     InitialSyncDone,
+    /// A member too stale on every source resyncs (`crate::resync`, step 3):
+    /// STARTUP2, then the initial syncer, which wipes the data first.
+    Resync,
     Stop,
 }
 
@@ -324,8 +327,22 @@ impl Coordinator {
             }
             Input::InitialSyncDone => {
                 tracing::info!(target: "repl", "initial sync finished: leaving STARTUP2");
+                self.initial_sync.finished();
+                if self.shared.resync.finish() {
+                    self.shared.rollback.set_too_stale(false);
+                    self.shared.rollback.set_info_message(String::new());
+                    tracing::info!(target: "repl", "resync finished: no longer too stale");
+                }
                 let (reply, _) = oneshot::channel();
                 self.command(Event::ReportState(slipstream_consensus::MemberState::Secondary), reply);
+            }
+            Input::Resync => {
+                if self.node.is_none() || self.initial_sync.is_running() {
+                    return;
+                }
+                let (reply, _) = oneshot::channel();
+                self.command(Event::ReportState(slipstream_consensus::MemberState::Startup2), reply);
+                self.initial_sync.start();
             }
             Input::Stop => unreachable!("handled by run"),
         }
@@ -337,6 +354,15 @@ impl Coordinator {
             return;
         }
         match &event {
+            // During an initial sync the member's state is the sync's: a
+            // RECOVERING (maintenance, a catch-up task) or SECONDARY report
+            // would make the node pull while the sync writes.
+            Event::ReportState(state)
+                if *state != slipstream_consensus::MemberState::Startup2 && self.initial_sync.is_running() =>
+            {
+                let _ = reply.send(Err(ReplError::coded(95, "initial sync in progress")));
+                return;
+            }
             Event::StepDown(_) => self.pending.step_down.push_back(reply),
             Event::Reconfig { .. } => self.pending.reconfig.push_back(reply),
             Event::StepUpRequest => self.pending.step_up.push_back(reply),

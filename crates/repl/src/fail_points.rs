@@ -19,6 +19,9 @@
 //!   `{batchDocuments: n}` makes the copy's batches hold at most `n`
 //!   documents while on (so that a small collection still stops half way),
 //!   `{ns: "db.coll"}` hangs only after batches of that collection.
+//! - `resyncHangBeforeWipe` (ours): a too-stale member that decided to
+//!   resync (its marker written, STARTUP2) waits while on before it wipes
+//!   its data, so that a test can kill it there (`resync.rs`, step 4).
 //!
 //! A companion either asks `is_on` at a step, or parks in `wait_while_on`.
 //! Modes are MongoDB's `alwaysOn`, `off` and `{times: n}` (each `is_on` that
@@ -40,6 +43,9 @@ pub const INITIAL_SYNC_HANG_AFTER_COLLECTION: &str = "initialSyncHangAfterCollec
 /// The initial sync's cloner pauses after a batch while on.
 pub const INITIAL_SYNC_HANG_AFTER_BATCH: &str = "initialSyncHangAfterBatch";
 
+/// A resync waits before wiping the data while on.
+pub const RESYNC_HANG_BEFORE_WIPE: &str = "resyncHangBeforeWipe";
+
 /// A `majority` read waits after choosing its read point while on.
 pub const HANG_AFTER_MAJORITY_READ_POINT: &str = "hangAfterMajorityReadPointChosen";
 
@@ -50,6 +56,7 @@ pub const NAMES: &[&str] = &[
     INITIAL_SYNC_HANG_AFTER_COLLECTION,
     INITIAL_SYNC_HANG_AFTER_BATCH,
     HANG_AFTER_MAJORITY_READ_POINT,
+    RESYNC_HANG_BEFORE_WIPE,
 ];
 
 #[derive(Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@
 //! `consensus::Node` and carries out its actions through its companions,
 //! one noun a file: `heartbeat_sender`, `election_runner`,
 //! `position_reporter`, `oplog_fetcher`, `applier`, `rollback`,
-//! `position_watcher`, `noop_writer`, `restart_catch_up`; `oplog_window`
+//! `position_watcher`, `noop_writer`, `restart_catch_up`, `resync`; `oplog_window`
 //! reports how far back the oplog reaches. Members talk over `network` (the
 //! internal `client`, or an in-memory one in tests) in the shapes of
 //! `protocol` and `config_document`; `commands` runs the replSet commands;
@@ -38,6 +38,7 @@ pub mod protocol;
 pub mod replica_set;
 pub mod oplog_window;
 pub mod restart_catch_up;
+pub mod resync;
 pub mod rollback;
 pub mod snapshot;
 pub mod standalone;

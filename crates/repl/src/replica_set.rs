@@ -98,6 +98,10 @@ pub struct Shared {
     pub fail_points: crate::fail_points::ReplFailPoints,
     /// Initial sync's live counters (written by the initial syncer).
     pub initial_sync: Arc<crate::initial_sync::progress::Status>,
+    /// A too-stale member's resync (`resync.rs`): begun by its watcher or
+    /// the initial syncer, finished by the coordinator; its data guard is
+    /// held by the applier and a rollback, taken whole by the wipe.
+    pub resync: crate::resync::ResyncState,
 }
 
 impl Shared {
@@ -281,6 +285,9 @@ impl ReplicaSet {
         // A rollback a crash interrupted finishes before anything reads the
         // oplog or the rollback id.
         let last_rollback = crate::rollback::finish_interrupted(&engine, &local)?;
+        // So does the wipe of a resync decided before a crash: the member
+        // then starts empty and initial-syncs.
+        let resync_pending = crate::resync::finish_interrupted(&engine)?;
         let rbid = match local.read_rbid()? {
             Some(rbid) => rbid,
             None => {
@@ -315,7 +322,11 @@ impl ReplicaSet {
             initial_sync: Arc::default(),
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
             fail_points: crate::fail_points::ReplFailPoints::default(),
+            resync: crate::resync::ResyncState::default(),
         });
+        if resync_pending {
+            shared.resync.begin();
+        }
         if let Some(record) = last_rollback {
             shared.rollback.set_last(record);
         }
@@ -788,6 +799,7 @@ impl Topology for ReplicaSet {
         let metrics = &self.shared.metrics;
         let mut repl = report::metrics_repl_document(metrics);
         repl.insert("rollback", self.shared.rollback.metrics_document());
+        repl.insert("tooStaleResyncs", self.shared.resync.count() as i64);
         vec![
             (
                 "metrics",

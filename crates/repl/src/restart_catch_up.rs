@@ -49,7 +49,8 @@ async fn run(shared: &Shared) {
     let mut applied = shared.engine.last_applied();
     while applied < target && Instant::now() < deadline {
         if shared.rollback.too_stale() {
-            // It stays RECOVERING, with the reason in its infoMessage.
+            // The resync watcher (`resync.rs`) has it from here: RECOVERING
+            // with the reason in its infoMessage, then a resync.
             tracing::warn!(target: "repl", from = %crate::rollback::optime_text(from), "restart catch-up stopped: too stale");
             return;
         }

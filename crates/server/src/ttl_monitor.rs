@@ -102,7 +102,8 @@ fn delete_expired(
     let Some(filter_document) = expired_filter(index, now) else {
         return Ok(0);
     };
-    let filter = Filter::parse(&filter_document)?;
+    // A partial filter admits documents under the index's collation.
+    let filter = Filter::parse_collated(&filter_document, index.pattern()?.collation)?;
     let shape = QueryShape::filter_only(&filter_document, &filter);
     let plan = plan_query(Some(info), &shape)?;
     let mut deleted = 0;

@@ -255,7 +255,9 @@ impl<'a> Applier<'a> {
     ) -> Result<()> {
         let mut multikey_now = Vec::new();
         let mut index_changes = Vec::new();
-        for (position, index) in collection.indexes.iter().enumerate() {
+        // The collated `_id` table is maintained (and unique) like an index.
+        let positioned = collection.indexes.iter().enumerate().map(|(position, index)| (Some(position), index));
+        for (position, index) in positioned.chain(collection.id_collated.iter().map(|index| (None, index))) {
             let old_keys = match old {
                 Some(doc) => index.keys_of(doc)?.keys,
                 None => Vec::new(),
@@ -267,7 +269,7 @@ impl<'a> Applier<'a> {
                 }
                 None => (Vec::new(), false),
             };
-            if multikey && !index.multikey {
+            if let (true, false, Some(position)) = (multikey, index.multikey, position) {
                 multikey_now.push(position);
             }
             let old_set: BTreeSet<&Vec<u8>> = old_keys.iter().collect();
@@ -345,7 +347,16 @@ impl<'a> Applier<'a> {
         let catalog = self.catalog_mut();
         let record_table = catalog.allocate_table();
         let order_table = crate::capped::is_capped(&options).then(|| catalog.allocate_table());
-        let meta = CollectionMeta { ns: ns.to_string(), uuid, options, record_table, indexes: Vec::new(), order_table };
+        let id_collated = crate::catalog::id_collated_index(&options, || catalog.allocate_table())?;
+        let meta = CollectionMeta {
+            ns: ns.to_string(),
+            uuid,
+            options,
+            record_table,
+            indexes: Vec::new(),
+            order_table,
+            id_collated,
+        };
         catalog.collections.insert(ns.to_string(), Arc::new(meta));
         Ok(true)
     }
@@ -600,6 +611,7 @@ impl<'a> Applier<'a> {
                 record_table,
                 indexes: Vec::new(),
                 order_table: None,
+                id_collated: None,
             };
             catalog.collections.insert(ns.to_string(), Arc::new(meta));
         }

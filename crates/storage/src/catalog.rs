@@ -55,7 +55,8 @@ impl IndexMeta {
         // Keyed under the index's collation (strings as its sort keys).
         let pattern = spec.pattern()?;
         let partial = match &spec.partial_filter_expression {
-            Some(filter) => Some(PartialFilter(Arc::new(Filter::parse(filter)?))),
+            // Its strings compare under the index's collation, as MongoDB's do.
+            Some(filter) => Some(PartialFilter(Arc::new(Filter::parse_collated(filter, pattern.collation.clone())?))),
             None => None,
         };
         Ok(IndexMeta { spec, pattern, partial, table, multikey: false })
@@ -83,6 +84,13 @@ pub struct CollectionMeta {
     pub indexes: Vec<IndexMeta>,
     /// A capped collection's insertion order (`capped.rs`); None otherwise.
     pub order_table: Option<u32>,
+    /// Under a default collation, the `_id`s keyed by that collation: a
+    /// unique table beside the record table (whose keys stay the `_id`
+    /// bytes, which the oplog and replication rely on), so that `_id`
+    /// uniqueness follows the collation as MongoDB's `_id` index does.
+    /// Kept out of `info()`: the planner must not bound the record table
+    /// by collated keys. None under the simple collation.
+    pub id_collated: Option<IndexMeta>,
 }
 
 /// The spec of the `_id_` index every collection has.
@@ -90,9 +98,24 @@ pub fn id_index_spec() -> IndexSpec {
     IndexSpec { name: "_id_".to_string(), key: doc! {"_id": 1}, unique: true, ..IndexSpec::default() }
 }
 
+/// The `id_collated` index of a collection created with `options`, in
+/// table `table()` (called only when there is one).
+pub fn id_collated_index(options: &Document, table: impl FnOnce() -> u32) -> Result<Option<IndexMeta>, StorageError> {
+    // `create` keeps only a non-simple collation, as a full document.
+    let Some(Bson::Document(collation)) = options.get("collation") else {
+        return Ok(None);
+    };
+    let spec = IndexSpec { collation: Some(collation.clone()), ..id_index_spec() };
+    Ok(Some(IndexMeta::new(spec, table())?))
+}
+
 impl CollectionMeta {
     pub fn info(&self) -> CollectionInfo {
-        let mut indexes = vec![id_index_spec()];
+        // `_id_` reports the collation its uniqueness follows (as MongoDB
+        // lists it); its keys, the record table's, stay the `_id` bytes.
+        let mut id_spec = id_index_spec();
+        id_spec.collation = self.id_collated.as_ref().and_then(|index| index.spec.collation.clone());
+        let mut indexes = vec![id_spec];
         indexes.extend(self.indexes.iter().map(|index| index.spec.clone()));
         let multikey_indexes = self.indexes.iter().filter(|index| index.multikey).map(|index| index.spec.name.clone()).collect();
         CollectionInfo { ns: self.ns.clone(), uuid: self.uuid, options: self.options.clone(), indexes, multikey_indexes }
@@ -111,6 +134,7 @@ impl CollectionMeta {
         let mut tables = vec![self.record_table];
         tables.extend(self.indexes.iter().map(|index| index.table));
         tables.extend(self.order_table);
+        tables.extend(self.id_collated.iter().map(|index| index.table));
         tables
     }
 }
@@ -189,6 +213,9 @@ impl Catalog {
                 if let Some(order_table) = c.order_table {
                     entry.insert("orderTable", i64::from(order_table));
                 }
+                if let Some(index) = &c.id_collated {
+                    entry.insert("idCollatedTable", i64::from(index.table));
+                }
                 Bson::Document(entry)
             })
             .collect();
@@ -242,6 +269,15 @@ impl Catalog {
                 record_table: table(c, "recordTable")?,
                 indexes,
                 order_table: if c.contains_key("orderTable") { Some(table(c, "orderTable")?) } else { None },
+                id_collated: None,
+            };
+            let meta = match c.contains_key("idCollatedTable") {
+                true => {
+                    let id_table = table(c, "idCollatedTable")?;
+                    let index = id_collated_index(&meta.options, || id_table).map_err(|e| bad_catalog(&e.to_string()))?;
+                    CollectionMeta { id_collated: Some(index.ok_or_else(|| bad_catalog("idCollatedTable"))?), ..meta }
+                }
+                false => meta,
             };
             catalog.collections.insert(meta.ns.clone(), Arc::new(meta));
         }
@@ -343,10 +379,12 @@ mod tests {
         let record_table = catalog.allocate_table();
         let index_table = catalog.allocate_table();
         let key = doc! {"a": 1, "b": -1};
+        let options = doc! {"capped": false, "collation": {"locale": "en", "strength": 2}};
         let meta = CollectionMeta {
             ns: "db.c".into(),
             uuid: bson::Uuid::new(),
-            options: doc! {"capped": false},
+            id_collated: id_collated_index(&options, || 10).unwrap(),
+            options,
             record_table,
             indexes: vec![IndexMeta {
                 multikey: true,

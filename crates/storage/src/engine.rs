@@ -72,11 +72,13 @@ mod capped;
 mod cluster_time;
 mod local_view;
 mod oplog_hold;
+mod reset;
 mod validate;
 mod write_gate;
 
 pub(crate) use oplog_hold::retain_floor;
 pub use oplog_hold::{OplogHoldError, OPLOG_HOLD_LEASE_MAX};
+pub use reset::{ResetStep, RESET_MARKER_FILE_NAME};
 pub use write_gate::WriteGate;
 
 pub type Result<T> = std::result::Result<T, StorageError>;
@@ -266,6 +268,9 @@ pub(crate) struct WriteState {
 pub(crate) struct Inner {
     /// Read-only after open.
     pub options: EngineOptions,
+    /// The file system the journal and the local documents go through
+    /// (read-only after open; a reset writes its marker through it).
+    pub io: Arc<dyn IoBackend>,
     /// The checkpoint store; written only by the checkpoint (under
     /// `checkpoint_lock`).
     pub kv: Arc<dyn KvEngine>,
@@ -584,6 +589,9 @@ impl Engine {
     pub fn open_with_io(options: EngineOptions, io: Arc<dyn IoBackend>) -> Result<Arc<Engine>> {
         create_data_directory(&*io, &options.dbpath)?;
         let lock_file = LockFile::acquire(&options.dbpath)?;
+        // A reset to empty a crash interrupted is finished before anything
+        // reads the files it empties (`engine/reset.rs`).
+        reset::finish_interrupted(&io, &options.dbpath)?;
         let journal_options = JournalOptions {
             commit_interval_ms: options.journal_commit_interval_ms,
             segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
@@ -592,7 +600,7 @@ impl Engine {
             preallocate_segments: true,
         };
         let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
-        let local = LocalStore::open(&options.dbpath, io, options.poison_policy)?;
+        let local = LocalStore::open(&options.dbpath, io.clone(), options.poison_policy)?;
         let last_applied = recovered.last_applied;
         let (visible_tx, _) = tokio::sync::watch::channel(last_applied.optime.ts);
         // A member takes no client write until replication opens the gate
@@ -606,6 +614,7 @@ impl Engine {
         let snapshot_window_secs = options.snapshot_history_window_secs;
         let inner = Arc::new(Inner {
             options,
+            io,
             kv: recovered.kv,
             store: recovered.store,
             catalog: RwLock::new(recovered.catalog),

@@ -5,7 +5,7 @@
 use bson::{Bson, Document};
 
 use super::approximate_size;
-use crate::compare::{compare_values, values_equal};
+use crate::collation::{compare_with, Collation};
 use crate::error::{codes, QueryError};
 use super::select_accumulators::{SelectKind, SelectSpec, SelectState};
 use crate::expr::{Expr, Variables};
@@ -211,12 +211,18 @@ impl AccumulatorState {
             return state.add(select, doc, vars);
         }
         let value = spec.expr.evaluate_optional(doc, vars)?;
-        self.add(spec.kind, value)
+        self.add(spec.kind, value, vars.collation())
     }
 
     /// Folds in one value and returns how many bytes the state grew by
-    /// (for the memory budget).
-    pub(crate) fn add(&mut self, kind: AccumulatorKind, value: Option<Bson>) -> Result<usize, QueryError> {
+    /// (for the memory budget). `$min`, `$max` and `$addToSet` compare
+    /// strings under `collation` (the operation's; `None`: simple).
+    pub(crate) fn add(
+        &mut self,
+        kind: AccumulatorKind,
+        value: Option<Bson>,
+        collation: Option<&Collation>,
+    ) -> Result<usize, QueryError> {
         let numeric = matches!(self, AccumulatorState::Sum(_) | AccumulatorState::Avg { .. } | AccumulatorState::StdDev { .. });
         if numeric && matches!(value, Some(Bson::Decimal128(_))) {
             // Decimal arithmetic is not implemented; a double would be a
@@ -256,7 +262,7 @@ impl AccumulatorState {
                 let replace = match best {
                     None => true,
                     Some(current) => {
-                        let order = compare_values(&v, current);
+                        let order = compare_with(collation, &v, current);
                         if *kind == AccumulatorKind::Min { order.is_lt() } else { order.is_gt() }
                     }
                 };
@@ -281,7 +287,8 @@ impl AccumulatorState {
             }
             AccumulatorState::Values(values) => {
                 let Some(v) = value else { return Ok(0) };
-                if kind == AccumulatorKind::AddToSet && values.iter().any(|existing| values_equal(existing, &v)) {
+                let present = |existing: &Bson| compare_with(collation, existing, &v).is_eq();
+                if kind == AccumulatorKind::AddToSet && values.iter().any(present) {
                     return Ok(0);
                 }
                 let grown = approximate_size(&v);

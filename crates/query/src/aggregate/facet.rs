@@ -74,6 +74,10 @@ impl FacetStage {
 }
 
 impl Stage for FacetStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        self.facets.iter_mut().for_each(|(_, pipeline)| pipeline.set_collation(collation));
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         match self.run_all(input, cx) {
             Ok(doc) => Box::new(std::iter::once(Ok(doc))),

@@ -11,7 +11,7 @@ use bson::{Bson, Document};
 use super::fields::{set_path, split_path};
 use super::lookup::equality_filter;
 use super::{document_size, DocStream, ExecContext, MemoryBudget, Stage};
-use crate::compare::values_equal;
+use crate::collation::{compare_with, Collation};
 use crate::error::{codes, QueryError};
 use crate::expr::{lookup_path_in_document, Expr};
 use crate::filter::Filter;
@@ -81,24 +81,26 @@ impl GraphLookupStage {
         })
     }
 
-    /// The values a round continues from: arrays contribute their elements.
-    fn spread(value: Option<Bson>, into: &mut Vec<Bson>) {
+    /// The values a round continues from: arrays contribute their elements,
+    /// each once (equal under the operation's collation).
+    fn spread(value: Option<Bson>, into: &mut Vec<Bson>, collation: Option<&Collation>) {
+        let known = |into: &[Bson], v: &Bson| into.iter().any(|existing| compare_with(collation, existing, v).is_eq());
         match value {
             Some(Bson::Array(items)) => {
                 for item in items {
-                    if !into.iter().any(|v| values_equal(v, &item)) {
+                    if !known(into, &item) {
                         into.push(item);
                     }
                 }
             }
-            Some(v) if !into.iter().any(|existing| values_equal(existing, &v)) => into.push(v),
+            Some(v) if !known(into, &v) => into.push(v),
             Some(_) | None => {}
         }
     }
 
     fn search(&self, doc: &Document, foreign: &[Document], cx: &ExecContext<'_>) -> Result<Vec<Bson>, QueryError> {
         let mut frontier = Vec::new();
-        Self::spread(Some(self.start_with.evaluate(doc, &cx.vars)?), &mut frontier);
+        Self::spread(Some(self.start_with.evaluate(doc, &cx.vars)?), &mut frontier, cx.vars.collation());
         let mut visited = vec![false; foreign.len()];
         let mut found = Vec::new();
         let mut budget = MemoryBudget::new("$graphLookup", cx.memory_limit_bytes);
@@ -108,13 +110,14 @@ impl GraphLookupStage {
             if let Some(restrict) = &self.restrict {
                 filter = bson::doc! {"$and": [filter, restrict.clone()]};
             }
-            let filter = Filter::parse(&filter)?;
+            let filter = Filter::parse_collated(&filter, cx.vars.collation_ref())?;
             for (index, candidate) in foreign.iter().enumerate() {
                 if visited[index] || !filter.matches(candidate) {
                     continue;
                 }
                 visited[index] = true;
-                Self::spread(lookup_path_in_document(candidate, &self.connect_from), &mut frontier);
+                let next = lookup_path_in_document(candidate, &self.connect_from);
+                Self::spread(next, &mut frontier, cx.vars.collation());
                 let mut result = candidate.clone();
                 if let Some(path) = &self.depth_field {
                     set_path(&mut result, path, Bson::Int64(depth as i64));
@@ -134,7 +137,7 @@ impl Stage for GraphLookupStage {
         Box::new(input.map(move |item| {
             let mut doc = item?;
             if foreign.is_none() {
-                let docs = cx.source.scan(cx.db, &self.from)?;
+                let docs = cx.source.scan_collated(cx.db, &self.from, &cx.vars.collation_ref(), true)?;
                 let mut budget = MemoryBudget::new("$graphLookup", cx.memory_limit_bytes);
                 for d in &docs {
                     budget.charge(document_size(d))?;

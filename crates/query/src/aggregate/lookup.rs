@@ -100,7 +100,7 @@ impl LookupStage {
     /// Reads the foreign collection once per execution, within the
     /// blocking-stage memory limit.
     fn load_foreign(&self, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
-        let docs = cx.source.scan(cx.db, &self.from)?;
+        let docs = cx.source.scan_collated(cx.db, &self.from, &cx.vars.collation_ref(), true)?;
         let mut budget = MemoryBudget::new("$lookup", cx.memory_limit_bytes);
         for doc in &docs {
             budget.charge(document_size(doc))?;
@@ -116,7 +116,7 @@ impl LookupStage {
                     Some(value) => vec![value],
                     None => Vec::new(),
                 };
-                let filter = Filter::parse(&equality_filter(foreign_field, values))?;
+                let filter = Filter::parse_collated(&equality_filter(foreign_field, values), cx.vars.collation_ref())?;
                 foreign.iter().filter(|f| filter.matches(f)).cloned().collect()
             }
             None => foreign.to_vec(),
@@ -157,6 +157,12 @@ pub(crate) fn equality_filter(foreign_field: &str, values: Vec<Bson>) -> Documen
 }
 
 impl Stage for LookupStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.set_collation(collation);
+        }
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         let mut foreign: Option<Vec<Document>> = None;
         Box::new(input.map(move |item| {

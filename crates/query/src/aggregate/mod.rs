@@ -79,6 +79,22 @@ pub const ACTIVE_STAGES_MAX: usize = 2 * PIPELINE_STAGES_MAX;
 /// How a pipeline reads other collections (`$lookup`, `$unionWith`).
 pub trait CollectionSource {
     fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError>;
+
+    /// Reads `collection` for a stage running under `collation`: a view's
+    /// stages run under it. With `view_must_match` (`$lookup`,
+    /// `$graphLookup`) a view whose own collation differs is refused, as
+    /// MongoDB refuses it (167); `$unionWith` reads any view under the
+    /// operation's collation. Sources without views just `scan`.
+    fn scan_collated(
+        &self,
+        db: &str,
+        collection: &str,
+        collation: &crate::collation::CollationRef,
+        view_must_match: bool,
+    ) -> Result<Vec<Document>, QueryError> {
+        let _ = (collation, view_must_match);
+        self.scan(db, collection)
+    }
 }
 
 /// A stream of documents between stages.
@@ -124,6 +140,9 @@ pub struct Pipeline {
     db: String,
     /// The memory each blocking stage may use; see `with_memory_limit`.
     memory_limit_bytes: usize,
+    /// The collation every stage and expression compares strings by
+    /// (`None`: simple); sub-pipelines get the same one.
+    collation: crate::collation::CollationRef,
 }
 
 /// Stages MongoDB has that Slipstream answers with CommandNotSupported.
@@ -152,9 +171,18 @@ impl Pipeline {
     /// command's, or the collection's default); `None` leaves it simple.
     pub fn with_collation(mut self, collation: crate::collation::CollationRef) -> Pipeline {
         if let Some(collation) = &collation {
-            self.stages.iter_mut().for_each(|stage| stage.set_collation(collation));
+            self.set_collation(collation);
         }
         self
+    }
+
+    /// Puts every stage, sub-pipelines included, under `collation`, as
+    /// MongoDB runs `$lookup`, `$facet`, `$unionWith` and `$graphLookup`
+    /// under the operation's collation.
+    pub(crate) fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        assert!(self.collation.is_none(), "a pipeline is collated once");
+        self.stages.iter_mut().for_each(|stage| stage.set_collation(collation));
+        self.collation = Some(collation.clone());
     }
 
     /// Lowers (or raises) the memory a blocking stage may use, which is
@@ -184,7 +212,13 @@ impl Pipeline {
         source: &dyn CollectionSource,
         vars: &Variables,
     ) -> Result<Vec<Document>, QueryError> {
-        let cx = ExecContext { source, db: &self.db, vars: vars.clone(), memory_limit_bytes: self.memory_limit_bytes };
+        // Expressions find the collation in their variables; a pipeline
+        // parsed without one (an update's) keeps the caller's.
+        let vars = match &self.collation {
+            Some(collation) => vars.clone().with_collation(Some(collation.clone())),
+            None => vars.clone(),
+        };
+        let cx = ExecContext { source, db: &self.db, vars, memory_limit_bytes: self.memory_limit_bytes };
         self.run(input, &cx).collect()
     }
 
@@ -285,6 +319,7 @@ pub(crate) fn parse_at_depth(stages: &[Document], db: &str, depth: usize) -> Res
         leading_match,
         db: db.to_string(),
         memory_limit_bytes: BLOCKING_STAGE_MEMORY_BYTES_MAX,
+        collation: None,
     })
 }
 

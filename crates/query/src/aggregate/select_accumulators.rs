@@ -133,7 +133,7 @@ impl SelectState {
             (SelectKind::FirstN, _) if self.entries.len() >= n => return Ok(0),
             (_, value) => value.unwrap_or(Bson::Null),
         };
-        let keys = spec.sort.as_ref().map(|s| s.keys(doc)).unwrap_or_default();
+        let keys = Self::keys(spec, doc, &value, vars);
         let grown = approximate_size(&value) + keys.iter().map(approximate_size).sum::<usize>();
         self.entries.push(Entry { keys, position, value });
         if self.entries.len() >= n.saturating_mul(2).max(64) {
@@ -142,10 +142,28 @@ impl SelectState {
         Ok(grown)
     }
 
+    /// What entries are ordered by, collated by the operation's collation
+    /// so that `order` compares them plainly: the value itself for
+    /// `$maxN`/`$minN`, the `sortBy` keys for `$top`/`$bottom`.
+    fn keys(spec: &SelectSpec, doc: &Document, value: &Bson, vars: &Variables) -> Vec<Bson> {
+        let collate = |key: &Bson| crate::collation::collate_with(vars.collation(), key).into_owned();
+        match (spec.kind, &spec.sort) {
+            (SelectKind::MaxN | SelectKind::MinN, _) => vec![collate(value)],
+            (_, None) => Vec::new(),
+            (_, Some(sort)) if vars.collation().is_none() => sort.keys(doc),
+            // Under a collation an array's sort key is its least (or
+            // greatest) element by that collation.
+            (_, Some(sort)) => {
+                let collated = sort.clone().with_collation(vars.collation_ref());
+                collated.keys(doc).iter().map(collate).collect()
+            }
+        }
+    }
+
     fn order(spec: &SelectSpec, a: &Entry, b: &Entry) -> Ordering {
         let by_value = match spec.kind {
-            SelectKind::MaxN => compare_values(&b.value, &a.value),
-            SelectKind::MinN => compare_values(&a.value, &b.value),
+            SelectKind::MaxN => compare_values(&b.keys[0], &a.keys[0]),
+            SelectKind::MinN => compare_values(&a.keys[0], &b.keys[0]),
             _ => match &spec.sort {
                 Some(sort) => sort.compare_keys(&a.keys, &b.keys),
                 None => Ordering::Equal,

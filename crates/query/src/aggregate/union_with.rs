@@ -34,6 +34,12 @@ impl UnionWithStage {
 }
 
 impl Stage for UnionWithStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<crate::collation::Collation>) {
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.set_collation(collation);
+        }
+    }
+
     /// Adds stored documents, or a sub-pipeline's (whose own stages check theirs).
     fn may_deepen(&self) -> bool {
         false
@@ -42,7 +48,7 @@ impl Stage for UnionWithStage {
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         // The other collection is read only once the input is exhausted.
         let other = std::iter::once(()).flat_map(move |()| -> DocStream<'a> {
-            match cx.source.scan(cx.db, &self.collection) {
+            match cx.source.scan_collated(cx.db, &self.collection, &cx.vars.collation_ref(), false) {
                 Ok(docs) => {
                     let stream: DocStream<'a> = Box::new(docs.into_iter().map(Ok));
                     match &self.pipeline {

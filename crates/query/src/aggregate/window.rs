@@ -9,6 +9,7 @@
 //! other window operators answer CommandNotSupported. It is a blocking
 //! stage: the output is ordered by partition, then by `sortBy`.
 
+use crate::collation::Collation;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -178,6 +179,8 @@ impl SetWindowFieldsStage {
                 None => Bson::Null,
             };
             let sort_keys = self.sort_by.as_ref().map(|s| s.keys(&doc)).unwrap_or_default();
+            // Partitions, like `$group` keys, are equal under the collation.
+            let key = crate::collation::collate_with(cx.vars.collation(), &key).into_owned();
             partitions.entry(GroupKey(key)).or_default().push((sort_keys, doc));
         }
         let mut out = Vec::new();
@@ -248,8 +251,10 @@ impl SetWindowFieldsStage {
                 match lower {
                     // A window that starts at the partition's first row
                     // only grows, so one running state serves every row.
-                    Bound::Unbounded => running_values(spec, &values, *upper)?,
-                    Bound::Offset(_) => (0..count).map(|i| window_value(spec, &values, i, *lower, *upper)).collect::<Result<_, _>>()?,
+                    Bound::Unbounded => running_values(spec, &values, *upper, cx.vars.collation())?,
+                    Bound::Offset(_) => (0..count)
+                        .map(|i| window_value(spec, &values, i, *lower, *upper, cx.vars.collation()))
+                        .collect::<Result<_, _>>()?,
                 }
             }
         })
@@ -257,7 +262,14 @@ impl SetWindowFieldsStage {
 }
 
 /// Folds the values of rows `i + lower ..= i + upper` (clamped).
-fn window_value(spec: &AccumulatorSpec, values: &[Option<Bson>], i: usize, lower: Bound, upper: Bound) -> Result<Bson, QueryError> {
+fn window_value(
+    spec: &AccumulatorSpec,
+    values: &[Option<Bson>],
+    i: usize,
+    lower: Bound,
+    upper: Bound,
+    collation: Option<&Collation>,
+) -> Result<Bson, QueryError> {
     let last = values.len() as i64 - 1;
     let start = match lower {
         Bound::Unbounded => 0,
@@ -270,7 +282,7 @@ fn window_value(spec: &AccumulatorSpec, values: &[Option<Bson>], i: usize, lower
     let mut state = AccumulatorState::new(spec.kind);
     if start <= end {
         for value in &values[start as usize..=end as usize] {
-            state.add(spec.kind, value.clone())?;
+            state.add(spec.kind, value.clone(), collation)?;
         }
     }
     Ok(state.finish(spec))
@@ -278,7 +290,12 @@ fn window_value(spec: &AccumulatorSpec, values: &[Option<Bson>], i: usize, lower
 
 /// Values of windows `[unbounded, upper]`: the state is extended as the
 /// window's end moves forward and finished (from a copy) for each row.
-fn running_values(spec: &AccumulatorSpec, values: &[Option<Bson>], upper: Bound) -> Result<Vec<Bson>, QueryError> {
+fn running_values(
+    spec: &AccumulatorSpec,
+    values: &[Option<Bson>],
+    upper: Bound,
+    collation: Option<&Collation>,
+) -> Result<Vec<Bson>, QueryError> {
     let last = values.len() as i64 - 1;
     let mut state = AccumulatorState::new(spec.kind);
     let mut added: i64 = -1;
@@ -290,7 +307,7 @@ fn running_values(spec: &AccumulatorSpec, values: &[Option<Bson>], upper: Bound)
         };
         while added < end {
             added += 1;
-            state.add(spec.kind, values[added as usize].clone())?;
+            state.add(spec.kind, values[added as usize].clone(), collation)?;
         }
         out.push(state.clone().finish(spec));
     }
@@ -298,6 +315,10 @@ fn running_values(spec: &AccumulatorSpec, values: &[Option<Bson>], upper: Bound)
 }
 
 impl Stage for SetWindowFieldsStage {
+    fn set_collation(&mut self, collation: &std::sync::Arc<Collation>) {
+        self.sort_by = self.sort_by.take().map(|sort| sort.with_collation(Some(collation.clone())));
+    }
+
     fn apply<'a>(&'a self, input: DocStream<'a>, cx: &'a ExecContext<'a>) -> DocStream<'a> {
         match self.run_all(input, cx) {
             Ok(docs) => Box::new(docs.into_iter().map(Ok)),

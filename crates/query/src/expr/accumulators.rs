@@ -6,7 +6,7 @@
 use bson::Bson;
 
 use super::arithmetic::{add, Num};
-use super::{compare_optional, ArgStyle, Args, Context, OpSpec, Value};
+use super::{ArgStyle, Args, Context, OpSpec, Value};
 use crate::error::QueryError;
 
 pub(super) static OPERATORS: &[OpSpec] = &[
@@ -59,9 +59,9 @@ fn eval_extreme(name: &'static str, args: &Args, cx: &Context) -> Result<Value, 
     let values = inputs(args, cx)?;
     let candidates = values.into_iter().filter(|v| !super::is_nullish(v));
     let best = if name == "$min" {
-        candidates.min_by(compare_optional)
+        candidates.min_by(|a, b| cx.compare(a, b))
     } else {
-        candidates.max_by(compare_optional)
+        candidates.max_by(|a, b| cx.compare(a, b))
     };
     Ok(Some(best.flatten().unwrap_or(Bson::Null)))
 }

@@ -5,7 +5,6 @@
 use bson::{Bson, Document};
 
 use super::{is_nullish, type_name, ArgStyle, Args, Context, OpSpec, Value};
-use crate::compare::compare_values;
 use crate::error::QueryError;
 use crate::sort::SortSpec;
 
@@ -37,14 +36,14 @@ fn eval_sort_array(name: &'static str, args: &Args, cx: &Context) -> Result<Valu
                 _ => return Err(QueryError::new(2942505, format!("{name}: sortBy must be 1, -1 or a sort pattern"))),
             };
             items.sort_by(|a, b| {
-                let order = compare_values(a, b);
+                let order = cx.compare_present(a, b);
                 if descending { order.reverse() } else { order }
             });
         }
         // A sort pattern orders documents by their fields; other
         // elements sort as if they were documents without those fields.
         Some(Bson::Document(pattern)) => {
-            let spec = SortSpec::parse(&pattern)?;
+            let spec = SortSpec::parse(&pattern)?.with_collation(cx.vars.collation_ref());
             let empty = Document::new();
             items.sort_by(|a, b| {
                 let left = if let Bson::Document(d) = a { d } else { &empty };
@@ -123,7 +122,7 @@ fn eval_n(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryE
             // $maxN/$minN ignore null and missing values.
             let mut values: Vec<Bson> = items.into_iter().filter(|v| !matches!(v, Bson::Null | Bson::Undefined)).collect();
             values.sort_by(|a, b| {
-                let order = compare_values(a, b);
+                let order = cx.compare_present(a, b);
                 if name == "$maxN" { order.reverse() } else { order }
             });
             values.truncate(n);

@@ -4,10 +4,9 @@
 use bson::Bson;
 
 use super::{
-    compare_optional, is_nullish, parse_named, truthy, type_name, validate_variable_name, ArgStyle, Args,
+    is_nullish, parse_named, truthy, type_name, validate_variable_name, ArgStyle, Args,
     Context, OpSpec, Value,
 };
-use crate::compare::values_equal;
 use crate::depth::{value_exceeds, BSON_DEPTH_MAX, OVERFLOW};
 use crate::error::QueryError;
 
@@ -87,7 +86,7 @@ fn eval_in(_: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryErr
     let Some(Bson::Array(items)) = array else {
         return Err(QueryError::new(40081, format!("$in requires an array as a second argument, found: {}", type_name(&array))));
     };
-    let found = items.iter().any(|item| compare_optional(&needle, &Some(item.clone())).is_eq());
+    let found = items.iter().any(|item| cx.compare(&needle, &Some(item.clone())).is_eq());
     Ok(Some(Bson::Boolean(found)))
 }
 
@@ -282,7 +281,7 @@ fn eval_index_of_array(name: &'static str, args: &Args, cx: &Context) -> Result<
         None => items.len(),
         Some(_) => (integer(name, &args.eval(3, cx)?, "ending index", 40096)?.max(0) as usize).min(items.len()),
     };
-    let found = (start..end).find(|&i| values_equal(&items[i], &needle));
+    let found = (start..end).find(|&i| cx.equal(&items[i], &needle));
     Ok(Some(Bson::Int32(found.map_or(-1, |i| i32::try_from(i).unwrap_or(i32::MAX)))))
 }
 

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use bson::Bson;
 
 use super::{
-    compare_optional, is_nullish, parse_named, truthy, validate_variable_name, ArgStyle, Args,
+    is_nullish, parse_named, truthy, validate_variable_name, ArgStyle, Args,
     Context, Expr, OpSpec, Value,
 };
 use crate::error::QueryError;
@@ -34,7 +34,7 @@ pub(super) static OPERATORS: &[OpSpec] = &[
 fn eval_compare(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let left = args.eval(0, cx)?;
     let right = args.eval(1, cx)?;
-    let order = compare_optional(&left, &right);
+    let order = cx.compare(&left, &right);
     let result = match name {
         "$eq" => order == Ordering::Equal,
         "$ne" => order != Ordering::Equal,

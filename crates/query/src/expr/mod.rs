@@ -33,7 +33,7 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use crate::compare::compare_values;
+use crate::collation::{compare_with, Collation, CollationRef};
 use crate::error::{codes, QueryError};
 
 pub(crate) use objects::merge_into as merge_objects_into;
@@ -140,13 +140,18 @@ pub struct Variables {
     /// Innermost binding last, so lookups scan from the end.
     /// A binding may hold a missing value (`$let` of an absent field).
     bindings: Vec<(String, Value)>,
+    /// The operation's collation, which every string comparison of an
+    /// expression follows (`$eq`, `$in`, `$min`, the set operators, ...);
+    /// carried here because every evaluation already receives the
+    /// variables. `None` is the simple (binary) collation.
+    collation: CollationRef,
 }
 
 impl Variables {
     /// Variables for evaluating expressions over `root` (which becomes
     /// `$$ROOT`). `$$NOW` is unset until `with_now`.
     pub fn new(root: &Document) -> Variables {
-        Variables { root: Some(std::sync::Arc::new(root.clone())), now: None, bindings: Vec::new() }
+        Variables { root: Some(std::sync::Arc::new(root.clone())), now: None, bindings: Vec::new(), collation: None }
     }
 
     /// Variables whose `$$ROOT` is whichever document is evaluated.
@@ -165,6 +170,23 @@ impl Variables {
     pub fn with_now(mut self, now: bson::DateTime) -> Variables {
         self.now = Some(now);
         self
+    }
+
+    /// Puts every comparison of the expressions evaluated with these
+    /// variables under `collation` (`None`: simple).
+    pub fn with_collation(mut self, collation: CollationRef) -> Variables {
+        self.collation = collation;
+        self
+    }
+
+    /// The collation comparisons follow (`None`: simple).
+    pub fn collation(&self) -> Option<&Collation> {
+        self.collation.as_deref()
+    }
+
+    /// The collation, shared, for what keeps it (a sort specification).
+    pub fn collation_ref(&self) -> CollationRef {
+        self.collation.clone()
     }
 
     /// Binds a user variable (shadowing an outer one of the same name).
@@ -234,6 +256,22 @@ impl<'a> Context<'a> {
         let mut vars = self.vars.clone();
         vars.bindings.extend(bindings);
         f(&Context { current: self.current, vars: &vars })
+    }
+
+    /// Compares two values under the operation's collation: the one
+    /// comparison every expression operator uses.
+    pub(crate) fn compare(&self, a: &Value, b: &Value) -> Ordering {
+        compare_optional_with(self.vars.collation(), a, b)
+    }
+
+    /// `compare` of two present values.
+    pub(crate) fn compare_present(&self, a: &Bson, b: &Bson) -> Ordering {
+        compare_with(self.vars.collation(), a, b)
+    }
+
+    /// Whether two present values are equal under the collation.
+    pub(crate) fn equal(&self, a: &Bson, b: &Bson) -> bool {
+        compare_with(self.vars.collation(), a, b).is_eq()
     }
 }
 
@@ -644,11 +682,16 @@ pub(crate) fn truthy(value: &Value) -> bool {
 /// Compares two possibly missing values; missing orders below null and
 /// equals only missing (MongoDB's `Value::compare`).
 pub fn compare_optional(a: &Value, b: &Value) -> Ordering {
+    compare_optional_with(None, a, b)
+}
+
+/// `compare_optional` under a collation (`None`: simple).
+pub fn compare_optional_with(collation: Option<&Collation>, a: &Value, b: &Value) -> Ordering {
     match (a, b) {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(x), Some(y)) => compare_values(x, y),
+        (Some(x), Some(y)) => compare_with(collation, x, y),
     }
 }
 

@@ -7,7 +7,6 @@
 use bson::Bson;
 
 use super::{is_nullish, is_truthy, type_name, ArgStyle, Args, Context, OpSpec, Value};
-use crate::compare::values_equal;
 use crate::error::QueryError;
 
 pub(super) static OPERATORS: &[OpSpec] = &[
@@ -20,15 +19,16 @@ pub(super) static OPERATORS: &[OpSpec] = &[
     OpSpec { name: "$allElementsTrue", style: ArgStyle::Positional { min: 1, max: 1 }, eval: eval_element_truth },
 ];
 
-fn contains(set: &[Bson], value: &Bson) -> bool {
-    set.iter().any(|member| values_equal(member, value))
+/// Whether `set` holds `value`, equal under the operation's collation.
+fn contains(cx: &Context, set: &[Bson], value: &Bson) -> bool {
+    set.iter().any(|member| cx.equal(member, value))
 }
 
 /// The distinct elements of `items`, in first-seen order.
-fn distinct(items: Vec<Bson>) -> Vec<Bson> {
+fn distinct(cx: &Context, items: Vec<Bson>) -> Vec<Bson> {
     let mut out: Vec<Bson> = Vec::with_capacity(items.len());
     for item in items {
-        if !contains(&out, &item) {
+        if !contains(cx, &out, &item) {
             out.push(item);
         }
     }
@@ -53,7 +53,7 @@ fn arrays(name: &str, args: &Args, cx: &Context, code: i32) -> Result<Option<Vec
 
 fn eval_union(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let Some(sets) = arrays(name, args, cx, 17043)? else { return Ok(Some(Bson::Null)) };
-    Ok(Some(Bson::Array(distinct(sets.into_iter().flatten().collect()))))
+    Ok(Some(Bson::Array(distinct(cx, sets.into_iter().flatten().collect()))))
 }
 
 fn eval_intersection(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
@@ -61,14 +61,15 @@ fn eval_intersection(name: &'static str, args: &Args, cx: &Context) -> Result<Va
     if sets.is_empty() {
         return Ok(Some(Bson::Array(Vec::new())));
     }
-    let first = distinct(sets.remove(0));
-    let common = first.into_iter().filter(|item| sets.iter().all(|set| contains(set, item))).collect();
+    let first = distinct(cx, sets.remove(0));
+    let common = first.into_iter().filter(|item| sets.iter().all(|set| contains(cx, set, item))).collect();
     Ok(Some(Bson::Array(common)))
 }
 
 fn eval_difference(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let Some(sets) = arrays(name, args, cx, 17048)? else { return Ok(Some(Bson::Null)) };
-    let rest: Vec<Bson> = distinct(sets[0].clone()).into_iter().filter(|item| !contains(&sets[1], item)).collect();
+    let first = distinct(cx, sets[0].clone());
+    let rest: Vec<Bson> = first.into_iter().filter(|item| !contains(cx, &sets[1], item)).collect();
     Ok(Some(Bson::Array(rest)))
 }
 
@@ -87,14 +88,14 @@ fn eval_equals(name: &'static str, args: &Args, cx: &Context) -> Result<Value, Q
     let sets = strict_arrays(name, args, cx, 17044)?;
     let first = &sets[0];
     let equal = sets[1..].iter().all(|set| {
-        set.iter().all(|item| contains(first, item)) && first.iter().all(|item| contains(set, item))
+        set.iter().all(|item| contains(cx, first, item)) && first.iter().all(|item| contains(cx, set, item))
     });
     Ok(Some(Bson::Boolean(equal)))
 }
 
 fn eval_is_subset(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {
     let sets = strict_arrays(name, args, cx, 17046)?;
-    Ok(Some(Bson::Boolean(sets[0].iter().all(|item| contains(&sets[1], item)))))
+    Ok(Some(Bson::Boolean(sets[0].iter().all(|item| contains(cx, &sets[1], item)))))
 }
 
 fn eval_element_truth(name: &'static str, args: &Args, cx: &Context) -> Result<Value, QueryError> {

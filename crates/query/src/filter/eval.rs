@@ -18,6 +18,9 @@ type Outcome = Option<Option<usize>>;
 #[derive(Clone, Debug)]
 pub struct ExprNode {
     pub expr: Expr,
+    /// The filter's collation, which the expression's comparisons follow
+    /// when the caller's variables carry none (`find`'s `$expr`).
+    pub collation: crate::collation::CollationRef,
 }
 
 impl ExprNode {
@@ -25,7 +28,13 @@ impl ExprNode {
     /// match; the first such error is kept in `error` so that callers that
     /// follow MongoDB (which fails the query) can report it.
     fn holds(&self, doc: &Document, vars: &Variables, error: &mut Option<QueryError>) -> bool {
-        match self.expr.evaluate(doc, vars) {
+        let result = match (&self.collation, vars.collation()) {
+            (Some(collation), None) => {
+                self.expr.evaluate(doc, &vars.clone().with_collation(Some(collation.clone())))
+            }
+            _ => self.expr.evaluate(doc, vars),
+        };
+        match result {
             Ok(value) => is_truthy(&value),
             Err(e) => {
                 error.get_or_insert(e);

@@ -142,6 +142,11 @@ impl Filter {
         self.collation.as_deref()
     }
 
+    /// The collation, shared (for the expressions of the same query).
+    pub fn collation_ref(&self) -> CollationRef {
+        self.collation.clone()
+    }
+
     /// A filter that matches every document.
     pub fn match_all() -> Filter {
         Filter {
@@ -243,7 +248,8 @@ fn collate_node(node: &mut Node, collation: &std::sync::Arc<Collation>) {
             children.iter_mut().for_each(|child| collate_node(child, collation))
         }
         Node::Field { predicate, .. } => collate_predicate(predicate, collation),
-        Node::True | Node::False | Node::Expr(_) | Node::Schema(_) => {}
+        Node::Expr(expr) => expr.collation = Some(collation.clone()),
+        Node::True | Node::False | Node::Schema(_) => {}
     }
 }
 

@@ -80,6 +80,7 @@ fn parse_top_level_operator(
         "comment" => return Ok(None),
         "expr" => Node::Expr(ExprNode {
             expr: Expr::parse(value)?,
+            collation: None,
         }),
         "alwaysTrue" | "alwaysFalse" => {
             if !matches!(as_number(value), Some(Number::Int(1))) && value != &Bson::Double(1.0) {
@@ -138,7 +139,7 @@ fn sample_rate(value: &Bson) -> Result<Node, QueryError> {
     Ok(match rate {
         0.0 => Node::False,
         1.0 => Node::True,
-        _ => Node::Expr(ExprNode { expr: Expr::parse(&bson::bson!({"$lt": [{"$rand": {}}, rate]}))? }),
+        _ => Node::Expr(ExprNode { expr: Expr::parse(&bson::bson!({"$lt": [{"$rand": {}}, rate]}))?, collation: None }),
     })
 }
 

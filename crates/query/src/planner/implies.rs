@@ -12,6 +12,7 @@
 
 use bson::Bson;
 
+use crate::collation::contains_string;
 use crate::compare::{canonical_type_rank, compare_values, values_equal};
 use crate::filter::{CompareOp, Node, Predicate};
 
@@ -45,6 +46,20 @@ fn query_implies_one(query: &Node, partial: &Node) -> bool {
 
 /// Every value satisfying `query` satisfies `partial`.
 fn predicate_implies(query: &Predicate, partial: &Predicate) -> bool {
+    // Collated values (sort keys) compare only with values collated the
+    // same way; a plain string beside a collated one proves nothing.
+    match (query, partial) {
+        (Predicate::Collated(query), Predicate::Collated(partial)) => {
+            return *query.collation == *partial.collation && predicate_implies(&query.collated, &partial.collated)
+        }
+        (Predicate::Collated(query), partial) => {
+            return !mentions_string(partial) && predicate_implies(&query.collated, partial)
+        }
+        (query, Predicate::Collated(partial)) => {
+            return !mentions_string(query) && predicate_implies(query, &partial.collated)
+        }
+        _ => {}
+    }
     match query {
         Predicate::Eq(value) => value_satisfies(value, partial),
         Predicate::In(list) => {
@@ -59,6 +74,15 @@ fn predicate_implies(query: &Predicate, partial: &Predicate) -> bool {
             Predicate::Type(partial_types) => types.codes.iter().all(|code| partial_types.codes.contains(code)),
             _ => false,
         },
+        _ => false,
+    }
+}
+
+/// Whether a predicate compares with a string.
+fn mentions_string(predicate: &Predicate) -> bool {
+    match predicate {
+        Predicate::Eq(value) | Predicate::Compare(_, value) => contains_string(value),
+        Predicate::In(list) => list.values.iter().any(contains_string),
         _ => false,
     }
 }

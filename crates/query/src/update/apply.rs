@@ -10,7 +10,8 @@ use super::arith::{arithmetic, bitwise, debug_number, zero_like, ArithOp};
 use super::spec::{bson_type_name, Action, DateKind, Modifier};
 use super::target::{array_index, Component, TargetPath};
 use super::{array_ops, rename};
-use crate::compare::{as_number, compare_values, values_equal};
+use crate::collation::compare_with;
+use crate::compare::as_number;
 use crate::error::{codes, QueryError};
 use crate::filter::Filter;
 
@@ -21,6 +22,8 @@ pub struct Env<'a> {
     pub is_upsert_insert: bool,
     /// Array filters by identifier; each matches `{identifier: element}`.
     pub array_filters: &'a [(String, Filter)],
+    /// The collation values compare under (`Update::with_collation`).
+    pub collation: Option<&'a crate::collation::Collation>,
     /// `{_id: ...}` of the document, rendered for error messages.
     pub id_text: String,
     /// The document before the update: array filters select elements by
@@ -433,7 +436,7 @@ fn leaf(
                 Ordering::Greater
             };
             match current {
-                Some(existing) if compare_values(value, existing) != wanted => Outcome::Keep,
+                Some(existing) if compare_with(env.collation, value, existing) != wanted => Outcome::Keep,
                 _ => Outcome::Set(value.clone()),
             }
         }
@@ -451,12 +454,12 @@ fn leaf(
         }),
         Action::Push(spec) => {
             let items = array_for_append(current, field, "$push", env)?;
-            Outcome::Set(Bson::Array(array_ops::push(items, spec)))
+            Outcome::Set(Bson::Array(array_ops::push(items, spec, env.collation)))
         }
         Action::AddToSet(values) => {
             let mut items = array_for_append(current, field, "$addToSet", env)?;
             for value in values {
-                if !items.iter().any(|item| values_equal(item, value)) {
+                if !items.iter().any(|item| compare_with(env.collation, item, value).is_eq()) {
                     items.push(value.clone());
                 }
             }
@@ -487,7 +490,7 @@ fn leaf(
             Some(Bson::Array(items)) => {
                 let kept: Vec<Bson> = items
                     .iter()
-                    .filter(|item| !array_ops::pull_matches(condition, item))
+                    .filter(|item| !array_ops::pull_matches(condition, item, env.collation))
                     .cloned()
                     .collect();
                 Outcome::Set(Bson::Array(kept))
@@ -503,7 +506,7 @@ fn leaf(
             Some(Bson::Array(items)) => {
                 let kept: Vec<Bson> = items
                     .iter()
-                    .filter(|item| !values.iter().any(|v| values_equal(item, v)))
+                    .filter(|item| !values.iter().any(|v| compare_with(env.collation, item, v).is_eq()))
                     .cloned()
                     .collect();
                 Outcome::Set(Bson::Array(kept))

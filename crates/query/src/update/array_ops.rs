@@ -7,11 +7,11 @@ use bson::{Bson, Document};
 
 use super::spec::{PullCondition, PushSort, PushSpec, WRAPPER_FIELD};
 use super::target::array_index;
-use crate::compare::{compare_values, values_equal};
+use crate::collation::{compare_with, Collation};
 
 /// `$push` with `$each`, `$position`, `$sort` and `$slice`, in MongoDB's
 /// order: insert, then sort, then slice.
-pub fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
+pub fn push(mut items: Vec<Bson>, spec: &PushSpec, collation: Option<&Collation>) -> Vec<Bson> {
     let len = items.len() as i64;
     let at = match spec.position {
         None => len,
@@ -22,7 +22,7 @@ pub fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
     if let Some(sort) = &spec.sort {
         match sort {
             PushSort::Value { descending } => items.sort_by(|a, b| {
-                let order = compare_values(a, b);
+                let order = compare_with(collation, a, b);
                 if *descending {
                     order.reverse()
                 } else {
@@ -31,7 +31,7 @@ pub fn push(mut items: Vec<Bson>, spec: &PushSpec) -> Vec<Bson> {
             }),
             PushSort::Fields(fields) => items.sort_by(|a, b| {
                 for (path, descending) in fields {
-                    let order = compare_values(&sort_key(a, path), &sort_key(b, path));
+                    let order = compare_with(collation, &sort_key(a, path), &sort_key(b, path));
                     let order = if *descending { order.reverse() } else { order };
                     if order != Ordering::Equal {
                         return order;
@@ -73,9 +73,9 @@ fn sort_key(element: &Bson, path: &str) -> Bson {
     current.clone()
 }
 
-pub fn pull_matches(condition: &PullCondition, item: &Bson) -> bool {
+pub fn pull_matches(condition: &PullCondition, item: &Bson, collation: Option<&Collation>) -> bool {
     match condition {
-        PullCondition::Equals(value) => values_equal(item, value),
+        PullCondition::Equals(value) => compare_with(collation, item, value).is_eq(),
         PullCondition::Query(filter) => match item {
             Bson::Document(doc) => filter.matches(doc),
             _ => false,

@@ -28,7 +28,7 @@ use crate::filter::Filter;
 pub use oplog_form::{apply_oplog_update, oplog_update};
 pub use seed::upsert_seed;
 
-use spec::{Action, Modifier};
+use spec::{Action, Modifier, PullCondition};
 use target::TargetPath;
 
 /// A parsed update, ready to apply to many documents.
@@ -37,6 +37,10 @@ pub struct Update {
     kind: Kind,
     /// Array filters by identifier; each matches `{identifier: element}`.
     array_filters: Vec<(String, Filter)>,
+    /// The operation's collation: array filters, `$pull` conditions and
+    /// the comparisons of `$min`, `$max`, `$addToSet`, `$pullAll` and
+    /// `$push`'s `$sort` follow it, as in MongoDB (`None`: simple).
+    collation: crate::collation::CollationRef,
 }
 
 #[derive(Clone, Debug)]
@@ -86,6 +90,7 @@ impl Update {
                 return Ok(Update {
                     kind: Kind::Pipeline(pipeline),
                     array_filters: Vec::new(),
+                    collation: None,
                 });
             }
             _ => {
@@ -111,6 +116,7 @@ impl Update {
             return Ok(Update {
                 kind: Kind::Replacement(doc.clone()),
                 array_filters: filters,
+                collation: None,
             });
         }
         let mut modifiers = spec::parse_operators(doc)?;
@@ -129,7 +135,31 @@ impl Update {
         Ok(Update {
             kind: Kind::Operators(modifiers),
             array_filters: filters,
+            collation: None,
         })
+    }
+
+    /// The update with its string comparisons under `collation` (the
+    /// operation's). A pipeline update gets it through its variables.
+    pub fn with_collation(mut self, collation: crate::collation::CollationRef) -> Update {
+        assert!(self.collation.is_none(), "an update is collated once");
+        let Some(collation) = collation else { return self };
+        let collate = |filter: &mut Filter| {
+            let parsed = std::mem::replace(filter, Filter::match_all());
+            *filter = parsed.with_collation(Some(collation.clone()));
+        };
+        self.array_filters.iter_mut().for_each(|(_, filter)| collate(filter));
+        if let Kind::Operators(modifiers) = &mut self.kind {
+            for modifier in modifiers {
+                if let Action::Pull(PullCondition::Query(filter) | PullCondition::Operators(filter)) =
+                    &mut modifier.action
+                {
+                    collate(filter);
+                }
+            }
+        }
+        self.collation = Some(collation);
+        self
     }
 
     pub fn is_replacement(&self) -> bool {
@@ -167,6 +197,7 @@ impl Update {
                     now: ctx.now,
                     is_upsert_insert: ctx.is_upsert_insert,
                     array_filters: &self.array_filters,
+                    collation: self.collation.as_deref(),
                     original: doc,
                     id_text: match doc.get("_id") {
                         Some(id) => format!("{{_id: {id}}}"),

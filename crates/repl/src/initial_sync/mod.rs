@@ -7,8 +7,10 @@
 //! are in `crate::fail_points` with the others.
 //!
 //! The coordinator starts it (`InitialSyncer::start`) when a member learns
-//! a configuration with an empty oplog, or restarts with an unfinished
-//! sync; the node reports STARTUP2 meanwhile (no sync source, never stands).
+//! a configuration with an empty oplog, restarts with an unfinished sync,
+//! or decided to resync because it is too stale (`crate::resync`: the
+//! record's phase `resync`, whose data this task wipes first); the node
+//! reports STARTUP2 meanwhile (no sync source, never stands).
 //! One attempt:
 //!
 //! 1. Choose a source (`source::candidates`); read its rollback id.
@@ -129,14 +131,22 @@ pub fn needed(shared: &Shared, config: &slipstream_consensus::config::ReplSetCon
 pub struct InitialSyncer {
     shared: Arc<Shared>,
     task: Option<JoinHandle<()>>,
+    /// From `start` until `finished` (`Input::InitialSyncDone`) or `stop`:
+    /// the member's state is the sync's (STARTUP2) meanwhile.
+    running: bool,
 }
 
 impl InitialSyncer {
     pub fn new(shared: Arc<Shared>) -> InitialSyncer {
-        InitialSyncer { shared, task: None }
+        InitialSyncer {
+            shared,
+            task: None,
+            running: false,
+        }
     }
 
     pub fn start(&mut self) {
+        self.running = true;
         if self.task.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
@@ -144,7 +154,17 @@ impl InitialSyncer {
         self.task = Some(self.shared.runtime.spawn(run(shared)));
     }
 
+    pub fn is_running(&self) -> bool {
+        self.running
+    }
+
+    /// The sync reported it is done (its task ends by itself).
+    pub fn finished(&mut self) {
+        self.running = false;
+    }
+
     pub fn stop(&mut self) {
+        self.running = false;
         if let Some(task) = self.task.take() {
             task.abort();
         }
@@ -154,6 +174,15 @@ impl InitialSyncer {
 async fn run(shared: Arc<Shared>) {
     let status = shared.initial_sync.clone();
     tracing::info!(target: "repl", id = 21_164, "initial sync starting");
+    match crate::resync::pending(&shared.engine) {
+        Ok(true) => {
+            // initialSyncStatus shows the sync from the wipe on.
+            status.begin_attempt("", OpTime::NULL);
+            crate::resync::wipe(&shared).await
+        }
+        Ok(false) => {}
+        Err(err) => fatal(&format!("cannot read the initial sync progress: {err}")),
+    }
     let mut avoid: Option<(String, Instant)> = None;
     loop {
         let started = Instant::now();
@@ -209,6 +238,7 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
     tracing::debug!(target: "repl", source = %host, rbid, "initial sync read the source's rollback id");
     let progress = match recorded {
         Some(progress) if progress.phase == Phase::Done => return Ok(()),
+        Some(progress) if progress.phase == Phase::Resync => start_over(shared, &host, rbid).await?,
         Some(progress) => match still_valid(shared, &host, rbid, progress).await? {
             Some(progress) => progress,
             None => start_over(shared, &host, rbid).await?,

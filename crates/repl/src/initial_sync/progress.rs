@@ -53,6 +53,9 @@ pub const ATTEMPTS_KEPT_MAX: usize = 10;
 /// Where an initial sync is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
+    /// A too-stale member decided to resync: its data is (being) wiped,
+    /// and the sync starts over from nothing (`crate::resync`).
+    Resync,
     /// Copying collections.
     Cloning,
     /// Copy done: applying the source's oplog up to `min_valid`.
@@ -64,6 +67,7 @@ pub enum Phase {
 impl Phase {
     fn name(self) -> &'static str {
         match self {
+            Phase::Resync => "resync",
             Phase::Cloning => "cloning",
             Phase::Applying => "applying",
             Phase::Done => "done",
@@ -72,6 +76,7 @@ impl Phase {
 
     fn parse(name: &str) -> Option<Phase> {
         match name {
+            "resync" => Some(Phase::Resync),
             "cloning" => Some(Phase::Cloning),
             "applying" => Some(Phase::Applying),
             "done" => Some(Phase::Done),
@@ -113,6 +118,14 @@ impl Progress {
             current: None,
             max_seen: begin.ts,
             min_valid: Timestamp::ZERO,
+        }
+    }
+
+    /// The record of a resync decided, before any source is chosen.
+    pub fn resync() -> Progress {
+        Progress {
+            phase: Phase::Resync,
+            ..Progress::new(String::new(), 0, OpTime::NULL)
         }
     }
 
@@ -223,6 +236,12 @@ impl Status {
         c.bytes_at_start = 0;
         c.applied_ops = 0;
         c.databases.clear();
+    }
+
+    /// Forgets an earlier sync's counters (a resync after the member once
+    /// synced in this process): the status describes the new one.
+    pub fn start_new(&self) {
+        *self.counters.lock() = Counters::default();
     }
 
     /// The source of the current (or last) attempt.

@@ -103,6 +103,17 @@ pub async fn last_entry(shared: &Arc<Shared>, host: &str) -> Result<OpTime, NetE
     }
 }
 
+/// The source's oldest oplog entry (a too-stale member compares its last
+/// entry with it).
+pub async fn first_entry(shared: &Arc<Shared>, host: &str) -> Result<OpTime, NetError> {
+    let find = doc! {"find": "oplog.rs", "filter": {}, "sort": {"$natural": 1}, "limit": 1, "singleBatch": true};
+    let reply = command_raw(shared, host, "local", find).await?;
+    match first_batch(&reply)?.first() {
+        Some(entry) => entry_optime(entry),
+        None => Err(NetError::Protocol("the sync source's oplog is empty".into())),
+    }
+}
+
 /// Whether the source's oplog still holds the entry at `at` (same term).
 pub async fn holds_entry(shared: &Arc<Shared>, host: &str, at: OpTime) -> Result<bool, NetError> {
     let find = doc! {"find": "oplog.rs", "filter": {"ts": bson_timestamp(at.ts)}, "limit": 1, "singleBatch": true};

@@ -69,22 +69,27 @@ pub const HANG_STEP_LAST: u32 = 8;
 
 pub struct Rollback {
     shared: Arc<Shared>,
-    /// The host of the last search (the rollback's sync source).
-    source_host: Arc<Mutex<String>>,
+    /// The member and host of the last search (the rollback's sync source).
+    source: Arc<Mutex<(MemberId, String)>>,
 }
 
 impl Rollback {
     pub fn new(shared: Arc<Shared>) -> Rollback {
         Rollback {
             shared,
-            source_host: Arc::new(Mutex::new(String::new())),
+            source: Arc::new(Mutex::new((MemberId::MAX, String::new()))),
         }
     }
 
     pub fn find_common_point(&self, source: MemberId, host: String) {
         let shared = self.shared.clone();
-        *self.source_host.lock() = host.clone();
+        *self.source.lock() = (source, host.clone());
         self.shared.runtime.spawn(async move {
+            if shared.resync.started() {
+                // The member is wiping itself: nothing to roll back.
+                shared.input(Input::Event(Event::RollbackFailed { source }));
+                return;
+            }
             let event = match search::search(&shared, &host).await {
                 Ok(found) => {
                     tracing::info!(target: "repl", source = %host, common_point = %optime_text(found.common_point),
@@ -104,7 +109,7 @@ impl Rollback {
                             tracing::error!(target: "repl", source = %host, why = %why, "member too stale");
                             shared.rollback.set_info_message(format!("{host}: {why}"));
                             if shared.rollback.set_too_stale(true) {
-                                stay_recovering_while_stale(shared.clone(), our_last);
+                                crate::resync::watch(shared.clone(), our_last);
                             }
                         }
                         SearchError::NoCommonPoint { .. } => {
@@ -124,41 +129,18 @@ impl Rollback {
 
     pub fn roll_back(&self, common_point: OpTime) {
         let shared = self.shared.clone();
-        let source_host = self.source_host.lock().clone();
+        let (source, source_host) = self.source.lock().clone();
         self.shared.runtime.spawn_blocking(move || {
+            // A resync that began since the search wipes the data instead;
+            // one that begins now waits for this rollback (`resync.rs`).
+            let Some(_data) = shared.resync.data_guard() else {
+                shared.input(Input::Event(Event::RollbackFailed { source }));
+                return;
+            };
             let wall_ms = run_steps(&shared, common_point, source_host);
             shared.input(Input::Event(Event::RollbackComplete { common_point, wall_ms }));
         });
     }
-}
-
-/// A member too stale to catch up reports RECOVERING (as MongoDB's does)
-/// until its oplog moves past `stale_at` (a source that still held its
-/// last entry, or a resync), then SECONDARY again.
-fn stay_recovering_while_stale(shared: Arc<Shared>, stale_at: OpTime) {
-    let runtime = shared.runtime.clone();
-    runtime.spawn(async move {
-        report_state(&shared, slipstream_consensus::MemberState::Recovering).await;
-        let mut oplog = shared.engine.oplog_watch();
-        while shared.engine.last_applied() <= stale_at {
-            if oplog.changed().await.is_err() {
-                return;
-            }
-        }
-        shared.rollback.set_too_stale(false);
-        shared.rollback.set_info_message(String::new());
-        tracing::info!(target: "repl", from = %optime_text(stale_at), "no longer too stale: the oplog moves again");
-        report_state(&shared, slipstream_consensus::MemberState::Secondary).await;
-    });
-}
-
-async fn report_state(shared: &Shared, state: slipstream_consensus::MemberState) {
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    shared.input(Input::Command {
-        event: Event::ReportState(state),
-        reply,
-    });
-    let _ = answer.await;
 }
 
 /// Steps 2 to 7 (see the module doc); returns the wall date of the new

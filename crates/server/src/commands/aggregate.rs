@@ -307,6 +307,13 @@ pub(crate) fn parse_resolving_views(
     resolved.insert("pipeline", pipeline);
     let mut request = AggregateRequest::parse(db, &resolved)?;
     request.cursor_ns = namespace(db, &view_name);
+    // The view's stages and the reader's run under the view's collation.
+    let collation =
+        crate::exec::views::operation_collation(engine, db, &view_name, request.requested_collation.as_ref())?;
+    if request.requested_collation.is_none() {
+        request.pipeline = request.pipeline.with_collation(collation.clone());
+        request.collation = collation;
+    }
     Ok(request)
 }
 

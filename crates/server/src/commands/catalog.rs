@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bson::{doc, Bson, Document};
 use md5::{Digest, Md5};
+use slipstream_query::collation::same_collation;
 use slipstream_query::filter::Filter;
 use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
@@ -216,9 +217,6 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         if key == "collation" {
             // Kept as MongoDB fills it in (every field); simple is no default.
             if let Some(collation) = crate::exec::collation::for_index(args_collation(&req.body)?, None)? {
-                if req.body.contains_key("viewOn") {
-                    return Err(CommandError::new(115, "a view with a collation is not supported by Slipstream"));
-                }
                 options.insert("collation", collation);
             }
             continue;
@@ -288,6 +286,7 @@ fn check_view_definition(engine: &Engine, db: &str, collection: &str, options: &
         }
     }
     slipstream_query::aggregate::Pipeline::parse(&stages, db)?;
+    check_view_collations(engine, db, collection, view_on, &stages, options)?;
     let depth = views::resolve(engine, db, view_on)?.map_or(0, |_| {
         let mut depth = 0;
         let mut current = view_on.to_owned();
@@ -302,6 +301,45 @@ fn check_view_definition(engine: &Engine, db: &str, collection: &str, options: &
             12,
             format!("View depth too deep or view cycle detected. Maximum depth is {}", views::VIEW_DEPTH_MAX),
         ));
+    }
+    Ok(())
+}
+
+/// A view reads other views (the one it is on, those its stages read) only
+/// when they share its collation, as MongoDB's view catalog requires (167).
+fn check_view_collations(
+    engine: &Engine,
+    db: &str,
+    collection: &str,
+    view_on: &str,
+    stages: &[Document],
+    options: &Document,
+) -> Result<(), CommandError> {
+    let own = crate::exec::collation::from_options(options)?;
+    let mut read = vec![view_on.to_owned()];
+    stages.iter().for_each(|stage| views::collections_read(stage, &mut read));
+    let conflict = |name: &str| {
+        CommandError::new(
+            views::OPTION_NOT_SUPPORTED_ON_VIEW,
+            format!("View {db}.{collection} has conflicting collation with view {db}.{name}"),
+        )
+    };
+    for name in read {
+        let is_view = engine.collection_info(&format!("{db}.{name}")).as_ref().and_then(views::definition).is_some();
+        if is_view && !same_collation(views::collation(engine, db, &name)?.as_deref(), own.as_deref()) {
+            return Err(conflict(&name));
+        }
+    }
+    // Views already reading this name (created while it did not exist)
+    // must share its collation too.
+    for info in engine.list_collections(db) {
+        let Some((view_on, stages)) = views::definition(&info) else { continue };
+        let mut reads = vec![view_on];
+        stages.iter().for_each(|stage| views::collections_read(stage, &mut reads));
+        let theirs = crate::exec::collation::from_options(&info.options)?;
+        if reads.iter().any(|name| name == collection) && !same_collation(theirs.as_deref(), own.as_deref()) {
+            return Err(conflict(info.ns.split_once('.').map_or(info.ns.as_str(), |(_, name)| name)));
+        }
     }
     Ok(())
 }

@@ -388,7 +388,9 @@ impl UpdateStatement {
             ));
         }
         let collation = crate::exec::collation::requested(spec, "update.updates")?;
-        let filter = filter.with_collation(collation.unwrap_or_else(|| default_collation.clone()));
+        let collation = collation.unwrap_or_else(|| default_collation.clone());
+        let filter = filter.with_collation(collation.clone());
+        let update = update.with_collation(collation.clone());
         Ok(UpdateStatement {
             filter_document,
             filter,
@@ -396,7 +398,8 @@ impl UpdateStatement {
             upsert,
             multi,
             hint: hint_of(spec),
-            variables: lets.variables().clone(),
+            // A pipeline update's expressions compare under the collation.
+            variables: lets.variables().clone().with_collation(collation),
         })
     }
 }
@@ -899,7 +902,8 @@ impl FindAndModify {
         let collation = crate::exec::collation::requested(body, COMMAND)?;
         let collation = collation.unwrap_or_else(|| default_collation.clone());
         let filter = filter.with_collation(collation.clone());
-        let sort = sort.map(|sort| sort.with_collation(collation));
+        let sort = sort.map(|sort| sort.with_collation(collation.clone()));
+        let update = update.map(|update| update.with_collation(collation.clone()));
         Ok(FindAndModify {
             filter_document,
             filter,
@@ -909,7 +913,7 @@ impl FindAndModify {
             upsert,
             projection,
             hint: hint_of(body),
-            variables: lets.variables().clone(),
+            variables: lets.variables().clone().with_collation(collation),
         })
     }
 }

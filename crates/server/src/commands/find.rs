@@ -1021,6 +1021,7 @@ pub async fn distinct(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
 /// The distinct values `key` reaches in `documents`: arrays along and at
 /// the end of the path contribute their elements; values are distinct by
 /// BSON comparison (so 1 and 1.0 are one value) and returned in BSON order.
+#[cfg(test)]
 pub(crate) fn distinct_values(documents: &[Document], key: &str) -> Result<Vec<Bson>, CommandError> {
     distinct_values_collated(documents, key, None)
 }

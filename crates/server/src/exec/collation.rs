@@ -20,7 +20,15 @@ pub fn requested(body: &Document, command: &str) -> Result<Option<CollationRef>,
 
 /// The collection's default collation (`None`: simple, or no collection).
 pub fn collection_default(info: Option<&CollectionInfo>) -> Result<CollationRef, CommandError> {
-    match info.and_then(|info| info.options.get("collation")) {
+    match info {
+        Some(info) => from_options(&info.options),
+        None => Ok(None),
+    }
+}
+
+/// The default collation kept in a collection's (or view's) options.
+pub fn from_options(options: &Document) -> Result<CollationRef, CommandError> {
+    match options.get("collation") {
         Some(Bson::Document(collation)) => Ok(Collation::parse(collation)?),
         _ => Ok(None),
     }

@@ -184,8 +184,13 @@ fn partial_usable(index: &IndexSpec, filter: &Filter) -> bool {
     let Some(partial) = &index.partial_filter_expression else {
         return true;
     };
-    // The filter was checked when the index was created.
-    Filter::parse(partial).is_ok_and(|partial| planner::filter_implies(filter.root(), partial.root()))
+    // The filter was checked when the index was created; its strings
+    // compare under the index's collation.
+    let Ok(pattern) = index.pattern() else {
+        return false;
+    };
+    Filter::parse_collated(partial, pattern.collation)
+        .is_ok_and(|partial| planner::filter_implies(filter.root(), partial.root()))
 }
 
 /// Asks the query planner for a plan over the collection's indexes.
@@ -197,7 +202,12 @@ fn index_plan(
     // Index keys of strings are the index collation's sort keys: only an
     // index with the query's collation can bound or order by them.
     let collation = shape.filter.collation().map(|collation| collation.to_document());
-    let same_collation = |index: &IndexSpec| index.collation == collation;
+    // `_id_` is the record table, keyed by the `_id` bytes whatever
+    // collation its uniqueness follows (`CollectionMeta::id_collated`).
+    let same_collation = |index: &IndexSpec| match index.is_id_index() {
+        true => collation.is_none(),
+        false => index.collation == collation,
+    };
     if let Some(index) = hinted.filter(|index| !same_collation(index)) {
         return mismatched_hint(info, shape, index);
     }

@@ -60,7 +60,9 @@ pub(crate) fn project(
             // The positional `field.$` projection needs the match's array
             // position, so the match is recomputed with details here.
             let details = filter.matches_with_variables(&document, &expr_variables())?;
-            Ok(projection.apply(&document, Some(&details))?)
+            // Computed fields compare strings under the query's collation.
+            let vars = expr_variables().with_collation(filter.collation_ref());
+            Ok(projection.apply_with_variables(&document, Some(&details), &vars)?)
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use bson::Document;
 use slipstream_query::aggregate::CollectionSource;
+use slipstream_query::collation::{same_collation, CollationRef};
 use slipstream_query::filter::Filter;
 use slipstream_query::QueryError;
 use slipstream_storage::{Engine, ReadAt, Reader, Timestamp};
@@ -132,12 +133,34 @@ pub struct StorageSource {
 
 impl CollectionSource for StorageSource {
     fn scan(&self, db: &str, collection: &str) -> Result<Vec<Document>, QueryError> {
+        // A view read on its own runs under its own collation.
+        let own = super::views::collation(&self.engine, db, collection).map_err(to_query_error)?;
+        self.scan_collated(db, collection, &own, false)
+    }
+
+    fn scan_collated(
+        &self,
+        db: &str,
+        collection: &str,
+        collation: &CollationRef,
+        view_must_match: bool,
+    ) -> Result<Vec<Document>, QueryError> {
         // A view is read as its pipeline over its backing collection
         // (which `resolve` guarantees is not itself a view).
         if let Some(view) = super::views::resolve(&self.engine, db, collection).map_err(to_query_error)? {
+            if view_must_match {
+                let own = super::views::collation(&self.engine, db, collection).map_err(to_query_error)?;
+                if !same_collation(own.as_deref(), collation.as_deref()) {
+                    return Err(QueryError::new(
+                        super::views::OPTION_NOT_SUPPORTED_ON_VIEW,
+                        format!("Cannot override the default collation of view {db}.{collection}"),
+                    ));
+                }
+            }
             let _depth = ViewReadDepth::enter(db, collection)?;
             let base = self.scan(db, &view.collection)?;
-            let pipeline = slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?;
+            let pipeline =
+                slipstream_query::aggregate::Pipeline::parse(&view.pipeline, db)?.with_collation(collation.clone());
             return pipeline.execute(Box::new(base.into_iter().map(Ok)), self, bson::DateTime::now());
         }
         let ns = format!("{db}.{collection}");

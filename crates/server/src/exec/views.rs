@@ -11,6 +11,7 @@
 //! `$lookup`/`$unionWith` read a view the same way.
 
 use bson::{Bson, Document};
+use slipstream_query::collation::{same_collation, CollationRef};
 use slipstream_storage::{CollectionInfo, Engine};
 
 use crate::error::CommandError;
@@ -76,6 +77,64 @@ pub fn resolve(engine: &Engine, db: &str, collection: &str) -> Result<Option<Res
         collection: current,
         pipeline,
     }))
+}
+
+/// OptionNotSupportedOnView.
+pub const OPTION_NOT_SUPPORTED_ON_VIEW: i32 = 167;
+
+/// A view's default collation: the one given at `create` (simple when none
+/// was, never the backing collection's, as in MongoDB).
+pub fn collation(engine: &Engine, db: &str, view: &str) -> Result<CollationRef, CommandError> {
+    crate::exec::collation::collection_default(engine.collection_info(&format!("{db}.{view}")).as_ref())
+}
+
+/// The collation an operation on view `view` runs under: the view's own.
+/// An operation that names another one is refused (167), as MongoDB
+/// refuses to override a view's default collation.
+pub fn operation_collation(
+    engine: &Engine,
+    db: &str,
+    view: &str,
+    requested: Option<&CollationRef>,
+) -> Result<CollationRef, CommandError> {
+    let own = collation(engine, db, view)?;
+    match requested {
+        Some(requested) if !same_collation(requested.as_deref(), own.as_deref()) => Err(CommandError::new(
+            OPTION_NOT_SUPPORTED_ON_VIEW,
+            "Cannot override a view's default collation",
+        )),
+        _ => Ok(own),
+    }
+}
+
+/// Adds to `into` the collections a pipeline stage reads (`$lookup`,
+/// `$graphLookup`, `$unionWith`, and those of its sub-pipelines, `$facet`'s
+/// included), for the view collation check.
+pub fn collections_read(stage: &Document, into: &mut Vec<String>) {
+    let sub_pipeline = |value: Option<&Bson>, into: &mut Vec<String>| {
+        if let Some(Bson::Array(stages)) = value {
+            stages.iter().filter_map(Bson::as_document).for_each(|stage| collections_read(stage, into));
+        }
+    };
+    for (name, spec) in stage {
+        match (name.as_str(), spec) {
+            ("$lookup" | "$graphLookup", Bson::Document(spec)) => {
+                if let Some(Bson::String(from)) = spec.get("from") {
+                    into.push(from.clone());
+                }
+                sub_pipeline(spec.get("pipeline"), into);
+            }
+            ("$unionWith", Bson::String(coll)) => into.push(coll.clone()),
+            ("$unionWith", Bson::Document(spec)) => {
+                if let Some(Bson::String(coll)) = spec.get("coll") {
+                    into.push(coll.clone());
+                }
+                sub_pipeline(spec.get("pipeline"), into);
+            }
+            ("$facet", Bson::Document(facets)) => facets.values().for_each(|stages| sub_pipeline(Some(stages), into)),
+            _ => {}
+        }
+    }
 }
 
 /// CommandNotSupportedOnView (166) when `ns` is a view.

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use bson::{doc, Bson, Document};
+use slipstream_query::collation::CollationRef;
 
 use super::super::aggregate::{parse_resolving_views, run_pipeline_blocking};
 use super::super::CommandContext;
@@ -19,16 +20,17 @@ use crate::exec::cursor_body::{BatchTiming, CursorBody};
 use crate::exec::query::{project, BufferedResults};
 
 /// The command options a view's pipeline passes on to `aggregate`.
-const PASSED_ON: &[&str] = &["maxTimeMS", "allowDiskUse", "hint"];
+const PASSED_ON: &[&str] = &["maxTimeMS", "allowDiskUse", "hint", "collation"];
 
-/// Runs `stages` over view `view` (in `db`) and returns its documents.
+/// Runs `stages` over view `view` (in `db`) and returns its documents and
+/// the collation they ran under (the view's).
 async fn run_over_view(
     ctx: &CommandContext,
     db: &str,
     view: &str,
     stages: Vec<Document>,
     body: &Document,
-) -> Result<Vec<Document>, CommandError> {
+) -> Result<(Vec<Document>, CollationRef), CommandError> {
     let mut aggregate = doc! {"aggregate": view, "pipeline": stages, "cursor": {}};
     for field in PASSED_ON {
         if let Some(value) = body.get(*field) {
@@ -38,8 +40,9 @@ async fn run_over_view(
     let mut request = parse_resolving_views(&ctx.state.engine, db, &aggregate)?;
     // The view's pipeline reads where the command's read concern said.
     request.read_point = ctx.read_point();
+    let collation = request.collation.clone();
     let (_, run) = run_pipeline_blocking(&ctx.state.engine, request).await?;
-    Ok(run.documents)
+    Ok((run.documents, collation))
 }
 
 fn view_name(ns: &str) -> &str {
@@ -86,7 +89,7 @@ pub(super) async fn find(
     if let Some(limit) = request.limit {
         stages.push(doc! {"$limit": i64::try_from(limit).unwrap_or(i64::MAX)});
     }
-    let documents = run_over_view(ctx, db, view_name(&request.ns), stages, body).await?;
+    let (documents, _) = run_over_view(ctx, db, view_name(&request.ns), stages, body).await?;
     let documents = documents
         .into_iter()
         .map(|document| project(request.projection.as_ref(), &request.filter, document))
@@ -132,7 +135,7 @@ pub(super) async fn count(
         stages.push(doc! {"$limit": i64::try_from(limit).unwrap_or(i64::MAX)});
     }
     stages.push(doc! {"$count": "n"});
-    let documents = run_over_view(ctx, db, view, stages, body).await?;
+    let (documents, _) = run_over_view(ctx, db, view, stages, body).await?;
     let n = match documents.first().and_then(|counted| counted.get("n")) {
         None => 0,
         Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
@@ -150,7 +153,7 @@ pub(super) async fn distinct(
     filter_document: Document,
     body: &Document,
 ) -> Result<Document, CommandError> {
-    let documents = run_over_view(ctx, db, view, vec![doc! {"$match": filter_document}], body).await?;
-    let values = super::distinct_values(&documents, key)?;
+    let (documents, collation) = run_over_view(ctx, db, view, vec![doc! {"$match": filter_document}], body).await?;
+    let values = super::distinct_values_collated(&documents, key, collation.as_deref())?;
     Ok(doc! {"values": values})
 }

@@ -25,48 +25,16 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-LOAD_THREADS = 4
-INSERT_BATCH = 1000
+from slipstream_testing.bench_load import cpu_seconds, load  # noqa: E402
+
 SYNC_TIMEOUT_S = 1800
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def load(rs, total_bytes: int, doc_bytes: int) -> int:
-    """Inserts documents until `total_bytes`; returns how many."""
-    from pymongo import ASCENDING, WriteConcern
-
-    coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
-    coll.create_index([("k", ASCENDING)])
-    coll.create_index([("tag", ASCENDING), ("k", ASCENDING)])
-    pad = "p" * max(0, doc_bytes - 60)
-    count = max(1, total_bytes // doc_bytes)
-    batches = list(range(0, count, INSERT_BATCH))
-
-    def worker(part: list[int]) -> None:
-        for start in part:
-            end = min(count, start + INSERT_BATCH)
-            coll.insert_many([{"_id": i, "k": i * 7919 % count, "tag": f"t{i % 100}", "pad": pad}
-                              for i in range(start, end)], ordered=False)
-
-    threads = [threading.Thread(target=worker, args=(batches[i::LOAD_THREADS],)) for i in range(LOAD_THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return count
 
 
 def main() -> int:
@@ -81,7 +49,7 @@ def main() -> int:
     rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
     rs.start()
     try:
-        documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes)
+        documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes, tagged=True)
         primary = rs.primary()
         stats = rs.direct(primary).bench.command("dbStats")
         added = rs.add_member()

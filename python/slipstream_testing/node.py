@@ -108,6 +108,16 @@ class Node:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
+    def restart(self, how: str) -> "Node":
+        """Stops the node as `how` says ("clean shutdown": SIGTERM, which
+        must exit 0; "sigkill": a crash) and starts it on the same dbpath."""
+        if how == "sigkill":
+            self.kill()
+        else:
+            assert how == "clean shutdown", how
+            assert self.stop() == 0, "the clean shutdown failed"
+        return self.start()
+
     def cleanup(self) -> None:
         self.kill()
         if self._owns_dbpath:

@@ -228,11 +228,7 @@ def test_order_and_limits_survive_a_restart(fresh_node, how):
     db.create_collection("c", capped=True, size=1 << 20, max=3)
     db.c.insert_many([{"_id": i} for i in [9, 2, 7, 4]])
     client.close()
-    if how == "sigkill":
-        fresh_node.kill()
-    else:
-        assert fresh_node.stop() == 0
-    fresh_node.start()
+    fresh_node.restart(how)
     client = MongoClient(fresh_node.uri, serverSelectionTimeoutMS=10_000)
     assert [d["_id"] for d in client.t.c.find()] == [2, 7, 4]
     client.t.c.insert_one({"_id": 1})

@@ -274,11 +274,7 @@ def test_collated_id_survives_a_restart(fresh_node, how):
     db.create_collection("ids", collation=CI)
     db.ids.insert_one({"_id": "a"})
     client.close()
-    if how == "sigkill":
-        fresh_node.kill()
-    else:
-        assert fresh_node.stop() == 0
-    fresh_node.start()
+    fresh_node.restart(how)
     client = MongoClient(fresh_node.uri, serverSelectionTimeoutMS=10_000)
     with pytest.raises(DuplicateKeyError):
         client.t.ids.insert_one({"_id": "A"})

@@ -168,16 +168,23 @@ def test_a_member_added_under_write_load_syncs_and_matches_the_primary(make_repl
     assert "user_1_n_1" in rs.direct(added).app.orders.index_information()
 
 
-def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):
-    rs = _set(make_replset, nodes=2)
+def _sync_held_after_first_users_batch(make_replset, nodes: int) -> tuple:
+    """A loaded set of `nodes` members and a member added to it whose
+    initial sync stops after the first batch of 200 users, with the batch
+    durable (app.orders, before it in namespace order, is copied in full);
+    returns the set and the added member."""
+    rs = _set(make_replset, nodes=nodes)
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
-    # Stop after the first batch of 200 users, with the batch durable
-    # (app.orders, before it in namespace order, is copied in full).
     _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchDocuments=200, ns="app.users")
     _reconfig_in(rs, added, votes=0)
     _wait_log(rs, added, "initial sync fail point reached")
+    return rs, added
+
+
+def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):
+    rs, added = _sync_held_after_first_users_batch(make_replset, nodes=2)
     # While it runs, replSetGetStatus shows how far the copy is.
     status = _sync_status(rs, added)
     assert rs.member_state(added) == "STARTUP2"
@@ -212,13 +219,7 @@ def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):
 
 
 def test_a_syncing_member_switches_source_when_its_source_dies(make_replset):
-    rs = _set(make_replset, nodes=3)
-    _load(rs)
-    _wait_oplog_moved_on(rs)
-    added = rs.add_member()
-    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchDocuments=200, ns="app.users")
-    _reconfig_in(rs, added, votes=0)
-    _wait_log(rs, added, "initial sync fail point reached")
+    rs, added = _sync_held_after_first_users_batch(make_replset, nodes=3)
     source = rs.id_of(_sync_status(rs, added)["syncSourceHost"])
     assert rs.member_state(source) == "SECONDARY"  # secondaries are preferred
     rs.kill(source)

@@ -104,6 +104,8 @@ fn assert_stats(engine: &Engine, ns: &str, expected: &CollectionStats) {
     let stats = engine.collection_stats(ns).unwrap();
     assert_eq!(&stats, expected, "totals of {ns}");
     assert_eq!(engine.collection_stats_scanned(ns).unwrap(), stats, "a scan of {ns}");
+    let report = engine.validate(ns).unwrap();
+    assert!(report.valid, "validate {ns}: {:?}", report.errors);
 }
 
 fn count(engine: &Arc<Engine>, at: ReadAt, ns: &str) -> u64 {

@@ -126,7 +126,7 @@ fn totals_follow_inserts_size_changing_updates_deletes_and_index_builds() {
         model.insert(
             &engine,
             ns,
-            doc_with(id, Bson::Array(vec![Bson::Int32(id % 3), Bson::Int32(7)]), id as usize),
+            doc_with(id, Bson::Array(vec![Bson::Int32(id % 3), Bson::Int32(7), Bson::Int32(7)]), id as usize),
         );
     }
     assert_stats(&engine, ns, &model.stats(false));

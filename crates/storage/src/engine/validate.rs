@@ -149,8 +149,12 @@ mod tests {
         let record = record_store_key(1, &slipstream_query::index_key::record_key(&bson::Bson::Int32(1)));
         let right = CollectionTotals { count: 1, bytes: bytes.len() as u64, ..CollectionTotals::default() };
         let wrong = CollectionTotals { count: 2, ..right.clone() };
-        store.write(Timestamp::new(2, 0), vec![(record, Some(Arc::from(bytes))), (collection_totals::totals_key(2), Some(right.to_value()))]);
-        store.write(Timestamp::new(3, 0), vec![(collection_totals::totals_key(2), Some(wrong.to_value()))]);
+        let totals_key = collection_totals::totals_key(2);
+        store.write(
+            Timestamp::new(2, 0),
+            vec![(record, Some(Arc::from(bytes))), (totals_key.clone(), Some(right.to_value()))],
+        );
+        store.write(Timestamp::new(3, 0), vec![(totals_key, Some(wrong.to_value()))]);
         let valid = validate_collection(&store, &store.view(Timestamp::new(2, 0)).unwrap(), &collection).unwrap();
         assert!(valid.valid, "{:?}", valid.errors);
         let drifted = validate_collection(&store, &store.view(Timestamp::new(3, 0)).unwrap(), &collection).unwrap();

@@ -111,6 +111,29 @@ def test_sigterm_shuts_down_cleanly(fresh_node):
     assert fresh_node.stop() == 0
 
 
+def test_sigterm_during_startup_is_a_clean_shutdown(tmp_path):
+    """A SIGTERM that arrives while the node opens its storage (before it
+    listens) is held and becomes a clean shutdown once it serves, as
+    MongoDB's handler is installed first; it used to kill the process
+    (-15), or be lost when it came as the port opened."""
+    for attempt in range(3):
+        dbpath = tmp_path / f"db{attempt}"
+        process = subprocess.Popen(
+            [binary_path(), "serve", "--port", str(free_port()), "--dbpath", str(dbpath)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not (dbpath / "mongod.lock").exists():
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.001)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def test_shutdown_command(fresh_node):
     fresh_node.start()
     client = connect(fresh_node)

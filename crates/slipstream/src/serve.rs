@@ -17,7 +17,7 @@ use slipstream_repl::{MemberBlocklist, ReplicaSet, ReplicaSetOptions, Standalone
 use slipstream_server::{ServerOptions, ServerState};
 use slipstream_storage::io::StdIo;
 use slipstream_storage::{Engine, EngineOptions, StorageError};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::{log_layer, ServeArgs};
 
@@ -137,6 +137,16 @@ async fn serve(
     metrics_port: Option<u16>,
     log: Log,
 ) -> ExitCode {
+    // Installed before anything else: a SIGTERM during recovery or right
+    // after the port opens is then held for the watcher below (a clean
+    // shutdown) instead of killing the process with the default action.
+    let signals = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(terminate), Ok(interrupt)) => Some((terminate, interrupt)),
+        _ => {
+            log.error("CONTROL", 23377, "initandlisten", "cannot install signal handlers", serde_json::Value::Null);
+            None
+        }
+    };
     if let Err(err) = slipstream_storage::lock_file::create_data_directory(&*StdIo::new(), &options.dbpath) {
         log.error(
             "STORAGE",
@@ -228,7 +238,7 @@ async fn serve(
         _ => None,
     };
     let state = Arc::new(ServerState::new(engine.clone(), topology, member_blocklist, options, log));
-    let signals = tokio::spawn(watch_signals(state.clone()));
+    let signals = tokio::spawn(watch_signals(state.clone(), signals));
     slipstream_server::serve(state.clone(), listeners).await;
     signals.abort();
     if let Some(endpoint) = metrics_endpoint {
@@ -348,17 +358,10 @@ fn log_panics(log: Log) {
     }));
 }
 
-/// Turns SIGTERM or SIGINT into the node's shutdown signal.
-async fn watch_signals(state: Arc<ServerState>) {
-    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        state.log.error(
-            "CONTROL",
-            23377,
-            "signalProcessingThread",
-            "cannot install signal handlers",
-            serde_json::Value::Null,
-        );
+/// Turns SIGTERM or SIGINT (installed at startup; None if they could not
+/// be) into the node's shutdown signal.
+async fn watch_signals(state: Arc<ServerState>, signals: Option<(Signal, Signal)>) {
+    let Some((mut terminate, mut interrupt)) = signals else {
         return;
     };
     let name = tokio::select! {

@@ -11,7 +11,8 @@ measured. Prints one JSON line:
 cpu_s is the new member's user+system CPU seconds over the sync (from
 /proc), source_cpu_s the source's (the one-member set's primary), printed
 beside the wall time since a loaded machine stretches the latter;
-load_average_1m says how loaded it was; written_mb is what the new
+load_average_1m says how loaded it was (the sync starts once the source
+is idle after the load: source_settle_s, its checkpoint's time); written_mb is what the new
 member wrote to its disk over the sync (/proc/PID/io write_bytes: data,
 indexes, the key-value store's copy-on-write pages, journal, progress). --perf FILE records the new
 member with `perf record -g` over the sync (where its time goes).
@@ -50,6 +51,23 @@ def written_bytes(pid: int) -> int:
     return 0
 
 
+SETTLE_TIMEOUT_S = 120
+SETTLE_CPU_FRACTION = 0.05
+
+
+def settle(pid: int) -> float:
+    """Waits until the process uses under SETTLE_CPU_FRACTION of a core
+    over a second (the source's checkpoint of the data just loaded would
+    otherwise compete with the sync for the cores); returns the wait."""
+    started = time.monotonic()
+    while time.monotonic() - started < SETTLE_TIMEOUT_S:
+        before = cpu_seconds(pid)
+        time.sleep(1)
+        if cpu_seconds(pid) - before < SETTLE_CPU_FRACTION:
+            break
+    return time.monotonic() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200)
@@ -72,6 +90,7 @@ def main() -> int:
         config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
         pid = int(rs.member(added)["pid"])
         source_pid = int(rs.member(primary)["pid"])
+        settled_s = settle(source_pid)
         perf = None
         if args.perf:
             perf = subprocess.Popen(["perf", "record", "-g", "-o", args.perf, "-p", str(pid)],
@@ -107,6 +126,7 @@ def main() -> int:
             "copy_mb_per_cpu_s": round(data_bytes / 1048576 / max(cpu_s, 0.01), 1),
             "source_cpu_s": round(source_cpu_s, 2),
             "written_mb": round(written_mb, 1),
+            "source_settle_s": round(settled_s, 1),
             "load_average_1m": round(os.getloadavg()[0], 1),
         }))
         return 0 if copied == documents else 1

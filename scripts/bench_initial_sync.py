@@ -15,7 +15,8 @@ load_average_1m says how loaded it was (the sync starts once the source
 is idle after the load: source_settle_s, its checkpoint's time); written_mb is what the new
 member wrote to its disk over the sync (/proc/PID/io write_bytes: data,
 indexes, the key-value store's copy-on-write pages, journal, progress). --perf FILE records the new
-member with `perf record -g` over the sync (where its time goes).
+member with `perf record -g` over the sync (where its time goes),
+--perf-source FILE the source.
 
 copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
 divided by the time to SECONDARY, which includes choosing the source, the
@@ -74,6 +75,7 @@ def main() -> int:
     parser.add_argument("--doc-bytes", type=int, default=1000)
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
     parser.add_argument("--perf", help="write a perf profile of the syncing member here")
+    parser.add_argument("--perf-source", help="write a perf profile of the source here")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     from slipstream_testing import ReplicaSet
@@ -91,10 +93,10 @@ def main() -> int:
         pid = int(rs.member(added)["pid"])
         source_pid = int(rs.member(primary)["pid"])
         settled_s = settle(source_pid)
-        perf = None
-        if args.perf:
-            perf = subprocess.Popen(["perf", "record", "-g", "-o", args.perf, "-p", str(pid)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        perfs = [subprocess.Popen(["perf", "record", "-g", "-o", out, "-p", str(who)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for out, who in ((args.perf, pid), (args.perf_source, source_pid)) if out]
+        if perfs:
             time.sleep(1)
         cpu_before = cpu_seconds(pid)
         written_before = written_bytes(pid)
@@ -106,7 +108,7 @@ def main() -> int:
         cpu_s = cpu_seconds(pid) - cpu_before
         written_mb = (written_bytes(pid) - written_before) / 1048576
         source_cpu_s = cpu_seconds(source_pid) - source_cpu_before
-        if perf is not None:
+        for perf in perfs:
             perf.send_signal(2)
             perf.wait()
         status = rs.direct(added).admin.command("replSetGetStatus", initialSync=1).get("initialSyncStatus", {})

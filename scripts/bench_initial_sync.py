@@ -85,7 +85,8 @@ def main() -> int:
     try:
         documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes, tagged=True)
         primary = rs.primary()
-        stats = rs.direct(primary).bench.command("dbStats")
+        # No socket timeout: dbStats may scan every document (gigabytes).
+        stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
         added = rs.add_member()
         config = rs.config()
         config["version"] += 1

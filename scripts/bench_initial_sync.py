@@ -9,8 +9,14 @@ measured. Prints one JSON line:
    "elapsed_s": ..., "copy_mb_per_s": ..., "index_keys": ...}
 
 cpu_s is the new member's user+system CPU seconds over the sync (from
-/proc), printed beside the wall time since a loaded machine stretches the
-latter; load_average_1m says how loaded it was.
+/proc), source_cpu_s the source's (the one-member set's primary), printed
+beside the wall time since a loaded machine stretches the latter;
+load_average_1m says how loaded it was (the sync starts once the source
+is idle after the load: source_settle_s, its checkpoint's time); written_mb is what the new
+member wrote to its disk over the sync (/proc/PID/io write_bytes: data,
+indexes, the key-value store's copy-on-write pages, journal, progress). --perf FILE records the new
+member with `perf record -g` over the sync (where its time goes),
+--perf-source FILE the source.
 
 copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
 divided by the time to SECONDARY, which includes choosing the source, the
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,11 +44,38 @@ SYNC_TIMEOUT_S = 1800
 
 
 
+def written_bytes(pid: int) -> int:
+    """Bytes the process caused to be written to storage (/proc/PID/io)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+SETTLE_TIMEOUT_S = 120
+SETTLE_CPU_FRACTION = 0.05
+
+
+def settle(pid: int) -> float:
+    """Waits until the process uses under SETTLE_CPU_FRACTION of a core
+    over a second (the source's checkpoint of the data just loaded would
+    otherwise compete with the sync for the cores); returns the wait."""
+    started = time.monotonic()
+    while time.monotonic() - started < SETTLE_TIMEOUT_S:
+        before = cpu_seconds(pid)
+        time.sleep(1)
+        if cpu_seconds(pid) - before < SETTLE_CPU_FRACTION:
+            break
+    return time.monotonic() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--doc-bytes", type=int, default=1000)
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
+    parser.add_argument("--perf", help="write a perf profile of the syncing member here")
+    parser.add_argument("--perf-source", help="write a perf profile of the source here")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     from slipstream_testing import ReplicaSet
@@ -51,18 +85,33 @@ def main() -> int:
     try:
         documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes, tagged=True)
         primary = rs.primary()
-        stats = rs.direct(primary).bench.command("dbStats")
+        # No socket timeout: dbStats may scan every document (gigabytes).
+        stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
         added = rs.add_member()
         config = rs.config()
         config["version"] += 1
         config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
         pid = int(rs.member(added)["pid"])
+        source_pid = int(rs.member(primary)["pid"])
+        settled_s = settle(source_pid)
+        perfs = [subprocess.Popen(["perf", "record", "-g", "-o", out, "-p", str(who)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for out, who in ((args.perf, pid), (args.perf_source, source_pid)) if out]
+        if perfs:
+            time.sleep(1)
         cpu_before = cpu_seconds(pid)
+        written_before = written_bytes(pid)
+        source_cpu_before = cpu_seconds(source_pid)
         started = time.monotonic()
         rs.direct(primary).admin.command("replSetReconfig", config)
         rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
         elapsed = time.monotonic() - started
         cpu_s = cpu_seconds(pid) - cpu_before
+        written_mb = (written_bytes(pid) - written_before) / 1048576
+        source_cpu_s = cpu_seconds(source_pid) - source_cpu_before
+        for perf in perfs:
+            perf.send_signal(2)
+            perf.wait()
         status = rs.direct(added).admin.command("replSetGetStatus", initialSync=1).get("initialSyncStatus", {})
         copied = rs.direct(added).bench.docs.estimated_document_count()
         data_bytes = int(stats.get("dataSize", 0))
@@ -78,6 +127,9 @@ def main() -> int:
             "copy_mb_per_s": round(data_bytes / 1048576 / elapsed, 1),
             "cpu_s": round(cpu_s, 2),
             "copy_mb_per_cpu_s": round(data_bytes / 1048576 / max(cpu_s, 0.01), 1),
+            "source_cpu_s": round(source_cpu_s, 2),
+            "written_mb": round(written_mb, 1),
+            "source_settle_s": round(settled_s, 1),
             "load_average_1m": round(os.getloadavg()[0], 1),
         }))
         return 0 if copied == documents else 1

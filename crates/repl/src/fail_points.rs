@@ -16,8 +16,10 @@
 //!   while on, after each collection is copied and its progress durable.
 //! - `initialSyncHangAfterBatch`: the cloner waits while on, after each
 //!   batch is copied and its progress durable. Its `data`:
-//!   `{batchDocuments: n}` makes the copy's batches hold at most `n`
+//!   `{batchDocuments: n}` makes the copy's replies hold at most `n`
 //!   documents while on (so that a small collection still stops half way),
+//!   `{loadDocuments: m}` stores `m` documents a bulk load (several
+//!   replies; `batchDocuments` when not given),
 //!   `{ns: "db.coll"}` hangs only after batches of that collection.
 //! - `resyncHangBeforeWipe` (ours): a too-stale member that decided to
 //!   resync (its marker written, STARTUP2) waits while on before it wipes

@@ -170,14 +170,16 @@ def test_a_member_added_under_write_load_syncs_and_matches_the_primary(make_repl
 
 def _sync_held_after_first_users_batch(make_replset, nodes: int) -> tuple:
     """A loaded set of `nodes` members and a member added to it whose
-    initial sync stops after the first batch of 200 users, with the batch
-    durable (app.orders, before it in namespace order, is copied in full);
-    returns the set and the added member."""
+    initial sync stops after the first bulk load of 200 users (two replies
+    of 100: a load takes several), with the load durable (app.orders,
+    before it in namespace order, is copied in full) and the next replies
+    read ahead but not stored; returns the set and the added member."""
     rs = _set(make_replset, nodes=nodes)
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
-    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchDocuments=200, ns="app.users")
+    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchDocuments=100, loadDocuments=200,
+                ns="app.users")
     _reconfig_in(rs, added, votes=0)
     _wait_log(rs, added, "initial sync fail point reached")
     return rs, added
@@ -196,7 +198,7 @@ def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):
     assert (app["collections"], app["clonedCollections"]) == (2, 1), status
     assert app["app.orders"]["documentsCopied"] == ORDERS
     users = app["app.users"]
-    assert (users["documentsToCopy"], users["documentsCopied"], users["fetchedBatches"]) == (USERS, 200, 1), status
+    assert (users["documentsToCopy"], users["documentsCopied"], users["fetchedBatches"]) == (USERS, 200, 2), status
     assert users["indexes"] == 2
 
     # The source holds the copy's begin point on its oplog (issue 8 item

@@ -2,10 +2,14 @@
 //! collection at a time in namespace order: its options, UUID and indexes
 //! first (`listCollections`, `listIndexes`; the indexes are then maintained
 //! as documents arrive), then its documents in `_id` order through `find`
-//! and `getMore`, each reply (at most 16 MB, the server's batch bound) one
-//! bulk load into storage followed by a durable progress record. A resumed
-//! copy skips the collections done and continues the current one after
-//! the last `_id` copied.
+//! and `getMore` (replies of at most 16 MB, the server's batch bound). A
+//! `Fetcher` task reads the cursor one reply ahead while the previous
+//! replies are stored, so the network and the disk overlap; replies are
+//! gathered up to `COPY_COMMIT_BYTES` into one bulk load (one fsynced
+//! commit) followed by a durable progress record naming its last `_id`:
+//! the record never names a document read ahead but not yet stored. A
+//! resumed copy skips the collections done and continues the current one
+//! after the last `_id` recorded.
 //!
 //! The copy is not consistent at one timestamp (MongoDB's logical clone):
 //! the oplog catch-up that follows applies the source's entries from the
@@ -144,34 +148,20 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
         Some((current, id)) if *current == ns => Some(id.clone()),
         _ => None,
     };
-    let batch_documents = batch_documents(&attempt.shared);
-    let db = ns.split('.').next().unwrap_or("").to_owned();
+    let batch_documents =
+        test_data_documents(&attempt.shared, "batchDocuments").unwrap_or(CLONE_BATCH_DOCUMENTS as i64);
     let mut find = doc! {"find": &plan.name, "filter": {}, "hint": {"_id": 1}, "batchSize": batch_documents};
     if let Some(id) = &resume_after {
         find.insert("min", doc! {"_id": id.clone()});
     }
-    let mut reply = source::command_raw(&attempt.shared, &attempt.host, &db, find).await?;
-    let mut first = true;
-    loop {
-        let (cursor_id, mut documents) = cursor_batch(&reply)?;
-        if std::mem::take(&mut first) {
-            if let Some(id) = &resume_after {
-                documents.retain(|document| document_id(document).as_ref() != Some(id));
-            }
-        }
-        if let Some(ts) = operation_time(&reply) {
-            attempt.progress.max_seen = attempt.progress.max_seen.max(ts);
-        }
-        if !documents.is_empty() {
-            copy_batch(attempt, &ns, documents).await?;
-            hang_after_batch(&attempt.shared, &ns).await;
-        }
-        if cursor_id == 0 {
-            break;
-        }
-        let get_more = doc! {"getMore": cursor_id, "collection": &plan.name, "batchSize": batch_documents};
-        reply = source::command_raw(&attempt.shared, &attempt.host, &db, get_more).await?;
-    }
+    let cursor = CursorRead {
+        host: attempt.host.clone(),
+        db: ns.split('.').next().unwrap_or("").to_owned(),
+        collection: plan.name.clone(),
+        batch_documents,
+    };
+    let fetcher = Fetcher::start(attempt.shared.clone(), cursor, find);
+    copy_documents(attempt, &ns, fetcher, resume_after).await?;
     attempt.progress.collections_done.push(ns.clone());
     attempt.progress.current = None;
     save(attempt).await?;
@@ -181,15 +171,178 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
     Ok(())
 }
 
-/// The copy's batch size: `initialSyncHangAfterBatch`'s `batchDocuments`
-/// while it is on (a test's small batches), else `CLONE_BATCH_DOCUMENTS`.
-fn batch_documents(shared: &Shared) -> i64 {
+/// Stores what `fetcher` reads, `load_documents` (or `COPY_COMMIT_BYTES`)
+/// a bulk load, each followed by its progress record; a resumed copy's
+/// first reply starts with the last document stored before, left out.
+async fn copy_documents(
+    attempt: &mut Attempt,
+    ns: &str,
+    mut fetcher: Fetcher,
+    resume_after: Option<Bson>,
+) -> Result<(), SyncError> {
+    let load_documents = test_data_documents(&attempt.shared, "loadDocuments").unwrap_or(fetcher.batch_documents);
+    let mut first = true;
+    let mut pending = Pending::default();
+    loop {
+        let fetched = fetcher.next().await.transpose()?;
+        let last = fetched.is_none();
+        if let Some(Fetched {
+            mut documents,
+            operation_time,
+        }) = fetched
+        {
+            if std::mem::take(&mut first) {
+                if let Some(id) = &resume_after {
+                    documents.retain(|document| document_id(document).as_ref() != Some(id));
+                }
+            }
+            if let Some(ts) = operation_time {
+                attempt.progress.max_seen = attempt.progress.max_seen.max(ts);
+            }
+            pending.add(documents);
+        }
+        if !pending.documents.is_empty() && (last || pending.is_full(load_documents)) {
+            let Pending { documents, replies, .. } = std::mem::take(&mut pending);
+            copy_batch(attempt, ns, replies, documents).await?;
+            hang_after_batch(&attempt.shared, ns).await;
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// Replies read ahead of the one being written: the next `getMore` runs
+/// while a batch is stored, so the network and storage overlap, and memory
+/// holds at most this many waiting replies (16 MB each) beside the one
+/// being written and the one arriving.
+pub const FETCH_AHEAD_BATCHES: usize = 1;
+
+/// Bytes of documents stored in one bulk load (one fsynced commit and one
+/// progress record): several replies' worth, since each commit rewrites
+/// the key-value store's pages it touches (every index's leaves, for keys
+/// in random order), so fewer, larger commits write less. Bounds, with
+/// `FETCH_AHEAD_BATCHES`, what the copy holds in memory.
+pub const COPY_COMMIT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Replies received and not yet stored.
+#[derive(Default)]
+struct Pending {
+    documents: Vec<RawDocumentBuf>,
+    bytes: usize,
+    replies: u64,
+}
+
+impl Pending {
+    fn add(&mut self, documents: Vec<RawDocumentBuf>) {
+        self.bytes += documents
+            .iter()
+            .map(|document| document.as_bytes().len())
+            .sum::<usize>();
+        self.documents.extend(documents);
+        self.replies += 1;
+    }
+
+    /// Whether to store now: `COPY_COMMIT_BYTES` reached, or
+    /// `load_documents` (both it and a reply's `batchSize` are at most
+    /// `CLONE_BATCH_DOCUMENTS`, so a load stays under twice that,
+    /// `BULK_INSERT_DOCUMENTS_MAX`).
+    fn is_full(&self, load_documents: i64) -> bool {
+        self.bytes >= COPY_COMMIT_BYTES || self.documents.len() as i64 >= load_documents
+    }
+}
+
+/// Where one collection's documents are read from.
+struct CursorRead {
+    host: String,
+    db: String,
+    collection: String,
+    batch_documents: i64,
+}
+
+/// One reply's documents and the source's position when it read them.
+struct Fetched {
+    documents: Vec<RawDocumentBuf>,
+    operation_time: Option<slipstream_storage::Timestamp>,
+}
+
+/// Reads one collection's cursor on its own task, `FETCH_AHEAD_BATCHES`
+/// replies ahead of the writer; stops reading when dropped (an attempt
+/// that fails leaves no reader behind).
+struct Fetcher {
+    replies: tokio::sync::mpsc::Receiver<Result<Fetched, SyncError>>,
+    /// Documents a reply asks for.
+    batch_documents: i64,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Fetcher {
+    fn start(shared: std::sync::Arc<Shared>, cursor: CursorRead, find: Document) -> Fetcher {
+        let (sender, replies) = tokio::sync::mpsc::channel(FETCH_AHEAD_BATCHES);
+        let batch_documents = cursor.batch_documents;
+        let task = tokio::spawn(async move {
+            let mut body = find;
+            loop {
+                let read = read_batch(&shared, &cursor, body).await;
+                let cursor_id = match &read {
+                    Ok((cursor_id, _)) => *cursor_id,
+                    Err(_) => 0,
+                };
+                if sender.send(read.map(|(_, fetched)| fetched)).await.is_err() || cursor_id == 0 {
+                    return;
+                }
+                body = doc! {"getMore": cursor_id, "collection": &cursor.collection,
+                "batchSize": cursor.batch_documents};
+            }
+        });
+        Fetcher {
+            replies,
+            batch_documents,
+            task,
+        }
+    }
+
+    /// The next reply, in order; `None` after the last (or an error).
+    async fn next(&mut self) -> Option<Result<Fetched, SyncError>> {
+        self.replies.recv().await
+    }
+}
+
+impl Drop for Fetcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One `find` or `getMore` round trip: the cursor id and the batch.
+async fn read_batch(
+    shared: &std::sync::Arc<Shared>,
+    cursor: &CursorRead,
+    body: Document,
+) -> Result<(i64, Fetched), SyncError> {
+    let reply = source::command_raw(shared, &cursor.host, &cursor.db, body).await?;
+    let (cursor_id, documents) = cursor_batch(&reply)?;
+    let operation_time = operation_time(&reply);
+    Ok((
+        cursor_id,
+        Fetched {
+            documents,
+            operation_time,
+        },
+    ))
+}
+
+/// A copy size from `initialSyncHangAfterBatch`'s `data` while it is on
+/// (`batchDocuments`: documents a reply asks for; `loadDocuments`: a bulk
+/// load's documents, several replies' when larger; a test's small
+/// batches; `None` when not set), at most `CLONE_BATCH_DOCUMENTS`.
+fn test_data_documents(shared: &Shared, field: &str) -> Option<i64> {
     shared
         .fail_points
         .data_while_on(INITIAL_SYNC_HANG_AFTER_BATCH)
-        .and_then(|data| data.get("batchDocuments").and_then(crate::protocol::integral))
+        .and_then(|data| data.get(field).and_then(crate::protocol::integral))
         .filter(|n| *n > 0)
-        .map_or(CLONE_BATCH_DOCUMENTS as i64, |n| n.min(CLONE_BATCH_DOCUMENTS as i64))
+        .map(|n| n.min(CLONE_BATCH_DOCUMENTS as i64))
 }
 
 /// `initialSyncHangAfterBatch`: waits while on, unless its `data.ns`
@@ -225,7 +378,12 @@ fn document_id(document: &RawDocumentBuf) -> Option<Bson> {
 }
 
 /// One batch into storage, then its progress record (both durable).
-async fn copy_batch(attempt: &mut Attempt, ns: &str, documents: Vec<RawDocumentBuf>) -> Result<(), SyncError> {
+async fn copy_batch(
+    attempt: &mut Attempt,
+    ns: &str,
+    replies: u64,
+    documents: Vec<RawDocumentBuf>,
+) -> Result<(), SyncError> {
     let last = documents.last().expect("not empty");
     let last_id = document_id(last).ok_or_else(|| SyncError::protocol("a copied document without _id"))?;
     let count = documents.len() as u64;
@@ -234,7 +392,7 @@ async fn copy_batch(attempt: &mut Attempt, ns: &str, documents: Vec<RawDocumentB
     let bytes = blocking(move || engine.bulk_insert(&load_ns, &documents)).await?;
     attempt.progress.current = Some((ns.to_owned(), last_id));
     save(attempt).await?;
-    attempt.status.batch_copied(ns, count, bytes);
+    attempt.status.batch_copied(ns, replies, count, bytes);
     Ok(())
 }
 

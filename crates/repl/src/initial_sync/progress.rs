@@ -296,10 +296,11 @@ impl Status {
     }
 
     /// A batch of `documents` / `bytes` was copied into `ns`.
-    pub fn batch_copied(&self, ns: &str, documents: u64, bytes: u64) {
+    /// `batches` replies' `documents` are durable (one bulk load).
+    pub fn batch_copied(&self, ns: &str, batches: u64, documents: u64, bytes: u64) {
         self.with_collection(ns, |s| {
             s.documents_copied += documents;
-            s.fetched_batches += 1;
+            s.fetched_batches += batches;
         });
         let mut c = self.counters.lock();
         c.documents_copied += documents;

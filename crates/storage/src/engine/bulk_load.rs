@@ -123,7 +123,13 @@ impl Engine {
         let mut applier = Applier::new(&self.inner.store, &catalog, Strictness::Replay);
         applier.capped_after_last = true;
         load(&mut applier)?;
-        let Applier { catalog, changes, .. } = applier;
+        let catalog = applier.catalog;
+        let mut changes = applier.changes;
+        // In key order: the store's B-tree then takes each page's inserts
+        // one after another instead of walking to a random leaf per key
+        // (index keys arrive in document order, not key order). Stable, so
+        // a key deleted and written again in one load keeps that order.
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
         let mut batch = KvBatch::default();
         for (key, value) in changes {
             match value {

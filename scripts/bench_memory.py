@@ -142,7 +142,7 @@ def measure(args, cache_size_mb: int) -> dict:
                 {"heap_mb": round(s["memory"]["allocator"]["heapBytesInUse"] / 2**20, 1),
                  "history_mb": round(s["memory"]["historyBytes"] / 2**20, 1),
                  "kv_cache_mb": round(s["memory"]["kvCacheBytes"] / 2**20, 1),
-                 "committed_mb": round(s["memory"]["allocator"]["committedBytes"] / 2**20, 1)}
+                 "journal_mb": round((s["memory"]["journalCacheBytes"] + s["memory"]["journalIndexBytes"]) / 2**20, 1)}
                 if "memory" in s and "allocator" in s["memory"] else {}) for s in sampler.samples],
         }
     finally:

@@ -83,7 +83,9 @@ def one_size(size_mb: float, doc_bytes: int, writes: int) -> dict:
     try:
         documents = load(rs, int(size_mb * 1024 * 1024), doc_bytes)
         primary = rs.primary()
-        data_bytes = int(rs.direct(primary).bench.command("dbStats").get("dataSize", 0))
+        # No socket timeout: dbStats may scan every document (gigabytes).
+        stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
+        data_bytes = int(stats.get("dataSize", 0))
         added = rs.add_member()
         config = rs.config()
         config["version"] += 1

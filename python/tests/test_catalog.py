@@ -60,6 +60,19 @@ def test_drop_database_and_list_databases(client, db):
     assert db.name not in client.list_database_names()
 
 
+def test_list_databases_name_only_filters_on_the_name_alone(client, db):
+    db.things.insert_one({"x": 1})
+    listing = client.admin.command("listDatabases", nameOnly=True, filter={"name": db.name})
+    assert listing["databases"] == [{"name": db.name}]
+    assert "totalSize" not in listing
+    # As on MongoDB, with nameOnly the filter sees only the name: no size is
+    # computed (sizes scan every document), so a filter on it matches nothing.
+    by_size = client.admin.command("listDatabases", nameOnly=True, filter={"sizeOnDisk": {"$gt": 0}})
+    assert by_size["databases"] == []
+    full = client.admin.command("listDatabases", filter={"name": db.name, "sizeOnDisk": {"$gt": 0}})
+    assert [d["name"] for d in full["databases"]] == [db.name]
+
+
 def test_rename_collection(client, db):
     db.src.insert_many([{"_id": i} for i in range(3)])
     db.src.rename("dst")

@@ -29,6 +29,7 @@ use slipstream_query::index_key::{decode_key, prefix_end, record_key};
 use slipstream_query::update::apply_oplog_update;
 
 use crate::catalog::{id_index_spec, Catalog, CollectionMeta, IndexMeta};
+use crate::collection_totals::{self, CollectionTotals, TotalsDelta};
 use crate::engine::IndexSpec;
 use crate::index_spec::IndexModification;
 use crate::mvcc::{ReadView, Value, VersionedStore};
@@ -122,6 +123,10 @@ pub struct Applier<'a> {
     pub capped_after_last: bool,
     /// Capped collections' totals after this applier's writes so far.
     capped_totals: HashMap<u32, crate::capped::Totals>,
+    /// Collections' totals after this applier's writes so far, by stats
+    /// table, with the place in `changes` of the one write of each: an
+    /// entry (or a bulk load of many documents) writes them once.
+    totals: HashMap<u32, (CollectionTotals, usize)>,
 }
 
 /// A document before and after one write.
@@ -145,6 +150,7 @@ impl<'a> Applier<'a> {
             entry_ts: Timestamp::ZERO,
             capped_after_last: false,
             capped_totals: HashMap::new(),
+            totals: HashMap::new(),
         }
     }
 
@@ -155,10 +161,37 @@ impl<'a> Applier<'a> {
     }
 
     fn read_document(&self, table: u32, record_key: &[u8]) -> Result<Option<Document>> {
+        Ok(self.read_record(table, record_key)?.map(|(document, _)| document))
+    }
+
+    /// A stored document with its stored size in bytes (what the totals
+    /// counted when it was written).
+    fn read_record(&self, table: u32, record_key: &[u8]) -> Result<Option<(Document, usize)>> {
         match self.store.get(&self.view, &record_store_key(table, record_key))? {
-            Some(bytes) => Ok(Some(parse_document(bytes.as_ref())?)),
+            Some(bytes) => Ok(Some((parse_document(bytes.as_ref())?, bytes.as_ref().len()))),
             None => Ok(None),
         }
+    }
+
+    /// Changes the totals of the collection whose stats table is
+    /// `stats_table`: the first change of this applier reads them from the
+    /// newest state and adds their write to `changes`, later ones rewrite
+    /// that write in place.
+    fn change_totals(&mut self, stats_table: u32, change: impl FnOnce(&mut CollectionTotals)) -> Result<()> {
+        let (totals, place) = match self.totals.remove(&stats_table) {
+            Some(pending) => pending,
+            None => {
+                let totals = collection_totals::read(self.store, &self.view, stats_table)?;
+                self.changes.push((collection_totals::totals_key(stats_table), None));
+                (totals, self.changes.len() - 1)
+            }
+        };
+        let mut totals = totals;
+        change(&mut totals);
+        assert!(self.changes[place].0 == collection_totals::totals_key(stats_table), "totals write moved");
+        self.changes[place].1 = Some(totals.to_value());
+        self.totals.insert(stats_table, (totals, place));
+        Ok(())
     }
 
     /// Inserts (or, on replay, replaces) a document.
@@ -170,7 +203,7 @@ impl<'a> Applier<'a> {
             .get("_id")
             .ok_or_else(|| StorageError::InvalidDocument("document to insert has no _id".to_string()))?;
         let record_key = record_key(id);
-        let old = self.read_document(collection.record_table, &record_key)?;
+        let old = self.read_record(collection.record_table, &record_key)?;
         if old.is_some() && self.strictness == Strictness::Write {
             let spec = id_index_spec();
             return Err(StorageError::DuplicateKey {
@@ -180,7 +213,8 @@ impl<'a> Applier<'a> {
                 key_value: bson::doc! {"_id": id.clone()},
             });
         }
-        self.write_document(&collection, &record_key, old.as_ref(), Some((document, bytes)))
+        let old = old.as_ref().map(|(document, size)| (document, *size));
+        self.write_document(&collection, &record_key, old, Some((document, bytes)))
     }
 
     /// Replaces the document with `_id == id` by `new_document` (the write
@@ -195,10 +229,10 @@ impl<'a> Applier<'a> {
             _ => return Err(StorageError::InvalidDocument("an update may not change or remove _id".to_string())),
         }
         let record_key = record_key(id);
-        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+        let Some((old, old_size)) = self.read_record(collection.record_table, &record_key)? else {
             return Ok(false);
         };
-        self.write_document(&collection, &record_key, Some(&old), Some((new_document, bytes)))?;
+        self.write_document(&collection, &record_key, Some((&old, old_size)), Some((new_document, bytes)))?;
         Ok(true)
     }
 
@@ -209,12 +243,12 @@ impl<'a> Applier<'a> {
         };
         let id = o2.get("_id").ok_or_else(|| StorageError::Corruption(format!("update entry o2 without _id: {o2}")))?;
         let record_key = record_key(id);
-        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+        let Some((old, old_size)) = self.read_record(collection.record_table, &record_key)? else {
             return Ok(());
         };
         let new_document = apply_oplog_update(&old, form)?;
         let bytes = encode_document(&new_document)?;
-        self.write_document(&collection, &record_key, Some(&old), Some((&new_document, bytes)))
+        self.write_document(&collection, &record_key, Some((&old, old_size)), Some((&new_document, bytes)))
     }
 
     /// Deletes the document with `_id == id`; false if there was none.
@@ -224,10 +258,10 @@ impl<'a> Applier<'a> {
             return Ok(false);
         };
         let record_key = record_key(id);
-        let Some(old) = self.read_document(collection.record_table, &record_key)? else {
+        let Some((old, old_size)) = self.read_record(collection.record_table, &record_key)? else {
             return Ok(false);
         };
-        self.write_document(&collection, &record_key, Some(&old), None)?;
+        self.write_document(&collection, &record_key, Some((&old, old_size)), None)?;
         Ok(true)
     }
 
@@ -250,11 +284,18 @@ impl<'a> Applier<'a> {
         &mut self,
         collection: &Arc<CollectionMeta>,
         record_key: &[u8],
-        old: Option<&Document>,
+        old: Option<(&Document, usize)>,
         new: Option<(&Document, Value)>,
     ) -> Result<()> {
+        let old_size = old.map(|(_, size)| size);
+        let old = old.map(|(document, _)| document);
         let mut multikey_now = Vec::new();
         let mut index_changes = Vec::new();
+        let mut totals_delta = TotalsDelta {
+            old_bytes: old_size,
+            new_bytes: new.as_ref().map(|(_, bytes)| bytes.len()),
+            index_keys: Vec::new(),
+        };
         // The collated `_id` table is maintained (and unique) like an index.
         let positioned = collection.indexes.iter().enumerate().map(|(position, index)| (Some(position), index));
         for (position, index) in positioned.chain(collection.id_collated.iter().map(|index| (None, index))) {
@@ -274,6 +315,11 @@ impl<'a> Applier<'a> {
             }
             let old_set: BTreeSet<&Vec<u8>> = old_keys.iter().collect();
             let new_set: BTreeSet<&Vec<u8>> = new_keys.iter().collect();
+            if position.is_some() {
+                let removed = old_set.difference(&new_set).count() as u64;
+                let added = new_set.difference(&old_set).count() as u64;
+                totals_delta.index_keys.push((index.table, removed, added));
+            }
             for key in old_set.difference(&new_set) {
                 index_changes.push((index_store_key(index.table, key, record_key), None));
             }
@@ -291,7 +337,7 @@ impl<'a> Applier<'a> {
         if let Some(table) = collection.order_table {
             let change = crate::capped::RecordChange {
                 record_key,
-                old_bytes: old.map(bson_size).transpose()?,
+                old_bytes: old_size,
                 new_bytes: new.as_ref().map(|(_, bytes)| bytes.len()),
                 place: if self.capped_after_last {
                     crate::capped::OrderPlace::AfterLast
@@ -310,6 +356,9 @@ impl<'a> Applier<'a> {
         let record_value = new.map(|(_, bytes)| bytes);
         self.changes.push((record_store_key(collection.record_table, record_key), record_value));
         self.changes.extend(index_changes);
+        if let Some(stats_table) = collection.stats_table {
+            self.change_totals(stats_table, |totals| totals.apply(&totals_delta))?;
+        }
         if !multikey_now.is_empty() {
             let mut changed = (**collection).clone();
             for position in multikey_now {
@@ -348,6 +397,7 @@ impl<'a> Applier<'a> {
         let record_table = catalog.allocate_table();
         let order_table = crate::capped::is_capped(&options).then(|| catalog.allocate_table());
         let id_collated = crate::catalog::id_collated_index(&options, || catalog.allocate_table())?;
+        let stats_table = Some(catalog.allocate_table());
         let meta = CollectionMeta {
             ns: ns.to_string(),
             uuid,
@@ -356,6 +406,7 @@ impl<'a> Applier<'a> {
             indexes: Vec::new(),
             order_table,
             id_collated,
+            stats_table,
         };
         catalog.collections.insert(ns.to_string(), Arc::new(meta));
         Ok(true)
@@ -428,6 +479,7 @@ impl<'a> Applier<'a> {
         let table = self.catalog_mut().allocate_table();
         let mut index = IndexMeta::new(spec, table)?;
         let mut unique_keys: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
+        let mut keys_built = 0u64;
         let (start, end) = table_range(collection.record_table);
         let mut from = Bound::Included(start);
         loop {
@@ -445,11 +497,18 @@ impl<'a> Applier<'a> {
                     }
                     let value: Value = Arc::from(&(index_key.len() as u32).to_be_bytes()[..]);
                     self.changes.push((index_store_key(table, &index_key, record_key), Some(value)));
+                    keys_built += 1;
                 }
             }
             if batch.len() < INDEX_BUILD_BATCH_MAX {
                 break;
             }
+        }
+        if let Some(stats_table) = collection.stats_table {
+            self.change_totals(stats_table, |totals| {
+                let previous = totals.index_keys.insert(table, keys_built);
+                assert!(previous.is_none(), "a new index table {table} already counted");
+            })?;
         }
         let mut changed = (*collection).clone();
         changed.indexes.push(index);
@@ -470,6 +529,11 @@ impl<'a> Applier<'a> {
         };
         let mut changed = (*collection).clone();
         let removed = changed.indexes.remove(position);
+        if let Some(stats_table) = collection.stats_table {
+            self.change_totals(stats_table, |totals| {
+                totals.index_keys.remove(&removed.table);
+            })?;
+        }
         let catalog = self.catalog_mut();
         catalog.dropped_tables.insert(removed.table, ts);
         catalog.collections.insert(ns.to_string(), Arc::new(changed));
@@ -604,6 +668,7 @@ impl<'a> Applier<'a> {
             let uuid = derived_collection_uuid(ns, ts);
             let catalog = self.catalog_mut();
             let record_table = catalog.allocate_table();
+            let stats_table = Some(catalog.allocate_table());
             let meta = CollectionMeta {
                 ns: ns.to_string(),
                 uuid,
@@ -612,16 +677,18 @@ impl<'a> Applier<'a> {
                 indexes: Vec::new(),
                 order_table: None,
                 id_collated: None,
+                stats_table,
             };
             catalog.collections.insert(ns.to_string(), Arc::new(meta));
         }
         let collection = self.catalog.get(ns).expect("created above").clone();
         let id = document.get("_id").expect("derived documents have an _id").clone();
         let record_key = record_key(&id);
-        let old = self.read_document(collection.record_table, &record_key)?;
+        let old = self.read_record(collection.record_table, &record_key)?;
+        let old = old.as_ref().map(|(document, size)| (document, *size));
         let bytes = encode_document(&document)?;
         let capture = std::mem::replace(&mut self.capture_images, false);
-        let result = self.write_document(&collection, &record_key, old.as_ref(), Some((&document, bytes)));
+        let result = self.write_document(&collection, &record_key, old, Some((&document, bytes)));
         self.capture_images = capture;
         result
     }
@@ -717,11 +784,6 @@ pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageEr
         key_pattern: index.spec.key.clone(),
         key_value,
     }
-}
-
-/// The BSON size of a stored document.
-fn bson_size(document: &Document) -> Result<usize> {
-    Ok(document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?.len())
 }
 
 /// A document's BSON, refusing documents over 16 MB.

@@ -91,6 +91,10 @@ pub struct CollectionMeta {
     /// Kept out of `info()`: the planner must not bound the record table
     /// by collated keys. None under the simple collation.
     pub id_collated: Option<IndexMeta>,
+    /// The running count, BSON bytes and index key counts
+    /// (`collection_totals.rs`); None for a collection created before the
+    /// totals existed, whose statistics are counted by a scan.
+    pub stats_table: Option<u32>,
 }
 
 /// The spec of the `_id_` index every collection has.
@@ -135,6 +139,7 @@ impl CollectionMeta {
         tables.extend(self.indexes.iter().map(|index| index.table));
         tables.extend(self.order_table);
         tables.extend(self.id_collated.iter().map(|index| index.table));
+        tables.extend(self.stats_table);
         tables
     }
 }
@@ -216,6 +221,9 @@ impl Catalog {
                 if let Some(index) = &c.id_collated {
                     entry.insert("idCollatedTable", i64::from(index.table));
                 }
+                if let Some(stats_table) = c.stats_table {
+                    entry.insert("statsTable", i64::from(stats_table));
+                }
                 Bson::Document(entry)
             })
             .collect();
@@ -270,6 +278,7 @@ impl Catalog {
                 indexes,
                 order_table: if c.contains_key("orderTable") { Some(table(c, "orderTable")?) } else { None },
                 id_collated: None,
+                stats_table: if c.contains_key("statsTable") { Some(table(c, "statsTable")?) } else { None },
             };
             let meta = match c.contains_key("idCollatedTable") {
                 true => {
@@ -401,6 +410,7 @@ mod tests {
                 .unwrap()
             }],
             order_table: Some(9),
+            stats_table: Some(11),
         };
         catalog.collections.insert("db.c".into(), Arc::new(meta));
         catalog.dropped_tables.insert(7, Timestamp::new(5, 1));

@@ -50,6 +50,7 @@ use crate::apply::{
     Applier, Strictness,
 };
 use crate::catalog::{Catalog, CatalogHistory, CollectionMeta};
+use crate::collection_totals::{self, CollectionTotals};
 use crate::history::{catalog_at, CatalogVersions};
 use crate::index_spec::{IndexModification, Verdict};
 use crate::io::{IoBackend, StdIo};
@@ -231,7 +232,7 @@ pub struct EngineStats {
 }
 
 /// Per-collection sizes for `collStats` / `dbStats`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CollectionStats {
     pub count: u64,
     pub data_size_bytes: u64,
@@ -1219,20 +1220,24 @@ impl Engine {
         }
     }
 
+    /// The count, data size and index key counts of `ns`: from its running
+    /// totals (no document read), or by a scan for a collection created
+    /// before the totals existed.
     pub fn collection_stats(&self, ns: &str) -> Result<CollectionStats> {
         let reader = self.inner.reader_at(ReadAt::Latest)?;
         let collection = reader.collection(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
-        let mut stats = CollectionStats::default();
-        reader.for_each_record(&collection, |_, bytes| {
-            stats.count += 1;
-            stats.data_size_bytes += bytes.len() as u64;
-            Ok(())
-        })?;
-        stats.index_key_counts.push(("_id_".to_string(), stats.count));
-        for index in &collection.indexes {
-            stats.index_key_counts.push((index.spec.name.clone(), reader.count_table(index.table)?));
+        match reader.totals(&collection)? {
+            Some(totals) => stats_from_totals(&collection, &totals),
+            None => reader.scanned_stats(&collection),
         }
-        Ok(stats)
+    }
+
+    /// `collection_stats` by a scan of every record and index, whatever the
+    /// totals say (what tests compare the totals with).
+    pub fn collection_stats_scanned(&self, ns: &str) -> Result<CollectionStats> {
+        let reader = self.inner.reader_at(ReadAt::Latest)?;
+        let collection = reader.collection(ns).ok_or_else(|| StorageError::NamespaceNotFound(ns.to_string()))?;
+        reader.scanned_stats(&collection)
     }
 
     /// md5 of each collection's documents in `_id` order, as hex.
@@ -1644,7 +1649,34 @@ impl Reader {
         let Some(collection) = self.collection(ns) else {
             return Ok(0);
         };
-        self.count_table(collection.record_table)
+        match self.totals(&collection)? {
+            Some(totals) => Ok(totals.count),
+            None => self.count_table(collection.record_table),
+        }
+    }
+
+    /// Statistics by a scan of every record and every index.
+    fn scanned_stats(&self, collection: &CollectionMeta) -> Result<CollectionStats> {
+        let mut stats = CollectionStats::default();
+        self.for_each_record(collection, |_, bytes| {
+            stats.count += 1;
+            stats.data_size_bytes += bytes.len() as u64;
+            Ok(())
+        })?;
+        stats.index_key_counts.push(("_id_".to_string(), stats.count));
+        for index in &collection.indexes {
+            stats.index_key_counts.push((index.spec.name.clone(), self.count_table(index.table)?));
+        }
+        Ok(stats)
+    }
+
+    /// The running totals of a collection as this reader sees them; None
+    /// for a collection created before they existed.
+    fn totals(&self, collection: &CollectionMeta) -> Result<Option<CollectionTotals>> {
+        match collection.stats_table {
+            Some(stats_table) => Ok(Some(collection_totals::read(&self.inner.store, &self.view, stats_table)?)),
+            None => Ok(None),
+        }
     }
 
     fn count_table(&self, table: u32) -> Result<u64> {
@@ -1676,6 +1708,21 @@ impl Reader {
             }
         }
     }
+}
+
+/// `CollectionStats` from a collection's totals; `_id_` has one key per
+/// document.
+fn stats_from_totals(collection: &CollectionMeta, totals: &CollectionTotals) -> Result<CollectionStats> {
+    let mut index_key_counts = vec![("_id_".to_string(), totals.count)];
+    for index in &collection.indexes {
+        // Every index of a collection with totals was built after them and
+        // counted when built, so a missing count is damage, not age.
+        let keys = totals.index_keys.get(&index.table).copied().ok_or_else(|| {
+            StorageError::Corruption(format!("index {} of {} has no key count", index.spec.name, collection.ns))
+        })?;
+        index_key_counts.push((index.spec.name.clone(), keys));
+    }
+    Ok(CollectionStats { count: totals.count, data_size_bytes: totals.bytes, index_key_counts })
 }
 
 #[allow(dead_code)]

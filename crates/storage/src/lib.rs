@@ -57,6 +57,7 @@ pub mod index_spec;
 pub mod apply;
 pub mod capped;
 pub mod catalog;
+pub mod collection_totals;
 pub mod checkpoint;
 pub mod history;
 pub mod kv;

@@ -12,7 +12,7 @@ use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
-use crate::exec::views;
+use crate::exec::{off_async_workers, views};
 use slipstream_storage::Engine;
 
 /// The longest namespace (`db.collection`) MongoDB accepts.
@@ -107,16 +107,25 @@ pub async fn list_databases(ctx: &CommandContext, req: &CommandRequest) -> Comma
     let mut databases = Vec::new();
     let mut total_size: i64 = 0;
     for db in engine.list_databases() {
+        // With `nameOnly` the filter sees only the name, as on MongoDB, and
+        // no size is computed: sizes scan every collection's documents.
+        if name_only {
+            let entry = doc! {"name": db};
+            if filter.matches(&entry) {
+                databases.push(Bson::Document(entry));
+            }
+            continue;
+        }
         let mut size: i64 = 0;
         for info in engine.list_collections(&db) {
-            size += collection_size(ctx, &info.ns)?;
+            size += off_async_workers(|| collection_size(ctx, &info.ns))?;
         }
         let entry = doc! {"name": db.clone(), "sizeOnDisk": size, "empty": size == 0};
         if !filter.matches(&entry) {
             continue;
         }
         total_size += size;
-        databases.push(Bson::Document(if name_only { doc! {"name": db} } else { entry }));
+        databases.push(Bson::Document(entry));
     }
     if name_only {
         return Ok(doc! {"databases": databases});
@@ -420,7 +429,7 @@ pub async fn coll_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandRe
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("Collection [{ns}] not found.")))?;
-    let stats = engine.collection_stats(&ns)?;
+    let stats = off_async_workers(|| engine.collection_stats(&ns))?;
     let count = stats.count as i64;
     let size = stats.data_size_bytes as i64;
     let mut index_sizes = Document::new();
@@ -468,7 +477,7 @@ pub async fn db_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let engine = &ctx.state.engine;
     let (mut collections, mut objects, mut data_size, mut indexes, mut index_size) = (0i64, 0i64, 0i64, 0i64, 0i64);
     for info in engine.list_collections(&req.db) {
-        let stats = match engine.collection_stats(&info.ns) {
+        let stats = match off_async_workers(|| engine.collection_stats(&info.ns)) {
             Ok(stats) => stats,
             // Dropped between the listing and now.
             Err(StorageError::NamespaceNotFound(_)) => continue,
@@ -511,7 +520,7 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
         ),
         Some(_) => return Err(CommandError::type_mismatch("collections must be an array")),
     };
-    let mut hashes = ctx.state.engine.db_hash(&req.db, only.as_deref())?;
+    let mut hashes = off_async_workers(|| ctx.state.engine.db_hash(&req.db, only.as_deref()))?;
     // The overall hash covers each name and hash in name order, so
     // two members with the same data give the same md5 whatever order the
     // engine lists collections in.
@@ -541,7 +550,7 @@ pub async fn validate(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("Collection '{ns}' does not exist to validate.")))?;
-    let report = engine.validate(&ns)?;
+    let report = off_async_workers(|| engine.validate(&ns))?;
     let mut keys_per_index = Document::new();
     for (name, keys) in &report.keys_per_index {
         keys_per_index.insert(name.clone(), *keys as i64);

@@ -313,7 +313,7 @@ pub async fn data_size(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
     let (size, count) = match engine.collection_info(&namespace(db, collection)) {
         None => (0, 0),
         Some(_) => {
-            let stats = engine.collection_stats(&ns)?;
+            let stats = crate::exec::off_async_workers(|| engine.collection_stats(&ns))?;
             (stats.data_size_bytes as i64, stats.count as i64)
         }
     };

@@ -20,6 +20,7 @@ pub mod failpoint;
 pub mod flow_control;
 pub mod listener;
 pub mod log;
+pub mod memory;
 pub mod metrics;
 pub mod operation;
 pub mod operations;

@@ -31,6 +31,8 @@ pub struct ServerOptions {
     pub enable_test_commands: bool,
     pub logpath: Option<PathBuf>,
     pub max_connections: usize,
+    /// `--cache-size-mb`: what bounds the resident set (`memory.rs`).
+    pub cache_size_mb: u64,
     /// The process's arguments, for `getCmdLineOpts`.
     pub argv: Vec<String>,
 }
@@ -46,6 +48,7 @@ impl ServerOptions {
             enable_test_commands: false,
             logpath: None,
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            cache_size_mb: 1024,
             argv: Vec::new(),
         }
     }

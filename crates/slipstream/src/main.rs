@@ -1,6 +1,7 @@
 //! The `slipstream` binary: `serve` runs a node, `bench` drives one over
 //! the wire and prints a JSON summary, `cluster` runs a local replica set.
 
+mod allocator;
 mod bench;
 mod cluster;
 mod log_layer;
@@ -15,8 +16,9 @@ use clap::{Args, Parser, Subcommand};
 /// checkpoint paths allocate many small buffers per write (BSON documents,
 /// keys, oplog entries), and under 64 connections glibc's malloc, free and
 /// chunk consolidation were about a sixth of the samples of every member.
+/// Counted (`allocator.rs`) so that `serverStatus` shows the live heap.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocator::CountingMimalloc = allocator::CountingMimalloc;
 
 #[derive(Parser)]
 #[command(name = "slipstream", version, about = "A document database that speaks the MongoDB wire protocol")]

@@ -76,6 +76,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     log_layer::install(&log, args.verbose);
+    crate::allocator::configure();
     log_panics(log.clone());
     let options = ServerOptions {
         port: args.port,
@@ -86,6 +87,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         enable_test_commands,
         logpath: args.logpath.clone(),
         max_connections: args.max_connections.max(1),
+        cache_size_mb: args.cache_size_mb,
         argv: std::env::args().collect(),
     };
     log.info(

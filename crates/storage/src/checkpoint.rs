@@ -223,7 +223,7 @@ fn write_checkpoint(
                 records.push((history_key(&change.key), history_record(&*base.kv, floor, &change)?));
             }
             match change.value {
-                Some(value) => batch.put(change.key, value.to_vec()),
+                Some(value) => batch.put_shared(change.key, value),
                 None => batch.delete(change.key),
             }
         }

@@ -221,6 +221,14 @@ pub struct EngineStats {
     pub journal_preallocated_bytes: u64,
     /// Spare journal segments prepared since open.
     pub journal_spares_prepared: u64,
+    /// Bytes the checkpoint store's page cache holds now.
+    pub kv_cache_bytes_used: u64,
+    /// Its bound (`EngineOptions::kv_cache_bytes`).
+    pub kv_cache_bytes_max: u64,
+    /// Bytes of recent oplog entries the journal keeps for readers, and of
+    /// its index of every entry it holds (`journal/index.rs`).
+    pub journal_cache_bytes: u64,
+    pub journal_index_bytes: u64,
 }
 
 /// Per-collection sizes for `collStats` / `dbStats`.
@@ -1205,6 +1213,10 @@ impl Engine {
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
             journal_preallocated_bytes: journal.preallocated_bytes,
             journal_spares_prepared: journal.spares_prepared,
+            kv_cache_bytes_used: self.inner.kv.cache_bytes_used() as u64,
+            kv_cache_bytes_max: self.inner.options.kv_cache_bytes as u64,
+            journal_cache_bytes: journal.cache_bytes,
+            journal_index_bytes: journal.index_bytes,
         }
     }
 

@@ -24,6 +24,10 @@ pub type KvIter<'a> = Box<dyn Iterator<Item = Result<KvPair>> + Send + 'a>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvOp {
     Put { key: Vec<u8>, value: Vec<u8> },
+    /// A put of a value shared with the versioned store: a checkpoint
+    /// writes the store's newest values without copying them, so that it
+    /// does not hold a second copy of the history while it commits.
+    PutShared { key: Vec<u8>, value: Arc<[u8]> },
     Delete { key: Vec<u8> },
     /// Deletes every key in `[start, end)`.
     DeleteRange { start: Vec<u8>, end: Vec<u8> },
@@ -42,6 +46,10 @@ pub struct KvBatch {
 impl KvBatch {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(KvOp::Put { key, value });
+    }
+
+    pub fn put_shared(&mut self, key: Vec<u8>, value: Arc<[u8]>) {
+        self.ops.push(KvOp::PutShared { key, value });
     }
 
     pub fn delete(&mut self, key: Vec<u8>) {
@@ -77,6 +85,9 @@ pub trait KvEngine: Send + Sync {
     /// Rewrites the engine's file without its free space, keeping every
     /// pair; commits wait until it is done.
     fn compact(&self) -> Result<KvCompaction>;
+    /// Bytes the engine's page cache holds now (read cache and the write
+    /// buffer of a commit in progress), which its configured size bounds.
+    fn cache_bytes_used(&self) -> usize;
 }
 
 /// The engine file's size before and after a compaction.

@@ -284,6 +284,9 @@ impl KvEngine for RedbEngine {
                     KvOp::Put { key, value } => {
                         data.insert(key.as_slice(), value.as_slice()).map_err(|e| kv_error("insert", e))?;
                     }
+                    KvOp::PutShared { key, value } => {
+                        data.insert(key.as_slice(), &**value).map_err(|e| kv_error("insert", e))?;
+                    }
                     KvOp::Delete { key } => {
                         data.remove(key.as_slice()).map_err(|e| kv_error("remove", e))?;
                     }
@@ -305,6 +308,14 @@ impl KvEngine for RedbEngine {
 
     fn compact(&self) -> Result<KvCompaction> {
         self.compact_file()
+    }
+
+    fn cache_bytes_used(&self) -> usize {
+        let used = self.database.read().cache_stats().used_bytes();
+        // redb keeps its write buffer under half the cache and the sum
+        // under the cache; a page being read in may be counted early.
+        assert!(used <= self.cache_bytes.saturating_mul(2).max(1 << 20), "redb cache past twice its size");
+        used
     }
 }
 
@@ -389,6 +400,26 @@ mod tests {
         let reopened = engine.snapshot().unwrap();
         assert_eq!(reopened.get(b"later").unwrap(), Some(b"v".to_vec()));
         assert_eq!(collect(&*reopened, false).len(), 101);
+    }
+
+    #[test]
+    fn page_cache_stays_within_its_size_and_reports_its_use() {
+        const CACHE_BYTES: usize = 1024 * 1024;
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, _) = RedbEngine::open_with_cache(&dir.path().join("kv.redb"), &StdIo::new(), CACHE_BYTES).unwrap();
+        // 8 MB of values, eight times the cache, then all of it read back.
+        for chunk in 0..8u32 {
+            let mut batch = KvBatch::default();
+            for i in chunk * 1000..(chunk + 1) * 1000 {
+                batch.put(i.to_be_bytes().to_vec(), vec![3u8; 1024]);
+            }
+            engine.commit(batch).unwrap();
+            assert!(engine.cache_bytes_used() <= CACHE_BYTES, "after a commit: {}", engine.cache_bytes_used());
+        }
+        assert_eq!(collect(&*engine.snapshot().unwrap(), false).len(), 8000);
+        let used = engine.cache_bytes_used();
+        assert!(used > 0, "a full scan leaves pages in the cache");
+        assert!(used <= CACHE_BYTES, "after a scan: {used}");
     }
 
     #[test]

@@ -310,6 +310,11 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
             },
             "versionsInMemory": stats.versions_in_memory as i64,
             "history": history_section(&stats),
+            "memory": crate::memory::server_status_section(
+                state.options.cache_size_mb * 1024 * 1024,
+                state.metrics.connections_current(),
+                &stats,
+            ),
             "compact": state.metrics.compactions(),
         },
         "flowControl": state.flow_control.server_status(&state.engine),

@@ -30,6 +30,12 @@ impl Index {
         self.entries.len()
     }
 
+    /// Bytes the index holds (its capacity: the deque does not shrink as
+    /// the oplog's front is cut).
+    pub fn bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(Timestamp, Location)>()
+    }
+
     pub fn first(&self) -> Option<Timestamp> {
         self.entries.front().map(|(ts, _)| *ts)
     }

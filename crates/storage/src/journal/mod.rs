@@ -124,6 +124,8 @@ pub struct JournalStats {
     pub segments_deleted: u64,
     pub cache_entries: u64,
     pub cache_bytes: u64,
+    /// Bytes of the in-memory index (one slot per entry held).
+    pub index_bytes: u64,
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
     pub durable_ts: Timestamp,
@@ -849,6 +851,7 @@ impl Journal {
         stats.size_bytes = state.size_bytes();
         stats.cache_entries = state.cache.len() as u64;
         stats.cache_bytes = state.cache.bytes() as u64;
+        stats.index_bytes = state.index.bytes() as u64;
         stats.first_ts = state.index.first();
         stats.last_ts = state.last_ts();
         stats.durable_ts = state.durable_ts;

@@ -1,0 +1,105 @@
+"""The memory bound (issue 8 item 4): `--cache-size-mb` bounds the resident set
+under load, and serverStatus `slipstream.memory` shows where it goes.
+
+A node with an 8 MB cache takes a few times its cache in 1 KB documents, reads
+them all back (the page cache would hold them all without its bound) and
+rewrites some, while its resident set and memory section are sampled: the
+resident set stays under the stated bound, each cache under its own, the
+components inside the heap, and once idle the allocator gives back what the
+load freed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from pymongo import MongoClient
+
+from slipstream_testing import Node
+
+CACHE_SIZE_MB = 8
+CACHE_BYTES = CACHE_SIZE_MB * 1024 * 1024
+DOC_BYTES = 1024
+BATCH_DOCS = 1000
+BATCHES = 24  # 24 MB of documents: three times the cache
+SAMPLE_INTERVAL_S = 0.1
+# redb's page cache is a soft limit: a page being read in is counted before
+# another is evicted.
+KV_CACHE_SLACK_BYTES = 64 * 1024
+# Flow control holds client writes back only past twice the history bound,
+# and an admitted insert_many (1 MB) still lands; the checkpoint thread
+# looks every 100 ms.
+HISTORY_SLACK_BYTES = 8 * 1024 * 1024
+# Idle, the resident set is the live heap, code and stacks, and what the
+# allocator has not returned yet: it must return the load's freed memory.
+IDLE_NOT_HEAP_BYTES_MAX = 128 * 1024 * 1024
+IDLE_TIMEOUT_S = 30.0
+
+
+def memory(client) -> dict:
+    return client.admin.command("serverStatus")["slipstream"]["memory"]
+
+
+class Sampler(threading.Thread):
+    def __init__(self, uri: str):
+        super().__init__(daemon=True)
+        self.client = MongoClient(uri)
+        self.samples: list[dict] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(SAMPLE_INTERVAL_S):
+            self.samples.append(memory(self.client))
+
+
+def check_sample(sample: dict) -> None:
+    assert sample["cacheSizeBytes"] == CACHE_BYTES
+    assert sample["residentBytes"] <= sample["residentBytesBound"], sample
+    assert sample["kvCacheBytes"] <= sample["kvCacheBytesMax"] + KV_CACHE_SLACK_BYTES, sample
+    assert sample["historyBytes"] <= 2 * sample["historyBytesMax"] + HISTORY_SLACK_BYTES, sample
+    heap = sample["allocator"]["heapBytesInUse"]
+    assert heap <= sample["residentBytes"], sample
+    # Counted components are inside the live heap (history is counted at
+    # key + value + 64 bytes per version, above what it really takes).
+    assert sample["kvCacheBytes"] + sample["journalCacheBytes"] + sample["journalIndexBytes"] <= heap, sample
+
+
+@pytest.fixture
+def bounded_node():
+    with Node(extra_args=[f"--cache-size-mb={CACHE_SIZE_MB}"]) as running:
+        yield running
+
+
+def test_cache_size_bounds_resident_memory(bounded_node):
+    client = MongoClient(bounded_node.uri)
+    start = memory(client)
+    # The caches inside the cache: a quarter each for pages and history.
+    assert start["kvCacheBytesMax"] == CACHE_BYTES // 4
+    assert start["historyBytesMax"] == CACHE_BYTES // 4
+    assert start["residentBytesBound"] >= CACHE_BYTES
+    sampler = Sampler(bounded_node.uri)
+    sampler.start()
+    docs = client.mem.docs
+    padding = "x" * DOC_BYTES
+    for batch in range(BATCHES):
+        docs.insert_many([{"_id": batch * BATCH_DOCS + i, "pad": padding} for i in range(BATCH_DOCS)])
+    # Everything read back: through the page cache once, past its bound.
+    assert sum(1 for _ in docs.find({}, {"pad": 0}).batch_size(2000)) == BATCHES * BATCH_DOCS
+    docs.update_many({"_id": {"$lt": 5_000}}, {"$set": {"pad": padding.upper()}})
+    sampler.stop.set()
+    sampler.join()
+    assert len(sampler.samples) > 10
+    for sample in sampler.samples:
+        check_sample(sample)
+    # The page cache filled to its bound (the load was large enough to test it).
+    assert max(s["kvCacheBytes"] for s in sampler.samples) > start["kvCacheBytesMax"] // 2
+    deadline = time.monotonic() + IDLE_TIMEOUT_S
+    while True:
+        idle = memory(client)
+        check_sample(idle)
+        not_heap = idle["residentBytes"] - idle["allocator"]["heapBytesInUse"]
+        if not_heap <= IDLE_NOT_HEAP_BYTES_MAX:
+            break
+        assert time.monotonic() < deadline, f"idle memory not returned: {idle}"
+        time.sleep(0.5)

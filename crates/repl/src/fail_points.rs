@@ -12,6 +12,10 @@
 //!   reads at, until the fail point is off, so that a test can move the
 //!   commit point and a checkpoint past it before the read opens its
 //!   snapshot.
+//! - `hangBeforeWaitingForWriteConcern`: an operation that wrote waits,
+//!   before its write concern wait begins, until the fail point is off (so
+//!   that a test can make its primary step down and roll the write back
+//!   in between).
 //! - `initialSyncHangAfterCollection`: the initial sync's cloner waits
 //!   while on, after each collection is copied and its progress durable.
 //! - `initialSyncHangAfterBatch`: the cloner waits while on, after each
@@ -51,6 +55,8 @@ pub const RESYNC_HANG_BEFORE_WIPE: &str = "resyncHangBeforeWipe";
 /// A `majority` read waits after choosing its read point while on.
 pub const HANG_AFTER_MAJORITY_READ_POINT: &str = "hangAfterMajorityReadPointChosen";
 
+/// An operation waits before its write concern wait while on.
+pub const HANG_BEFORE_WAITING_FOR_WRITE_CONCERN: &str = "hangBeforeWaitingForWriteConcern";
 /// Every fail point this crate knows, in the order `configureFailPoint`'s
 /// refusals list them.
 pub const NAMES: &[&str] = &[
@@ -59,6 +65,7 @@ pub const NAMES: &[&str] = &[
     INITIAL_SYNC_HANG_AFTER_BATCH,
     HANG_AFTER_MAJORITY_READ_POINT,
     RESYNC_HANG_BEFORE_WIPE,
+    HANG_BEFORE_WAITING_FOR_WRITE_CONCERN,
 ];
 
 #[derive(Clone, Debug, PartialEq)]

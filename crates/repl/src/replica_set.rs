@@ -430,10 +430,24 @@ impl ReplicaSet {
         }
     }
 
+    /// Waits until the commit point reaches `op`, which must then still be
+    /// in this member's oplog with its term: the commit point is always on
+    /// this member's own log, so an entry of `op`'s timestamp from another
+    /// term (or none) means `op` was rolled back, as a write can be when
+    /// its primary steps down before its wait begins.
     async fn wait_committed_for_concern(&self, op: OpTime, concern: &WriteConcern) -> Result<(), ReplError> {
         let deadline = (concern.wtimeout_ms > 0).then(|| Instant::now() + Duration::from_millis(concern.wtimeout_ms));
         match self.wait_committed(op.ts, deadline).await {
-            Ok(_) => Ok(()),
+            Ok(_) if op.is_null() => Ok(()),
+            Ok(_) => {
+                let entry = self.shared.engine.oplog_entry(op.ts)?;
+                let term = entry.as_ref().and_then(|entry| entry.get_i64("t").ok());
+                if term == Some(op.term) {
+                    Ok(())
+                } else {
+                    Err(ReplError::PrimarySteppedDown)
+                }
+            }
             Err(ReplError::MaxTimeMsExpired) => Err(ReplError::WriteConcernTimeout {
                 wtimeout_ms: concern.wtimeout_ms,
             }),
@@ -581,6 +595,10 @@ impl Topology for ReplicaSet {
             if last_write.is_null() {
                 return Ok(());
             }
+            self.shared
+                .fail_points
+                .wait_while_on(crate::fail_points::HANG_BEFORE_WAITING_FOR_WRITE_CONCERN)
+                .await;
             let core = match &concern.w {
                 W::Nodes(0) | W::Nodes(1) => {
                     if concern.journal == Some(true) {
@@ -595,7 +613,10 @@ impl Topology for ReplicaSet {
                 },
                 W::Majority => {
                     let snapshot = self.shared.snapshot();
-                    if snapshot.commit_point >= last_write {
+                    // Only a commit point of the write's own term proves it
+                    // committed: one of a later term sorts after every entry
+                    // of an earlier one, rolled back or not.
+                    if snapshot.commit_point >= last_write && snapshot.commit_point.term == last_write.term {
                         return Ok(());
                     }
                     if !snapshot.writable_primary {

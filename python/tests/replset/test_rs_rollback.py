@@ -64,3 +64,64 @@ def test_majority_reads_never_show_a_write_that_is_rolled_back(make_replset):
     rs.wait_state(old, "SECONDARY")
     for i in rs.ids():
         assert {d["_id"] for d in rs.direct(i).t.c.find()} == {"committed", "after"}, f"member {i}"
+
+
+def test_a_majority_write_rolled_back_before_its_wait_is_not_acknowledged(make_replset):
+    """A w:majority write whose primary is cut off after the write but before
+    its wait begins, and which is then rolled back, must fail: the wait runs
+    on a member that is no longer primary and used to pass once the new
+    primary's commit point reached the write's timestamp, acknowledging a
+    write no member holds."""
+    from pymongo import MongoClient
+    import threading
+
+    rs = make_replset()
+    old = rs.primary()
+    others = [i for i in rs.ids() if i != old]
+    rs.client().t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "committed"})
+    admin = rs.direct(old).admin
+    admin.command({"configureFailPoint": "hangBeforeWaitingForWriteConcern", "mode": "alwaysOn"})
+    writer = MongoClient(f"mongodb://{rs.host(old)}/?directConnection=true", retryWrites=False,
+                         serverSelectionTimeoutMS=5_000, socketTimeoutMS=120_000)
+    outcome = {}
+
+    def write():
+        try:
+            writer.t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "doomed"})
+            outcome["result"] = "acknowledged"
+        except PyMongoError as err:
+            outcome["result"] = err
+
+    thread = threading.Thread(target=write)
+    try:
+        rs.partition([[old], others])
+        thread.start()
+        deadline = time.monotonic() + ROLLBACK_TIMEOUT_S
+        while rs.direct(old).t.c.find_one({"_id": "doomed"}) is None:
+            assert time.monotonic() < deadline, "the write never reached the old primary's data"
+            time.sleep(0.02)
+        new = rs.primary(exclude=(old,))
+        rs.direct(new).t.get_collection("c", write_concern=MAJORITY).insert_one({"_id": "after"})
+        rs.heal()
+        deadline = time.monotonic() + ROLLBACK_TIMEOUT_S
+        while True:
+            try:
+                seen = {d["_id"] for d in rs.direct(old).t.c.find()}
+            except PyMongoError:
+                seen = None  # in ROLLBACK it refuses reads
+            if seen == {"committed", "after"}:
+                break
+            assert time.monotonic() < deadline, f"the old primary still holds {seen}"
+            time.sleep(0.05)
+        rs.wait_state(old, "SECONDARY")
+    finally:
+        rs.heal()
+        rs.direct(old).admin.command({"configureFailPoint": "hangBeforeWaitingForWriteConcern", "mode": "off"})
+        thread.join(timeout=60)
+        writer.close()
+    assert not thread.is_alive(), "the write's wait never ended"
+    result = outcome["result"]
+    assert result != "acknowledged", "a rolled-back w:majority write was acknowledged"
+    assert getattr(result, "code", None) == 189 or "stepped down" in str(result).lower(), result
+    for i in rs.ids():
+        assert rs.direct(i).t.c.find_one({"_id": "doomed"}) is None, f"member {i}"

@@ -3,9 +3,12 @@ majority has the write on disk (issue 7 tests), `w: N` and `wtimeout`."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
-from pymongo import WriteConcern
-from pymongo.errors import WriteConcernError
+from pymongo import MongoClient, WriteConcern
+from pymongo.errors import PyMongoError, WriteConcernError
 
 MAJORITY = WriteConcern(w="majority")
 
@@ -99,3 +102,44 @@ def test_stop_repl_producer_holds_back_one_secondary(rs):
     assert reply["count"] >= 1
     coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 3})
     assert rs.direct(held).t.wc_producer.count_documents({}) == 4
+
+
+def test_a_majority_write_waiting_when_the_primary_steps_down_fails_with_primary_stepped_down(rs):
+    """The write is applied but its majority wait outlives the primary: both
+    secondaries are paused, the primary steps down on losing its majority,
+    and the waiting writer gets PrimarySteppedDown (189) rather than an
+    acknowledgement or a wait without end (the writers' majority waits are
+    released outside the coordinator's queue, and failed by it)."""
+    primary = rs.primary()
+    paused = rs.secondaries()
+    client = MongoClient(f"mongodb://{rs.host(primary)}/?directConnection=true", retryWrites=False,
+                         serverSelectionTimeoutMS=30_000)
+    coll = client.t.get_collection("wc_stepdown", write_concern=WriteConcern(w="majority", wtimeout=60_000))
+    coll.insert_one({"_id": "before"})
+    outcome: dict = {}
+
+    def write() -> None:
+        started = time.monotonic()
+        try:
+            coll.insert_one({"_id": "waiting"})
+            outcome["result"] = "acknowledged"
+        except PyMongoError as error:
+            outcome["result"] = error
+        outcome["seconds"] = time.monotonic() - started
+
+    for i in paused:
+        rs.pause(i)
+    try:
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=60)
+        assert not writer.is_alive(), "the majority wait never ended"
+    finally:
+        for i in paused:
+            rs.resume(i)
+        client.close()
+    error = outcome["result"]
+    assert isinstance(error, PyMongoError), f"a majority write was acknowledged without a majority: {error}"
+    code = getattr(error, "code", None) or (error.details or {}).get("writeConcernError", {}).get("code")
+    assert code == 189, f"expected PrimarySteppedDown, got {error!r}"
+    assert outcome["seconds"] < 30, "failed by the stepdown, not by wtimeout"

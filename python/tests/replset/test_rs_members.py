@@ -40,6 +40,10 @@ def test_an_arbiter_votes_and_holds_no_data(make_replset):
     rs.restart(old)
     coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=CATCH_UP_TIMEOUT_S * 1000)).insert_one(
         {"_id": 4})
+    # The majority write needed the restarted member durable, not SECONDARY:
+    # it reports RECOVERING until its restart catch-up ends, and refuses
+    # reads until then.
+    rs.wait_state(old, "SECONDARY")
     assert sorted(d["_id"] for d in rs.direct(old).t.c.find()) == [1, 2, 3, 4]
 
 

@@ -122,7 +122,8 @@ impl RedbEngine {
         let created = !io.exists(path).map_err(open_error)?;
         let file = if created { io.create(path) } else { io.open(path) }.map_err(open_error)?;
         let database = open_database(path, file, cache_bytes)?;
-        let txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
+        let mut txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
+        txn.set_quick_repair(true);
         {
             txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
             txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
@@ -170,10 +171,25 @@ impl RedbEngine {
     }
 }
 
+/// Opens of a checkpoint file that had to walk every page to rebuild
+/// redb's allocator state (a crash before any commit recorded it), since
+/// the process started: with every commit recording it (`set_quick_repair`)
+/// a restart after a crash stays independent of the data's size.
+pub static FULL_REPAIRS: AtomicU64 = AtomicU64::new(0);
+
 fn open_database(path: &Path, file: Arc<dyn IoFile>, cache_bytes: usize) -> Result<Database> {
     let backend = IoFileBackend { path: path.to_path_buf(), file, not_written_back: AtomicU64::new(0) };
+    let repairing = std::sync::atomic::AtomicBool::new(false);
+    let shown = path.display().to_string();
     Database::builder()
         .set_cache_size(cache_bytes)
+        .set_repair_callback(move |session| {
+            if !repairing.swap(true, Ordering::Relaxed) {
+                FULL_REPAIRS.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(target: "storage", file = %shown, progress = session.progress(),
+                    "checkpoint file not closed cleanly and no allocator state recorded: walking every page");
+            }
+        })
         .create_with_backend(backend)
         .map_err(|e| kv_error(&format!("opening {}", path.display()), e))
 }
@@ -187,6 +203,7 @@ fn copy_tables(from: &Database, to: &Database) -> Result<()> {
     loop {
         let mut txn = to.begin_write().map_err(|e| kv_error("compact: begin_write", e))?;
         txn.set_durability(Durability::Immediate).map_err(|e| kv_error("compact: set_durability", e))?;
+        txn.set_quick_repair(true);
         {
             let mut table = txn.open_table(DATA).map_err(|e| kv_error("compact: open data table", e))?;
             for row in rows.by_ref().take(COMPACT_KEYS_PER_COMMIT) {
@@ -277,6 +294,12 @@ impl KvEngine for RedbEngine {
         let database = self.database.read();
         let mut txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
         txn.set_durability(Durability::Immediate).map_err(|e| kv_error("set_durability", e))?;
+        // Each commit records redb's allocator state, so that opening the
+        // file after a crash loads it instead of walking every page to
+        // rebuild it: without it a restart after SIGKILL took time in
+        // proportion to the data (0.98 s at 100 MB, 3.4 s at 1 GB), which
+        // the fast restart must not (seed 003).
+        txn.set_quick_repair(true);
         {
             let mut data = txn.open_table(DATA).map_err(|e| kv_error("open data table", e))?;
             for op in &batch.ops {
@@ -364,6 +387,28 @@ mod tests {
             .unwrap()
             .collect();
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn a_crash_after_commits_reopens_without_walking_every_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.redb");
+        let (engine, _) = RedbEngine::open(&path, &StdIo::new()).unwrap();
+        for round in 0..20u32 {
+            let mut batch = KvBatch::default();
+            for i in 0..500u32 {
+                batch.put(format!("{round:04}-{i:06}").into_bytes(), vec![7; 200]);
+            }
+            engine.commit(batch).unwrap();
+        }
+        // A crash: the file is never closed cleanly (redb's "repair needed"
+        // flag stays set).
+        std::mem::forget(engine);
+        let repairs = FULL_REPAIRS.load(Ordering::Relaxed);
+        let (reopened, created) = RedbEngine::open(&path, &StdIo::new()).unwrap();
+        assert!(!created);
+        assert_eq!(FULL_REPAIRS.load(Ordering::Relaxed), repairs, "the reopen walked every page");
+        assert_eq!(collect(&*reopened.snapshot().unwrap(), false).len(), 10_000);
     }
 
     #[test]

@@ -8,18 +8,27 @@
 #      w:"majority" inserts, with their PNGs.
 # Every JSON line goes to $OUT (default bench-results/), and a table of the
 # targets to stdout. Knobs: OUT, RUN_SECONDS (default 10), TRIALS (default
-# 10). The load shares the two cores with the members: run it on an
-# otherwise idle machine.
+# 10), BIN (a slipstream binary to measure instead of building
+# target/release/slipstream: A/B runs of two builds), SKIP_STANDALONE=1,
+# SKIP_FAILOVER=1 (the set figures only), SERVE_ARGS (extra `serve`
+# arguments for the set's members, space-separated), MEMBER_ENV (extra
+# environment for the members only, e.g. TOKIO_WORKER_THREADS=1; the bench
+# client keeps its own). Each set figure carries the members' CPU seconds
+# per 1,000 operations and voluntary context switches per operation
+# (threads that exited during the run are not counted). The load shares
+# the two cores with the members: run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-bench-results}
 RUN_SECONDS=${RUN_SECONDS:-10}
 TRIALS=${TRIALS:-10}
-BIN=target/release/slipstream
 SET_NODES=3
 
-cargo build --release -p slipstream
+if [ -z "${BIN:-}" ]; then
+  BIN=target/release/slipstream
+  cargo build --release -p slipstream
+fi
 mkdir -p "$OUT"
 work=$(mktemp -d -t slipstream-bench-XXXXXX)
 standalone_pid=""
@@ -56,14 +65,59 @@ sys.exit("no free ports")
 EOF
 }
 
-# bench NAME ARGS...: one run; its JSON line goes to $OUT/NAME.json.
+# "CPU-seconds switches": what the set's members used so far, CPU (user +
+# system) from /proc/PID/stat and voluntary context switches summed over
+# /proc/PID/task/*/status ("0 0" without a set).
+members_usage() {
+  python3 - "$set_dir/cluster.json" <<'EOF'
+import glob, json, os, sys
+try:
+    members = json.load(open(sys.argv[1]))["members"]
+except OSError:
+    print(0, 0); sys.exit(0)
+ticks = switches = 0
+for member in members:
+    try:
+        fields = open(f"/proc/{member['pid']}/stat").read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    except OSError:
+        pass
+    for status in glob.glob(f"/proc/{member['pid']}/task/*/status"):
+        try:
+            for line in open(status):
+                if line.startswith("voluntary_ctxt_switches:"):
+                    switches += int(line.split()[1])
+        except OSError:
+            pass
+print(ticks / os.sysconf("SC_CLK_TCK"), switches)
+EOF
+}
+
+# bench NAME ARGS...: one run; its JSON line goes to $OUT/NAME.json, with
+# the members' CPU seconds per 1,000 operations and voluntary context
+# switches per operation added when a set is up.
 bench() {
   local name=$1
   shift
   echo "==> bench $name" >&2
-  "$BIN" bench --seconds "$RUN_SECONDS" --probe-samples 500 "$@" | tail -n 1 | tee "$OUT/$name.json"
+  local usage_before
+  usage_before=$(members_usage)
+  "$BIN" bench --seconds "$RUN_SECONDS" --probe-samples 500 "$@" | tail -n 1 > "$OUT/$name.json.tmp"
+  python3 - "$OUT/$name.json.tmp" "$usage_before" "$(members_usage)" <<'EOF' | tee "$OUT/$name.json"
+import json, sys
+result = json.load(open(sys.argv[1]))
+(cpu_before, switches_before), (cpu_after, switches_after) = (arg.split() for arg in sys.argv[2:4])
+cpu = float(cpu_after) - float(cpu_before)
+switches = int(switches_after) - int(switches_before)
+if cpu > 0 and result.get("ops"):
+    result["members_cpu_s_per_1000_ops"] = round(cpu * 1000 / result["ops"], 3)
+    result["members_voluntary_switches_per_op"] = round(switches / result["ops"], 1)
+print(json.dumps(result))
+EOF
+  rm -f "$OUT/$name.json.tmp"
 }
 
+if [ -z "${SKIP_STANDALONE:-}" ]; then
 echo "==> standalone" >&2
 port=$(free_ports 1)
 "$BIN" serve --port "$port" --dbpath "$work/standalone" --logpath "$work/standalone.log" &
@@ -78,11 +132,15 @@ bench standalone-insert-j-1 --uri "mongodb://127.0.0.1:$port" --workload insert-
 kill "$standalone_pid"
 wait "$standalone_pid" || true
 standalone_pid=""
+fi
 
 echo "==> $SET_NODES-member set" >&2
 base=$(free_ports "$SET_NODES")
-"$BIN" cluster up --dir "$set_dir" --nodes "$SET_NODES" --base-port "$base" \
-  --election-timeout-ms 1000 --heartbeat-interval-ms 200 >&2
+serve_args=()
+for arg in ${SERVE_ARGS:-}; do serve_args+=("--serve-arg=$arg"); done
+# shellcheck disable=SC2086 # MEMBER_ENV is a list of NAME=VALUE words
+env ${MEMBER_ENV:-} "$BIN" cluster up --dir "$set_dir" --nodes "$SET_NODES" --base-port "$base" \
+  --election-timeout-ms 1000 --heartbeat-interval-ms 200 ${serve_args[@]+"${serve_args[@]}"} >&2
 hosts=$(seq -s, -f "127.0.0.1:%g" "$base" $((base + SET_NODES - 1)))
 uri="mongodb://$hosts/?replicaSet=rs0"
 bench set-majority-1 --uri "$uri" --workload insert --write-concern majority --connections 1 --dbpath "$set_dir/n1/db"
@@ -90,32 +148,41 @@ bench set-w1-64 --uri "$uri" --workload insert --write-concern 1 --connections 6
 bench set-majority-64 --uri "$uri" --workload insert --write-concern majority --connections 64 --dbpath "$set_dir/n1/db"
 "$BIN" cluster stop --dir "$set_dir" >&2
 
+if [ -z "${SKIP_FAILOVER:-}" ]; then
 for kind in kill stepdown; do
   echo "==> failover $kind" >&2
   "$BIN" bench failover --kind "$kind" --trials "$TRIALS" --connections 16 --election-timeout-ms 1000 \
     --plot "$OUT/failover-$kind.png" | tee "$OUT/failover-$kind.jsonl" | tail -n 1
 done
+fi
 
-python3 - "$OUT" <<'EOF'
+python3 - "$OUT" "${SKIP_STANDALONE:-}" "${SKIP_FAILOVER:-}" <<'EOF'
 import json, sys
-out = sys.argv[1]
+out, skip_standalone, skip_failover = sys.argv[1:4]
 load = lambda name: json.load(open(f"{out}/{name}.json"))
 last = lambda name: json.loads(open(f"{out}/{name}.jsonl").read().splitlines()[-1])
-s, m1, w64, m64 = (load(n) for n in ["standalone-insert-j-1", "set-majority-1", "set-w1-64", "set-majority-64"])
-kill, step = last("failover-kill"), last("failover-stepdown")
+m1, w64, m64 = (load(n) for n in ["set-majority-1", "set-w1-64", "set-majority-64"])
 budget = m1["fdatasync_p50_us"] + 2 * m1["loopback_rtt_p50_us"]
-rows = [
-    ("standalone insert-j 1 conn p50 / fdatasync p50", f'{s["p50_us"]} / {s["fdatasync_p50_us"]} us',
-     f'{s["p50_us"] / s["fdatasync_p50_us"]:.2f}x', "-"),
-    ("set majority 1 conn p50 / budget (fdatasync + 2 ping)", f'{m1["p50_us"]} / {budget} us',
+cpu = lambda r: f'{r.get("members_cpu_s_per_1000_ops", "-")} CPU-s/1000, {r.get("members_voluntary_switches_per_op", "-")} csw/op'
+rows = []
+if not skip_standalone:
+    s = load("standalone-insert-j-1")
+    rows.append(("standalone insert-j 1 conn p50 / fdatasync p50", f'{s["p50_us"]} / {s["fdatasync_p50_us"]} us',
+                 f'{s["p50_us"] / s["fdatasync_p50_us"]:.2f}x', "-"))
+rows += [
+    ("set majority 1 conn p50 / budget (fdatasync + 2 ping)", f'{m1["p50_us"]} / {budget} us; {cpu(m1)}',
      f'{m1["majority_p50_over_budget"]}x', "<= 1.5x"),
-    ("set 64 conn majority / w:1 ops/s", f'{m64["ops_per_sec"]} / {w64["ops_per_sec"]}',
+    ("set 64 conn majority / w:1 ops/s", f'{m64["ops_per_sec"]} ({cpu(m64)}) / {w64["ops_per_sec"]} ({cpu(w64)})',
      f'{m64["ops_per_sec"] / w64["ops_per_sec"]:.0%}', ">= 70%"),
     ("set 64 conn majority ops/s vs 3 x etcd (3,700/s)", f'{m64["ops_per_sec"]}',
      f'{m64["ops_per_sec"] / 3700:.1f}x etcd', ">= 3x"),
-    ("failover kill window p50 / p99", f'{kill["window_p50_ms"]} / {kill["window_p99_ms"]} ms', "-", "p99 <= 3000 ms"),
-    ("failover stepdown window p50 / p99", f'{step["window_p50_ms"]} / {step["window_p99_ms"]} ms', "-", "p99 <= 1000 ms"),
 ]
+if not skip_failover:
+    kill, step = last("failover-kill"), last("failover-stepdown")
+    rows += [
+        ("failover kill window p50 / p99", f'{kill["window_p50_ms"]} / {kill["window_p99_ms"]} ms', "-", "p99 <= 3000 ms"),
+        ("failover stepdown window p50 / p99", f'{step["window_p50_ms"]} / {step["window_p99_ms"]} ms', "-", "p99 <= 1000 ms"),
+    ]
 print("| measure | value | ratio | target |")
 print("| --- | --- | --- | --- |")
 for row in rows:

@@ -86,6 +86,14 @@ pub struct ServeArgs {
     /// (plain HTTP, `GET /metrics`).
     #[arg(long = "metrics-port", value_name = "PORT")]
     pub metrics_port: Option<u16>,
+    /// Threads that run requests and replication I/O (the async runtime's
+    /// workers); 0: the `TOKIO_WORKER_THREADS` environment variable, else
+    /// one per core. Members sharing a machine run best with fewer (see
+    /// `cluster up`): each wake-up that lands on an idle worker of another
+    /// process costs a context switch and a core migration.
+    #[arg(long = "worker-threads", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=crate::serve::WORKER_THREADS_MAX as i64))]
+    pub worker_threads: u16,
     /// Run as a member of this replica set (MongoDB's `--replSet`).
     #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
     pub repl_set: Option<String>,

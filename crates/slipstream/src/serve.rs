@@ -26,6 +26,9 @@ const EXIT_DBPATH_IN_USE: u8 = 100;
 /// MongoDB's exit code when the port cannot be bound.
 const EXIT_NETWORK: u8 = 48;
 
+/// Most async workers `--worker-threads` may ask for.
+pub const WORKER_THREADS_MAX: u16 = 256;
+
 /// MongoDB's default `minSnapshotHistoryWindowInSeconds`.
 const SNAPSHOT_HISTORY_WINDOW_SECS_DEFAULT: u32 = 300;
 
@@ -106,11 +109,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
         );
     }
     // Commands recurse as deep as the nesting limits allow; see THREAD_STACK_BYTES.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .thread_stack_size(slipstream_server::THREAD_STACK_BYTES)
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.thread_stack_size(slipstream_server::THREAD_STACK_BYTES).enable_all();
+    if args.worker_threads > 0 {
+        builder.worker_threads(usize::from(args.worker_threads));
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(err) => {
             log.error(
@@ -123,6 +127,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    log.info(
+        "CONTROL",
+        crate::log_layer::derived_id("slipstream::serve", "async runtime started"),
+        "initandlisten",
+        "async runtime started",
+        json!({"workerThreads": runtime.metrics().num_workers()}),
+    );
     if args.metrics_port.is_some() && args.repl_set.is_none() {
         log.error("CONTROL", 20574, "initandlisten", "--metrics-port requires --replSet", serde_json::Value::Null);
         return ExitCode::from(2);

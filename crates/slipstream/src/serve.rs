@@ -110,7 +110,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
     // Commands recurse as deep as the nesting limits allow; see THREAD_STACK_BYTES.
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.thread_stack_size(slipstream_server::THREAD_STACK_BYTES).enable_all();
+    builder
+        .thread_stack_size(slipstream_server::THREAD_STACK_BYTES)
+        .enable_all();
     if args.worker_threads > 0 {
         builder.worker_threads(usize::from(args.worker_threads));
     }

@@ -795,11 +795,7 @@ impl Coordinator {
             now: self.now(),
         };
         let key = snapshot.topology_key();
-        let writable = snapshot.writable_primary;
         self.shared.publish(snapshot);
-        self.shared
-            .writable_primary
-            .send_if_modified(|was| std::mem::replace(was, writable) != writable);
         if self.published_key != Some(key) {
             self.published_key = Some(key);
             self.shared.topology.send_modify(|counter| *counter += 1);

@@ -72,10 +72,6 @@ pub struct Shared {
     /// The commit point, for majority reads waiting on it. Written only
     /// by the coordinator.
     pub commit_point_changed: watch::Sender<OpTime>,
-    /// Whether this member accepts writes (the snapshot's
-    /// `writable_primary`), for the position watcher. Written only by the
-    /// coordinator.
-    pub writable_primary: watch::Sender<bool>,
     /// This member's `host:port` as its configuration names it (shared
     /// with `TcpNetwork`'s handshake). Written by the coordinator when a
     /// configuration is installed, and by `replSetInitiate`.
@@ -315,7 +311,6 @@ impl ReplicaSet {
             snapshot: RwLock::new(Arc::new(Snapshot::uninitialized())),
             topology: watch::channel(1).0,
             commit_point_changed: watch::channel(OpTime::NULL).0,
-            writable_primary: watch::channel(false).0,
             me_host,
             rbid: AtomicI32::new(rbid),
             rollback: crate::rollback::RollbackState::default(),

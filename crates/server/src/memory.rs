@@ -18,18 +18,68 @@ use std::sync::OnceLock;
 use bson::{doc, Document};
 use slipstream_storage::engine::EngineStats;
 
-/// The resident set's allowance beyond the cache: code and static data
-/// (10 MB release, 20 MB debug), thread stacks (a few MB), the journal's
-/// buffers (up to 96 MB) and index, and the allocator's free and partly
-/// used pages: measured at `--cache-size-mb 256` under 32 connections of
-/// 1 KB inserts, updates and reads, the resident set went up to 460 MB over
-/// the cache on a standalone and 600 MB on a member's primary (up to 640 MB
-/// over the live heap). An envelope measured, not a guarantee.
-pub const RESIDENT_FIXED_BYTES: u64 = 576 * 1024 * 1024;
+use crate::admission::AdmissionStats;
+
+/// The resident set's allowance for the cache, in percent of it: what
+/// lives inside the cache and what scales with it outside (see the module
+/// comment), and the allocator's pages around them.
+pub const RESIDENT_CACHE_PERCENT: u64 = 200;
+/// The resident set's allowance beyond the cache's share: code and static
+/// data, thread stacks, the floors of the limits that scale with the cache,
+/// a secondary's fetched batches, and the allocator's free and partly used
+/// pages.
+pub const RESIDENT_FIXED_BYTES: u64 = 320 * 1024 * 1024;
 /// The resident set's allowance per open connection: its read buffer
 /// (kept up to 1 MB after a large message) and its command context and
 /// session (about 20 KB idle).
 pub const RESIDENT_PER_CONNECTION_BYTES: u64 = 1024 * 1024;
+
+/// Smallest journal cache of recent entries (readers of the oplog's tail
+/// read older entries from the files).
+pub const JOURNAL_RECENT_BYTES_MIN: u64 = 4 * 1024 * 1024;
+/// Smallest journal buffer of appends not yet written: above one maximal
+/// oplog entry (16 MB), so that a group commit still gathers many writes.
+pub const JOURNAL_PENDING_BYTES_MIN: u64 = 16 * 1024 * 1024;
+/// Smallest budget of large requests in flight: a 16 MB document's insert
+/// (the frame is a little larger) still runs beside small ones.
+pub const REQUEST_BUDGET_BYTES_MIN: u64 = 16 * 1024 * 1024;
+
+/// Every memory limit that follows `--cache-size-mb`: what is inside the
+/// cache (page cache, versions) and what scales with it outside (the
+/// journal's buffers, the requests in flight). At the default 1 GB cache
+/// the journal's buffers are their old fixed sizes (32 and 64 MB), so
+/// throughput there is unchanged; smaller caches shrink them down to the
+/// floors above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryLimits {
+    pub cache_bytes: u64,
+    /// The checkpoint store's page cache: a quarter.
+    pub kv_cache_bytes: u64,
+    /// Versions above the checkpoint: a quarter (flow control past twice).
+    pub history_bytes_max: u64,
+    /// The journal's recent entries: 1/32, within 4..32 MB.
+    pub journal_recent_bytes_max: u64,
+    /// The journal's appends not yet written: 1/16, within 16..64 MB.
+    pub journal_pending_bytes_max: u64,
+    /// Bytes of large requests in flight (`admission.rs`): 1/8, at least
+    /// 16 MB.
+    pub request_bytes_max: u64,
+}
+
+impl MemoryLimits {
+    pub fn for_cache(cache_bytes: u64) -> MemoryLimits {
+        MemoryLimits {
+            cache_bytes,
+            kv_cache_bytes: cache_bytes / 4,
+            history_bytes_max: cache_bytes / 4,
+            journal_recent_bytes_max: (cache_bytes / 32)
+                .clamp(JOURNAL_RECENT_BYTES_MIN, slipstream_storage::journal::RECENT_CACHE_BYTES_MAX as u64),
+            journal_pending_bytes_max: (cache_bytes / 16)
+                .clamp(JOURNAL_PENDING_BYTES_MIN, slipstream_storage::journal::PENDING_BYTES_MAX as u64),
+            request_bytes_max: (cache_bytes / 8).max(REQUEST_BUDGET_BYTES_MIN),
+        }
+    }
+}
 
 /// What the process's allocator holds; the binary provides it (the server
 /// does not choose the allocator).
@@ -52,7 +102,16 @@ pub fn install_allocator_report(report: fn() -> AllocatorReport) {
 
 /// The bound on the resident set with `connections` open.
 pub fn resident_bytes_bound(cache_bytes: u64, connections: u64) -> u64 {
-    cache_bytes + RESIDENT_FIXED_BYTES + RESIDENT_PER_CONNECTION_BYTES * connections
+    cache_bytes * RESIDENT_CACHE_PERCENT / 100 + RESIDENT_FIXED_BYTES + RESIDENT_PER_CONNECTION_BYTES * connections
+}
+
+/// What the request budget and open cursors hold now, for the section.
+#[derive(Clone, Copy, Debug)]
+pub struct InFlight {
+    pub requests: AdmissionStats,
+    /// Documents buffered results keep for later batches (in-memory sorts,
+    /// aggregation output), over every open cursor.
+    pub cursor_buffered_bytes: u64,
 }
 
 /// The process's resident set (`/proc/self/status` VmRSS), in bytes.
@@ -64,14 +123,17 @@ pub fn resident_bytes() -> Option<u64> {
 }
 
 /// `serverStatus.slipstream.memory`.
-pub fn server_status_section(cache_bytes: u64, connections: u64, stats: &EngineStats) -> Document {
+pub fn server_status_section(cache_bytes: u64, connections: u64, stats: &EngineStats, in_flight: &InFlight) -> Document {
     let resident = resident_bytes().unwrap_or(0);
+    let limits = MemoryLimits::for_cache(cache_bytes);
+    let requests = in_flight.requests;
     let mut section = doc! {
         "cacheSizeBytes": cache_bytes as i64,
         "residentBytes": resident as i64,
         "residentBytesBound": resident_bytes_bound(cache_bytes, connections) as i64,
         "residentFixedBytes": RESIDENT_FIXED_BYTES as i64,
         "residentBytesPerConnection": RESIDENT_PER_CONNECTION_BYTES as i64,
+        "residentCachePercent": RESIDENT_CACHE_PERCENT as i64,
         "connections": connections as i64,
         "kvCacheBytes": stats.kv_cache_bytes_used as i64,
         "kvCacheBytesMax": stats.kv_cache_bytes_max as i64,
@@ -79,6 +141,16 @@ pub fn server_status_section(cache_bytes: u64, connections: u64, stats: &EngineS
         "historyBytesMax": stats.history_bytes_max as i64,
         "journalCacheBytes": stats.journal_cache_bytes as i64,
         "journalIndexBytes": stats.journal_index_bytes as i64,
+        "journalCacheBytesMax": limits.journal_recent_bytes_max as i64,
+        "journalPendingBytesMax": limits.journal_pending_bytes_max as i64,
+        "requestAdmission": {
+            "budgetBytes": requests.budget_bytes as i64,
+            "chargedBytes": requests.charged_bytes as i64,
+            "unchargedFrameBytesMax": crate::admission::UNCHARGED_FRAME_BYTES as i64,
+            "waits": requests.waits as i64,
+            "waitMicros": requests.wait_micros as i64,
+        },
+        "cursorBufferedBytes": in_flight.cursor_buffered_bytes as i64,
     };
     if let Some(report) = ALLOCATOR_REPORT.get().map(|report| report()) {
         // What the live heap holds beyond the two caches: connections,
@@ -106,9 +178,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn limits_follow_the_cache_between_their_floors_and_the_old_fixed_sizes() {
+        let mb = 1024 * 1024;
+        // The default cache keeps the journal's buffers at their old sizes.
+        let default = MemoryLimits::for_cache(1024 * mb);
+        assert_eq!(default.journal_recent_bytes_max, 32 * mb);
+        assert_eq!(default.journal_pending_bytes_max, 64 * mb);
+        assert_eq!(default.request_bytes_max, 128 * mb);
+        assert_eq!((default.kv_cache_bytes, default.history_bytes_max), (256 * mb, 256 * mb));
+        let small = MemoryLimits::for_cache(256 * mb);
+        assert_eq!(small.journal_recent_bytes_max, 8 * mb);
+        assert_eq!(small.journal_pending_bytes_max, 16 * mb);
+        assert_eq!(small.request_bytes_max, 32 * mb);
+        let tiny = MemoryLimits::for_cache(8 * mb);
+        assert_eq!(tiny.journal_recent_bytes_max, JOURNAL_RECENT_BYTES_MIN);
+        assert_eq!(tiny.journal_pending_bytes_max, JOURNAL_PENDING_BYTES_MIN);
+        assert_eq!(tiny.request_bytes_max, REQUEST_BUDGET_BYTES_MIN);
+        let huge = MemoryLimits::for_cache(64 * 1024 * mb);
+        assert_eq!(huge.journal_recent_bytes_max, slipstream_storage::journal::RECENT_CACHE_BYTES_MAX as u64);
+        assert_eq!(huge.journal_pending_bytes_max, slipstream_storage::journal::PENDING_BYTES_MAX as u64);
+    }
+
+    #[test]
     fn the_bound_grows_with_the_cache_and_the_connections() {
         let mb = 1024 * 1024;
-        assert_eq!(resident_bytes_bound(256 * mb, 0), 256 * mb + RESIDENT_FIXED_BYTES);
+        assert_eq!(resident_bytes_bound(256 * mb, 0), 256 * mb * RESIDENT_CACHE_PERCENT / 100 + RESIDENT_FIXED_BYTES);
+        assert!(resident_bytes_bound(1024 * mb, 0) > resident_bytes_bound(256 * mb, 0));
         assert_eq!(
             resident_bytes_bound(256 * mb, 32) - resident_bytes_bound(256 * mb, 0),
             32 * RESIDENT_PER_CONNECTION_BYTES
@@ -126,7 +221,11 @@ mod tests {
             journal_index_bytes: 8,
             ..EngineStats::default()
         };
-        let section = server_status_section(64 << 20, 2, &stats);
+        let in_flight = InFlight {
+            requests: AdmissionStats { budget_bytes: 9, charged_bytes: 10, waits: 11, wait_micros: 12 },
+            cursor_buffered_bytes: 13,
+        };
+        let section = server_status_section(64 << 20, 2, &stats, &in_flight);
         assert_eq!(section.get_i64("cacheSizeBytes").unwrap(), 64 << 20);
         assert_eq!(
             section.get_i64("residentBytesBound").unwrap(),
@@ -138,6 +237,15 @@ mod tests {
         assert_eq!(section.get_i64("historyBytesMax").unwrap(), 6);
         assert_eq!(section.get_i64("journalCacheBytes").unwrap(), 7);
         assert_eq!(section.get_i64("journalIndexBytes").unwrap(), 8);
+        let limits = MemoryLimits::for_cache(64 << 20);
+        assert_eq!(section.get_i64("journalCacheBytesMax").unwrap(), limits.journal_recent_bytes_max as i64);
+        assert_eq!(section.get_i64("journalPendingBytesMax").unwrap(), limits.journal_pending_bytes_max as i64);
+        let requests = section.get_document("requestAdmission").unwrap();
+        assert_eq!(requests.get_i64("budgetBytes").unwrap(), 9);
+        assert_eq!(requests.get_i64("chargedBytes").unwrap(), 10);
+        assert_eq!(requests.get_i64("waits").unwrap(), 11);
+        assert_eq!(requests.get_i64("waitMicros").unwrap(), 12);
+        assert_eq!(section.get_i64("cursorBufferedBytes").unwrap(), 13);
         // The test process reads its own resident set.
         assert!(section.get_i64("residentBytes").unwrap() > 0);
     }

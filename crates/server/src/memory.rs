@@ -88,6 +88,9 @@ pub struct AllocatorReport {
     pub name: &'static str,
     /// Bytes allocated and not freed (the program's live heap).
     pub heap_bytes_in_use: u64,
+    /// Transparent huge pages are off for the process (each would be
+    /// resident whole for one used block).
+    pub huge_pages_disabled: bool,
 }
 
 /// Set once by the binary at start; unset in tests that build a server
@@ -164,6 +167,7 @@ pub fn server_status_section(cache_bytes: u64, connections: u64, stats: &EngineS
             doc! {
                 "name": report.name,
                 "heapBytesInUse": report.heap_bytes_in_use as i64,
+                "transparentHugePages": !report.huge_pages_disabled,
                 "heapBytesOutsideCaches": report.heap_bytes_in_use.saturating_sub(cached) as i64,
                 // Code, stacks, and what the allocator holds beyond the heap.
                 "residentOutsideHeapBytes": resident.saturating_sub(report.heap_bytes_in_use) as i64,

@@ -212,7 +212,11 @@ def measure(args, cache_size_mb: int) -> dict:
                  "history_mb": round(s["memory"]["historyBytes"] / 2**20, 1),
                  "kv_cache_mb": round(s["memory"]["kvCacheBytes"] / 2**20, 1),
                  "journal_mb": round((s["memory"]["journalCacheBytes"] + s["memory"]["journalIndexBytes"]) / 2**20, 1)}
-                if "memory" in s and "allocator" in s["memory"] else {}) for s in sampler.samples],
+                if "memory" in s and "allocator" in s["memory"] else {}) | (
+                {"requests_charged_mb": round(s["memory"]["requestAdmission"]["chargedBytes"] / 2**20, 1),
+                 "request_waits": s["memory"]["requestAdmission"]["waits"],
+                 "cursor_buffered_mb": round(s["memory"]["cursorBufferedBytes"] / 2**20, 1)}
+                if "memory" in s and "requestAdmission" in s["memory"] else {}) for s in sampler.samples],
         }
     finally:
         cluster.cleanup()

@@ -222,6 +222,22 @@ def measure(args, cache_size_mb: int) -> dict:
         cluster.cleanup()
 
 
+# The bound as memory.rs states it (RSS <= 1.25 x cache + 576 MB + 1 MB per
+# connection + 2 x the cursors' buffered bytes), for --replot of results from
+# a binary that reported another formula.
+BOUND_CACHE_SHARE, BOUND_FIXED_MB, BOUND_PER_CONNECTION_MB, BOUND_PER_CURSOR_MB = 1.25, 576, 1, 2
+
+
+def restate_bound(result: dict) -> dict:
+    """`result` with bound_mb_min and within_bound from the formula above
+    (connections: the load's, plus the sampler's and the script's own)."""
+    connections = result["connections"] + 3
+    bounds = [BOUND_CACHE_SHARE * result["cache_size_mb"] + BOUND_FIXED_MB + BOUND_PER_CONNECTION_MB * connections
+              + BOUND_PER_CURSOR_MB * s.get("cursor_buffered_mb", 0) for s in result["samples"]]
+    return result | {"bound_mb_min": round(min(bounds), 1), "bound_restated": True,
+                     "within_bound": all(s["rss_mb"] <= b for s, b in zip(result["samples"], bounds))}
+
+
 def plot(results: list[dict], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -251,7 +267,16 @@ def main() -> None:
     parser.add_argument("--phases", nargs="+", choices=list(PHASES), default=list(PHASES))
     parser.add_argument("--topology", choices=["standalone", "member"], default="standalone")
     parser.add_argument("--plot", help="write a PNG of RSS over time here")
+    parser.add_argument("--replot", help="plot the JSON lines of an earlier run (bound restated) instead of running")
     args = parser.parse_args()
+    if args.replot:
+        results = [restate_bound(json.loads(line)) for line in Path(args.replot).read_text().splitlines() if line]
+        results = [r for r in results if r["cache_size_mb"] in args.cache_size_mb]
+        for result in results:
+            print(json.dumps({k: v for k, v in result.items() if k != "samples"}), flush=True)
+        if args.plot:
+            plot(results, args.plot)
+        return
     results = []
     for cache_size_mb in args.cache_size_mb:
         result = measure(args, cache_size_mb)

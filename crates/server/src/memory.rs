@@ -1,9 +1,9 @@
 //! The node's memory bound (`--cache-size-mb`) and where the resident set
 //! goes, for `serverStatus`'s `slipstream.memory` section.
 //!
-//! The bound on the resident set is `1.25 x cache + RESIDENT_FIXED_BYTES
-//! + RESIDENT_PER_CONNECTION_BYTES x connections + 2 x the bytes cursors'
-//! buffered results hold`. `MemoryLimits` sizes everything that follows
+//! The bound on the resident set is 1.25 x the cache, plus
+//! `RESIDENT_FIXED_BYTES`, plus `RESIDENT_PER_CONNECTION_BYTES` per
+//! connection, plus twice the bytes cursors' buffered results hold. `MemoryLimits` sizes everything that follows
 //! the cache: inside it the checkpoint store's page cache (a quarter) and
 //! the versions above the checkpoint (a quarter; flow control holds client
 //! writes back past twice that); outside it the journal's recent entries

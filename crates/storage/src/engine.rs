@@ -120,6 +120,10 @@ pub struct EngineOptions {
     /// `history_bytes_max` (past it the window shrinks). 0: checkpoints
     /// follow the stable timestamp. Changeable at runtime.
     pub snapshot_history_window_secs: u32,
+    /// The journal's memory (`JournalOptions::recent_cache_bytes_max` and
+    /// `pending_bytes_max`); the node sizes both from `--cache-size-mb`.
+    pub journal_recent_cache_bytes: usize,
+    pub journal_pending_bytes: usize,
 }
 
 /// Default of `EngineOptions::history_bytes_max`.
@@ -138,6 +142,8 @@ impl EngineOptions {
             history_bytes_max: HISTORY_BYTES_MAX_DEFAULT,
             kv_cache_bytes: crate::redb_engine::CACHE_SIZE_BYTES,
             snapshot_history_window_secs: 0,
+            journal_recent_cache_bytes: crate::journal::RECENT_CACHE_BYTES_MAX,
+            journal_pending_bytes: crate::journal::PENDING_BYTES_MAX,
         }
     }
 }
@@ -607,6 +613,8 @@ impl Engine {
             size_cap_bytes: options.oplog_size_bytes,
             poison_policy: options.poison_policy,
             preallocate_segments: true,
+            recent_cache_bytes_max: options.journal_recent_cache_bytes,
+            pending_bytes_max: options.journal_pending_bytes,
         };
         let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
         let local = LocalStore::open(&options.dbpath, io.clone(), options.poison_policy)?;

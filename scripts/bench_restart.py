@@ -22,6 +22,16 @@ wall time. `restart_states` holds the seconds after the restart at which
 each state was first seen. With --plot, both curves go to a PNG. The data
 directories are removed afterwards. The release binary is used unless --bin
 says otherwise (cargo build -p slipstream --release --bin slipstream).
+
+One run is noise: --restart-trials N repeats the kill / missed writes /
+restart cycle N times on the same data; `restart_s` is then the median and
+`restart_trials` holds every run, each with the member's own split of the
+catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
+getMore totals of the fresh process). --keep DIR keeps each size's cluster
+in DIR/<size> (stopped, not removed) and, when it is already there, reuses
+it: the load and the initial sync are skipped (their figures come from the
+first run), the members restart on the binary of --bin, so that two
+binaries can be compared on the same data, run after run.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,7 +52,9 @@ from slipstream_testing.bench_load import cpu_seconds, load  # noqa: E402
 UPDATE_BATCH = 500
 PHASE_TIMEOUT_S = 3600
 POLL_S = 0.05
-
+# What a kept cluster remembers of its first run (load, initial sync).
+KEPT_FILE = "bench-restart.json"
+CATCH_UP_LINE = "restart catch-up finished"
 
 
 def member_pid(rs, i: int) -> int:
@@ -75,52 +88,138 @@ def time_states(rs, i: int, started: float) -> dict[str, float]:
         time.sleep(POLL_S)
 
 
-def one_size(size_mb: float, doc_bytes: int, writes: int) -> dict:
+def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None) -> dict:
     from slipstream_testing import ReplicaSet
 
     rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
-    rs.start()
+    kept_dir = Path(keep) / f"{size_mb / 1024:g}gb" if keep else None
     try:
-        documents = load(rs, int(size_mb * 1024 * 1024), doc_bytes)
-        primary = rs.primary()
-        # No socket timeout: dbStats may scan every document (gigabytes).
-        stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
-        data_bytes = int(stats.get("dataSize", 0))
-        added = rs.add_member()
-        config = rs.config()
-        config["version"] += 1
-        config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
-        cpu_before = cpu_seconds(member_pid(rs, added))
-        started = time.monotonic()
-        rs.direct(primary).admin.command("replSetReconfig", config)
-        sync_states = time_states(rs, added, started)
-        initial_sync_s = time.monotonic() - started
-        initial_sync_cpu_s = cpu_seconds(member_pid(rs, added)) - cpu_before
-        rs.wait_quiet([primary, added])
-
-        rs.kill(added)
-        missed_writes(rs, documents, writes)
-        started = time.monotonic()
-        rs.restart(added)
-        pid = member_pid(rs, added)
-        restart_states = time_states(rs, added, started)
-        restart_s = time.monotonic() - started
-        restart_cpu_s = cpu_seconds(pid)
-        return {
-            "bench": "restart-vs-initial-sync",
-            "data_mb": round(data_bytes / 1048576, 1),
-            "documents": documents,
+        if kept_dir is not None and (kept_dir / KEPT_FILE).exists():
+            result = reuse(rs, kept_dir)
+        else:
+            if kept_dir is not None:
+                # The cluster lives where it is kept from the start: its
+                # state file names the members' directories.
+                shutil.rmtree(rs.dir)
+                shutil.rmtree(kept_dir, ignore_errors=True)
+                kept_dir.mkdir(parents=True)
+                rs.dir = str(kept_dir)
+            rs.start()
+            result = load_and_sync(rs, size_mb, doc_bytes)
+            if kept_dir is not None:
+                (kept_dir / KEPT_FILE).write_text(json.dumps(result))
+        added = result.pop("member")
+        runs = [restart_once(rs, added, result["documents"], writes) for _ in range(trials)]
+        walls = sorted(run["restart_s"] for run in runs)
+        result.update({
             "missed_writes": writes,
-            "initial_sync_s": round(initial_sync_s, 2),
-            "initial_sync_cpu_s": round(initial_sync_cpu_s, 2),
-            "initial_sync_states": sync_states,
-            "restart_s": round(restart_s, 2),
-            "restart_cpu_s": round(restart_cpu_s, 2),
-            "restart_states": restart_states,
+            "restart_s": walls[len(walls) // 2],
+            "restart_cpu_s": sorted(run["restart_cpu_s"] for run in runs)[len(runs) // 2],
+            "restart_s_min": walls[0],
+            "restart_s_max": walls[-1],
+            "restart_states": sorted(runs, key=lambda run: run["restart_s"])[len(runs) // 2]["restart_states"],
+            "restart_trials": runs,
             "load_average_1m": round(os.getloadavg()[0], 1),
-        }
+        })
+        return result
     finally:
-        rs.cleanup()
+        if kept_dir is None:
+            rs.cleanup()
+        else:
+            rs.stop()
+
+
+def load_and_sync(rs, size_mb: float, doc_bytes: int) -> dict:
+    """Loads the one-member set, adds a member and times its initial sync."""
+    documents = load(rs, int(size_mb * 1024 * 1024), doc_bytes)
+    primary = rs.primary()
+    # No socket timeout: dbStats may scan every document (gigabytes).
+    stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
+    data_bytes = int(stats.get("dataSize", 0))
+    added = rs.add_member()
+    config = rs.config()
+    config["version"] += 1
+    config["members"].append({"_id": added, "host": rs.host(added), "votes": 0, "priority": 0})
+    cpu_before = cpu_seconds(member_pid(rs, added))
+    started = time.monotonic()
+    rs.direct(primary).admin.command("replSetReconfig", config)
+    sync_states = time_states(rs, added, started)
+    initial_sync_s = time.monotonic() - started
+    initial_sync_cpu_s = cpu_seconds(member_pid(rs, added)) - cpu_before
+    rs.wait_quiet([primary, added])
+    return {
+        "bench": "restart-vs-initial-sync",
+        "data_mb": round(data_bytes / 1048576, 1),
+        "documents": documents,
+        "initial_sync_s": round(initial_sync_s, 2),
+        "initial_sync_cpu_s": round(initial_sync_cpu_s, 2),
+        "initial_sync_states": sync_states,
+        "member": added,
+    }
+
+
+def reuse(rs, kept_dir: Path) -> dict:
+    """Takes over a kept cluster: its members restart on this binary."""
+    shutil.rmtree(rs.dir, ignore_errors=True)
+    rs.dir = str(kept_dir)
+    state_file = kept_dir / "cluster.json"
+    state = json.loads(state_file.read_text())
+    state["binary"] = os.environ["SLIPSTREAM_BIN"]
+    for member in state["members"]:
+        # Moved or not, the members' directories are under the kept one.
+        home = kept_dir / Path(member["dbpath"]).parent.name
+        member.update(dbpath=str(home / "db"), logpath=str(home / "mongod.log"), outpath=str(home / "output.log"))
+    state_file.write_text(json.dumps(state, indent=1))
+    result = json.loads((kept_dir / KEPT_FILE).read_text())
+    for i in rs.ids():
+        rs.restart(i)
+    rs.uri = f"mongodb://{','.join(rs.host(i) for i in rs.ids())}/?replicaSet={rs.set_name}"
+    rs.primary()
+    rs.wait_state(result["member"], "SECONDARY", timeout=PHASE_TIMEOUT_S)
+    rs.wait_quiet(rs.ids())
+    result["reused"] = True
+    return result
+
+
+def restart_once(rs, added: int, documents: int, writes: int) -> dict:
+    """Kills the member, writes what it misses, restarts it: its timings."""
+    rs.wait_quiet(rs.ids())
+    rs.kill(added)
+    missed_writes(rs, documents, writes)
+    started = time.monotonic()
+    rs.restart(added)
+    pid = member_pid(rs, added)
+    restart_states = time_states(rs, added, started)
+    restart_s = time.monotonic() - started
+    restart_cpu_s = cpu_seconds(pid)
+    return {
+        "restart_s": round(restart_s, 2),
+        "restart_cpu_s": round(restart_cpu_s, 2),
+        "restart_states": restart_states,
+        "catch_up": catch_up_split(rs, added),
+    }
+
+
+def catch_up_split(rs, i: int) -> dict:
+    """The member's own account of its catch-up: the fields of its last
+    "restart catch-up finished" log line and its fresh process's apply and
+    getMore totals (`serverStatus.metrics.repl`)."""
+    split: dict = {}
+    for line in reversed(Path(rs.log_path(i)).read_text(errors="replace").splitlines()):
+        if CATCH_UP_LINE in line:
+            try:
+                fields = json.loads(line)
+                split = dict(fields.get("attr", {}))
+            except ValueError:
+                split = {"line": line[-400:]}
+            break
+    repl = rs.direct(i).admin.command("serverStatus")["metrics"]["repl"]
+    split["apply_batches"] = repl["apply"]["batches"]["num"]
+    split["apply_ms"] = repl["apply"]["batches"]["totalMillis"]
+    split["apply_ops"] = repl["apply"]["ops"]
+    split["getmores"] = repl["network"]["getmores"]["num"]
+    split["getmore_ms"] = repl["network"]["getmores"]["totalMillis"]
+    return split
 
 
 def plot(results: list[dict], path: str) -> None:
@@ -150,11 +249,13 @@ def main() -> int:
     parser.add_argument("--missed-writes", type=int, default=10_000)
     parser.add_argument("--plot", help="write a PNG of both curves here")
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
+    parser.add_argument("--restart-trials", type=int, default=1, help="kill / missed writes / restart cycles per size")
+    parser.add_argument("--keep", help="keep each size's cluster under this directory and reuse it when there")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     results = []
     for size in (float(s) for s in args.sizes_gb.split(",")):
-        result = one_size(size * 1024, args.doc_bytes, args.missed_writes)
+        result = one_size(size * 1024, args.doc_bytes, args.missed_writes, args.restart_trials, args.keep)
         print(json.dumps(result), flush=True)
         results.append(result)
     if args.plot:

@@ -120,6 +120,10 @@ pub struct EngineOptions {
     /// `history_bytes_max` (past it the window shrinks). 0: checkpoints
     /// follow the stable timestamp. Changeable at runtime.
     pub snapshot_history_window_secs: u32,
+    /// Threads that read ahead the documents a batch of oplog entries
+    /// (applied from a sync source, or replayed by recovery) will read
+    /// (`read_ahead.rs`); below 2, none.
+    pub read_ahead_threads: usize,
 }
 
 /// Default of `EngineOptions::history_bytes_max`.
@@ -138,6 +142,7 @@ impl EngineOptions {
             history_bytes_max: HISTORY_BYTES_MAX_DEFAULT,
             kv_cache_bytes: crate::redb_engine::CACHE_SIZE_BYTES,
             snapshot_history_window_secs: 0,
+            read_ahead_threads: crate::read_ahead::READ_AHEAD_THREADS_DEFAULT,
         }
     }
 }

@@ -24,7 +24,10 @@ directories are removed afterwards. The release binary is used unless --bin
 says otherwise (cargo build -p slipstream --release --bin slipstream).
 
 One run is noise: --restart-trials N repeats the kill / missed writes /
-restart cycle N times on the same data; `restart_s` is then the median and
+restart cycle N times on the same data, each from a clean restart (the
+member's checkpoint at its last entry); with --replayed-writes M the
+member also applies M updates before each kill, which its restart replays
+from its journal; `restart_s` is then the median and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
 getMore totals of the fresh process). --keep DIR keeps each size's cluster
@@ -62,7 +65,8 @@ def member_pid(rs, i: int) -> int:
 
 
 def missed_writes(rs, documents: int, writes: int) -> None:
-    """`writes` single-document updates on the primary (w: 1, batched)."""
+    """`writes` single-document updates on the primary (w: 1, batched),
+    of documents spread over the whole collection."""
     from pymongo import UpdateOne, WriteConcern
 
     coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
@@ -88,7 +92,7 @@ def time_states(rs, i: int, started: float) -> dict[str, float]:
         time.sleep(POLL_S)
 
 
-def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None) -> dict:
+def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None, replayed: int) -> dict:
     from slipstream_testing import ReplicaSet
 
     rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
@@ -109,10 +113,11 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             if kept_dir is not None:
                 (kept_dir / KEPT_FILE).write_text(json.dumps(result))
         added = result.pop("member")
-        runs = [restart_once(rs, added, result["documents"], writes) for _ in range(trials)]
+        runs = [restart_once(rs, added, result["documents"], writes, replayed) for _ in range(trials)]
         walls = sorted(run["restart_s"] for run in runs)
         result.update({
             "missed_writes": writes,
+            "replayed_writes": replayed,
             "restart_s": walls[len(walls) // 2],
             "restart_cpu_s": sorted(run["restart_cpu_s"] for run in runs)[len(runs) // 2],
             "restart_s_min": walls[0],
@@ -181,8 +186,19 @@ def reuse(rs, kept_dir: Path) -> dict:
     return result
 
 
-def restart_once(rs, added: int, documents: int, writes: int) -> dict:
-    """Kills the member, writes what it misses, restarts it: its timings."""
+def restart_once(rs, added: int, documents: int, writes: int, replayed: int) -> dict:
+    """Kills the member, writes what it misses, restarts it: its timings.
+
+    Every run starts alike: a clean restart first leaves the member's
+    checkpoint at its last entry (a kill would leave the journal of every
+    earlier run to replay: the checkpoint stays at the 300 s snapshot
+    window's start). Then `replayed` updates that it applies before the
+    kill, which its restart replays from its journal, as a member killed
+    after a busy while does."""
+    rs.restart(added)
+    rs.wait_state(added, "SECONDARY", timeout=PHASE_TIMEOUT_S)
+    if replayed:
+        missed_writes(rs, documents, replayed)
     rs.wait_quiet(rs.ids())
     rs.kill(added)
     missed_writes(rs, documents, writes)
@@ -197,7 +213,16 @@ def restart_once(rs, added: int, documents: int, writes: int) -> dict:
         "restart_cpu_s": round(restart_cpu_s, 2),
         "restart_states": restart_states,
         "catch_up": catch_up_split(rs, added),
+        "io": process_io(pid),
     }
+
+
+def process_io(pid: int) -> dict:
+    """What the member read since it started (/proc/<pid>/io): `syscr`
+    read calls, `rchar` bytes they returned (from the OS page cache or the
+    device), `read_bytes` bytes the device had to supply."""
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return {name: int(fields[name]) for name in ("syscr", "rchar", "read_bytes")}
 
 
 def catch_up_split(rs, i: int) -> dict:
@@ -251,11 +276,14 @@ def main() -> int:
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
     parser.add_argument("--restart-trials", type=int, default=1, help="kill / missed writes / restart cycles per size")
     parser.add_argument("--keep", help="keep each size's cluster under this directory and reuse it when there")
+    parser.add_argument("--replayed-writes", type=int, default=0,
+                        help="updates the member applies before each kill (its restart replays them)")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     results = []
     for size in (float(s) for s in args.sizes_gb.split(",")):
-        result = one_size(size * 1024, args.doc_bytes, args.missed_writes, args.restart_trials, args.keep)
+        result = one_size(size * 1024, args.doc_bytes, args.missed_writes, args.restart_trials, args.keep,
+                          args.replayed_writes)
         print(json.dumps(result), flush=True)
         results.append(result)
     if args.plot:

@@ -27,7 +27,9 @@ One run is noise: --restart-trials N repeats the kill / missed writes /
 restart cycle N times on the same data, each from a clean restart (the
 member's checkpoint at its last entry); with --replayed-writes M the
 member also applies M updates before each kill, which its restart replays
-from its journal; `restart_s` is then the median and
+from its journal; each run updates other documents than the runs before
+it, and with --cold the member's checkpoint file leaves the OS page cache
+before the restart (a node whose volume comes back on a new machine); `restart_s` is then the median and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
 getMore totals of the fresh process). --keep DIR keeps each size's cluster
@@ -64,15 +66,28 @@ def member_pid(rs, i: int) -> int:
     return int(rs.member(i)["pid"])
 
 
-def missed_writes(rs, documents: int, writes: int) -> None:
+def missed_writes(rs, documents: int, writes: int, run: int = 0) -> None:
     """`writes` single-document updates on the primary (w: 1, batched),
-    of documents spread over the whole collection."""
+    of documents spread over the whole collection; each `run` updates other
+    documents than the runs before it (pages a run read are no help to the
+    next)."""
     from pymongo import UpdateOne, WriteConcern
 
     coll = rs.client().get_database("bench", write_concern=WriteConcern(w=1)).docs
-    for start in range(0, writes, UPDATE_BATCH):
+    first = run * writes
+    for start in range(first, first + writes, UPDATE_BATCH):
         coll.bulk_write([UpdateOne({"_id": (i * 104_729) % documents}, {"$inc": {"v": 1}})
-                         for i in range(start, min(writes, start + UPDATE_BATCH))], ordered=False)
+                         for i in range(start, min(first + writes, start + UPDATE_BATCH))], ordered=False)
+
+
+def drop_cached_pages(path: Path) -> None:
+    """Asks the kernel to drop the file's pages from its page cache, as a
+    machine that lost the node and remounted its volume would start."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def time_states(rs, i: int, started: float) -> dict[str, float]:
@@ -92,7 +107,8 @@ def time_states(rs, i: int, started: float) -> dict[str, float]:
         time.sleep(POLL_S)
 
 
-def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None, replayed: int) -> dict:
+def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None, replayed: int,
+             cold: bool) -> dict:
     from slipstream_testing import ReplicaSet
 
     rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
@@ -113,11 +129,18 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             if kept_dir is not None:
                 (kept_dir / KEPT_FILE).write_text(json.dumps(result))
         added = result.pop("member")
-        runs = [restart_once(rs, added, result["documents"], writes, replayed) for _ in range(trials)]
+        first = result.setdefault("runs_so_far", 0)
+        runs = [restart_once(rs, added, result["documents"], writes, replayed, first + run, cold)
+                for run in range(trials)]
+        if kept_dir is not None:
+            kept = json.loads((kept_dir / KEPT_FILE).read_text())
+            kept["runs_so_far"] = first + trials
+            (kept_dir / KEPT_FILE).write_text(json.dumps(kept))
         walls = sorted(run["restart_s"] for run in runs)
         result.update({
             "missed_writes": writes,
             "replayed_writes": replayed,
+            "cold_checkpoint_file": cold,
             "restart_s": walls[len(walls) // 2],
             "restart_cpu_s": sorted(run["restart_cpu_s"] for run in runs)[len(runs) // 2],
             "restart_s_min": walls[0],
@@ -186,7 +209,7 @@ def reuse(rs, kept_dir: Path) -> dict:
     return result
 
 
-def restart_once(rs, added: int, documents: int, writes: int, replayed: int) -> dict:
+def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run: int, cold: bool) -> dict:
     """Kills the member, writes what it misses, restarts it: its timings.
 
     Every run starts alike: a clean restart first leaves the member's
@@ -198,10 +221,12 @@ def restart_once(rs, added: int, documents: int, writes: int, replayed: int) -> 
     rs.restart(added)
     rs.wait_state(added, "SECONDARY", timeout=PHASE_TIMEOUT_S)
     if replayed:
-        missed_writes(rs, documents, replayed)
+        missed_writes(rs, documents, replayed, 2 * run + 1)
     rs.wait_quiet(rs.ids())
     rs.kill(added)
-    missed_writes(rs, documents, writes)
+    missed_writes(rs, documents, writes, 2 * run)
+    if cold:
+        drop_cached_pages(Path(rs.member(added)["dbpath"]) / "checkpoint.redb")
     started = time.monotonic()
     rs.restart(added)
     pid = member_pid(rs, added)
@@ -278,12 +303,14 @@ def main() -> int:
     parser.add_argument("--keep", help="keep each size's cluster under this directory and reuse it when there")
     parser.add_argument("--replayed-writes", type=int, default=0,
                         help="updates the member applies before each kill (its restart replays them)")
+    parser.add_argument("--cold", action="store_true",
+                        help="drop the member's checkpoint file from the OS page cache before each restart")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     results = []
     for size in (float(s) for s in args.sizes_gb.split(",")):
         result = one_size(size * 1024, args.doc_bytes, args.missed_writes, args.restart_trials, args.keep,
-                          args.replayed_writes)
+                          args.replayed_writes, args.cold)
         print(json.dumps(result), flush=True)
         results.append(result)
     if args.plot:

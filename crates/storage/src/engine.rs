@@ -124,6 +124,10 @@ pub struct EngineOptions {
     /// `pending_bytes_max`); the node sizes both from `--cache-size-mb`.
     pub journal_recent_cache_bytes: usize,
     pub journal_pending_bytes: usize,
+    /// Threads that read ahead the documents a batch of oplog entries
+    /// (applied from a sync source, or replayed by recovery) will read
+    /// (`read_ahead.rs`); below 2, none.
+    pub read_ahead_threads: usize,
 }
 
 /// Default of `EngineOptions::history_bytes_max`.
@@ -144,6 +148,7 @@ impl EngineOptions {
             snapshot_history_window_secs: 0,
             journal_recent_cache_bytes: crate::journal::RECENT_CACHE_BYTES_MAX,
             journal_pending_bytes: crate::journal::PENDING_BYTES_MAX,
+            read_ahead_threads: crate::read_ahead::READ_AHEAD_THREADS_DEFAULT,
         }
     }
 }

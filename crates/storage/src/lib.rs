@@ -67,6 +67,7 @@ pub mod mvcc;
 pub mod oplog_entry;
 pub mod poison;
 pub mod position;
+pub mod read_ahead;
 pub mod recovery;
 pub mod redb_engine;
 pub mod rollback_files;

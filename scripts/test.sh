@@ -9,9 +9,12 @@
 # .ci/run calls this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's heading carries the seconds since the start, so a slow CI run
+# shows which phase took the time.
+phase() { echo "==> $* [${SECONDS}s]"; }
 scripts/setup.sh --with-mongosh --with-fault-tools
 
-echo "==> cargo test (workspace)"
+phase "cargo test (workspace)"
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
 
@@ -19,20 +22,21 @@ cargo test --workspace --no-fail-fast
 # one; in half the seeds reconfigurations), a lasting partial partition with
 # a progress check, a healed liveness phase. About a minute and a half on
 # two cores.
-echo "==> consensus simulator soak (release): 1,000 seeds each of 3, 5 and 7 members"
+phase "consensus simulator soak (release): 1,000 seeds each of 3, 5 and 7 members"
 for members in 3 5 7; do
   cargo run --quiet --release -p slipstream-consensus --example simulate -- --seeds 1000 --members "$members" | tail -n 1
 done
 
-echo "==> pytest (python/tests, through pymongo against real nodes)"
+phase "pytest (python/tests, through pymongo against real nodes)"
 export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider
 
 # Real members in network namespaces under partitions, kills and pauses;
 # each workload once, 30 s of faults (about four minutes in all). Fails on any
 # anomaly; the runs are kept under jepsen-results/.
-echo "==> Jepsen-style fault injection (scripts/jepsen.sh: register, set, rc-majority, retryable)"
+phase "Jepsen-style fault injection (scripts/jepsen.sh: register, set, rc-majority, retryable)"
 scripts/jepsen.sh --seconds 30
 
-echo "==> pymongo's own test suite (a node, then a 3-member replica set)"
+phase "pymongo's own test suite (a node, then a 3-member replica set)"
 scripts/pymongo_suite.sh
+phase "done"

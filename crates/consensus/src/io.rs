@@ -220,6 +220,15 @@ pub enum Action {
         /// Term at the change.
         term: i64,
     },
+    /// A primary steps down because it has not heard from a majority of
+    /// voters within an election timeout (for the log): each silent voter
+    /// with the milliseconds since it was last heard, if ever.
+    LostMajority {
+        /// The term the primary leaves.
+        term: i64,
+        /// Voters not heard within the election timeout.
+        silent: Vec<(MemberId, Option<u64>)>,
+    },
     /// A real election or its dry run began (for the log and metrics).
     ElectionStarted {
         /// The term asked for.
@@ -296,6 +305,7 @@ impl fmt::Display for Action {
                     if *won { "won" } else { "lost" }
                 )
             }
+            Action::LostMajority { term, silent } => write!(f, "lost majority term={term} silent={silent:?}"),
             Action::WriteNoop => write!(f, "write no-op"),
             Action::AcceptWrites(b) => write!(f, "accept writes {b}"),
             Action::StepDownFinished(r) => write!(f, "stepdown finished {r:?}"),

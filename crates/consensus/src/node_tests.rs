@@ -417,6 +417,14 @@ fn primary_that_cannot_see_a_majority_steps_down() {
         state: MemberState::Secondary,
         term: 1
     }));
+    // The log says why: both other voters silent since the election.
+    let silent = actions.iter().find_map(|a| match a {
+        Action::LostMajority { term: 1, silent } => Some(silent.clone()),
+        _ => None,
+    });
+    let silent = silent.expect("a LostMajority action explains the stepdown");
+    assert_eq!(silent.len(), 2, "{silent:?}");
+    assert!(silent.iter().all(|(_, ms)| ms.is_none_or(|ms| ms >= 1_000)), "{silent:?}");
 }
 
 #[test]

@@ -581,6 +581,17 @@ impl Coordinator {
                 }
                 self.last_state = Some(state);
             }
+            Action::LostMajority { term, silent } => {
+                let silent: Vec<String> = silent
+                    .iter()
+                    .map(|(id, ms)| match ms {
+                        Some(ms) => format!("{id} (last heard {ms} ms ago)"),
+                        None => format!("{id} (never heard)"),
+                    })
+                    .collect();
+                tracing::warn!(target: "repl", term, silent = %silent.join(", "),
+                    "stepping down: a majority of voters was not heard within the election timeout");
+            }
             Action::ElectionStarted { term, reason, dry_run } => {
                 tracing::info!(target: "repl", term, reason = reason.name(), dry_run, "election started");
             }

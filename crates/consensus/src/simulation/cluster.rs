@@ -436,6 +436,7 @@ impl Cluster {
             Action::StepDownFinished(result) => self.step_down_results[i] = Some(result),
             Action::ReconfigFinished(result) => self.reconfigs_accepted += u64::from(result.is_ok()),
             Action::AcceptWrites(_)
+            | Action::LostMajority { .. }
             | Action::ElectionStarted { .. }
             | Action::ElectionFinished { .. }
             | Action::StepUpFinished(_)

@@ -70,6 +70,7 @@ use crate::{OpTime, StorageError, Timestamp};
 mod apply_batch;
 mod bulk_load;
 mod capped;
+mod index_build;
 mod cluster_time;
 mod local_view;
 mod oplog_hold;
@@ -78,6 +79,7 @@ mod validate;
 mod write_gate;
 
 pub(crate) use oplog_hold::retain_floor;
+pub use index_build::{IndexBuildReport, BUILD_COMMIT_BYTES, SORT_DIRECTORY, SORT_RUN_BYTES};
 pub use oplog_hold::{OplogHoldError, OPLOG_HOLD_LEASE_MAX};
 pub use reset::{ResetStep, RESET_MARKER_FILE_NAME};
 pub use write_gate::WriteGate;

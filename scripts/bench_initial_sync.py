@@ -20,7 +20,8 @@ member with `perf record -g` over the sync (where its time goes),
 
 copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
 divided by the time to SECONDARY, which includes choosing the source, the
-copy with its index builds (indexes are maintained as documents arrive),
+copy with its index builds (each collection's secondary indexes are built
+from sorted keys after its documents are copied),
 and the oplog catch-up. The release binary is used unless --bin says
 otherwise (cargo build -p slipstream --release --bin slipstream first).
 """

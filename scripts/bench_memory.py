@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark of the memory bound (issue 8 item 4, `--cache-size-mb`): for each
 cache size, a node (a standalone, or the primary of a two-member set) runs
-load cycles of `slipstream bench` (1 KB `w: 1` inserts, then updates, then
-reads, over --connections connections) separated by idle periods; twice a
+load cycles (`slipstream bench` 1 KB `w: 1` inserts, updates and reads, then
+1 MB inserts and cursors left open with their first batch read, over
+--connections connections; --phases picks them) separated by idle periods; twice a
 second the resident set (/proc/<pid>/status VmRSS), CPU seconds, and
 serverStatus `slipstream.memory` (where the binary has it) are sampled.
 Prints one JSON line per cache size (peak and idle RSS per cycle against the
@@ -29,14 +30,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 os.environ.setdefault("SLIPSTREAM_BIN", str(ROOT / "target" / "release" / "slipstream"))
 
+import bson  # noqa: E402
 from pymongo import MongoClient  # noqa: E402
 
 from slipstream_testing import Node, ReplicaSet  # noqa: E402
 
 SAMPLE_INTERVAL_S = 0.5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# Load phases of one cycle: (workload, share of --load-seconds).
-PHASES = (("insert", 0.6), ("update", 0.2), ("read", 0.2))
+# Load phases of one cycle: (workload, share of --load-seconds). `slipstream
+# bench` runs insert, update and read (1 KB documents); this script runs
+# insert-1mb and cursors itself (pymongo threads, one connection each).
+PHASES = {"insert": 0.3, "update": 0.15, "read": 0.15, "insert-1mb": 0.2, "cursors": 0.2}
+PYTHON_PHASES = ("insert-1mb", "cursors")
+BIG_DOC_BYTES = 1024 * 1024
+# Each connection of the cursors phase keeps this many cursors open, half
+# plain scans (the server keeps a plan position) and half sorted on an
+# unindexed field (the server keeps the sorted results for getMore).
+CURSORS_PER_CONNECTION = 4
+CURSOR_FIRST_BATCH_DOCS = 1000
+SORTED_CURSOR_DOCS = 2000
 # Documents preloaded for update and read (100 MB of 1 KB documents).
 PRELOAD_DOCS = 100_000
 
@@ -81,6 +93,53 @@ def run_bench(uri: str, workload: str, seconds: float, connections: int) -> dict
     return json.loads(out.strip().splitlines()[-1])
 
 
+def python_load(uri: str, workload: str, seconds: float, connections: int) -> dict:
+    """Runs insert-1mb or cursors on `connections` threads for `seconds`."""
+    client = MongoClient(uri, maxPoolSize=connections)
+    db = client.slipstream_bench
+    if workload == "insert-1mb":
+        db.big.drop()
+    deadline = time.monotonic() + seconds
+    counts = [0] * connections
+    errors: list[str] = []
+
+    def insert_big(worker: int) -> None:
+        blob = bson.Binary(os.urandom(BIG_DOC_BYTES))
+        while time.monotonic() < deadline:
+            db.big.insert_one({"worker": worker, "blob": blob})
+            counts[worker] += 1
+
+    def open_cursors(worker: int) -> None:
+        held = []
+        while time.monotonic() < deadline:
+            first = (counts[worker] * 7919 + worker * 104729) % (PRELOAD_DOCS - SORTED_CURSOR_DOCS)
+            if counts[worker] % 2:
+                cursor = db.docs.find({"_id": {"$gte": first, "$lt": first + SORTED_CURSOR_DOCS}}).sort("counter", -1)
+            else:
+                cursor = db.docs.find({"_id": {"$gte": first}}).batch_size(CURSOR_FIRST_BATCH_DOCS)
+            next(cursor)
+            held.append(cursor)
+            counts[worker] += 1
+            if len(held) >= CURSORS_PER_CONNECTION:
+                held.pop(0).close()
+        for cursor in held:
+            cursor.close()
+
+    def guarded(worker: int) -> None:
+        try:
+            (insert_big if workload == "insert-1mb" else open_cursors)(worker)
+        except Exception as err:  # noqa: BLE001 - reported in the JSON
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    client.close()
+    return {"ops": sum(counts), "errors": errors[:3]}
+
+
 def phase_summary(samples: list[dict], phase: str) -> dict:
     picked = [s for s in samples if s["phase"] == phase]
     if not picked:
@@ -113,15 +172,25 @@ def measure(args, cache_size_mb: int) -> dict:
         for cycle in range(args.cycles):
             cpu_before = cpu_seconds(pid)
             operations = 0
-            for workload, share in PHASES:
+            phases = {}
+            for workload in args.phases:
                 sampler.phase = f"load{cycle}"
-                result = run_bench(uri, workload, args.load_seconds * share, args.connections)
+                seconds = args.load_seconds * PHASES[workload]
+                rss_before = len(sampler.samples)
+                if workload in PYTHON_PHASES:
+                    result = python_load(uri, workload, seconds, args.connections)
+                else:
+                    result = run_bench(uri, workload, seconds, args.connections)
                 operations += result.get("ops", 0)
+                during = [s["rss_mb"] for s in sampler.samples[rss_before:]]
+                phases[workload] = {"ops": result.get("ops", 0), "rss_mb_peak": max(during, default=None),
+                                    **({"errors": result["errors"]} if result.get("errors") else {})}
             cpu_load = cpu_seconds(pid) - cpu_before
             sampler.phase = f"idle{cycle}"
             time.sleep(args.idle_seconds)
             cycles.append({"cycle": cycle, "operations": operations, "cpu_s": round(cpu_load, 1),
                            "cpu_us_per_op": round(cpu_load * 1e6 / max(operations, 1), 1),
+                           "phases": phases,
                            "load": phase_summary(sampler.samples, f"load{cycle}"),
                            "idle": phase_summary(sampler.samples, f"idle{cycle}")})
         sampler.stopped.set()
@@ -143,10 +212,30 @@ def measure(args, cache_size_mb: int) -> dict:
                  "history_mb": round(s["memory"]["historyBytes"] / 2**20, 1),
                  "kv_cache_mb": round(s["memory"]["kvCacheBytes"] / 2**20, 1),
                  "journal_mb": round((s["memory"]["journalCacheBytes"] + s["memory"]["journalIndexBytes"]) / 2**20, 1)}
-                if "memory" in s and "allocator" in s["memory"] else {}) for s in sampler.samples],
+                if "memory" in s and "allocator" in s["memory"] else {}) | (
+                {"requests_charged_mb": round(s["memory"]["requestAdmission"]["chargedBytes"] / 2**20, 1),
+                 "request_waits": s["memory"]["requestAdmission"]["waits"],
+                 "cursor_buffered_mb": round(s["memory"]["cursorBufferedBytes"] / 2**20, 1)}
+                if "memory" in s and "requestAdmission" in s["memory"] else {}) for s in sampler.samples],
         }
     finally:
         cluster.cleanup()
+
+
+# The bound as memory.rs states it (RSS <= 1.25 x cache + 576 MB + 1 MB per
+# connection + 2 x the cursors' buffered bytes), for --replot of results from
+# a binary that reported another formula.
+BOUND_CACHE_SHARE, BOUND_FIXED_MB, BOUND_PER_CONNECTION_MB, BOUND_PER_CURSOR_MB = 1.25, 576, 1, 2
+
+
+def restate_bound(result: dict) -> dict:
+    """`result` with bound_mb_min and within_bound from the formula above
+    (connections: the load's, plus the sampler's and the script's own)."""
+    connections = result["connections"] + 3
+    bounds = [BOUND_CACHE_SHARE * result["cache_size_mb"] + BOUND_FIXED_MB + BOUND_PER_CONNECTION_MB * connections
+              + BOUND_PER_CURSOR_MB * s.get("cursor_buffered_mb", 0) for s in result["samples"]]
+    return result | {"bound_mb_min": round(min(bounds), 1), "bound_restated": True,
+                     "within_bound": all(s["rss_mb"] <= b for s, b in zip(result["samples"], bounds))}
 
 
 def plot(results: list[dict], path: str) -> None:
@@ -174,10 +263,20 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--load-seconds", type=float, default=25)
     parser.add_argument("--idle-seconds", type=float, default=10)
-    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--phases", nargs="+", choices=list(PHASES), default=list(PHASES))
     parser.add_argument("--topology", choices=["standalone", "member"], default="standalone")
     parser.add_argument("--plot", help="write a PNG of RSS over time here")
+    parser.add_argument("--replot", help="plot the JSON lines of an earlier run (bound restated) instead of running")
     args = parser.parse_args()
+    if args.replot:
+        results = [restate_bound(json.loads(line)) for line in Path(args.replot).read_text().splitlines() if line]
+        results = [r for r in results if r["cache_size_mb"] in args.cache_size_mb]
+        for result in results:
+            print(json.dumps({k: v for k, v in result.items() if k != "samples"}), flush=True)
+        if args.plot:
+            plot(results, args.plot)
+        return
     results = []
     for cache_size_mb in args.cache_size_mb:
         result = measure(args, cache_size_mb)

@@ -70,8 +70,8 @@ impl Connection {
         let bytes = encode_op_msg(request_id, 0, 0, &body, &[]).map_err(wire)?;
         self.stream.write_all(&bytes).await.map_err(io)?;
         let frame = self.read_frame().await?;
-        let reply = match raw_body(&frame) {
-            Some(body) => body,
+        let reply = match raw_body_range(&frame) {
+            Some(range) => raw_body_owned(frame, range)?,
             None => {
                 RawDocumentBuf::try_from(&reply_document(&frame)?).map_err(|err| NetError::Protocol(err.to_string()))?
             }
@@ -84,29 +84,41 @@ impl Connection {
         reply_document(&frame)
     }
 
+    /// One whole frame, as its own buffer. Once the header gives the
+    /// frame's length, room for all of it is reserved at once and the
+    /// socket reads straight into it (no zeroing, no regrowing); a frame
+    /// that fills the buffer exactly is handed over without a copy.
     async fn read_frame(&mut self) -> Result<Vec<u8>, NetError> {
         loop {
             match check_frame(&self.buffer) {
-                Ok(length) => return Ok(self.buffer.drain(..length).collect()),
+                Ok(length) => return Ok(self.take_frame(length)),
                 Err(WireError::Incomplete) => {}
                 Err(err) => return Err(wire(err)),
             }
-            let start = self.buffer.len();
-            self.buffer.resize(start + READ_CHUNK_BYTES, 0);
-            let read = self.stream.read(&mut self.buffer[start..]).await;
-            let read = match read {
-                Ok(0) => {
-                    self.buffer.truncate(start);
-                    return Err(NetError::Unreachable("connection closed".into()));
-                }
-                Ok(n) => n,
-                Err(err) => {
-                    self.buffer.truncate(start);
-                    return Err(io(err));
-                }
-            };
-            self.buffer.truncate(start + read);
+            // check_frame bounded the declared length when it could read it.
+            let declared = self
+                .buffer
+                .get(..4)
+                .map(|prefix| i32::from_le_bytes(prefix.try_into().expect("4 bytes")) as usize);
+            let wanted = declared.unwrap_or(0).max(self.buffer.len() + READ_CHUNK_BYTES);
+            self.buffer.reserve(wanted - self.buffer.len());
+            match self.stream.read_buf(&mut self.buffer).await {
+                Ok(0) => return Err(NetError::Unreachable("connection closed".into())),
+                Ok(_) => {}
+                Err(err) => return Err(io(err)),
+            }
         }
+    }
+
+    /// The first `length` bytes of the buffer; the buffer keeps the rest.
+    fn take_frame(&mut self, length: usize) -> Vec<u8> {
+        if length == self.buffer.len() {
+            return std::mem::replace(&mut self.buffer, Vec::with_capacity(READ_CHUNK_BYTES));
+        }
+        let rest = self.buffer[length..].to_vec();
+        let mut frame = std::mem::replace(&mut self.buffer, rest);
+        frame.truncate(length);
+        frame
     }
 }
 
@@ -125,7 +137,14 @@ fn reply_document(frame: &[u8]) -> Result<Document, NetError> {
 /// The body section of an OP_MSG whose first section is the body (as
 /// every reply of a member is), as raw BSON; `None` for any other shape
 /// (the caller parses it the long way).
+#[cfg(test)]
 fn raw_body(frame: &[u8]) -> Option<RawDocumentBuf> {
+    let range = raw_body_range(frame)?;
+    RawDocumentBuf::from_bytes(frame[range].to_vec()).ok()
+}
+
+/// Where `raw_body`'s document lies in the frame.
+fn raw_body_range(frame: &[u8]) -> Option<std::ops::Range<usize>> {
     const BODY_AT: usize = HEADER_LEN_BYTES + 4;
     let op_code = i32::from_le_bytes(frame.get(12..16)?.try_into().ok()?);
     if op_code != slipstream_wire::opcode::OP_MSG || *frame.get(BODY_AT)? != 0 {
@@ -134,7 +153,17 @@ fn raw_body(frame: &[u8]) -> Option<RawDocumentBuf> {
     let start = BODY_AT + 1;
     let length = i32::from_le_bytes(frame.get(start..start + 4)?.try_into().ok()?);
     let end = start.checked_add(usize::try_from(length).ok()?)?;
-    RawDocumentBuf::from_bytes(frame.get(start..end)?.to_vec()).ok()
+    frame.get(start..end)?;
+    Some(start..end)
+}
+
+/// The frame's body as its own document, moved to the front of the
+/// frame's buffer instead of copied into a new one (replies are up to
+/// 16 MB: a fresh buffer a reply costs the kernel's zeroing of its pages).
+fn raw_body_owned(mut frame: Vec<u8>, range: std::ops::Range<usize>) -> Result<RawDocumentBuf, NetError> {
+    frame.truncate(range.end);
+    frame.drain(..range.start);
+    RawDocumentBuf::from_bytes(frame).map_err(|err| NetError::Protocol(err.to_string()))
 }
 
 fn command_result_raw(reply: RawDocumentBuf) -> Result<RawDocumentBuf, NetError> {
@@ -180,6 +209,49 @@ fn io(err: std::io::Error) -> NetError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Frames split across reads and sharing reads come out whole and in
+    /// order, the big one read into one buffer.
+    #[tokio::test]
+    async fn frames_are_read_whole_whatever_the_reads_split() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let big = doc! {"cursor": {"id": 0_i64, "nextBatch": [{"pad": "x".repeat(3_000_000)}]}, "ok": 1.0};
+        let frames = [
+            encode_op_msg(1, 1, 0, &big, &[]).unwrap(),
+            encode_op_msg(2, 2, 0, &doc! {"ok": 1.0, "n": 2}, &[]).unwrap(),
+            encode_op_msg(3, 3, 0, &doc! {"ok": 1.0, "n": 3}, &[]).unwrap(),
+        ];
+        let bytes: Vec<u8> = frames.concat();
+        let first_len = frames[0].len();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            // Cuts inside a header, inside a body, and across frames.
+            let cuts = [2, 70_000, first_len + 5, bytes.len()];
+            let mut from = 0;
+            for cut in cuts {
+                socket.write_all(&bytes[from..cut]).await.unwrap();
+                socket.flush().await.unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                from = cut;
+            }
+        });
+        let mut connection = Connection {
+            me: "test".into(),
+            stream: TcpStream::connect(address).await.unwrap(),
+            buffer: Vec::new(),
+            next_request_id: 1,
+        };
+        for expected in &frames {
+            assert_eq!(&connection.read_frame().await.unwrap(), expected);
+        }
+        server.await.unwrap();
+        assert!(matches!(connection.read_frame().await, Err(NetError::Unreachable(_))));
+        let frame = encode_op_msg(4, 4, 0, &big, &[]).unwrap();
+        let range = raw_body_range(&frame).unwrap();
+        let owned = raw_body_owned(frame, range).unwrap();
+        assert_eq!(Document::try_from(owned.as_ref()).unwrap(), big);
+    }
 
     #[test]
     fn a_reply_body_is_taken_raw_as_the_frame_holds_it() {

@@ -48,6 +48,9 @@ pub const STOP_REPL_PRODUCER: &str = "stopReplProducer";
 pub const INITIAL_SYNC_HANG_AFTER_COLLECTION: &str = "initialSyncHangAfterCollection";
 /// The initial sync's cloner pauses after a batch while on.
 pub const INITIAL_SYNC_HANG_AFTER_BATCH: &str = "initialSyncHangAfterBatch";
+/// The initial sync's cloner pauses between a collection's documents and
+/// its index build while on.
+pub const INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD: &str = "initialSyncHangBeforeIndexBuild";
 
 /// A resync waits before wiping the data while on.
 pub const RESYNC_HANG_BEFORE_WIPE: &str = "resyncHangBeforeWipe";
@@ -63,6 +66,7 @@ pub const NAMES: &[&str] = &[
     STOP_REPL_PRODUCER,
     INITIAL_SYNC_HANG_AFTER_COLLECTION,
     INITIAL_SYNC_HANG_AFTER_BATCH,
+    INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD,
     HANG_AFTER_MAJORITY_READ_POINT,
     RESYNC_HANG_BEFORE_WIPE,
     HANG_BEFORE_WAITING_FOR_WRITE_CONCERN,

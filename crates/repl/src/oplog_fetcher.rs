@@ -42,9 +42,12 @@ pub const FETCH_BATCH_ENTRIES: i64 = 5_000;
 pub const FETCH_AWAIT_MS: i64 = 1_000;
 /// Network margin on top of a command's own wait.
 pub const FETCH_NETWORK_SLACK_MS: u64 = 10_000;
-/// Most bytes of fetched entries held for the applier (one batch of the
-/// storage's apply limit).
-pub const FETCH_BUFFER_BYTES_MAX: u64 = 100 * 1024 * 1024;
+/// Most bytes of fetched entries held (`serverStatus` `metrics.repl.buffer.
+/// maxSizeBytes`): the fetcher asks for the next batch while the node
+/// applies the previous one and hands it over only once that one is
+/// applied, so at most two `getMore` replies of the source's 16 MB batch
+/// cap. Was 100 MB, a figure nothing held to.
+pub const FETCH_BUFFER_BYTES_MAX: u64 = 2 * 16 * 1024 * 1024;
 /// Pause before querying again after the node passed on a batch.
 pub const FETCH_RESTART_PAUSE_MS: u64 = 50;
 

@@ -19,6 +19,7 @@ use slipstream_wire::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::admission::Admitted;
 use crate::commands::{CommandContext, CommandRequest};
 use crate::error::CommandError;
 use crate::operation::execute;
@@ -63,12 +64,18 @@ pub async fn run(state: Arc<ServerState>, mut stream: TcpStream, peer: SocketAdd
 async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> String {
     let state = &ctx.state;
     let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    // The request budget held for the frame at the buffer's start, from
+    // when its length is known until its reply is written.
+    let mut admitted: Option<Option<Admitted>> = None;
     loop {
         if is_member_blocked(ctx) {
             return MEMBER_BLOCKED.into();
         }
         match check_frame(&buffer) {
             Ok(length) => {
+                if let Err(end) = admit_frame(ctx, &mut admitted, length).await {
+                    return end;
+                }
                 state.metrics.count_request(length as u64);
                 let outcome = tokio::select! {
                     outcome = handle_frame(ctx, &buffer[..length]) => outcome,
@@ -91,8 +98,15 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                 if let Err(err) = written {
                     return format!("write failed: {err}");
                 }
+                admitted = None;
             }
             Err(WireError::Incomplete) => {
+                // Admitted before the buffer grows for the frame's body.
+                if let Some(declared) = declared_frame_length(&buffer) {
+                    if let Err(end) = admit_frame(ctx, &mut admitted, declared).await {
+                        return end;
+                    }
+                }
                 reserve_for_frame(&mut buffer);
                 let read = tokio::select! {
                     read = stream.read_buf(&mut buffer) => read,
@@ -112,6 +126,34 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
             }
         }
     }
+}
+
+/// Waits for the request budget of the frame at the buffer's start
+/// (`admission.rs`) unless it already has it; `Err` says why the
+/// connection ends instead (shutdown, a blocked member).
+async fn admit_frame(
+    ctx: &CommandContext,
+    admitted: &mut Option<Option<Admitted>>,
+    frame_bytes: usize,
+) -> Result<(), String> {
+    if admitted.is_some() {
+        return Ok(());
+    }
+    let admission = ctx.state.admission.clone();
+    let held = tokio::select! {
+        held = admission.admit(frame_bytes as u64) => held,
+        _ = ctx.state.shutdown.wait() => return Err("shutting down".into()),
+        _ = member_blocked(ctx) => return Err(MEMBER_BLOCKED.into()),
+    };
+    *admitted = Some(held);
+    Ok(())
+}
+
+/// The length the frame at the buffer's start declares, once its prefix is
+/// in (`check_frame` has bounded it).
+fn declared_frame_length(buffer: &[u8]) -> Option<usize> {
+    let prefix: [u8; 4] = buffer.get(..4)?.try_into().ok()?;
+    Some(i32::from_le_bytes(prefix).max(0) as usize)
 }
 
 /// Why a connection from a blocked member ends.
@@ -146,12 +188,7 @@ fn reserve_for_frame(buffer: &mut Vec<u8>) {
     if buffer.is_empty() && buffer.capacity() > READ_BUFFER_KEEP_BYTES {
         buffer.shrink_to(READ_CHUNK_BYTES);
     }
-    let remaining = if buffer.len() >= 4 {
-        let declared = i32::from_le_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]);
-        (declared.max(0) as usize).saturating_sub(buffer.len())
-    } else {
-        0
-    };
+    let remaining = declared_frame_length(buffer).map_or(0, |declared| declared.saturating_sub(buffer.len()));
     buffer.reserve(remaining.max(READ_CHUNK_BYTES));
 }
 

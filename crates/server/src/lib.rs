@@ -8,6 +8,7 @@
 //! must not know whether the node is a replica set member except through
 //! the `Arc<dyn Topology>` in `ServerState`.
 
+pub mod admission;
 pub mod api_version;
 pub mod commands;
 pub mod concern;

@@ -126,6 +126,9 @@ pub struct ServerState {
     /// Client writes wait here while storage memory is far past its bound
     /// (atomics).
     pub flow_control: crate::flow_control::FlowControl,
+    /// The budget of large requests in flight, sized from the cache
+    /// (`admission.rs`).
+    pub admission: Arc<crate::admission::RequestAdmission>,
 }
 
 impl ServerState {
@@ -136,7 +139,9 @@ impl ServerState {
         options: ServerOptions,
         log: Log,
     ) -> Self {
+        let limits = crate::memory::MemoryLimits::for_cache(options.cache_size_mb * 1024 * 1024);
         ServerState {
+            admission: crate::admission::RequestAdmission::new(limits.request_bytes_max),
             engine,
             topology,
             member_blocklist,

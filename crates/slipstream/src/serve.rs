@@ -177,9 +177,13 @@ async fn serve(
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
     engine_options.accept_journal_loss = accept_journal_loss;
     engine_options.replicated = repl_set.is_some();
-    let cache_bytes = memory.cache_size_mb * 1024 * 1024;
-    engine_options.history_bytes_max = cache_bytes / 4;
-    engine_options.kv_cache_bytes = usize::try_from(cache_bytes / 4).unwrap_or(usize::MAX);
+    // One place sizes everything that follows the cache (`memory.rs`); the
+    // server sizes its request budget from the same `cache_size_mb`.
+    let limits = slipstream_server::memory::MemoryLimits::for_cache(memory.cache_size_mb * 1024 * 1024);
+    engine_options.history_bytes_max = limits.history_bytes_max;
+    engine_options.kv_cache_bytes = usize::try_from(limits.kv_cache_bytes).unwrap_or(usize::MAX);
+    engine_options.journal_recent_cache_bytes = limits.journal_recent_bytes_max as usize;
+    engine_options.journal_pending_bytes = limits.journal_pending_bytes_max as usize;
     engine_options.snapshot_history_window_secs = memory.snapshot_window_secs;
     // The span names the context of recovery's lines, as MongoDB's
     // startup thread does.

@@ -121,12 +121,23 @@ pub struct Applier<'a> {
     /// Capped inserts go after the collection's last record instead of at
     /// `entry_ts` (an initial sync's bulk load, which has no entries).
     pub capped_after_last: bool,
+    /// Writes leave secondary indexes alone (an initial sync's copy: its
+    /// indexes are built afterwards from sorted keys, `index_build.rs`).
+    pub defer_secondary_indexes: bool,
     /// Capped collections' totals after this applier's writes so far.
     capped_totals: HashMap<u32, crate::capped::Totals>,
     /// Collections' totals after this applier's writes so far, by stats
     /// table, with the place in `changes` of the one write of each: an
     /// entry (or a bulk load of many documents) writes them once.
     totals: HashMap<u32, (CollectionTotals, usize)>,
+}
+
+/// What a sorted index build wrote into one index's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuiltIndex {
+    pub table: u32,
+    pub keys: u64,
+    pub multikey: bool,
 }
 
 /// A document before and after one write.
@@ -149,6 +160,7 @@ impl<'a> Applier<'a> {
             images: None,
             entry_ts: Timestamp::ZERO,
             capped_after_last: false,
+            defer_secondary_indexes: false,
             capped_totals: HashMap::new(),
             totals: HashMap::new(),
         }
@@ -297,7 +309,8 @@ impl<'a> Applier<'a> {
             index_keys: Vec::new(),
         };
         // The collated `_id` table is maintained (and unique) like an index.
-        let positioned = collection.indexes.iter().enumerate().map(|(position, index)| (Some(position), index));
+        let secondary = if self.defer_secondary_indexes { &collection.indexes[..0] } else { &collection.indexes[..] };
+        let positioned = secondary.iter().enumerate().map(|(position, index)| (Some(position), index));
         for (position, index) in positioned.chain(collection.id_collated.iter().map(|index| (None, index))) {
             let old_keys = match old {
                 Some(doc) => index.keys_of(doc)?.keys,
@@ -514,6 +527,29 @@ impl<'a> Applier<'a> {
         changed.indexes.push(index);
         self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
         Ok(true)
+    }
+
+    /// Records a sorted build's outcome (`index_build.rs`): each index's
+    /// key count in the collection's totals and its multikey flag.
+    pub fn finish_index_build(&mut self, ns: &str, built: &[BuiltIndex]) -> Result<()> {
+        let Some(collection) = self.catalog.get(ns).cloned() else {
+            return self.missing(ns);
+        };
+        if let Some(stats_table) = collection.stats_table {
+            self.change_totals(stats_table, |totals| {
+                for index in built {
+                    totals.index_keys.insert(index.table, index.keys);
+                }
+            })?;
+        }
+        let mut changed = (*collection).clone();
+        for index in changed.indexes.iter_mut() {
+            index.multikey |= built.iter().any(|b| b.table == index.table && b.multikey);
+        }
+        if changed != *collection {
+            self.catalog_mut().collections.insert(ns.to_string(), Arc::new(changed));
+        }
+        Ok(())
     }
 
     pub fn drop_index(&mut self, ns: &str, name: &str, ts: Timestamp) -> Result<bool> {

@@ -70,6 +70,7 @@ use crate::{OpTime, StorageError, Timestamp};
 mod apply_batch;
 mod bulk_load;
 mod capped;
+mod index_build;
 mod cluster_time;
 mod local_view;
 mod oplog_hold;
@@ -78,6 +79,7 @@ mod validate;
 mod write_gate;
 
 pub(crate) use oplog_hold::retain_floor;
+pub use index_build::{IndexBuildReport, BUILD_COMMIT_BYTES, SORT_DIRECTORY, SORT_RUN_BYTES};
 pub use oplog_hold::{OplogHoldError, OPLOG_HOLD_LEASE_MAX};
 pub use reset::{ResetStep, RESET_MARKER_FILE_NAME};
 pub use write_gate::WriteGate;
@@ -120,6 +122,14 @@ pub struct EngineOptions {
     /// `history_bytes_max` (past it the window shrinks). 0: checkpoints
     /// follow the stable timestamp. Changeable at runtime.
     pub snapshot_history_window_secs: u32,
+    /// The journal's memory (`JournalOptions::recent_cache_bytes_max` and
+    /// `pending_bytes_max`); the node sizes both from `--cache-size-mb`.
+    pub journal_recent_cache_bytes: usize,
+    pub journal_pending_bytes: usize,
+    /// Threads that read ahead the documents a batch of oplog entries
+    /// (applied from a sync source, or replayed by recovery) will read
+    /// (`read_ahead.rs`); below 2, none.
+    pub read_ahead_threads: usize,
 }
 
 /// Default of `EngineOptions::history_bytes_max`.
@@ -138,6 +148,9 @@ impl EngineOptions {
             history_bytes_max: HISTORY_BYTES_MAX_DEFAULT,
             kv_cache_bytes: crate::redb_engine::CACHE_SIZE_BYTES,
             snapshot_history_window_secs: 0,
+            journal_recent_cache_bytes: crate::journal::RECENT_CACHE_BYTES_MAX,
+            journal_pending_bytes: crate::journal::PENDING_BYTES_MAX,
+            read_ahead_threads: crate::read_ahead::READ_AHEAD_THREADS_DEFAULT,
         }
     }
 }
@@ -607,6 +620,8 @@ impl Engine {
             size_cap_bytes: options.oplog_size_bytes,
             poison_policy: options.poison_policy,
             preallocate_segments: true,
+            recent_cache_bytes_max: options.journal_recent_cache_bytes,
+            pending_bytes_max: options.journal_pending_bytes,
         };
         let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
         let local = LocalStore::open(&options.dbpath, io.clone(), options.poison_policy)?;

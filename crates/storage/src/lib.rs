@@ -67,11 +67,12 @@ pub mod mvcc;
 pub mod oplog_entry;
 pub mod poison;
 pub mod position;
+pub mod read_ahead;
 pub mod recovery;
 pub mod redb_engine;
 pub mod rollback_files;
 pub mod session;
 
-pub use engine::{CollectionInfo, Engine, EngineOptions, IndexEntry, IndexSpec, ReadAt, Reader, WriteGate, Writer};
+pub use engine::{CollectionInfo, Engine, EngineOptions, IndexBuildReport, IndexEntry, IndexSpec, ReadAt, Reader, WriteGate, Writer};
 pub use session::{RetryImage, StatementSession};
 pub use slipstream_clock::ClusterTimeDrift;

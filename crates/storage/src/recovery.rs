@@ -25,7 +25,8 @@
 //!    the journal reaches the checkpoint again and later opens need no
 //!    flag.
 //! 6. Replay every entry above the checkpoint timestamp through `apply`,
-//!    in replay mode (idempotent), into the versioned store.
+//!    in replay mode (idempotent), into the versioned store; the documents
+//!    each journal batch will read are read ahead first (`read_ahead.rs`).
 //!
 //! Recovery time depends on the entries above the checkpoint, never on the
 //! size of the data.
@@ -47,6 +48,7 @@ use crate::kv::{KvEngine, KvSnapshot};
 use crate::mvcc::{BaseView, VersionedStore};
 use crate::oplog_entry::{build_raw, EntryFields, OpKind, OplogEntry};
 use crate::position::Position;
+use crate::read_ahead::read_ahead;
 use crate::redb_engine::RedbEngine;
 use crate::timestamp::UNINITIALIZED_TERM;
 use crate::{OpTime, StorageError, Timestamp};
@@ -182,14 +184,19 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
         let batch = journal.read(from, REPLAY_BATCH_ENTRIES_MAX, REPLAY_BATCH_BYTES_MAX)?;
         let Some((last_ts, _)) = batch.last() else { break };
         from = Bound::Excluded(*last_ts);
+        let mut entries = Vec::with_capacity(batch.len());
         for (ts, bytes) in &batch {
             let entry = OplogEntry::from_bytes(bytes)?;
             if entry.ts != *ts {
                 return Err(StorageError::Corruption(format!("journal frame at {ts} holds an entry at {}", entry.ts)));
             }
+            entries.push(entry);
+        }
+        read_ahead(&store, &history.latest(), &entries, options.read_ahead_threads);
+        for entry in &entries {
             let latest = history.latest();
             let mut applier = Applier::new(&store, &latest, Strictness::Replay);
-            applier.apply_entry(&entry)?;
+            applier.apply_entry(entry)?;
             let Applier { catalog, catalog_changed, changes, .. } = applier;
             store.write(entry.ts, changes);
             if catalog_changed {

@@ -334,11 +334,13 @@ impl KvEngine for RedbEngine {
     }
 
     fn cache_bytes_used(&self) -> usize {
-        let used = self.database.read().cache_stats().used_bytes();
         // redb keeps its write buffer under half the cache and the sum
-        // under the cache; a page being read in may be counted early.
-        assert!(used <= self.cache_bytes.saturating_mul(2).max(1 << 20), "redb cache past twice its size");
-        used
+        // under the cache for ordinary pages, but a large value's pages
+        // (at least the value's size) stay cached while written: 16 MB
+        // held at a 2 MB cache under 4 MB inserts. So no assertion here: it
+        // made `serverStatus` fail with InternalError whenever documents
+        // were larger than the cache; `serverStatus` shows the figure.
+        self.database.read().cache_stats().used_bytes()
     }
 }
 

@@ -94,6 +94,58 @@ fn old_entries_are_read_back_from_the_files() {
 }
 
 #[test]
+fn the_recent_cache_keeps_to_its_configured_size() {
+    // The node sizes the cache from --cache-size-mb: a small setting must
+    // hold, not the largest default.
+    let dir = tempfile::tempdir().unwrap();
+    let cache_max = 1 << 20;
+    let options = JournalOptions {
+        commit_interval_ms: 1,
+        segment_size_bytes: 1 << 20,
+        size_cap_bytes: u64::MAX,
+        recent_cache_bytes_max: cache_max,
+        ..JournalOptions::default()
+    };
+    let journal = open(dir.path(), options);
+    let size = 64 * 1024;
+    for i in 0..64 {
+        journal.append(ts(i), &entry(ts(i), size)).unwrap();
+    }
+    journal.sync_now().unwrap();
+    let stats = journal.stats();
+    assert!(stats.cache_bytes <= cache_max as u64, "{stats:?}");
+    assert!(stats.cache_bytes >= (cache_max / 2) as u64, "the cache still holds recent entries: {stats:?}");
+    assert_eq!(all_timestamps(&journal).len(), 64);
+}
+
+#[test]
+fn appends_past_the_configured_pending_bytes_start_a_write() {
+    // With an hour's commit interval nothing is written on its own: only
+    // the pending limit makes the appends past it wait for a group commit.
+    let dir = tempfile::tempdir().unwrap();
+    let size = 64 * 1024;
+    let options = JournalOptions {
+        commit_interval_ms: 3_600_000,
+        segment_size_bytes: 1 << 20,
+        size_cap_bytes: u64::MAX,
+        pending_bytes_max: 4 * size,
+        ..JournalOptions::default()
+    };
+    let journal = open(dir.path(), options);
+    for i in 0..16 {
+        journal.append(ts(i), &entry(ts(i), size)).unwrap();
+    }
+    // The batches taken for the limit are written and fsynced without
+    // anyone asking; generous deadline for a loaded machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while journal.durable_ts() < ts(8) {
+        assert!(std::time::Instant::now() < deadline, "appends past the pending limit must start writes: {:?}", journal.stats());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(journal.stats().bytes_written >= 8 * size as u64);
+}
+
+#[test]
 fn truncate_after_removes_newer_entries_durably() {
     let dir = tempfile::tempdir().unwrap();
     let journal = open(dir.path(), small_options());

@@ -28,6 +28,7 @@ fn fault_options() -> JournalOptions {
         size_cap_bytes: u64::MAX,
         poison_policy: PoisonPolicy::RefuseLaterCalls,
         preallocate_segments: true,
+        ..JournalOptions::default()
     }
 }
 

@@ -51,6 +51,7 @@ fn model_options() -> JournalOptions {
         size_cap_bytes: u64::MAX,
         poison_policy: PoisonPolicy::RefuseLaterCalls,
         preallocate_segments: true,
+        ..JournalOptions::default()
     }
 }
 

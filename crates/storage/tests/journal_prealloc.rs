@@ -30,6 +30,7 @@ fn prealloc_options() -> JournalOptions {
         size_cap_bytes: u64::MAX,
         poison_policy: PoisonPolicy::RefuseLaterCalls,
         preallocate_segments: true,
+        ..JournalOptions::default()
     }
 }
 

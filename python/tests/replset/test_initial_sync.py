@@ -232,3 +232,34 @@ def test_a_syncing_member_switches_source_when_its_source_dies(make_replset):
     assert len(_log_lines(rs, added, "initial sync begins")) == 1
     rs.restart(source)
     # The fixture then checks that every member's dbHash equals the primary's.
+
+
+def test_a_member_restarted_before_an_index_build_resumes_it_and_the_indexes_are_complete(make_replset):
+    """The copy leaves secondary indexes to a sorted build after each
+    collection's documents: a restart between the two builds them without
+    copying the documents again, and queries through them see everything."""
+    rs = _set(make_replset, nodes=2)
+    _load(rs)
+    _wait_oplog_moved_on(rs)
+    added = rs.add_member()
+    _fail_point(rs, added, "initialSyncHangBeforeIndexBuild", True)
+    _reconfig_in(rs, added, votes=0)
+    reached = _wait_log(rs, added, "initial sync fail point reached")
+    assert reached["attr"]["ns"] == "app.orders", reached  # first in namespace order
+    rs.kill(added)
+    rs.restart(added)
+    _wait_log(rs, added, "resuming initial sync at the index build of app.orders")
+    rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+    assert len(_log_lines(rs, added, "initial sync begins")) == 1
+    built = [line["attr"]["ns"] for line in _log_lines(rs, added, "initial sync built the indexes of")]
+    assert built == ["app.orders", "app.users"], built
+    primary, synced = rs.direct(rs.primary()).app, rs.direct(added).app
+    for user in (0, 5, 96):
+        query = {"user": user, "n": {"$gte": 0}}
+        expected = list(primary.orders.find(query, hint="user_1_n_1"))
+        assert expected and list(synced.orders.find(query, hint="user_1_n_1")) == expected
+    everyone = {"email": {"$gte": ""}}
+    assert synced.users.count_documents(everyone, hint="email_1") == USERS
+    for name in ("orders", "users"):
+        assert synced.command("validate", name)["valid"] is True
+    # The fixture then checks that every member's dbHash equals the primary's.

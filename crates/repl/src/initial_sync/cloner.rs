@@ -21,7 +21,9 @@ use slipstream_storage::IndexSpec;
 use super::progress::Progress;
 use super::source::{self, count_of, cursor_batch, operation_time};
 use super::{Attempt, SyncError};
-use crate::fail_points::{INITIAL_SYNC_HANG_AFTER_BATCH, INITIAL_SYNC_HANG_AFTER_COLLECTION};
+use crate::fail_points::{
+    INITIAL_SYNC_HANG_AFTER_BATCH, INITIAL_SYNC_HANG_AFTER_COLLECTION, INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD,
+};
 use crate::replica_set::Shared;
 
 /// Most documents one copy batch asks for (storage's bulk load takes at
@@ -160,14 +162,39 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
         collection: plan.name.clone(),
         batch_documents,
     };
-    let fetcher = Fetcher::start(attempt.shared.clone(), cursor, find);
-    copy_documents(attempt, &ns, fetcher, resume_after).await?;
+    if attempt.progress.indexes_building.as_deref() == Some(ns.as_str()) {
+        tracing::info!(target: "repl", ns, "resuming initial sync at the index build of {ns}");
+    } else {
+        let fetcher = Fetcher::start(attempt.shared.clone(), cursor, find);
+        copy_documents(attempt, &ns, fetcher, resume_after).await?;
+        attempt.progress.indexes_building = Some(ns.clone());
+        save(attempt).await?;
+        hang_before_index_build(&attempt.shared, &ns).await;
+    }
+    build_indexes(attempt, &ns).await?;
     attempt.progress.collections_done.push(ns.clone());
     attempt.progress.current = None;
+    attempt.progress.indexes_building = None;
     save(attempt).await?;
     attempt.status.collection_done(&ns);
     tracing::debug!(target: "repl", ns, "initial sync copied a collection");
     hang_after_collection(&attempt.shared, &ns).await;
+    Ok(())
+}
+
+/// Builds the collection's secondary indexes from its copied documents
+/// (the copy left them alone: built from sorted keys, each index page is
+/// written once instead of once a load).
+async fn build_indexes(attempt: &Attempt, ns: &str) -> Result<(), SyncError> {
+    let engine = attempt.shared.engine.clone();
+    let build_ns = ns.to_owned();
+    let started = std::time::Instant::now();
+    let report = blocking(move || engine.bulk_build_indexes(&build_ns)).await?;
+    if report.keys > 0 {
+        tracing::info!(target: "repl", ns, keys = report.keys, runs_spilled = report.runs_spilled,
+            commits = report.commits, elapsed_ms = started.elapsed().as_millis() as u64,
+            "initial sync built the indexes of {ns}");
+    }
     Ok(())
 }
 
@@ -359,6 +386,20 @@ async fn hang_after_batch(shared: &Shared, ns: &str) {
     shared.fail_points.wait_while_on(INITIAL_SYNC_HANG_AFTER_BATCH).await;
 }
 
+/// `initialSyncHangBeforeIndexBuild`: waits while on, once a collection's
+/// documents are copied (and recorded so) and before its indexes are built.
+async fn hang_before_index_build(shared: &Shared, ns: &str) {
+    if !shared.fail_points.is_on(INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD) {
+        return;
+    }
+    tracing::info!(target: "repl", fail_point = INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD, ns,
+        "initial sync fail point reached: hanging while it is on");
+    shared
+        .fail_points
+        .wait_while_on(INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD)
+        .await;
+}
+
 /// `initialSyncHangAfterCollection`: waits while on.
 async fn hang_after_collection(shared: &Shared, ns: &str) {
     if !shared.fail_points.is_on(INITIAL_SYNC_HANG_AFTER_COLLECTION) {
@@ -389,7 +430,7 @@ async fn copy_batch(
     let count = documents.len() as u64;
     let engine = attempt.shared.engine.clone();
     let load_ns = ns.to_owned();
-    let bytes = blocking(move || engine.bulk_insert(&load_ns, &documents)).await?;
+    let bytes = blocking(move || engine.bulk_insert_records(&load_ns, &documents)).await?;
     attempt.progress.current = Some((ns.to_owned(), last_id));
     save(attempt).await?;
     attempt.status.batch_copied(ns, replies, count, bytes);

@@ -100,6 +100,10 @@ pub struct Progress {
     pub collections_done: Vec<String>,
     /// The collection being copied and the last `_id` copied of it.
     pub current: Option<(String, Bson)>,
+    /// The collection whose documents are all copied and whose secondary
+    /// indexes are being built (`current` names its last `_id`): a resume
+    /// builds them again without reading more documents.
+    pub indexes_building: Option<String>,
     /// The newest `operationTime` of any source's read: the copy may
     /// reflect writes up to here, so the oplog is applied at least to it.
     pub max_seen: Timestamp,
@@ -116,6 +120,7 @@ impl Progress {
             begin,
             collections_done: Vec::new(),
             current: None,
+            indexes_building: None,
             max_seen: begin.ts,
             min_valid: Timestamp::ZERO,
         }
@@ -147,7 +152,7 @@ impl Progress {
             Some((ns, id)) => doc! {"ns": ns, "lastId": id.clone()},
             None => Document::new(),
         };
-        doc! {
+        let mut document = doc! {
             "_id": "initialSync",
             "phase": self.phase.name(),
             "source": &self.source,
@@ -157,7 +162,11 @@ impl Progress {
             "current": current,
             "maxSeen": bson_timestamp(self.max_seen),
             "minValid": bson_timestamp(self.min_valid),
+        };
+        if let Some(ns) = &self.indexes_building {
+            document.insert("indexesBuilding", ns);
         }
+        document
     }
 
     fn from_document(document: &Document) -> Option<Progress> {
@@ -175,6 +184,8 @@ impl Progress {
             begin,
             collections_done: done.iter().filter_map(|ns| ns.as_str().map(str::to_owned)).collect(),
             current,
+            // Absent in records written before indexes were built apart.
+            indexes_building: document.get_str("indexesBuilding").ok().map(str::to_owned),
             max_seen: from_bson_timestamp(document.get_timestamp("maxSeen").ok()?),
             min_valid: from_bson_timestamp(document.get_timestamp("minValid").ok()?),
         })

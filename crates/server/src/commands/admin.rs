@@ -314,6 +314,10 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 state.options.cache_size_mb * 1024 * 1024,
                 state.metrics.connections_current(),
                 &stats,
+                &crate::memory::InFlight {
+                    requests: state.admission.stats(),
+                    cursor_buffered_bytes: crate::exec::query::buffered_results_bytes(),
+                },
             ),
             "compact": state.metrics.compactions(),
         },

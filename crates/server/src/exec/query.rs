@@ -4,6 +4,7 @@
 //! order, sorted in memory under the named memory budget and buffered.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bson::Document;
@@ -18,6 +19,7 @@ use super::limits::{
     BLOCKING_SORT_ALLOW_DISK_USE_MEMORY_BYTES_MAX, BLOCKING_SORT_MEMORY_BYTES_MAX, SCAN_CHUNK_RECORDS,
 };
 use super::scan::{Scan, ScanItem, ScanStats};
+use super::size::document_size;
 use super::sort::InMemorySort;
 use crate::error::CommandError;
 
@@ -234,21 +236,33 @@ pub fn run_sorted(
     Ok((output, scan.stats))
 }
 
+/// Bytes (encoded size) of the documents that buffered results hold for
+/// later batches, over every open cursor: `serverStatus`'s
+/// `slipstream.memory.cursorBufferedBytes`.
+static BUFFERED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What buffered results of open cursors hold now (`BUFFERED_BYTES`).
+pub fn buffered_results_bytes() -> u64 {
+    BUFFERED_BYTES.load(Ordering::Relaxed)
+}
+
 /// Results computed up front (in-memory sorts, aggregation output, index
 /// lists), handed out batch by batch.
 #[derive(Debug, Default)]
 pub struct BufferedResults {
-    pub documents: VecDeque<Document>,
+    documents: VecDeque<Document>,
+    /// The encoded size of `documents`, counted in `BUFFERED_BYTES`.
+    bytes: u64,
     /// The work done computing them, for `explain`.
     pub stats: ScanStats,
 }
 
 impl BufferedResults {
     pub fn new(documents: impl Into<VecDeque<Document>>, stats: ScanStats) -> Self {
-        BufferedResults {
-            documents: documents.into(),
-            stats,
-        }
+        let documents = documents.into();
+        let bytes = documents.iter().map(|document| document_size(document) as u64).sum();
+        BUFFERED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        BufferedResults { documents, bytes, stats }
     }
 
     /// Moves documents into `batch`; returns true when none are left and
@@ -256,12 +270,27 @@ impl BufferedResults {
     /// as in MongoDB).
     pub fn fill(&mut self, batch: &mut Batch) -> bool {
         while let Some(document) = self.documents.pop_front() {
+            let size = document_size(&document) as u64;
             if let Err(document) = batch.push(document) {
                 self.documents.push_front(document);
                 return false;
             }
+            self.release(size);
         }
         !batch.is_full()
+    }
+
+    fn release(&mut self, bytes: u64) {
+        assert!(bytes <= self.bytes, "buffered results count {} bytes, releasing {bytes}", self.bytes);
+        self.bytes -= bytes;
+        BUFFERED_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Drop for BufferedResults {
+    fn drop(&mut self) {
+        let left = self.bytes;
+        self.release(left);
     }
 }
 
@@ -335,5 +364,29 @@ pub fn count_matches(
         if fetched.reached_end {
             return Ok((count, scan.stats));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+    use crate::exec::batch::BatchLimits;
+
+    #[test]
+    fn buffered_results_count_what_they_still_hold() {
+        let documents: Vec<Document> = (0..3).map(|i| doc! {"_id": i, "pad": "x".repeat(1000)}).collect();
+        let sizes: Vec<u64> = documents.iter().map(|document| document_size(document) as u64).collect();
+        let mut results = BufferedResults::new(documents, ScanStats::default());
+        assert_eq!(results.bytes, sizes.iter().sum::<u64>());
+        // Other tests' cursors move the shared counter, never below ours.
+        assert!(buffered_results_bytes() >= results.bytes);
+        let mut batch = Batch::new(BatchLimits { documents_max: Some(1), bytes_max: usize::MAX });
+        assert!(!results.fill(&mut batch));
+        assert_eq!(results.bytes, sizes[1] + sizes[2], "a document handed out is no longer held");
+        let mut batch = Batch::new(BatchLimits { documents_max: Some(10), bytes_max: usize::MAX });
+        assert!(results.fill(&mut batch));
+        assert_eq!(results.bytes, 0);
     }
 }

@@ -4,6 +4,8 @@
 //! 1. Parse every entry and check the batch: within the limits, strictly
 //!    increasing timestamps, the first above the last applied entry. A
 //!    failure applies nothing (`OplogOutOfOrder`, `InvalidOplogEntry`).
+//!    The parse comes before the write lock, and with it the read-ahead
+//!    of the documents the entries will read (`read_ahead.rs`).
 //! 2. Apply the entries in order against the newest state, idempotently
 //!    (`Strictness::Replay`, as recovery does), each one's changes
 //!    committed to the versioned store at its own timestamp and its
@@ -35,6 +37,7 @@ use crate::apply::{Applier, Strictness};
 use crate::journal::{EntryMeta, JournalAppend};
 use crate::oplog_entry::OplogEntry;
 use crate::position::Position;
+use crate::read_ahead::read_ahead;
 use crate::{OpTime, StorageError, Timestamp};
 
 /// Most entries in one batch (MongoDB's `replBatchLimitOperations`).
@@ -49,10 +52,19 @@ impl Engine {
     /// made visible at once at the end. Bypasses the write gate. Returns
     /// the new last applied OpTime (the current one for an empty batch).
     pub fn apply_batch(&self, entries: &[RawDocumentBuf]) -> Result<OpTime> {
+        // Parsed before the write lock, so that the documents the entries
+        // will read can be read ahead meanwhile (`read_ahead.rs`); its
+        // errors still come after `check_writable`'s, as they did.
+        let parsed = parse_batch(entries);
+        if let Ok(parsed) = &parsed {
+            let catalog = self.inner.catalog.read().latest();
+            read_ahead(&self.inner.store, &catalog, parsed, self.inner.options.read_ahead_threads);
+        }
         let mut state = self.inner.write.lock();
         self.inner.check_writable()?;
         let before = self.inner.applied.load();
-        let parsed = parse_batch(entries, before.optime.ts)?;
+        let parsed = parsed?;
+        check_order(&parsed, before.optime.ts)?;
         let Some(last) = parsed.last() else {
             return Ok(before.optime);
         };
@@ -104,8 +116,8 @@ impl Engine {
     }
 }
 
-/// Step 1: the parsed entries of a batch that follows `last_applied`.
-fn parse_batch(entries: &[RawDocumentBuf], last_applied: Timestamp) -> Result<Vec<OplogEntry>> {
+/// Step 1: the parsed entries of a batch within the limits.
+fn parse_batch(entries: &[RawDocumentBuf]) -> Result<Vec<OplogEntry>> {
     if entries.len() > APPLY_BATCH_ENTRIES_MAX {
         return Err(StorageError::OplogOutOfOrder(format!(
             "a batch of {} entries is over the limit of {APPLY_BATCH_ENTRIES_MAX}",
@@ -118,13 +130,22 @@ fn parse_batch(entries: &[RawDocumentBuf], last_applied: Timestamp) -> Result<Ve
             "a batch of {bytes} bytes is over the limit of {APPLY_BATCH_BYTES_MAX}"
         )));
     }
+    entries
+        .iter()
+        .map(|raw| {
+            OplogEntry::from_bytes(raw.as_bytes()).map_err(|err| match err {
+                StorageError::Corruption(message) => StorageError::InvalidOplogEntry(message),
+                other => other,
+            })
+        })
+        .collect()
+}
+
+/// Step 1 (under the write lock): the entries' timestamps increase
+/// strictly from above `last_applied`.
+fn check_order(parsed: &[OplogEntry], last_applied: Timestamp) -> Result<()> {
     let mut previous = last_applied;
-    let mut parsed = Vec::with_capacity(entries.len());
-    for raw in entries {
-        let entry = OplogEntry::from_bytes(raw.as_bytes()).map_err(|err| match err {
-            StorageError::Corruption(message) => StorageError::InvalidOplogEntry(message),
-            other => other,
-        })?;
+    for entry in parsed {
         if entry.ts <= previous {
             return Err(StorageError::OplogOutOfOrder(format!(
                 "the entry at {} is not after {previous} (last applied {last_applied})",
@@ -132,9 +153,8 @@ fn parse_batch(entries: &[RawDocumentBuf], last_applied: Timestamp) -> Result<Ve
             )));
         }
         previous = entry.ts;
-        parsed.push(entry);
     }
-    Ok(parsed)
+    Ok(())
 }
 
 /// An entry's application failed: a fault of the entry (`InvalidOplogEntry`)

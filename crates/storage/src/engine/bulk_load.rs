@@ -63,8 +63,20 @@ impl Engine {
     }
 
     /// Writes copied documents (each with an `_id`) into `ns`, replacing
-    /// any stored under the same `_id`. Returns the bytes written.
+    /// any stored under the same `_id`, and their secondary index keys.
+    /// Returns the bytes written.
     pub fn bulk_insert(&self, ns: &str, documents: &[RawDocumentBuf]) -> Result<u64> {
+        self.bulk_insert_with(ns, documents, false)
+    }
+
+    /// `bulk_insert` without the secondary indexes: their keys are left
+    /// for `bulk_build_indexes` once the collection's copy is complete
+    /// (`index_build.rs`); until then those indexes are incomplete.
+    pub fn bulk_insert_records(&self, ns: &str, documents: &[RawDocumentBuf]) -> Result<u64> {
+        self.bulk_insert_with(ns, documents, true)
+    }
+
+    fn bulk_insert_with(&self, ns: &str, documents: &[RawDocumentBuf], defer_indexes: bool) -> Result<u64> {
         if documents.len() > BULK_INSERT_DOCUMENTS_MAX {
             return Err(StorageError::InvalidDocument(format!(
                 "a bulk load of {} documents is over the limit of {BULK_INSERT_DOCUMENTS_MAX}",
@@ -73,6 +85,7 @@ impl Engine {
         }
         let mut bytes = 0u64;
         self.bulk_commit(|applier| {
+            applier.defer_secondary_indexes = defer_indexes;
             for raw in documents {
                 let document = Document::try_from(raw.as_ref())
                     .map_err(|err| StorageError::InvalidDocument(format!("a copied document is not BSON: {err}")))?;
@@ -101,7 +114,7 @@ impl Engine {
     }
 
     /// Step 1: nothing but bulk loads has written yet.
-    fn check_bulk_loadable(&self) -> Result<()> {
+    pub(super) fn check_bulk_loadable(&self) -> Result<()> {
         self.inner.check_writable()?;
         let inner = &self.inner;
         let applied = inner.applied.load().optime;
@@ -115,7 +128,7 @@ impl Engine {
     }
 
     /// Steps 1 to 4 for the changes `load` computes.
-    fn bulk_commit(&self, load: impl FnOnce(&mut Applier<'_>) -> Result<()>) -> Result<()> {
+    pub(super) fn bulk_commit(&self, load: impl FnOnce(&mut Applier<'_>) -> Result<()>) -> Result<()> {
         let _state = self.inner.write.lock();
         let _checkpoint = self.inner.checkpoint_lock.lock();
         self.check_bulk_loadable()?;
@@ -133,7 +146,8 @@ impl Engine {
         let mut batch = KvBatch::default();
         for (key, value) in changes {
             match value {
-                Some(value) => batch.put(key, value.to_vec()),
+                // Shared, not copied: the load's values are its documents.
+                Some(value) => batch.put_shared(key, value),
                 None => batch.delete(key),
             }
         }
@@ -141,7 +155,7 @@ impl Engine {
     }
 
     /// Steps 3 and 4.
-    fn commit_bulk(&self, mut batch: KvBatch, catalog: Catalog) -> Result<()> {
+    pub(super) fn commit_bulk(&self, mut batch: KvBatch, catalog: Catalog) -> Result<()> {
         let inner = &self.inner;
         let ts = inner.store.checkpoint_ts();
         batch.set_metadata(META_FORMAT_VERSION, CHECKPOINT_FORMAT_VERSION.to_be_bytes().to_vec());

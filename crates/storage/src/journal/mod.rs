@@ -61,11 +61,13 @@ use index::{Index, Location, RecentCache};
 use segment::SegmentState;
 use spare::Spare;
 
-/// Bytes of recent entries kept in memory for readers (entries not yet
-/// written to a file stay in memory regardless).
+/// Default and largest `JournalOptions::recent_cache_bytes_max`: bytes of
+/// recent entries kept in memory for readers (entries not yet written to a
+/// file stay in memory regardless).
 pub const RECENT_CACHE_BYTES_MAX: usize = 32 * 1024 * 1024;
-/// Bytes of appended but not yet written frames; an append beyond it waits
-/// for the group commit (back-pressure instead of unbounded memory).
+/// Default and largest `JournalOptions::pending_bytes_max`: bytes of
+/// appended but not yet written frames; an append beyond it waits for the
+/// group commit (back-pressure instead of unbounded memory).
 pub const PENDING_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// How often a read retries when a concurrent truncation moved the entries
 /// it was reading.
@@ -90,6 +92,12 @@ pub struct JournalOptions {
     /// appends never change a file's size (`spare.rs`). Off, segments grow
     /// as frames are written (tests that need the old file layout).
     pub preallocate_segments: bool,
+    /// Bytes of recent entries kept for readers (the node sizes it from
+    /// `--cache-size-mb`; at most `RECENT_CACHE_BYTES_MAX`).
+    pub recent_cache_bytes_max: usize,
+    /// Bytes of frames appended and not yet written before an append waits
+    /// (sized from `--cache-size-mb`; at most `PENDING_BYTES_MAX`).
+    pub pending_bytes_max: usize,
 }
 
 impl Default for JournalOptions {
@@ -100,6 +108,8 @@ impl Default for JournalOptions {
             size_cap_bytes: 1024 * 1024 * 1024,
             poison_policy: PoisonPolicy::default(),
             preallocate_segments: true,
+            recent_cache_bytes_max: RECENT_CACHE_BYTES_MAX,
+            pending_bytes_max: PENDING_BYTES_MAX,
         }
     }
 }
@@ -373,6 +383,8 @@ impl Journal {
     pub fn open(dir: &Path, io: Arc<dyn IoBackend>, options: JournalOptions) -> Result<Journal, StorageError> {
         assert!(options.segment_size_bytes > SEGMENT_HEADER_BYTES, "segment_size_bytes too small");
         assert!(options.segment_size_bytes <= SEGMENT_BYTES_MAX, "segment_size_bytes too large");
+        assert!(options.recent_cache_bytes_max <= RECENT_CACHE_BYTES_MAX, "recent_cache_bytes_max too large");
+        assert!(options.pending_bytes_max <= PENDING_BYTES_MAX, "pending_bytes_max too large");
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
         let segment_count = recovered.segments.len();
@@ -412,7 +424,7 @@ impl Journal {
         let state = State {
             segments,
             index,
-            cache: RecentCache::new(RECENT_CACHE_BYTES_MAX),
+            cache: RecentCache::new(options.recent_cache_bytes_max),
             pending: Vec::new(),
             pending_bytes: 0,
             pending_entries: 0,
@@ -535,7 +547,7 @@ impl Journal {
         if let Some(last) = state.last_ts() {
             assert!(ts > last, "journal append out of order: {ts} is not after {last}");
         }
-        while state.pending_bytes > 0 && state.pending_bytes + entry.len() > PENDING_BYTES_MAX {
+        while state.pending_bytes > 0 && state.pending_bytes + entry.len() > shared.options.pending_bytes_max {
             state.sync_requested = true;
             shared.work.notify_one();
             shared.progress.wait(state);

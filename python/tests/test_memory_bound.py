@@ -13,6 +13,8 @@ counted while it is open."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 
@@ -179,3 +181,30 @@ def test_buffered_cursor_results_are_counted(bounded_node):
     assert held >= 1900 * DOC_BYTES, held
     cursor.close()
     assert memory(client)["cursorBufferedBytes"] == before
+
+
+# A client that declares a large message and stops sending it holds request
+# budget; the node closes it after this long without a byte, so the budget
+# comes back for everyone else (ADMITTED_FRAME_IDLE_MS in connection.rs).
+ADMITTED_FRAME_IDLE_S = 10
+STALLED_FRAME_BYTES = 40 * 1024 * 1024  # over the whole 16 MB budget
+
+
+def test_a_client_that_stalls_inside_a_large_message_loses_its_budget(bounded_node):
+    stalled = socket.create_connection(("127.0.0.1", bounded_node.port))
+    # An OP_MSG header declaring 40 MB, then a few bytes of its body, then nothing.
+    stalled.sendall(struct.pack("<iiii", STALLED_FRAME_BYTES, 1, 0, 2013) + b"\x00" * 64)
+    client = MongoClient(bounded_node.uri, socketTimeoutMS=(ADMITTED_FRAME_IDLE_S + 50) * 1000)
+    deadline = time.monotonic() + 30
+    while memory(client)["requestAdmission"]["chargedBytes"] == 0:
+        assert time.monotonic() < deadline, "the stalled frame was never charged"
+        time.sleep(0.1)
+    # A 2 MB insert needs budget the stalled frame holds: it waits, then runs
+    # once the node has closed the stalled connection.
+    waits = memory(client)["requestAdmission"]["waits"]
+    client.mem.after_stall.insert_one({"_id": 1, "blob": bson.Binary(b"z" * (2 * 1024 * 1024))})
+    assert memory(client)["requestAdmission"]["waits"] > waits, "the insert did not wait for the budget"
+    stalled.settimeout(30)
+    assert stalled.recv(1) == b"", "the node keeps a connection that stalled inside a charged message"
+    stalled.close()
+    assert memory(client)["requestAdmission"]["chargedBytes"] == 0

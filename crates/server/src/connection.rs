@@ -108,8 +108,12 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                     }
                 }
                 reserve_for_frame(&mut buffer);
+                let charged = matches!(admitted, Some(Some(_)));
                 let read = tokio::select! {
                     read = stream.read_buf(&mut buffer) => read,
+                    _ = stalled_while_charged(charged) => {
+                        return format!("closed: no byte of a charged message for {ADMITTED_FRAME_IDLE_MS} ms");
+                    }
                     _ = state.shutdown.wait() => return "shutting down".into(),
                     _ = member_blocked(ctx) => return MEMBER_BLOCKED.into(),
                 };
@@ -147,6 +151,25 @@ async fn admit_frame(
     };
     *admitted = Some(held);
     Ok(())
+}
+
+/// How long a connection whose unfinished message holds request budget may
+/// send nothing before it is closed. Without it a client that declares a
+/// large message and stops sending holds that budget for as long as it
+/// keeps the connection open, and every other large request waits behind
+/// it (a few such clients hold all of it). A driver writes a message
+/// whole; ten seconds without one byte of it is a dead or hostile peer.
+const ADMITTED_FRAME_IDLE_MS: u64 = 10_000;
+
+/// Resolves after `ADMITTED_FRAME_IDLE_MS` when the frame being read holds
+/// request budget; never otherwise (an idle connection between messages
+/// holds none and may wait as long as it likes).
+async fn stalled_while_charged(charged: bool) {
+    if charged {
+        tokio::time::sleep(std::time::Duration::from_millis(ADMITTED_FRAME_IDLE_MS)).await;
+    } else {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// The length the frame at the buffer's start declares, once its prefix is

@@ -169,7 +169,7 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
         copy_documents(attempt, &ns, fetcher, resume_after).await?;
         attempt.progress.indexes_building = Some(ns.clone());
         save(attempt).await?;
-        hang_before_index_build(&attempt.shared, &ns).await;
+        hang_while_on(&attempt.shared, INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD, &ns).await;
     }
     build_indexes(attempt, &ns).await?;
     attempt.progress.collections_done.push(ns.clone());
@@ -178,7 +178,7 @@ async fn clone_collection(attempt: &mut Attempt, plan: CollectionPlan) -> Result
     save(attempt).await?;
     attempt.status.collection_done(&ns);
     tracing::debug!(target: "repl", ns, "initial sync copied a collection");
-    hang_after_collection(&attempt.shared, &ns).await;
+    hang_while_on(&attempt.shared, INITIAL_SYNC_HANG_AFTER_COLLECTION, &ns).await;
     Ok(())
 }
 
@@ -386,31 +386,16 @@ async fn hang_after_batch(shared: &Shared, ns: &str) {
     shared.fail_points.wait_while_on(INITIAL_SYNC_HANG_AFTER_BATCH).await;
 }
 
-/// `initialSyncHangBeforeIndexBuild`: waits while on, once a collection's
-/// documents are copied (and recorded so) and before its indexes are built.
-async fn hang_before_index_build(shared: &Shared, ns: &str) {
-    if !shared.fail_points.is_on(INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD) {
+/// Waits while the fail point `name` is on (`initialSyncHangBeforeIndexBuild`:
+/// once a collection's documents are copied, and recorded so, and before
+/// its indexes are built; `initialSyncHangAfterCollection`).
+async fn hang_while_on(shared: &Shared, name: &'static str, ns: &str) {
+    if !shared.fail_points.is_on(name) {
         return;
     }
-    tracing::info!(target: "repl", fail_point = INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD, ns,
+    tracing::info!(target: "repl", fail_point = name, ns,
         "initial sync fail point reached: hanging while it is on");
-    shared
-        .fail_points
-        .wait_while_on(INITIAL_SYNC_HANG_BEFORE_INDEX_BUILD)
-        .await;
-}
-
-/// `initialSyncHangAfterCollection`: waits while on.
-async fn hang_after_collection(shared: &Shared, ns: &str) {
-    if !shared.fail_points.is_on(INITIAL_SYNC_HANG_AFTER_COLLECTION) {
-        return;
-    }
-    tracing::info!(target: "repl", fail_point = INITIAL_SYNC_HANG_AFTER_COLLECTION, ns,
-        "initial sync fail point reached: hanging while it is on");
-    shared
-        .fail_points
-        .wait_while_on(INITIAL_SYNC_HANG_AFTER_COLLECTION)
-        .await;
+    shared.fail_points.wait_while_on(name).await;
 }
 
 fn document_id(document: &RawDocumentBuf) -> Option<Bson> {

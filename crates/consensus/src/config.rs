@@ -102,6 +102,20 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// How often a member heartbeats the others and repeats its position
+    /// report: `heartbeatIntervalMillis`, but at least twice per election
+    /// timeout. A member not heard from within the timeout counts as down
+    /// (a primary steps down, a secondary stands), so with the interval at or
+    /// past the timeout (MongoDB's default 2 s interval beside
+    /// `electionTimeoutMillis: 1000`) an idle set elected a new primary every
+    /// second, for ever. MongoDB's position reporter keeps alive at half the
+    /// election timeout for the same reason.
+    pub fn heartbeat_period_ms(&self) -> u64 {
+        self.heartbeat_interval_ms.min((self.election_timeout_ms / 2).max(1))
+    }
+}
+
 /// A whole replica set configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplSetConfig {

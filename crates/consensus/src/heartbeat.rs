@@ -27,13 +27,13 @@ impl Node {
     }
 
     /// Heartbeats every other member of our configuration once per
-    /// interval (a REMOVED member too: that is how it learns a
+    /// period (`Settings::heartbeat_period_ms`; a REMOVED member too: that is how it learns a
     /// configuration that adds it back).
     pub(crate) fn send_heartbeats_if_due(&mut self) {
         if self.now < self.next_heartbeat_at {
             return;
         }
-        self.next_heartbeat_at = self.now.plus(self.config.settings.heartbeat_interval_ms);
+        self.next_heartbeat_at = self.now.plus(self.config.settings.heartbeat_period_ms());
         let heartbeat = self.heartbeat();
         for index in 0..self.config.members.len() {
             if Some(index) == self.my_index {

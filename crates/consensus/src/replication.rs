@@ -292,7 +292,8 @@ impl Node {
     }
 
     /// Reports positions to the sync source when they changed, and at least
-    /// once per heartbeat interval so that a lost report is repaired.
+    /// once per heartbeat period so that a lost report is repaired and the
+    /// sync source keeps hearing from us (`Settings::heartbeat_period_ms`).
     pub(crate) fn send_update_position_if_due(&mut self) {
         let Some(source) = self.sync_source else { return };
         if self.role == Role::Primary {
@@ -302,7 +303,7 @@ impl Node {
             return;
         }
         self.positions_dirty = false;
-        self.next_update_position_at = self.now.plus(self.config.settings.heartbeat_interval_ms);
+        self.next_update_position_at = self.now.plus(self.config.settings.heartbeat_period_ms());
         let update = UpdatePosition {
             term: self.term,
             positions: self.positions(),

@@ -734,3 +734,35 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MemberConfig;
+
+    /// Settings MongoDB accepts: the default 2 s heartbeat interval beside a
+    /// 1 s election timeout. Heard from only every 2 s, each member counted
+    /// the others down between heartbeats: a primary stepped down and a
+    /// secondary stood every second of an idle, healthy set.
+    #[test]
+    fn a_heartbeat_interval_past_the_election_timeout_keeps_one_primary() {
+        for seed in 0..20 {
+            let mut config = ReplSetConfig::new("rs", (1..=3).map(|i| MemberConfig::new(i, format!("h{i}"))).collect());
+            config.settings.heartbeat_interval_ms = 2_000;
+            config.settings.election_timeout_ms = 1_000;
+            let mut cluster = Cluster::new(config, seed, Faults::default(), false);
+            while cluster.now < 30_000 {
+                advance(&mut cluster);
+            }
+            assert_eq!(
+                cluster.checker.elections(),
+                1,
+                "seed {seed}: one election in 30 s of a healthy set"
+            );
+            assert!(
+                cluster.writable_primary().is_some(),
+                "seed {seed}: a primary at the end"
+            );
+        }
+    }
+}

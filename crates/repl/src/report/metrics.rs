@@ -96,6 +96,9 @@ pub struct ReplMetrics {
     write_concern_waits: WaitHistogram,
     write_concern_timeouts: AtomicU64,
     write_concern_waiters: AtomicU64,
+    /// Majority waiters on a primary, which wait on the commit point
+    /// themselves (`ReplicaSet::wait_majority_as_primary`).
+    majority_waiters: AtomicU64,
     elections: [ElectionCounter; ELECTION_COUNTER_NAMES.len()],
     step_downs_for_higher_term: AtomicU64,
     catch_ups: [AtomicU64; 4],
@@ -183,6 +186,15 @@ impl ReplMetrics {
         self.write_concern_waiters.store(waiters, Ordering::Relaxed);
     }
 
+    /// A majority waiter that waits on its own started (`begin`) or ended.
+    pub fn majority_waiter(&self, begin: bool) {
+        if begin {
+            self.majority_waiters.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.majority_waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// An election attempt ended (one call per `ElectionFinished` action).
     pub fn record_election(&self, reason: ElectionReason, won: bool) {
         let counter = &self.elections[election_slot(reason)];
@@ -244,7 +256,7 @@ impl ReplMetrics {
 
     /// Write-concern waiters registered now.
     pub fn write_concern_waiters(&self) -> u64 {
-        load(&self.write_concern_waiters)
+        load(&self.write_concern_waiters) + load(&self.majority_waiters)
     }
 
     /// Times the sync source changed to a different member.

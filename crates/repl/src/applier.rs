@@ -1,7 +1,7 @@
 //! The applier: `Action::AppendBatch` -> `Engine::apply_batch` of the
-//! fetcher's held batch (off the coordinator's thread), asks for the
-//! journal's fsync at once, reports `Appended`, then waits for the fsync
-//! and reports `Durable` itself (the
+//! fetcher's held batch (off the coordinator's thread), reports
+//! `Appended`, then writes and fsyncs the journal on its own thread
+//! (`Engine::sync_journal_through`) and reports `Durable` itself (the
 //! durable watch of `position_watcher` would too, a hop later). Applied and durable positions
 //! are reported separately: the applied one moves the node's sync-source
 //! view, the durable one the commit point.
@@ -55,11 +55,6 @@ impl Applier {
                 let started = std::time::Instant::now();
                 match engine.apply_batch(&entries) {
                     Ok(op) => {
-                        // The fsync starts now, while the batch is reported
-                        // (its durable position is what majority writes wait for).
-                        if let Err(err) = engine.request_durable(op.ts, false) {
-                            tracing::warn!(target: "repl", error = %err, "journal sync not requested");
-                        }
                         shared.metrics.record_apply_batch(count as u64, started.elapsed());
                         shared.metrics.set_buffer(0, 0);
                         durable_target = Some(op.ts);
@@ -78,11 +73,15 @@ impl Applier {
             }));
             shared.applier_busy.send_replace(false);
             held.appended();
-            // The journal syncs now rather than at its interval, and the
-            // durable position goes to the node straight from here (the
-            // durable watch would report it one hop later).
+            // The journal syncs now rather than at its interval, written
+            // and fsynced on this thread when the group commit is idle (no
+            // hand-off to its threads and back: this durable position is what
+            // majority writes wait for), and the durable position goes to
+            // the node straight from here (the durable watch would report it
+            // one hop later). The append above went to the node first, so
+            // its report leaves while the fsync runs.
             if let Some(ts) = durable_target {
-                match engine.wait_durable(ts) {
+                match engine.sync_journal_through(ts) {
                     Ok(()) => {
                         let (durable, wall_ms) = engine.last_durable_wall();
                         shared.input(Input::Event(Event::Durable {

@@ -933,6 +933,15 @@ impl Engine {
         self.inner.journal.wait_durable(ts)
     }
 
+    /// `wait_durable` for a thread that would only block meanwhile: the
+    /// write and fsync run on it when the journal's group-commit thread is
+    /// not busy, sparing the hand-offs to that thread, to a sync worker and
+    /// back (a secondary's applier: its durable position is what majority
+    /// writes wait for).
+    pub fn sync_journal_through(&self, ts: Timestamp) -> Result<()> {
+        self.inner.journal.sync_through(ts)
+    }
+
     /// Asks the group commit to fsync every entry up to `ts` now, without
     /// waiting: a caller that will wait anyway starts the fsync before its
     /// other work (a secondary's applier, before it reports the batch), or

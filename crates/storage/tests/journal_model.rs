@@ -21,6 +21,8 @@ enum Op {
     Sync,
     /// Waits for the entry at this fraction of the appended ones.
     WaitDurable { fraction: f64 },
+    /// The same through `sync_through` (the write and fsync on the caller).
+    SyncThrough { fraction: f64 },
     /// Truncates after the entry at this fraction (0.0 = before all).
     TruncateAfter { fraction: f64 },
     Read { fraction: f64, max_entries: usize, max_bytes: usize },
@@ -34,6 +36,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         6 => (1u32..6, 5usize..1500).prop_map(|(count, size)| Op::Append { count, size }),
         2 => Just(Op::Sync),
         2 => (0.0f64..1.0).prop_map(|fraction| Op::WaitDurable { fraction }),
+        2 => (0.0f64..1.0).prop_map(|fraction| Op::SyncThrough { fraction }),
         1 => (0.0f64..1.0).prop_map(|fraction| Op::TruncateAfter { fraction }),
         2 => (0.0f64..1.0, 1usize..20, 1usize..5000)
             .prop_map(|(fraction, max_entries, max_bytes)| Op::Read { fraction, max_entries, max_bytes }),
@@ -95,12 +98,16 @@ fn run(ops: Vec<Op>) {
                 model.synced = model.entries.len();
                 assert_eq!(journal.durable_ts(), model.entries.last().map(|(t, _)| *t).unwrap_or(journal.durable_ts()));
             }
-            Op::WaitDurable { fraction } => {
+            Op::WaitDurable { fraction } | Op::SyncThrough { fraction } => {
                 if model.entries.is_empty() {
                     continue;
                 }
                 let position = position_at(fraction, model.entries.len());
-                journal.wait_durable(model.entries[position].0).unwrap();
+                if matches!(op, Op::SyncThrough { .. }) {
+                    journal.sync_through(model.entries[position].0).unwrap();
+                } else {
+                    journal.wait_durable(model.entries[position].0).unwrap();
+                }
                 // One batch takes everything pending, so more than the
                 // entry asked for may be durable: the journal's durable
                 // timestamp says how much, and a crash must keep exactly that.

@@ -123,6 +123,9 @@ pub struct JournalStats {
     pub fsyncs: u64,
     /// Group commits (batches written) since open.
     pub commits: u64,
+    /// Of `commits`, those written and fsynced by the thread that waited
+    /// for them (`sync_through`).
+    pub commits_on_caller: u64,
     /// Entries appended since open.
     pub entries_appended: u64,
     /// Entries the journal holds now.
@@ -649,6 +652,20 @@ impl Journal {
     pub fn request_durable(&self, ts: Timestamp, counted: &mut bool) -> Result<bool, StorageError> {
         let mut state = self.shared.state.lock();
         self.shared.check_durable(&mut state, ts, counted)
+    }
+
+    /// `wait_durable`, with the write and fsync done on this thread when
+    /// the group-commit thread is not busy (`group_commit::commit_on_caller`):
+    /// for a caller that blocks on the fsync at once.
+    pub fn sync_through(&self, ts: Timestamp) -> Result<(), StorageError> {
+        {
+            let state = self.shared.state.lock();
+            if state.poisoned.is_none() && state.durable_ts >= ts.min(state.last_ts().unwrap_or(Timestamp::ZERO)) {
+                return Ok(());
+            }
+        }
+        group_commit::commit_on_caller(&self.shared)?;
+        self.wait_durable(ts)
     }
 
     /// Makes everything appended so far durable; returns the durable

@@ -154,7 +154,45 @@ fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
     if let Some(ms) = millis("catchUpTakeoverDelayMillis")? {
         parsed.catch_up_takeover_delay_ms = if ms < 0 { None } else { Some(ms as u64) };
     }
+    check_write_concern_settings(settings)?;
     Ok(parsed)
+}
+
+/// The write concern settings a configuration may carry: the ones
+/// `replSetGetConfig` shows (so that `rs.conf()` edited and sent back is
+/// taken), and nothing that would change how writes are acknowledged,
+/// which was accepted and then ignored.
+/// - `getLastErrorDefaults`: only `{w: 1, wtimeout: 0}`; MongoDB 5.0+ refuses
+///   any other (the default write concern is `setDefaultRWConcern`'s).
+/// - `getLastErrorModes`: only empty; custom write concern modes (`w:
+///   "<mode>"` over member tags) are not implemented, and a write naming one
+///   would fail with UnknownReplWriteConcern after the set accepted it.
+fn check_write_concern_settings(settings: &Document) -> Result<(), ReplError> {
+    match settings.get("getLastErrorDefaults") {
+        None | Some(Bson::Null) => {}
+        Some(Bson::Document(defaults)) => {
+            let customized = defaults.iter().any(|(key, value)| match key.as_str() {
+                "w" => integral(value) != Some(1),
+                "wtimeout" => integral(value) != Some(0),
+                _ => true,
+            });
+            if customized {
+                return Err(invalid(
+                    "the configuration contains a customized settings.getLastErrorDefaults, which MongoDB 5.0+ \
+                     refuses: set the default write concern with setDefaultRWConcern instead",
+                ));
+            }
+        }
+        Some(_) => return Err(invalid("settings.getLastErrorDefaults must be an object")),
+    }
+    match settings.get("getLastErrorModes") {
+        None | Some(Bson::Null) => Ok(()),
+        Some(Bson::Document(modes)) if modes.is_empty() => Ok(()),
+        Some(Bson::Document(_)) => Err(ReplError::CommandNotSupported(
+            "custom write concern modes (settings.getLastErrorModes) are not supported".into(),
+        )),
+        Some(_) => Err(invalid("settings.getLastErrorModes must be an object")),
+    }
 }
 
 fn positive(ms: i64, name: &str) -> Result<u64, ReplError> {
@@ -284,6 +322,20 @@ mod tests {
     }
 
     #[test]
+    fn custom_write_concern_modes_are_refused_as_not_supported() {
+        let config = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "tags": {"dc": "east"}}],
+                            "settings": {"getLastErrorModes": {"twoDCs": {"dc": 2}}}};
+        match parse_config(&config) {
+            Err(ReplError::CommandNotSupported(message)) => assert!(message.contains("getLastErrorModes")),
+            other => panic!("{other:?}"),
+        }
+        // What replSetGetConfig shows is taken back.
+        let shown = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}],
+                          "settings": {"getLastErrorModes": {}, "getLastErrorDefaults": {"w": 1, "wtimeout": 0}}};
+        parse_config(&shown).unwrap();
+    }
+
+    #[test]
     fn malformed_configurations_are_refused_with_93() {
         let cases = [
             doc! {},
@@ -298,6 +350,11 @@ mod tests {
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "tags": {"x": 1}}]},
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"electionTimeoutMillis": 0}},
             doc! {"_id": "rs", "members": [{"_id": 300, "host": "a:1"}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}],
+                  "settings": {"getLastErrorDefaults": {"w": "majority", "wtimeout": 0}}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}],
+                  "settings": {"getLastErrorDefaults": {"w": 1, "wtimeout": 500}}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"getLastErrorModes": 1}},
         ];
         for case in cases {
             match parse_config(&case) {

@@ -98,6 +98,29 @@ def test_reconfig_propagates_and_priority_takes_over(members):
         assert raised.value.code == 103
 
 
+def test_reconfig_refuses_write_concern_settings_it_would_ignore(members):
+    """Custom write concern modes are not implemented (115), and MongoDB 5.0+
+    refuses a customized getLastErrorDefaults (93); the configuration as
+    replSetGetConfig shows it, sent back, is taken."""
+    primary = members.primary()
+    with members.direct(primary) as client:
+        config = client.admin.command("replSetGetConfig")["config"]
+        version = config["version"]
+        modes = {**config, "version": version + 1,
+                 "settings": {**config["settings"], "getLastErrorModes": {"twoDCs": {"dc": 2}}}}
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetReconfig", modes)
+        assert raised.value.code == 115, raised.value.details
+        defaults = {**config, "version": version + 1,
+                    "settings": {**config["settings"], "getLastErrorDefaults": {"w": "majority", "wtimeout": 0}}}
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetReconfig", defaults)
+        assert raised.value.code == 93, raised.value.details
+        assert client.admin.command("replSetGetConfig")["config"]["version"] == version
+        client.admin.command("replSetReconfig", {**config, "version": version + 1})
+        assert client.admin.command("replSetGetConfig")["config"]["version"] == version + 1
+
+
 def test_append_oplog_note_and_rbid(members):
     primary = members.primary()
     with members.direct(primary) as client:

@@ -29,7 +29,8 @@ done
 
 phase "pytest (python/tests, through pymongo against real nodes)"
 export SLIPSTREAM_BIN="$PWD/target/debug/slipstream"
-.venv/bin/python -m pytest python/tests -q -p no:cacheprovider
+# --durations: the slowest tests are named, for when CI nears its 30 minutes.
+.venv/bin/python -m pytest python/tests -q -p no:cacheprovider --durations=25
 
 # Real members in network namespaces under partitions, kills and pauses;
 # each workload once, 30 s of faults (about four minutes in all). Fails on any

@@ -292,16 +292,7 @@ fn new_partition(cluster: &mut Cluster) {
 
 fn run(options: RunOptions) -> RunReport {
     let mut rng = Rng::new(options.seed ^ 0x5EED_0000_0000_0000);
-    let mut config = random_config(&mut rng, options.members);
-    // A stream of its own (the draws below stay what they were): in one
-    // seed in four the heartbeat interval is at or past the election
-    // timeout, a configuration MongoDB accepts and in which members must
-    // still hear each other within the timeout (`heartbeat_period_ms`).
-    let mut heartbeat_rng = Rng::new(options.seed ^ 0x4EA7_0000_0000_0000);
-    if heartbeat_rng.chance(250_000) {
-        let timeout = config.settings.election_timeout_ms;
-        config.settings.heartbeat_interval_ms = heartbeat_rng.range(timeout, 4 * timeout);
-    }
+    let config = random_config(&mut rng, options.members);
     let faults = random_faults(&mut rng);
     let crash_per_million = rng.range(0, 2_000);
     // A stream of its own, so that the draws above and the faults below do
@@ -313,12 +304,11 @@ fn run(options: RunOptions) -> RunReport {
         0
     };
     let profile = format!(
-        "members={} arbiters={} non_voter={} chaining={} heartbeat_ms={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} crash_in_step={} election_jitter_max={:?} reconfig={}",
+        "members={} arbiters={} non_voter={} chaining={} catch_up_timeout_ms={:?} drop={} dup={} delay={}..{} clock_jitter={} crash={} crash_after_vote={} crash_in_step={} election_jitter_max={:?} reconfig={}",
         options.members,
         config.members.iter().filter(|m| m.arbiter_only).count(),
         config.members.iter().any(|m| m.votes == 0),
         config.settings.chaining_allowed,
-        config.settings.heartbeat_interval_ms,
         config.settings.catch_up_timeout_ms,
         faults.drop_per_million,
         faults.duplicate_per_million,

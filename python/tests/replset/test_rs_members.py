@@ -65,8 +65,11 @@ def test_a_non_voter_holds_data_but_does_not_count(make_replset):
     # The non-voter is up and has everything, yet one voter of two is no
     # majority: no write is acknowledged as majority-committed, and the
     # primary steps down for want of a voting majority.
+    # Without retries: a retryable write that fails for the stepdown waits
+    # for a new primary, and there is none (30 s of server selection).
+    once = rs.client(retryWrites=False).t.get_collection("c")
     with pytest.raises(PyMongoError):
-        coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=1_000)).insert_one({"_id": 2})
+        once.with_options(write_concern=WriteConcern(w="majority", wtimeout=1_000)).insert_one({"_id": 2})
     rs.wait_state(primary, "SECONDARY", timeout=10)
     assert rs.member_state(3) == "SECONDARY"
     rs.restart(voter)

@@ -36,6 +36,10 @@ def start(make_replset, chaining: bool):
 def test_chaining_on_a_secondary_syncs_from_a_secondary(make_replset):
     rs = start(make_replset, chaining=True)
     rs.partition([[1], [3]])
+    # A source must be ahead of the member choosing it, as on MongoDB: a
+    # write puts member 2 ahead of member 3 (else member 3 waits for the
+    # primary's periodic no-op, 10 s, when it was syncing from member 1).
+    rs.client().t.get_collection("c", write_concern=WriteConcern(w=2)).insert_one({"_id": "ahead"})
     wait_sync_source(rs, 3, rs.host(2))
     coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=SYNC_TIMEOUT_S * 1000))
     # Acknowledged only once member 3's position reached the primary

@@ -479,6 +479,21 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
     drop(io_guard);
     // The group-commit thread may write the next batch meanwhile.
     shared.work.notify_one();
+    let mut state = sync_and_complete(shared, &*file, batch.batch_no)?;
+    state.stats.commits_on_caller += 1;
+    Ok(())
+}
+
+/// A written batch's fsync (failed instead by the failJournalFsync fail
+/// point when armed), then its retirement in order (`complete_batch`);
+/// a failure poisons the journal. The sync workers' and
+/// `commit_on_caller`'s one way to finish a batch. Returns the state
+/// lock, still held.
+fn sync_and_complete<'a>(
+    shared: &'a Shared,
+    file: &dyn IoFile,
+    batch_no: u64,
+) -> Result<parking_lot::MutexGuard<'a, State>, StorageError> {
     let started = Instant::now();
     let result = if shared.fail_next_sync.swap(false, std::sync::atomic::Ordering::AcqRel) {
         Err(std::io::Error::other("fsync failed by the failJournalFsync fail point"))
@@ -489,9 +504,8 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
     match result {
         Ok(()) => {
             state.last_commit_micros = started.elapsed().as_micros() as u64;
-            state.stats.commits_on_caller += 1;
-            complete_batch(shared, &mut state, batch.batch_no);
-            Ok(())
+            complete_batch(shared, &mut state, batch_no);
+            Ok(state)
         }
         Err(err) => Err(shared.poison(&mut state, format!("fsyncing the journal: {err}"))),
     }
@@ -516,22 +530,8 @@ fn run_sync_worker(shared: Arc<Shared>, slot: usize) {
                 shared.sync_work[slot].wait(&mut state);
             }
         };
-        let started = Instant::now();
-        let result = if shared.fail_next_sync.swap(false, std::sync::atomic::Ordering::AcqRel) {
-            Err(std::io::Error::other("fsync failed by the failJournalFsync fail point"))
-        } else {
-            job.file.sync_data()
-        };
-        let mut state = shared.state.lock();
-        match result {
-            Ok(()) => {
-                state.last_commit_micros = started.elapsed().as_micros() as u64;
-                complete_batch(&shared, &mut state, job.batch_no);
-            }
-            Err(err) => {
-                shared.poison(&mut state, format!("fsyncing the journal: {err}"));
-                return;
-            }
+        if sync_and_complete(&shared, &*job.file, job.batch_no).is_err() {
+            return;
         }
     }
 }

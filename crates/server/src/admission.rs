@@ -129,6 +129,15 @@ mod tests {
     /// Long enough for a runnable task to have run on a loaded machine.
     const SETTLE: Duration = Duration::from_millis(200);
 
+    /// What a spawned admission returned, once it has finished (a hang
+    /// fails the test after 30 s instead of hanging it).
+    async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("the admission never finished")
+            .expect("the admission panicked")
+    }
+
     #[tokio::test]
     async fn small_frames_are_not_charged() {
         let admission = RequestAdmission::new(4 * MB);
@@ -148,10 +157,7 @@ mod tests {
         tokio::time::sleep(SETTLE).await;
         assert!(!waiting.is_finished(), "admitted past the budget");
         drop(first);
-        let charged = tokio::time::timeout(Duration::from_secs(30), waiting)
-            .await
-            .unwrap()
-            .unwrap();
+        let charged = joined(waiting).await;
         assert_eq!(charged, Some(4 * MB));
         let stats = admission.stats();
         assert_eq!(stats.waits, 1);
@@ -169,11 +175,7 @@ mod tests {
         tokio::time::sleep(SETTLE).await;
         assert!(!huge.is_finished(), "the huge request must wait for the small one");
         drop(small);
-        let huge = tokio::time::timeout(Duration::from_secs(30), huge)
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("charged");
+        let huge = joined(huge).await.expect("charged");
         assert_eq!(admission.stats().charged_bytes, 8 * MB, "it holds the whole budget");
         // While it runs, nothing else is admitted.
         assert!(tokio::time::timeout(SETTLE, admission.admit(2 * MB)).await.is_err());

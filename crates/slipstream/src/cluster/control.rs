@@ -71,6 +71,11 @@ pub fn pause(cluster: &Cluster, id: u32) -> Result<String, String> {
     let mut state = cluster.load()?;
     let member = running_member(&state, id)?;
     process::signal(&member, libc::SIGSTOP).map_err(|err| signal_error(&member, err))?;
+    // Returns once the member is stopped, so that what the caller does next
+    // (a test, a fault schedule) finds it paused.
+    if !process::wait_stopped(&member, STOP_TIMEOUT) {
+        return Err(format!("member {id} (pid {}) was sent SIGSTOP but did not stop", member.pid));
+    }
     state.member_mut(id)?.paused = true;
     cluster.save(&state)?;
     println!("member {id} (pid {}) paused with SIGSTOP", member.pid);

@@ -128,6 +128,26 @@ pub fn wait_gone(member: &MemberState, timeout: Duration) -> bool {
     true
 }
 
+/// Waits until the member's process is stopped by a signal (state `T` in
+/// `/proc/<pid>/stat`): SIGSTOP is delivered asynchronously, and on a busy
+/// machine the process can still be running when kill(2) returns. False if
+/// it is not stopped at the deadline.
+pub fn wait_stopped(member: &MemberState, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", member.pid)).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        if state == Some("T") {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
 /// Stops a member: SIGTERM (and SIGCONT, so that a paused member can act on
 /// it), then SIGKILL if it has not exited within `timeout`. Returns whether
 /// it exited on its own.

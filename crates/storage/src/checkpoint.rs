@@ -134,6 +134,13 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
     // The window gives way to the memory bound and to the oplog's size cap:
     // a checkpoint held back holds the journal back with it (the floor).
     let window_holds = keep_window && !over_history_bound(inner) && !inner.journal_over_cap();
+    // A checkpoint copy in progress (`engine/checkpoint_copy.rs`) holds the
+    // background checkpoints back on the same terms: one would change the
+    // file under the copy, which then starts over.
+    if window_holds && inner.copy_pins.lock().any(Instant::now()) {
+        inner.store.prune();
+        return Ok(base.ts);
+    }
     if let Some(window_start) = inner.snapshot_window_start().filter(|_| window_holds) {
         wanted = wanted.min(window_start);
     }

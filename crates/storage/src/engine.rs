@@ -70,6 +70,7 @@ use crate::{OpTime, StorageError, Timestamp};
 mod apply_batch;
 mod bulk_load;
 mod capped;
+mod checkpoint_copy;
 mod index_build;
 mod cluster_time;
 mod local_view;
@@ -80,6 +81,9 @@ mod write_gate;
 
 pub(crate) use oplog_hold::retain_floor;
 pub use index_build::{IndexBuildReport, BUILD_COMMIT_BYTES, SORT_DIRECTORY, SORT_RUN_BYTES};
+pub use checkpoint_copy::{
+    CheckpointCopy, CHECKPOINT_COPY_LEASE, CHECKPOINT_COPY_READ_BYTES_MAX, INSTALL_MARKER_FILE_NAME, STAGED_FILE_NAME,
+};
 pub use oplog_hold::{OplogHoldError, OPLOG_HOLD_LEASE_MAX};
 pub use reset::{ResetStep, RESET_MARKER_FILE_NAME};
 pub use write_gate::WriteGate;
@@ -339,6 +343,12 @@ pub(crate) struct Inner {
     pub snapshot_window_secs: AtomicU32,
     /// Held until shutdown (or the last user of the files goes away).
     pub lock_file: Mutex<Option<LockFile>>,
+    /// Checkpoint copies in progress from this member (`checkpoint_copy.rs`).
+    pub copy_pins: Mutex<checkpoint_copy::CopyPins>,
+    /// Told apart from any other process's copies: part of a copy's id.
+    pub copy_nonce: u64,
+    /// The staged checkpoint copy being written, once opened.
+    pub staged: Mutex<Option<Arc<dyn crate::io::IoFile>>>,
     /// Wakes the checkpoint thread early (shutdown).
     pub checkpoint_wake: Condvar,
     pub checkpoint_stop: Mutex<bool>,
@@ -598,6 +608,15 @@ impl Inner {
     }
 }
 
+/// A number no other opening of an engine is likely to draw: the wall
+/// clock's nanoseconds mixed with the process id.
+fn copy_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
+}
+
 impl Engine {
     /// Takes the lock file (refusing a second process), opens the
     /// checkpoint, replays the journal from its timestamp, starts the group
@@ -659,6 +678,9 @@ impl Engine {
             history_catalogs: RwLock::new(recovered.history_catalogs),
             snapshot_window_secs: AtomicU32::new(snapshot_window_secs),
             lock_file: Mutex::new(Some(lock_file)),
+            copy_pins: Mutex::new(checkpoint_copy::CopyPins::default()),
+            copy_nonce: copy_nonce(),
+            staged: Mutex::new(None),
             checkpoint_wake: Condvar::new(),
             checkpoint_stop: Mutex::new(false),
         });

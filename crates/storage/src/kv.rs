@@ -88,6 +88,20 @@ pub trait KvEngine: Send + Sync {
     /// Bytes the engine's page cache holds now (read cache and the write
     /// buffer of a commit in progress), which its configured size bounds.
     fn cache_bytes_used(&self) -> usize;
+    /// Which committed state the file holds: moves before any commit,
+    /// compaction or replacement starts writing it, so that a reader of
+    /// the file's bytes (`read_file_at`) can tell that its copy spans one
+    /// state (`engine/checkpoint_copy.rs`).
+    fn file_generation(&self) -> u64;
+    /// The file's length now.
+    fn file_bytes(&self) -> Result<u64>;
+    /// The file's bytes from `offset`, at most `len` (fewer at its end).
+    fn read_file_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Puts the file at `staged` (another engine's file, copied whole and
+    /// synced) in place of this engine's: renamed over it, the directory
+    /// synced, new snapshots read it. Snapshots already taken keep the old
+    /// file, as after a compaction.
+    fn replace_file(&self, staged: &std::path::Path) -> Result<()>;
 }
 
 /// The engine file's size before and after a compaction.

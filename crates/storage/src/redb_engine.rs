@@ -105,6 +105,8 @@ pub struct RedbEngine {
     io: Arc<dyn IoBackend>,
     /// The page cache (`--cache-size-mb`), kept by a compacted file too.
     cache_bytes: usize,
+    /// `KvEngine::file_generation`.
+    generation: AtomicU64,
 }
 
 impl RedbEngine {
@@ -129,7 +131,13 @@ impl RedbEngine {
             txn.open_table(META).map_err(|e| kv_error("open meta table", e))?;
         }
         txn.commit().map_err(|e| kv_error("commit", e))?;
-        let engine = RedbEngine { database: RwLock::new(Arc::new(database)), path: path.to_path_buf(), io: io.clone(), cache_bytes };
+        let engine = RedbEngine {
+            database: RwLock::new(Arc::new(database)),
+            path: path.to_path_buf(),
+            io: io.clone(),
+            cache_bytes,
+            generation: AtomicU64::new(0),
+        };
         Ok((engine, created))
     }
 
@@ -143,6 +151,7 @@ impl RedbEngine {
     /// next compaction; after it, the new file holds the same pairs.
     fn compact_file(&self) -> Result<KvCompaction> {
         let mut database = self.database.write();
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let io_error = |context: &str, e: std::io::Error| kv_error(&format!("compact: {context}"), e);
         let bytes_before = self.io.open(&self.path).and_then(|f| f.size_bytes()).map_err(|e| io_error("size", e))?;
         let temp = self.path.with_extension(COMPACT_SUFFIX);
@@ -292,6 +301,7 @@ impl KvEngine for RedbEngine {
         // Held until the commit ends, so that a compaction never copies
         // the file with this commit still to come.
         let database = self.database.read();
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let mut txn = database.begin_write().map_err(|e| kv_error("begin_write", e))?;
         txn.set_durability(Durability::Immediate).map_err(|e| kv_error("set_durability", e))?;
         // Each commit records redb's allocator state, so that opening the
@@ -341,6 +351,54 @@ impl KvEngine for RedbEngine {
         // made `serverStatus` fail with InternalError whenever documents
         // were larger than the cache; `serverStatus` shows the figure.
         self.database.read().cache_stats().used_bytes()
+    }
+
+    fn file_generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    fn file_bytes(&self) -> Result<u64> {
+        let _database = self.database.read();
+        self.io
+            .open(&self.path)
+            .and_then(|file| file.size_bytes())
+            .map_err(|e| kv_error("file size", e))
+    }
+
+    fn read_file_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        // Shared: no compaction or replacement swaps the file meanwhile.
+        let _database = self.database.read();
+        let read_error = |e: std::io::Error| kv_error(&format!("reading {}", self.path.display()), e);
+        let file = self.io.open(&self.path).map_err(read_error)?;
+        let size = file.size_bytes().map_err(read_error)?;
+        let len = size.saturating_sub(offset).min(len as u64) as usize;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, offset).map_err(read_error)?;
+        Ok(bytes)
+    }
+
+    fn replace_file(&self, staged: &Path) -> Result<()> {
+        let mut database = self.database.write();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let io_error = |context: &str, e: std::io::Error| kv_error(&format!("replace: {context}"), e);
+        // Opened (and checked by redb) under its staged name first: a copy
+        // redb refuses leaves this engine's file as it was.
+        let file = self.io.open(staged).map_err(|e| io_error("open the staged file", e))?;
+        let fresh = open_database(staged, file, self.cache_bytes)?;
+        drop(fresh);
+        self.io.rename(staged, &self.path).map_err(|e| io_error("rename", e))?;
+        let parent = self.path.parent().unwrap_or(Path::new("."));
+        if let Err(err) = self.io.sync_dir(parent) {
+            return Err(StorageError::Poisoned(format!("replace: fsync of {} failed: {err}", parent.display())));
+        }
+        let file = self.io.open(&self.path).map_err(|e| io_error("open", e))?;
+        match open_database(&self.path, file, self.cache_bytes) {
+            Ok(fresh) => {
+                *database = Arc::new(fresh);
+                Ok(())
+            }
+            Err(err) => Err(StorageError::Poisoned(format!("replace: the new file did not open: {err}"))),
+        }
     }
 }
 

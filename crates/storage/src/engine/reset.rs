@@ -163,14 +163,19 @@ fn install_empty(inner: &Inner) -> Result<()> {
 
 /// Step 1.
 fn write_marker(io: &dyn IoBackend, dbpath: &Path) -> Result<()> {
-    let path = dbpath.join(RESET_MARKER_FILE_NAME);
-    if io.exists(&path)? {
-        io.remove_file(&path)?;
+    write_marker_at(io, &dbpath.join(RESET_MARKER_FILE_NAME), RESET_MARKER_TEXT)
+}
+
+/// A marker file holding `text`, synced with its directory (also the
+/// marker of a checkpoint copy's installation, `checkpoint_copy.rs`).
+pub(crate) fn write_marker_at(io: &dyn IoBackend, path: &Path, text: &[u8]) -> Result<()> {
+    if io.exists(path)? {
+        io.remove_file(path)?;
     }
-    let file = io.create(&path)?;
-    file.write_all_at(RESET_MARKER_TEXT, 0)?;
+    let file = io.create(path)?;
+    file.write_all_at(text, 0)?;
     file.sync_all()?;
-    io.sync_dir(dbpath)?;
+    io.sync_dir(path.parent().unwrap_or(Path::new(".")))?;
     Ok(())
 }
 
@@ -185,11 +190,32 @@ fn remove_marker(io: &dyn IoBackend, dbpath: &Path) -> Result<()> {
 /// marker is finished by deleting the checkpoint file and every journal
 /// segment (what the reset empties), then the marker. A crash in the
 /// middle of this leaves the marker, and the next open does it again.
-/// Returns whether there was one.
+/// An interrupted installation of a checkpoint copy (its own marker,
+/// `checkpoint_copy.rs`) is undone the same way: the member is empty
+/// again. Returns whether there was one.
 pub(crate) fn finish_interrupted(io: &Arc<dyn IoBackend>, dbpath: &Path) -> Result<bool> {
-    if !io.exists(&dbpath.join(RESET_MARKER_FILE_NAME))? {
+    let reset = io.exists(&dbpath.join(RESET_MARKER_FILE_NAME))?;
+    let install = dbpath.join(super::checkpoint_copy::INSTALL_MARKER_FILE_NAME);
+    if io.exists(&install)? {
+        wipe_checkpoint_and_journal(io, dbpath)?;
+        io.remove_file(&install)?;
+        io.sync_dir(dbpath)?;
+        tracing::warn!(target: "storage",
+            "an installation of a copied checkpoint interrupted by a restart was undone: the member is empty");
+    }
+    if !reset {
         return Ok(false);
     }
+    let segments = wipe_checkpoint_and_journal(io, dbpath)?;
+    remove_marker(&**io, dbpath)?;
+    tracing::warn!(target: "storage", journal_files_removed = segments,
+        "a reset to empty interrupted by a restart finished: the checkpoint and the journal are deleted");
+    Ok(true)
+}
+
+/// Deletes the checkpoint file and every journal segment; returns the
+/// segments deleted.
+fn wipe_checkpoint_and_journal(io: &Arc<dyn IoBackend>, dbpath: &Path) -> Result<usize> {
     let checkpoint = dbpath.join(CHECKPOINT_FILE_NAME);
     if io.exists(&checkpoint)? {
         io.remove_file(&checkpoint)?;
@@ -204,8 +230,5 @@ pub(crate) fn finish_interrupted(io: &Arc<dyn IoBackend>, dbpath: &Path) -> Resu
         io.sync_dir(&journal)?;
     }
     io.sync_dir(dbpath)?;
-    remove_marker(&**io, dbpath)?;
-    tracing::warn!(target: "storage", journal_files_removed = segments,
-        "a reset to empty interrupted by a restart finished: the checkpoint and the journal are deleted");
-    Ok(true)
+    Ok(segments)
 }

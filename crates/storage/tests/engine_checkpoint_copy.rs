@@ -1,0 +1,252 @@
+//! Checkpoint copies (`engine/checkpoint_copy.rs`): a member that copies a
+//! source's checkpoint file byte for byte, installs it with the entry at
+//! its timestamp, and applies the source's entries after it holds what the
+//! source holds, across a restart, and keeps its local documents; a copy
+//! whose file changes under it fails instead of installing a mix; an
+//! interrupted installation reopens empty.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use slipstream_storage::engine::{EngineOptions, INSTALL_MARKER_FILE_NAME, STAGED_FILE_NAME};
+use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, WriteGate};
+
+const LOCAL_NAME: &str = "replset.election";
+const HOLDER: &str = "syncing:27017";
+
+fn open_with(dir: &std::path::Path, checkpoint_interval_ms: u64) -> Arc<Engine> {
+    let mut options = EngineOptions::new(dir);
+    options.replicated = true;
+    options.journal_commit_interval_ms = 2;
+    options.checkpoint_interval_ms = checkpoint_interval_ms;
+    options.snapshot_history_window_secs = 0;
+    Engine::open(options).unwrap()
+}
+
+fn open(dir: &std::path::Path) -> Arc<Engine> {
+    open_with(dir, 60_000)
+}
+
+/// `count` users (with an index on `email`) from `first`, and a second
+/// database; the stable timestamp moves to the last entry.
+fn write_users(engine: &Arc<Engine>, first: i32, count: i32) {
+    engine.set_write_gate(WriteGate::Open { term: 3 });
+    engine
+        .create_indexes(
+            "app.users",
+            vec![IndexSpec {
+                name: "email_1".into(),
+                key: doc! {"email": 1},
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+    let mut writer = engine.writer();
+    for i in first..first + count {
+        writer
+            .insert("app.users", doc! {"_id": i, "email": format!("u{i}"), "pad": "x".repeat(300)})
+            .unwrap();
+        writer.insert("other.c", doc! {"_id": i}).unwrap();
+    }
+    drop(writer);
+    let last = engine.last_applied();
+    engine.wait_durable(last.ts).unwrap();
+    engine.set_stable_timestamp(last.ts);
+}
+
+fn documents(engine: &Arc<Engine>, ns: &str) -> Vec<Document> {
+    let reader = engine.reader(ReadAt::Latest).unwrap();
+    reader
+        .scan(ns, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(_, document)| document)
+        .collect()
+}
+
+/// The `email_1` index's entries (key and record id).
+fn email_index(engine: &Arc<Engine>) -> usize {
+    let reader = engine.reader(ReadAt::Latest).unwrap();
+    reader
+        .scan_index("app.users", "email_1", Bound::Unbounded, Bound::Unbounded, false, None, usize::MAX)
+        .unwrap()
+        .len()
+}
+
+/// Copies the source's checkpoint file into `target`'s staged file in
+/// `chunk`-byte reads, syncing as it goes.
+fn copy_file(source: &Arc<Engine>, target: &Arc<Engine>, id: &str, file_bytes: u64, chunk: usize) {
+    let mut offset = 0u64;
+    while offset < file_bytes {
+        let bytes = source.read_checkpoint_copy(HOLDER, id, offset, chunk).unwrap();
+        assert!(!bytes.is_empty(), "the file ended at {offset} of {file_bytes}");
+        target.write_staged_checkpoint(offset, &bytes).unwrap();
+        offset += bytes.len() as u64;
+    }
+    target.sync_staged_checkpoint().unwrap();
+    assert_eq!(target.staged_checkpoint_bytes().unwrap(), file_bytes);
+}
+
+#[test]
+fn a_copied_checkpoint_and_the_entries_after_it_make_the_sources_data() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = open(source_dir.path());
+    write_users(&source, 0, 2_000);
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    assert_eq!(source.checkpoint_timestamp(), copy.optime.ts, "begin checkpoints at the stable timestamp");
+    assert_eq!(copy.optime, source.last_applied());
+    // Writes after the copy began change memory and the journal, not the file.
+    write_users(&source, 2_000, 300);
+    source.writer().delete("app.users", &bson::Bson::Int32(5)).unwrap();
+    source.wait_durable(source.last_applied().ts).unwrap();
+
+    let target_dir = tempfile::tempdir().unwrap();
+    let target = open(target_dir.path());
+    target.local().write(LOCAL_NAME, &doc! {"_id": "election", "term": 9i64}).unwrap();
+    copy_file(&source, &target, &copy.id, copy.file_bytes, 256 * 1024);
+    source.end_checkpoint_copy(HOLDER);
+    assert_eq!(target.install_checkpoint_copy(&copy.entry).unwrap(), copy.optime);
+    assert_eq!(target.last_applied(), copy.optime);
+    assert!(!target_dir.path().join(STAGED_FILE_NAME).exists());
+    assert!(!target_dir.path().join(INSTALL_MARKER_FILE_NAME).exists());
+    let entries = target.oplog_read(Bound::Unbounded, 10, 1 << 20).unwrap();
+    assert_eq!(entries.len(), 1, "the oplog starts at the checkpoint's entry");
+    assert_eq!(entries[0].as_bytes(), copy.entry.as_bytes());
+
+    let after = source.oplog_read(Bound::Excluded(copy.optime.ts), 100_000, usize::MAX).unwrap();
+    assert!(!after.is_empty());
+    assert_eq!(target.apply_batch(&after).unwrap(), source.last_applied());
+    for ns in ["app.users", "other.c"] {
+        assert_eq!(documents(&target, ns), documents(&source, ns), "{ns}");
+    }
+    assert_eq!(email_index(&target), 2_299, "the index copied and maintained");
+    assert_eq!(documents(&target, "app.users").len(), 2_299);
+
+    target.wait_durable(target.last_applied().ts).unwrap();
+    target.shutdown().unwrap();
+    drop(target);
+    let target = open(target_dir.path());
+    assert_eq!(target.last_applied(), source.last_applied());
+    for ns in ["app.users", "other.c"] {
+        assert_eq!(documents(&target, ns), documents(&source, ns), "{ns} after a restart");
+    }
+    assert_eq!(
+        target.local().read(LOCAL_NAME).unwrap(),
+        Some(doc! {"_id": "election", "term": 9i64}),
+        "the member's own local documents stay"
+    );
+    target.shutdown().unwrap();
+    source.shutdown().unwrap();
+}
+
+#[test]
+fn a_copy_whose_file_changes_under_it_fails_and_a_new_one_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = open(dir.path());
+    write_users(&source, 0, 200);
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    source.read_checkpoint_copy(HOLDER, &copy.id, 0, 4096).unwrap();
+    write_users(&source, 200, 10);
+    source.checkpoint_now().unwrap();
+    let err = source.read_checkpoint_copy(HOLDER, &copy.id, 4096, 4096).unwrap_err();
+    assert!(
+        matches!(&err, StorageError::IllegalOperation(message) if message.contains("changed since the copy")),
+        "{err:?}"
+    );
+    let again = source.begin_checkpoint_copy(HOLDER).unwrap();
+    assert_ne!(again.id, copy.id);
+    assert_eq!(again.optime, source.last_applied());
+    source.read_checkpoint_copy(HOLDER, &again.id, 0, 4096).unwrap();
+    source.shutdown().unwrap();
+}
+
+#[test]
+fn nothing_checkpointed_yet_cannot_be_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = open(dir.path());
+    source.set_write_gate(WriteGate::Open { term: 1 });
+    source.writer().insert("app.c", doc! {"_id": 1}).unwrap();
+    // No commit point yet: the stable timestamp is zero.
+    let err = source.begin_checkpoint_copy(HOLDER).unwrap_err();
+    assert!(matches!(&err, StorageError::IllegalOperation(_)), "{err:?}");
+    source.shutdown().unwrap();
+}
+
+#[test]
+fn background_checkpoints_wait_while_a_copy_is_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = open_with(dir.path(), 20);
+    write_users(&source, 0, 50);
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    write_users(&source, 50, 50);
+    // Many checkpoint intervals pass: none rewrites the file.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(source.checkpoint_timestamp(), copy.optime.ts);
+    source.read_checkpoint_copy(HOLDER, &copy.id, 0, 4096).unwrap();
+    source.end_checkpoint_copy(HOLDER);
+    assert!(!source.checkpoint_copy_pinned());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while source.checkpoint_timestamp() == copy.optime.ts {
+        assert!(Instant::now() < deadline, "no checkpoint after the copy ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(source.read_checkpoint_copy(HOLDER, &copy.id, 0, 4096).is_err());
+    source.shutdown().unwrap();
+}
+
+#[test]
+fn an_installation_a_crash_interrupted_reopens_empty() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = open(source_dir.path());
+    write_users(&source, 0, 100);
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    let target_dir = tempfile::tempdir().unwrap();
+    let target = open(target_dir.path());
+    copy_file(&source, &target, &copy.id, copy.file_bytes, 1 << 20);
+    target.install_checkpoint_copy(&copy.entry).unwrap();
+    // A crash between steps 2 and 6 leaves the marker beside the new files.
+    std::fs::write(target_dir.path().join(INSTALL_MARKER_FILE_NAME), b"interrupted").unwrap();
+    drop(target);
+    let target = open(target_dir.path());
+    assert!(target.last_applied().is_null(), "{:?}", target.last_applied());
+    assert!(documents(&target, "app.users").is_empty());
+    assert!(!target_dir.path().join(INSTALL_MARKER_FILE_NAME).exists());
+    // Installed again from a new copy, it holds the source's data.
+    copy_file(&source, &target, &copy.id, copy.file_bytes, 1 << 20);
+    target.install_checkpoint_copy(&copy.entry).unwrap();
+    assert_eq!(documents(&target, "app.users"), documents(&source, "app.users"));
+    target.shutdown().unwrap();
+    source.shutdown().unwrap();
+}
+
+#[test]
+fn a_resumed_copy_cuts_what_it_wrote_after_its_offset() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = open(source_dir.path());
+    write_users(&source, 0, 500);
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    let target_dir = tempfile::tempdir().unwrap();
+    let target = open(target_dir.path());
+    let first = source.read_checkpoint_copy(HOLDER, &copy.id, 0, 64 * 1024).unwrap();
+    target.write_staged_checkpoint(0, &first).unwrap();
+    target.write_staged_checkpoint(first.len() as u64, &[0xAB; 5000]).unwrap();
+    target.sync_staged_checkpoint().unwrap();
+    drop(target);
+    // Restarted, it resumes at the length it had recorded (the first read).
+    let target = open(target_dir.path());
+    assert_eq!(target.staged_checkpoint_bytes().unwrap(), first.len() as u64 + 5000);
+    let mut offset = first.len() as u64;
+    while offset < copy.file_bytes {
+        let bytes = source.read_checkpoint_copy(HOLDER, &copy.id, offset, 64 * 1024).unwrap();
+        target.write_staged_checkpoint(offset, &bytes).unwrap();
+        offset += bytes.len() as u64;
+    }
+    target.sync_staged_checkpoint().unwrap();
+    assert_eq!(target.staged_checkpoint_bytes().unwrap(), copy.file_bytes);
+    target.install_checkpoint_copy(&copy.entry).unwrap();
+    assert_eq!(documents(&target, "app.users"), documents(&source, "app.users"));
+    target.shutdown().unwrap();
+    source.shutdown().unwrap();
+}

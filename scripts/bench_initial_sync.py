@@ -20,9 +20,18 @@ member with `perf record -g` over the sync (where its time goes),
 
 copy_mb_per_s is the documents' BSON bytes copied (the source's dataSize)
 divided by the time to SECONDARY, which includes choosing the source, the
-copy with its index builds (each collection's secondary indexes are built
-from sorted keys after its documents are copied),
-and the oplog catch-up. The release binary is used unless --bin says
+copy and the oplog catch-up. By the default method (initialSyncMethod
+fileCopyBased) the copy is the source's checkpoint file: the source first
+checkpoints what it holds only in memory (data younger than its snapshot
+window, 300 s, is), then the new member copies the file (file_bytes, more
+than the data: the key-value store's free pages come along) and installs
+it. The phases from the new member's log: begin_s (the reconfig to "initial
+sync begins": choosing the source and the source's checkpoint), copy_s (to
+"installed"), catch_up_s (to SECONDARY). --checkpointed-source restarts
+the source after the load, so that its data is in its checkpoint (as in a
+set whose data is older than the window); --method logical copies
+document by document (each collection's secondary indexes then built from
+sorted keys after its documents). The release binary is used unless --bin says
 otherwise (cargo build -p slipstream --release --bin slipstream first).
 """
 
@@ -70,6 +79,55 @@ def settle(pid: int) -> float:
     return time.monotonic() - started
 
 
+def restart_cleanly(rs, i: int) -> None:
+    """Shuts member i down (its last checkpoint takes what memory held)
+    and starts it again."""
+    pid = int(rs.member(i)["pid"])
+    try:
+        rs.direct(i).admin.command("shutdown", force=True)
+    except Exception:  # noqa: BLE001 - the connection closes as it exits
+        pass
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    rs.restart(i)
+    rs.primary(timeout=SETTLE_TIMEOUT_S)
+
+
+def phase_times(log_path: str) -> dict:
+    """Seconds between the new member's log lines: the configuration it
+    joined with, "initial sync begins", "installed" (file copy) and
+    SECONDARY."""
+    marks = {}
+    wanted = {"replica set configuration installed": "joined", "initial sync begins": "begins",
+              "initial sync installed the source's checkpoint copy": "installed"}
+    for line in open(log_path):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get("msg", "")
+        at = entry.get("t", {}).get("$date")
+        for prefix, name in wanted.items():
+            if msg.startswith(prefix) and name not in marks:
+                marks[name] = at
+        if msg == "member state changed" and entry.get("attr", {}).get("state") == "SECONDARY":
+            marks.setdefault("secondary", at)
+    seconds = {name: _epoch(at) for name, at in marks.items()}
+
+    def between(a: str, b: str):
+        return round(seconds[b] - seconds[a], 2) if a in seconds and b in seconds else None
+
+    copied = "installed" if "installed" in seconds else "secondary"
+    return {"begin_s": between("joined", "begins"), "copy_s": between("begins", copied),
+            "catch_up_s": between("installed", "secondary")}
+
+
+def _epoch(date: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200)
@@ -77,15 +135,21 @@ def main() -> int:
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "slipstream"))
     parser.add_argument("--perf", help="write a perf profile of the syncing member here")
     parser.add_argument("--perf-source", help="write a perf profile of the source here")
+    parser.add_argument("--method", choices=("fileCopyBased", "logical"), default="fileCopyBased")
+    parser.add_argument("--checkpointed-source", action="store_true",
+                        help="restart the source after the load (its data then in its checkpoint)")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     from slipstream_testing import ReplicaSet
 
-    rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
+    rs = ReplicaSet(nodes=1, election_timeout_ms=5000,
+                    serve_args=["--setParameter", f"initialSyncMethod={args.method}"])
     rs.start()
     try:
         documents = load(rs, args.mb * 1024 * 1024, args.doc_bytes, tagged=True)
         primary = rs.primary()
+        if args.checkpointed_source:
+            restart_cleanly(rs, primary)
         # No socket timeout: dbStats may scan every document (gigabytes).
         stats = rs.client(socketTimeoutMS=0).bench.command("dbStats")
         added = rs.add_member()
@@ -114,6 +178,7 @@ def main() -> int:
             perf.send_signal(2)
             perf.wait()
         status = rs.direct(added).admin.command("replSetGetStatus", initialSync=1).get("initialSyncStatus", {})
+        phases = phase_times(rs.log_path(added))
         copied = rs.direct(added).bench.docs.estimated_document_count()
         data_bytes = int(stats.get("dataSize", 0))
         print(json.dumps({
@@ -123,7 +188,10 @@ def main() -> int:
             "documents_on_new_member": copied,
             "indexes": 3,
             "index_keys": 2 * documents,
+            "method": status.get("method"),
             "bytes_copied": status.get("approxTotalBytesCopied"),
+            "checkpointed_source": args.checkpointed_source,
+            **phases,
             "elapsed_s": round(elapsed, 2),
             "copy_mb_per_s": round(data_bytes / 1048576 / elapsed, 1),
             "cpu_s": round(cpu_s, 2),

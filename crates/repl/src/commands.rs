@@ -5,7 +5,9 @@
 //! `replSetMaintenance`, `replSetGetRBID`, `appendOplogNote`) and the three
 //! members send each other (`replSetHeartbeat`, `replSetRequestVotes`,
 //! `replSetUpdatePosition`), and `replSetInitialSyncHold`, with which a
-//! member in initial sync leases its begin point on its source's oplog.
+//! member in initial sync leases its begin point on its source's oplog,
+//! and `replSetCheckpointCopy`, with which it copies the source's
+//! checkpoint file.
 //! Replies are the fields without `ok`.
 
 use std::time::{Duration, Instant};
@@ -49,6 +51,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetRequestVotes" => request_votes(set, body).await,
         "replSetUpdatePosition" => update_position(set, body).await,
         "replSetInitialSyncHold" => crate::initial_sync::oplog_hold::serve(set.shared(), body),
+        "replSetCheckpointCopy" => crate::initial_sync::checkpoint_copy::serve(set.shared(), body).await,
         other => Err(ReplError::CommandNotSupported(format!("{other} is not supported"))),
     }
 }

@@ -245,6 +245,7 @@ fn command_error(err: ReplError) -> NetError {
         ReplError::NotWritablePrimary => 10107,
         ReplError::BadArgument { code, .. } => *code,
         ReplError::InvalidReplicaSetConfig(_) => 93,
+        ReplError::IllegalOperation(_) => 20,
         _ => 8,
     };
     NetError::Command {

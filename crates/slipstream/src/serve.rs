@@ -55,6 +55,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
+            Some(("initialSyncMethod", value)) => {
+                if slipstream_repl::initial_sync::checkpoint_copy::set_method(value).is_none() {
+                    eprintln!("error: --setParameter initialSyncMethod must be fileCopyBased or logical, not '{value}'");
+                    return ExitCode::from(2);
+                }
+            }
             Some(("minSnapshotHistoryWindowInSeconds", value)) => match value.parse() {
                 Ok(secs) => snapshot_window_secs = secs,
                 Err(_) => {
@@ -65,7 +71,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
             _ => {
                 eprintln!(
                     "error: unsupported --setParameter '{parameter}' \
-                     (known: enableTestCommands, numInitialSyncAttempts, minSnapshotHistoryWindowInSeconds)"
+                     (known: enableTestCommands, numInitialSyncAttempts, initialSyncMethod, \
+                     minSnapshotHistoryWindowInSeconds)"
                 );
                 return ExitCode::from(2);
             }

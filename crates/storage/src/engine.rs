@@ -348,7 +348,7 @@ pub(crate) struct Inner {
     /// Told apart from any other process's copies: part of a copy's id.
     pub copy_nonce: u64,
     /// The staged checkpoint copy being written, once opened.
-    pub staged: Mutex<Option<Arc<dyn crate::io::IoFile>>>,
+    pub staged: Mutex<Option<checkpoint_copy::StagedFile>>,
     /// Wakes the checkpoint thread early (shutdown).
     pub checkpoint_wake: Condvar,
     pub checkpoint_stop: Mutex<bool>,

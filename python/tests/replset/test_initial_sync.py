@@ -4,6 +4,11 @@ up to the end of its copy, and only then becomes SECONDARY; it resumes
 after a restart, switches source when its source dies, and reports its
 progress in replSetGetStatus.initialSyncStatus.
 
+Both methods: the default copies the source's checkpoint file
+(initialSyncMethod "fileCopyBased"); the tests of the document-by-document
+copy set initialSyncMethod "logical", and a file copy that cannot go on
+falls back to it.
+
 The sets run with a small oplog (1 MB) and more data than that, so the
 set's first entries are gone before a member is added: a member that
 fetched the whole oplog instead of copying (as before initial sync) cannot
@@ -129,7 +134,8 @@ def _wait_log(rs, i: int, message: str, timeout: float = SYNC_TIMEOUT_S) -> dict
 
 
 def _sync_status(rs, i: int) -> dict:
-    return rs.direct(i).admin.command("replSetGetStatus").get("initialSyncStatus", {})
+    # initialSync: 1 shows it after the sync finished too.
+    return rs.direct(i).admin.command({"replSetGetStatus": 1, "initialSync": 1}).get("initialSyncStatus", {})
 
 
 def _fail_point(rs, i: int, name: str, on: bool, **data) -> None:
@@ -139,10 +145,13 @@ def _fail_point(rs, i: int, name: str, on: bool, **data) -> None:
     rs.direct(i).admin.command(body)
 
 
-def _set(make_replset, nodes: int):
+def _set(make_replset, nodes: int, method: str | None = None):
     # A 5 s election timeout, as the pymongo suite's sets: on a loaded
     # machine a debug build missed 1 s of heartbeats and changed primary.
-    return make_replset(nodes=nodes, election_timeout_ms=5000, serve_args=[f"--oplog-size-mb={OPLOG_MB}"])
+    serve_args = [f"--oplog-size-mb={OPLOG_MB}"]
+    if method:
+        serve_args += ["--setParameter", f"initialSyncMethod={method}"]
+    return make_replset(nodes=nodes, election_timeout_ms=5000, serve_args=serve_args)
 
 
 def test_a_member_added_under_write_load_syncs_and_matches_the_primary(make_replset):
@@ -161,6 +170,9 @@ def test_a_member_added_under_write_load_syncs_and_matches_the_primary(make_repl
     assert writer.writes > 0
     done = _wait_log(rs, added, "initial sync done")
     assert done["attr"]["source"] in (rs.host(1), rs.host(2))
+    # By the default method: the source's checkpoint file, then its oplog.
+    assert _log_lines(rs, added, "initial sync installed the source's checkpoint copy")
+    assert _sync_status(rs, added)["method"] == "fileCopyBased"
     # The fixture then checks that every member's dbHash equals the primary's.
     # The copy brought the indexes, and the unique one holds.
     indexes = rs.direct(added).app.users.index_information()
@@ -174,7 +186,7 @@ def _sync_held_after_first_users_batch(make_replset, nodes: int) -> tuple:
     of 100: a load takes several), with the load durable (app.orders,
     before it in namespace order, is copied in full) and the next replies
     read ahead but not stored; returns the set and the added member."""
-    rs = _set(make_replset, nodes=nodes)
+    rs = _set(make_replset, nodes=nodes, method="logical")
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
@@ -238,7 +250,7 @@ def test_a_member_restarted_before_an_index_build_resumes_it_and_the_indexes_are
     """The copy leaves secondary indexes to a sorted build after each
     collection's documents: a restart between the two builds them without
     copying the documents again, and queries through them see everything."""
-    rs = _set(make_replset, nodes=2)
+    rs = _set(make_replset, nodes=2, method="logical")
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
@@ -262,4 +274,65 @@ def test_a_member_restarted_before_an_index_build_resumes_it_and_the_indexes_are
     assert synced.users.count_documents(everyone, hint="email_1") == USERS
     for name in ("orders", "users"):
         assert synced.command("validate", name)["valid"] is True
+    # The fixture then checks that every member's dbHash equals the primary's.
+
+
+# The checkpoint file's copy, in steps this small while the fail point is on.
+FILE_STEP = 64 * 1024
+
+
+def _file_copy_held_after_first_step(make_replset, nodes: int) -> tuple:
+    """A loaded set and a member added to it whose checkpoint copy stops
+    after its first FILE_STEP bytes are synced and recorded."""
+    rs = _set(make_replset, nodes=nodes)
+    _load(rs)
+    _wait_oplog_moved_on(rs)
+    added = rs.add_member()
+    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchBytes=FILE_STEP)
+    _reconfig_in(rs, added, votes=0)
+    _wait_log(rs, added, "initial sync fail point reached")
+    return rs, added
+
+
+def test_a_restarted_member_resumes_its_checkpoint_copy_at_the_byte_it_reached(make_replset):
+    rs, added = _file_copy_held_after_first_step(make_replset, nodes=2)
+    status = _sync_status(rs, added)
+    assert status["method"] == "fileCopyBased"
+    assert status["approxTotalBytesCopied"] == FILE_STEP, status
+    assert status["approxTotalDataSize"] > FILE_STEP, status
+    rs.kill(added)
+    rs.restart(added)  # the fail point is gone with the process
+    resumed = _wait_log(rs, added, "resuming initial sync's checkpoint copy at byte")
+    assert resumed["attr"]["offset"] == FILE_STEP, resumed
+    rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+    assert len(_log_lines(rs, added, "initial sync begins")) == 1
+    assert rs.direct(added).app.users.count_documents({}) == USERS
+    # The fixture then checks that every member's dbHash equals the primary's.
+
+
+def test_a_checkpoint_copy_whose_source_dies_starts_over_from_another(make_replset):
+    rs, added = _file_copy_held_after_first_step(make_replset, nodes=3)
+    source = rs.id_of(_sync_status(rs, added)["syncSourceHost"])
+    rs.kill(source)
+    _fail_point(rs, added, "initialSyncHangAfterBatch", False)
+    rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+    # Another member's file is another file: the copy began again there.
+    begins = _log_lines(rs, added, "initial sync begins")
+    assert [line["attr"]["source"] for line in begins][-1] != rs.host(source), begins
+    assert _log_lines(rs, added, "initial sync installed the source's checkpoint copy")
+    rs.restart(source)
+    # The fixture then checks that every member's dbHash equals the primary's.
+
+
+def test_a_checkpoint_file_that_changes_under_the_copy_falls_back_to_the_logical_copy(make_replset):
+    rs, added = _file_copy_held_after_first_step(make_replset, nodes=2)
+    source = rs.id_of(_sync_status(rs, added)["syncSourceHost"])
+    # Compaction rewrites the source's file: the copy's next read is refused.
+    rs.direct(source).app.command("compact", "users", force=True)
+    _fail_point(rs, added, "initialSyncHangAfterBatch", False)
+    fallback = _wait_log(rs, added, "initial sync copies logically")
+    assert "changed since the copy" in fallback["attr"]["reason"], fallback
+    rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+    assert _sync_status(rs, added)["method"] == "logical"
+    assert not _log_lines(rs, added, "initial sync installed the source's checkpoint copy")
     # The fixture then checks that every member's dbHash equals the primary's.

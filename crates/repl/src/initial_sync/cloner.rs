@@ -364,17 +364,22 @@ async fn read_batch(
 /// load's documents, several replies' when larger; a test's small
 /// batches; `None` when not set), at most `CLONE_BATCH_DOCUMENTS`.
 fn test_data_documents(shared: &Shared, field: &str) -> Option<i64> {
+    test_data(shared, field).map(|n| n.min(CLONE_BATCH_DOCUMENTS as i64))
+}
+
+/// A positive number from `initialSyncHangAfterBatch`'s `data` while it is
+/// on (also the checkpoint copy's `batchBytes`).
+pub(super) fn test_data(shared: &Shared, field: &str) -> Option<i64> {
     shared
         .fail_points
         .data_while_on(INITIAL_SYNC_HANG_AFTER_BATCH)
         .and_then(|data| data.get(field).and_then(crate::protocol::integral))
         .filter(|n| *n > 0)
-        .map(|n| n.min(CLONE_BATCH_DOCUMENTS as i64))
 }
 
 /// `initialSyncHangAfterBatch`: waits while on, unless its `data.ns`
 /// names another collection.
-async fn hang_after_batch(shared: &Shared, ns: &str) {
+pub(super) async fn hang_after_batch(shared: &Shared, ns: &str) {
     let Some(data) = shared.fail_points.data_while_on(INITIAL_SYNC_HANG_AFTER_BATCH) else {
         return;
     };
@@ -423,8 +428,12 @@ async fn copy_batch(
 }
 
 pub async fn save(attempt: &Attempt) -> Result<(), SyncError> {
-    let engine = attempt.shared.engine.clone();
-    let progress: Progress = attempt.progress.clone();
+    save_progress(&attempt.shared, attempt.progress.clone()).await
+}
+
+/// Writes the progress record (durable when it returns).
+pub async fn save_progress(shared: &std::sync::Arc<Shared>, progress: Progress) -> Result<(), SyncError> {
+    let engine = shared.engine.clone();
     tokio::task::spawn_blocking(move || progress.save(&engine))
         .await
         .map_err(|err| SyncError::Stopped(err.to_string()))?

@@ -33,6 +33,7 @@
 //! MongoDB's fassert does, since only an operator can tell why every source
 //! fails. A crash at any step resumes at the recorded step on restart.
 
+pub mod checkpoint_copy;
 pub mod cloner;
 pub mod oplog_catch_up;
 pub mod oplog_hold;
@@ -53,8 +54,11 @@ use crate::network::NetError;
 use crate::replica_set::Shared;
 use progress::{attempts_max, Phase, Progress, Status};
 
-/// Pause between failed attempts, and between looks for a source.
+/// Pause between failed attempts.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// Pause between looks for a source (a look reads this member's own view
+/// of the set, which the first heartbeats fill in within a round trip).
+pub const SOURCE_POLL: Duration = Duration::from_millis(20);
 /// How long a source that failed is passed over while another candidate
 /// exists (its heartbeats may still say it is up).
 pub const FAILED_SOURCE_AVOID: Duration = Duration::from_secs(10);
@@ -72,6 +76,9 @@ pub enum SyncError {
     Local(ReplError),
     /// The runtime is going away.
     Stopped(String),
+    /// The source cannot serve a copy of its checkpoint file (or its file
+    /// changed under the copy): this attempt copies logically instead.
+    FileCopyUnavailable(String),
 }
 
 impl SyncError {
@@ -99,6 +106,7 @@ impl fmt::Display for SyncError {
             SyncError::Storage(err) => write!(f, "storage: {err}"),
             SyncError::Local(err) => write!(f, "progress record: {err}"),
             SyncError::Stopped(why) => write!(f, "stopped: {why}"),
+            SyncError::FileCopyUnavailable(why) => write!(f, "no checkpoint copy from the source: {why}"),
         }
     }
 }
@@ -236,8 +244,30 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
     tracing::debug!(target: "repl", source = %host, "initial sync chose a source");
     let rbid = source::rbid(shared, &host).await?;
     tracing::debug!(target: "repl", source = %host, rbid, "initial sync read the source's rollback id");
+    // A copy of the source's checkpoint file (`checkpoint_copy`) unless a
+    // logical copy is under way or `initialSyncMethod` says logical.
+    let file_copy = match recorded.as_ref().map(|progress| progress.phase) {
+        Some(Phase::CopyingFile) => true,
+        None | Some(Phase::Resync) => checkpoint_copy::method() == checkpoint_copy::METHOD_FILE_COPY,
+        Some(_) => false,
+    };
+    if file_copy {
+        status.set_method(checkpoint_copy::METHOD_FILE_COPY);
+        status.begin_attempt(&host, OpTime::NULL);
+        match checkpoint_copy::copy(shared, status, &host, rbid, recorded.clone()).await {
+            Ok(progress) => return replay(shared, status, host, progress, true).await,
+            Err(SyncError::FileCopyUnavailable(why)) => {
+                tracing::warn!(target: "repl", id = 21_205, source = %host, reason = %why,
+                    "initial sync copies logically: the source cannot serve a copy of its checkpoint");
+                let progress = start_over(shared, &host, rbid).await?;
+                return replay(shared, status, host, progress, false).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
     let progress = match recorded {
         Some(progress) if progress.phase == Phase::Done => return Ok(()),
+        Some(progress) if progress.phase == Phase::CopyingFile => start_over(shared, &host, rbid).await?,
         Some(progress) if progress.phase == Phase::Resync => start_over(shared, &host, rbid).await?,
         Some(progress) => match still_valid(shared, &host, rbid, progress).await? {
             Some(progress) => progress,
@@ -245,9 +275,29 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
         },
         None => start_over(shared, &host, rbid).await?,
     };
+    replay(shared, status, host, progress, false).await
+}
+
+/// Steps 4 to 6 of an attempt whose record is `progress`: the logical copy
+/// if it is still `cloning`, then the oplog catch-up. After a checkpoint
+/// copy (`copied_file`) the copy is installed and the status counts it.
+async fn replay(
+    shared: &Arc<Shared>,
+    status: &Arc<Status>,
+    host: String,
+    progress: Progress,
+    copied_file: bool,
+) -> Result<(), SyncError> {
     // The source keeps its oplog from the begin point on while we need it.
     let _lease = oplog_hold::Lease::start(shared, &host, progress.begin.ts).await;
-    status.begin_attempt(&host, progress.begin);
+    if copied_file {
+        // The hold is in place: the checkpoint's pin may go.
+        checkpoint_copy::end(shared, &host).await;
+        status.set_oplog_start(progress.begin);
+    } else {
+        status.set_method(checkpoint_copy::METHOD_LOGICAL);
+        status.begin_attempt(&host, progress.begin);
+    }
     let mut attempt = Attempt {
         shared: shared.clone(),
         status: status.clone(),
@@ -285,7 +335,7 @@ async fn wait_for_source(shared: &Shared, preferred: Option<&str>, avoid: Option
         if let Some(host) = chosen {
             return host.clone();
         }
-        tokio::time::sleep(RETRY_PAUSE).await;
+        tokio::time::sleep(SOURCE_POLL).await;
     }
 }
 
@@ -338,7 +388,12 @@ async fn start_over(shared: &Arc<Shared>, host: &str, rbid: i32) -> Result<Progr
         )));
     }
     let engine = shared.engine.clone();
-    cloner::blocking(move || engine.bulk_reset()).await?;
+    cloner::blocking(move || {
+        engine.bulk_reset()?;
+        // A checkpoint copy given up leaves nothing behind either.
+        engine.discard_staged_checkpoint()
+    })
+    .await?;
     tracing::debug!(target: "repl", "initial sync dropped anything copied before");
     let begin = source::last_entry(shared, host).await?;
     let progress = Progress::new(host.to_owned(), rbid, begin);

@@ -56,6 +56,8 @@ pub enum Phase {
     /// A too-stale member decided to resync: its data is (being) wiped,
     /// and the sync starts over from nothing (`crate::resync`).
     Resync,
+    /// Copying the source's checkpoint file (`checkpoint_copy.rs`).
+    CopyingFile,
     /// Copying collections.
     Cloning,
     /// Copy done: applying the source's oplog up to `min_valid`.
@@ -68,6 +70,7 @@ impl Phase {
     fn name(self) -> &'static str {
         match self {
             Phase::Resync => "resync",
+            Phase::CopyingFile => "copyingFile",
             Phase::Cloning => "cloning",
             Phase::Applying => "applying",
             Phase::Done => "done",
@@ -77,6 +80,7 @@ impl Phase {
     fn parse(name: &str) -> Option<Phase> {
         match name {
             "resync" => Some(Phase::Resync),
+            "copyingFile" => Some(Phase::CopyingFile),
             "cloning" => Some(Phase::Cloning),
             "applying" => Some(Phase::Applying),
             "done" => Some(Phase::Done),
@@ -109,6 +113,17 @@ pub struct Progress {
     pub max_seen: Timestamp,
     /// Set when the copy is done: the oplog is applied up to here.
     pub min_valid: Timestamp,
+    /// The checkpoint copy in progress (phase `CopyingFile`).
+    pub file_copy: Option<FileCopyRecord>,
+}
+
+/// How far a checkpoint copy got: the source's copy id (its file's
+/// state), the file's length and the bytes copied and synced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileCopyRecord {
+    pub id: String,
+    pub file_bytes: u64,
+    pub copied: u64,
 }
 
 impl Progress {
@@ -123,6 +138,17 @@ impl Progress {
             indexes_building: None,
             max_seen: begin.ts,
             min_valid: Timestamp::ZERO,
+            file_copy: None,
+        }
+    }
+
+    /// The record of a checkpoint copy begun: `begin` is the checkpoint's
+    /// entry, from which the oplog is applied once the file is installed.
+    pub fn file_copy(source: String, source_rbid: i32, begin: OpTime, copy: FileCopyRecord) -> Progress {
+        Progress {
+            phase: Phase::CopyingFile,
+            file_copy: Some(copy),
+            ..Progress::new(source, source_rbid, begin)
         }
     }
 
@@ -166,6 +192,12 @@ impl Progress {
         if let Some(ns) = &self.indexes_building {
             document.insert("indexesBuilding", ns);
         }
+        if let Some(copy) = &self.file_copy {
+            document.insert(
+                "fileCopy",
+                doc! {"id": &copy.id, "fileBytes": copy.file_bytes as i64, "copied": copy.copied as i64},
+            );
+        }
         document
     }
 
@@ -188,6 +220,14 @@ impl Progress {
             indexes_building: document.get_str("indexesBuilding").ok().map(str::to_owned),
             max_seen: from_bson_timestamp(document.get_timestamp("maxSeen").ok()?),
             min_valid: from_bson_timestamp(document.get_timestamp("minValid").ok()?),
+            file_copy: match document.get_document("fileCopy") {
+                Ok(copy) => Some(FileCopyRecord {
+                    id: copy.get_str("id").ok()?.to_owned(),
+                    file_bytes: u64::try_from(copy.get("fileBytes").and_then(integral)?).ok()?,
+                    copied: u64::try_from(copy.get("copied").and_then(integral)?).ok()?,
+                }),
+                Err(_) => None,
+            },
         })
     }
 }
@@ -207,6 +247,9 @@ struct CollectionStatus {
 #[derive(Default)]
 struct Counters {
     active: bool,
+    /// `initialSyncMethod` of the current attempt ("logical" or
+    /// "fileCopyBased").
+    method: &'static str,
     failed_attempts: u32,
     started: Option<Instant>,
     started_wall_ms: i64,
@@ -323,6 +366,22 @@ impl Status {
         }
     }
 
+    /// The current attempt copies by this method (`initialSyncMethod`).
+    pub fn set_method(&self, method: &'static str) {
+        self.counters.lock().method = method;
+    }
+
+    /// `bytes` more of a checkpoint copy are written.
+    pub fn file_bytes_copied(&self, bytes: u64) {
+        let mut c = self.counters.lock();
+        c.bytes_copied += bytes;
+        let due = c.last_log.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_INTERVAL);
+        if due {
+            c.last_log = Some(Instant::now());
+            log_progress(&c);
+        }
+    }
+
     /// Bytes a previous process already copied (a resumed sync).
     pub fn resumed_with(&self, documents: u64, bytes: u64) {
         let mut c = self.counters.lock();
@@ -337,6 +396,10 @@ impl Status {
             s.done = true;
             s.elapsed_ms = s.started_wall_ms.map_or(0, |at| (now - at).max(0) as u64);
         });
+    }
+
+    pub fn set_oplog_start(&self, start: OpTime) {
+        self.counters.lock().oplog_start = start;
     }
 
     pub fn set_oplog_end(&self, end: OpTime) {
@@ -387,6 +450,7 @@ impl Status {
             databases.insert(db.clone(), entry);
         }
         let mut document = doc! {
+            "method": if c.method.is_empty() { "logical" } else { c.method },
             "failedInitialSyncAttempts": c.failed_attempts as i32,
             "maxFailedInitialSyncAttempts": attempts_max() as i32,
             "initialSyncStart": bson::DateTime::from_millis(c.started_wall_ms),

@@ -78,6 +78,11 @@ const PARAMETERS: &[ParameterSpec] = &[
         set: Some(set_num_initial_sync_attempts),
     },
     ParameterSpec {
+        name: "initialSyncMethod",
+        value: |_| Bson::String(slipstream_repl::initial_sync::checkpoint_copy::method().to_owned()),
+        set: Some(set_initial_sync_method),
+    },
+    ParameterSpec {
         name: "transactionLifetimeLimitSeconds",
         value: |_| Bson::Int32(60),
         set: None,
@@ -143,6 +148,20 @@ fn set_num_initial_sync_attempts(_state: &ServerState, value: &Bson) -> Result<B
         ))
     })?;
     Ok(Bson::Int32(previous as i32))
+}
+
+/// `initialSyncMethod`: `"fileCopyBased"` (the default) or `"logical"`;
+/// a sync under way keeps the method it started with.
+fn set_initial_sync_method(_state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {
+    let previous = value
+        .as_str()
+        .and_then(slipstream_repl::initial_sync::checkpoint_copy::set_method)
+        .ok_or_else(|| {
+            CommandError::bad_value(format!(
+                "Invalid value for parameter initialSyncMethod: {value} is not \"fileCopyBased\" or \"logical\""
+            ))
+        })?;
+    Ok(Bson::String(previous.to_owned()))
 }
 
 fn set_ttl_monitor_enabled(state: &ServerState, value: &Bson) -> Result<Bson, CommandError> {

@@ -349,6 +349,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     replication("replSetRequestVotes"),
     replication("replSetUpdatePosition"),
     replication("replSetInitialSyncHold"),
+    replication("replSetCheckpointCopy"),
     replication("appendOplogNote").write_concern(WriteConcernUse::Always),
 ];
 

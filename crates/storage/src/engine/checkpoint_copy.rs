@@ -44,12 +44,14 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::RawDocumentBuf;
 
 use super::{Engine, Inner, Result, WriteGate};
 use crate::catalog::CatalogHistory;
+use crate::io::{IoFile, DIRECT_IO_ALIGN};
 use crate::mvcc::BaseView;
 use crate::oplog_entry::OplogEntry;
 use crate::position::Position;
@@ -205,7 +207,7 @@ impl Engine {
     /// 0 the file cut to `offset` first (what a resumed copy had written
     /// after its last sync is written again).
     pub fn write_staged_checkpoint(&self, offset: u64, bytes: &[u8]) -> Result<()> {
-        let io = &*self.inner.io;
+        let io = &self.inner.io;
         let path = self.inner.staged_path();
         let mut staged = self.inner.staged.lock();
         if offset == 0 {
@@ -213,7 +215,7 @@ impl Engine {
             if io.exists(&path)? {
                 io.remove_file(&path)?;
             }
-            *staged = Some(io.create(&path)?);
+            *staged = Some(StagedFile::new(io, &path, io.create(&path)?)?);
         } else if staged.is_none() {
             let file = io.open(&path)?;
             if file.size_bytes()? < offset {
@@ -222,17 +224,15 @@ impl Engine {
                 )));
             }
             file.set_len(offset)?;
-            *staged = Some(file);
+            *staged = Some(StagedFile::new(io, &path, file)?);
         }
-        let file = staged.as_ref().expect("opened above");
-        file.write_all_at(bytes, offset)?;
-        Ok(())
+        staged.as_mut().expect("opened above").write(bytes, offset)
     }
 
     /// Makes what was written to the staged copy durable.
     pub fn sync_staged_checkpoint(&self) -> Result<()> {
-        if let Some(file) = &*self.inner.staged.lock() {
-            file.sync_all()?;
+        if let Some(staged) = &*self.inner.staged.lock() {
+            staged.file.sync_all()?;
         }
         self.inner.io.sync_dir(&self.inner.options.dbpath)?;
         Ok(())
@@ -303,5 +303,43 @@ impl Engine {
         drop(state);
         tracing::info!(target: "storage", checkpoint = %ts, "installed a copied checkpoint");
         Ok(optime)
+    }
+}
+
+/// The staged copy's handles: its bytes go around the page cache where
+/// the file system allows (`IoBackend::open_direct`), through an aligned
+/// buffer; what is not aligned (a file's tail) through the ordinary handle.
+pub(crate) struct StagedFile {
+    file: Arc<dyn IoFile>,
+    direct: Option<Arc<dyn IoFile>>,
+    /// Holds an aligned stretch of `DIRECT_IO_ALIGN` bytes and more.
+    buffer: Vec<u8>,
+}
+
+impl StagedFile {
+    fn new(io: &Arc<dyn crate::io::IoBackend>, path: &std::path::Path, file: Arc<dyn IoFile>) -> Result<StagedFile> {
+        Ok(StagedFile { file, direct: io.open_direct(path)?, buffer: Vec::new() })
+    }
+
+    fn write(&mut self, bytes: &[u8], offset: u64) -> Result<()> {
+        let aligned = bytes.len() - bytes.len() % DIRECT_IO_ALIGN;
+        let direct = match &self.direct {
+            Some(direct) if offset % DIRECT_IO_ALIGN as u64 == 0 && aligned > 0 => direct,
+            _ => {
+                self.file.write_all_at(bytes, offset)?;
+                return Ok(());
+            }
+        };
+        if self.buffer.len() < aligned + DIRECT_IO_ALIGN {
+            self.buffer = vec![0u8; aligned + DIRECT_IO_ALIGN];
+        }
+        let start = self.buffer.as_ptr().align_offset(DIRECT_IO_ALIGN);
+        let stretch = &mut self.buffer[start..start + aligned];
+        stretch.copy_from_slice(&bytes[..aligned]);
+        direct.write_all_at(stretch, offset)?;
+        if aligned < bytes.len() {
+            self.file.write_all_at(&bytes[aligned..], offset + aligned as u64)?;
+        }
+        Ok(())
     }
 }

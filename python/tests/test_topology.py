@@ -17,6 +17,7 @@ REPLICATION_COMMANDS = [
     "replSetInitiate", "replSetGetConfig", "replSetReconfig", "replSetGetStatus", "replSetStepDown",
     "replSetStepUp", "replSetFreeze", "replSetSyncFrom", "replSetMaintenance", "replSetGetRBID",
     "replSetHeartbeat", "replSetRequestVotes", "replSetUpdatePosition", "appendOplogNote",
+    "replSetInitialSyncHold", "replSetCheckpointCopy",
 ]
 
 

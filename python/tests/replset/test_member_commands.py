@@ -135,6 +135,38 @@ def test_append_oplog_note_and_rbid(members):
     assert "writeConcernError" not in raised.value.details
 
 
+def test_checkpoint_copy_serves_its_file_and_refuses_bad_requests(members):
+    """replSetCheckpointCopy, which a member in initial sync uses to copy
+    its source's checkpoint file: what a client gets, and what it cannot."""
+    from pymongo.write_concern import WriteConcern
+
+    primary = members.primary()
+    with members.direct(primary) as client:
+        # A majority write moves the commit point, so there is a checkpoint.
+        client.app.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+        admin = client.admin
+        begun = admin.command({"replSetCheckpointCopy": "begin", "holder": "test"})
+        assert begun["fileBytes"] > 4096 and begun["entry"]["ts"] == begun["optime"]["ts"], begun
+        read = {"replSetCheckpointCopy": "read", "holder": "test", "copyId": begun["copyId"]}
+        chunk = admin.command({**read, "offset": 0, "length": 4096})["data"]
+        assert len(chunk) == 4096
+        assert admin.command({**read, "offset": begun["fileBytes"], "length": 10})["data"] == b""
+        refusals = [
+            ({"replSetCheckpointCopy": "bogus", "holder": "test"}, 2),
+            ({"replSetCheckpointCopy": "begin"}, 14),
+            ({"replSetCheckpointCopy": "begin", "holder": 5}, 14),
+            ({**read, "offset": -1, "length": 10}, 2),
+            ({**read, "offset": 0, "length": 0}, 2),
+            ({**read, "offset": 0, "length": 64 * 1024 * 1024}, 2),
+            ({**read, "copyId": "not-a-copy", "offset": 0, "length": 10}, 20),
+        ]
+        for body, code in refusals:
+            with pytest.raises(OperationFailure) as refused:
+                admin.command(body)
+            assert refused.value.code == code, (body, refused.value.details)
+        admin.command({"replSetCheckpointCopy": "end", "holder": "test"})
+
+
 def test_an_added_member_learns_the_config_and_syncs_the_oplog(members):
     from pymongo import MongoClient
     from pymongo.write_concern import WriteConcern

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use slipstream_clock::OpTime;
+use slipstream_consensus::MemberState;
 use slipstream_storage::engine::CHECKPOINT_COPY_READ_BYTES_MAX;
 use slipstream_storage::StorageError;
 
@@ -87,7 +88,8 @@ pub fn set_method(name: &str) -> Option<&'static str> {
 
 /// The source's side: `replSetCheckpointCopy`.
 pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplError> {
-    if shared.snapshot().config.is_none() {
+    let snapshot = shared.snapshot();
+    if snapshot.config.is_none() {
         return Err(ReplError::NotYetInitialized);
     }
     let holder = body
@@ -97,6 +99,11 @@ pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplErr
     let engine = shared.engine.clone();
     match body.get_str("replSetCheckpointCopy") {
         Ok("begin") => {
+            // Only a member with a consistent state of its own is copied
+            // (one in initial sync, rollback or recovery is not).
+            if !matches!(snapshot.state, MemberState::Primary | MemberState::Secondary) {
+                return Err(ReplError::NotPrimaryOrSecondary);
+            }
             let copy = run_blocking(move || engine.begin_checkpoint_copy(&holder)).await?;
             let entry = Document::try_from(copy.entry.as_ref())
                 .map_err(|err| ReplError::coded(8, format!("the checkpoint's entry: {err}")))?;
@@ -165,6 +172,8 @@ fn unavailable(err: NetError) -> SyncError {
     match err {
         // IllegalOperation (history, nothing checkpointed, the file changed),
         // CommandNotFound and CommandNotSupported (a member without it).
+        // NotPrimaryOrSecondary (13436) is left to the retry: the member
+        // was a candidate a moment ago.
         NetError::Command { code: 20 | 59 | 115, message, .. } => SyncError::FileCopyUnavailable(message),
         other => SyncError::Source(other),
     }

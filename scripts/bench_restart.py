@@ -29,7 +29,10 @@ member's checkpoint at its last entry); with --replayed-writes M the
 member also applies M updates before each kill, which its restart replays
 from its journal; each run updates other documents than the runs before
 it, and with --cold the member's checkpoint file leaves the OS page cache
-before the restart (a node whose volume comes back on a new machine); `restart_s` is then the median and
+before the restart (a node whose volume comes back on a new machine), with
+--warm it is read into it (a node restarted where it ran a while; without
+either, the page cache holds what the member read since its initial sync,
+which by the default method wrote the file around the page cache); `restart_s` is then the median and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
 getMore totals of the fresh process). --keep DIR keeps each size's cluster
@@ -80,6 +83,15 @@ def missed_writes(rs, documents: int, writes: int, run: int = 0) -> None:
                          for i in range(start, min(first + writes, start + UPDATE_BATCH))], ordered=False)
 
 
+def read_into_page_cache(path: Path) -> None:
+    """Reads the whole file once, so that the OS page cache holds it, as it
+    does on the machine where the member ran a while (an initial sync that
+    copied the file wrote it around the page cache)."""
+    with open(path, "rb", buffering=0) as file:
+        while file.read(8 * 1024 * 1024):
+            pass
+
+
 def drop_cached_pages(path: Path) -> None:
     """Asks the kernel to drop the file's pages from its page cache, as a
     machine that lost the node and remounted its volume would start."""
@@ -108,7 +120,7 @@ def time_states(rs, i: int, started: float) -> dict[str, float]:
 
 
 def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str | None, replayed: int,
-             cold: bool) -> dict:
+             cold: bool, warm: bool) -> dict:
     from slipstream_testing import ReplicaSet
 
     rs = ReplicaSet(nodes=1, election_timeout_ms=5000)
@@ -130,7 +142,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
                 (kept_dir / KEPT_FILE).write_text(json.dumps(result))
         added = result.pop("member")
         first = result.setdefault("runs_so_far", 0)
-        runs = [restart_once(rs, added, result["documents"], writes, replayed, first + run, cold)
+        runs = [restart_once(rs, added, result["documents"], writes, replayed, first + run, cold, warm)
                 for run in range(trials)]
         if kept_dir is not None:
             kept = json.loads((kept_dir / KEPT_FILE).read_text())
@@ -141,6 +153,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             "missed_writes": writes,
             "replayed_writes": replayed,
             "cold_checkpoint_file": cold,
+            "warm_checkpoint_file": warm,
             "restart_s": walls[len(walls) // 2],
             "restart_cpu_s": sorted(run["restart_cpu_s"] for run in runs)[len(runs) // 2],
             "restart_s_min": walls[0],
@@ -209,7 +222,8 @@ def reuse(rs, kept_dir: Path) -> dict:
     return result
 
 
-def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run: int, cold: bool) -> dict:
+def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run: int, cold: bool,
+                 warm: bool) -> dict:
     """Kills the member, writes what it misses, restarts it: its timings.
 
     Every run starts alike: a clean restart first leaves the member's
@@ -227,6 +241,8 @@ def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run
     missed_writes(rs, documents, writes, 2 * run)
     if cold:
         drop_cached_pages(Path(rs.member(added)["dbpath"]) / "checkpoint.redb")
+    if warm:
+        read_into_page_cache(Path(rs.member(added)["dbpath"]) / "checkpoint.redb")
     started = time.monotonic()
     rs.restart(added)
     pid = member_pid(rs, added)
@@ -305,12 +321,14 @@ def main() -> int:
                         help="updates the member applies before each kill (its restart replays them)")
     parser.add_argument("--cold", action="store_true",
                         help="drop the member's checkpoint file from the OS page cache before each restart")
+    parser.add_argument("--warm", action="store_true",
+                        help="read the member's checkpoint file into the OS page cache before each restart")
     args = parser.parse_args()
     os.environ["SLIPSTREAM_BIN"] = args.bin
     results = []
     for size in (float(s) for s in args.sizes_gb.split(",")):
         result = one_size(size * 1024, args.doc_bytes, args.missed_writes, args.restart_trials, args.keep,
-                          args.replayed_writes, args.cold)
+                          args.replayed_writes, args.cold, args.warm)
         print(json.dumps(result), flush=True)
         results.append(result)
     if args.plot:

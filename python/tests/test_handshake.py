@@ -65,6 +65,20 @@ def test_get_parameter_star_includes_enable_test_commands(client):
     assert named["enableTestCommands"] in (True, 1)
 
 
+def test_initial_sync_method_is_a_parameter_with_two_values(client):
+    assert client.admin.command({"getParameter": 1, "initialSyncMethod": 1})["initialSyncMethod"] == "fileCopyBased"
+    reply = client.admin.command({"setParameter": 1, "initialSyncMethod": "logical"})
+    assert reply["was"] == "fileCopyBased"
+    try:
+        assert client.admin.command({"getParameter": 1, "initialSyncMethod": 1})["initialSyncMethod"] == "logical"
+        for bad in ("snapshot", 1, None):
+            with pytest.raises(OperationFailure) as refused:
+                client.admin.command({"setParameter": 1, "initialSyncMethod": bad})
+            assert refused.value.code == 2, bad
+    finally:
+        client.admin.command({"setParameter": 1, "initialSyncMethod": "fileCopyBased"})
+
+
 def test_get_cmd_line_opts(client, node):
     reply = client.admin.command("getCmdLineOpts")
     assert isinstance(reply["argv"], list)

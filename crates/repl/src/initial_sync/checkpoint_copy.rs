@@ -53,9 +53,9 @@ use crate::replica_set::Shared;
 /// Bytes one read asks for.
 pub const COPY_READ_BYTES: usize = 8 * 1024 * 1024;
 /// Replies read ahead of the one being written (each `COPY_READ_BYTES`).
-pub const READS_AHEAD: usize = 4;
+pub const READS_AHEAD: usize = 2;
 /// Bytes written between two syncs of the staged file and its record.
-pub const SYNC_EVERY_BYTES: u64 = 256 * 1024 * 1024;
+pub const SYNC_EVERY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `initialSyncMethod`: whether a sync copies the source's checkpoint file
 /// (`"fileCopyBased"`) or its documents (`"logical"`). Process-wide, as a

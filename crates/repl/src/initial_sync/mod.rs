@@ -257,7 +257,9 @@ async fn attempt(shared: &Arc<Shared>, status: &Arc<Status>, avoid: Option<&str>
         match checkpoint_copy::copy(shared, status, &host, rbid, recorded.clone()).await {
             Ok(progress) => return replay(shared, status, host, progress, true).await,
             Err(SyncError::FileCopyUnavailable(why)) => {
-                tracing::warn!(target: "repl", id = 21_205, source = %host, reason = %why,
+                // Expected in a young set (nothing committed, so nothing
+                // checkpointed, before this member synced): info, not warn.
+                tracing::info!(target: "repl", id = 21_205, source = %host, reason = %why,
                     "initial sync copies logically: the source cannot serve a copy of its checkpoint");
                 let progress = start_over(shared, &host, rbid).await?;
                 return replay(shared, status, host, progress, false).await;

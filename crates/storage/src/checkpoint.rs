@@ -135,9 +135,11 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
     // a checkpoint held back holds the journal back with it (the floor).
     let window_holds = keep_window && !over_history_bound(inner) && !inner.journal_over_cap();
     // A checkpoint copy in progress (`engine/checkpoint_copy.rs`) holds the
-    // background checkpoints back on the same terms: one would change the
-    // file under the copy, which then starts over.
-    if window_holds && inner.copy_pins.lock().any(Instant::now()) {
+    // background checkpoints back while memory is within its bound: one
+    // would change the file under the copy, which then starts over. Like an
+    // initial sync's oplog hold it outweighs the journal's size cap (for
+    // its lease, which the copy's reads renew).
+    if keep_window && !over_history_bound(inner) && inner.copy_pins.lock().any(Instant::now()) {
         inner.store.prune();
         return Ok(base.ts);
     }

@@ -175,12 +175,20 @@ fn nothing_checkpointed_yet_cannot_be_copied() {
 }
 
 #[test]
-fn background_checkpoints_wait_while_a_copy_is_pinned() {
+fn background_checkpoints_wait_while_a_copy_is_pinned_even_past_the_oplog_cap() {
     let dir = tempfile::tempdir().unwrap();
-    let source = open_with(dir.path(), 20);
+    let mut options = EngineOptions::new(dir.path());
+    options.replicated = true;
+    options.journal_commit_interval_ms = 2;
+    options.checkpoint_interval_ms = 20;
+    options.snapshot_history_window_secs = 0;
+    options.oplog_size_bytes = 1024 * 1024;
+    let source = Engine::open(options).unwrap();
     write_users(&source, 0, 50);
     let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
-    write_users(&source, 50, 50);
+    // Past the 1 MB cap: the journal grows rather than the copy failing.
+    write_users(&source, 50, 4_000);
+    assert!(source.stats().oplog_size_bytes > 1024 * 1024, "{:?}", source.stats());
     // Many checkpoint intervals pass: none rewrites the file.
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(source.checkpoint_timestamp(), copy.optime.ts);

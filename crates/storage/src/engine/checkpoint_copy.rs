@@ -17,7 +17,8 @@
 //!    syncing member then copies logically.
 //! 2. Pin it for the holder (a lease renewed by every read): the
 //!    background checkpoints wait while a pin lives, unless memory passes
-//!    its bound or the journal its size cap (`checkpoint.rs`).
+//!    its bound (`checkpoint.rs`; the journal may pass its size cap
+//!    meanwhile, as for an initial sync's oplog hold).
 //! 3. The copy's id names the file's generation: every commit, compaction
 //!    or replacement moves it before it writes, so a read whose generation
 //!    is not the copy's before and after it fails, and the copy starts

@@ -92,10 +92,7 @@ pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplErr
     if snapshot.config.is_none() {
         return Err(ReplError::NotYetInitialized);
     }
-    let holder = body
-        .get_str("holder")
-        .map_err(|_| ReplError::type_mismatch("replSetCheckpointCopy needs a string 'holder'"))?
-        .to_owned();
+    let holder = super::oplog_hold::holder_of(body, "replSetCheckpointCopy")?.to_owned();
     let engine = shared.engine.clone();
     match body.get_str("replSetCheckpointCopy") {
         Ok("begin") => {

@@ -34,9 +34,7 @@ pub fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplError> {
     if shared.snapshot().config.is_none() {
         return Err(ReplError::NotYetInitialized);
     }
-    let holder = body
-        .get_str("holder")
-        .map_err(|_| ReplError::type_mismatch("replSetInitialSyncHold needs a string 'holder'"))?;
+    let holder = holder_of(body, "replSetInitialSyncHold")?;
     let from = match body.get("from") {
         Some(Bson::Timestamp(ts)) => from_bson_timestamp(*ts),
         _ => {
@@ -61,6 +59,24 @@ pub fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplError> {
         .map_err(|err| ReplError::bad_value(err.to_string()))?;
     let first = shared.engine.stats().oplog_first;
     Ok(doc! {"from": bson_timestamp(from), "earliestOptime": bson_timestamp(first)})
+}
+
+/// The longest `holder` (a `host:port`: a DNS name of at most 253 bytes,
+/// a colon, a port); the holds and pins are maps a remote fills, keyed by it.
+pub const HOLDER_BYTES_MAX: usize = 260;
+
+/// The `holder` of a request to `command` (this one and
+/// `replSetCheckpointCopy`): a string of at most `HOLDER_BYTES_MAX` bytes.
+pub(crate) fn holder_of<'a>(body: &'a Document, command: &str) -> Result<&'a str, ReplError> {
+    let holder = body
+        .get_str("holder")
+        .map_err(|_| ReplError::type_mismatch(format!("{command} needs a string 'holder'")))?;
+    if holder.is_empty() || holder.len() > HOLDER_BYTES_MAX {
+        return Err(ReplError::bad_value(format!(
+            "{command}'s 'holder' must be 1 to {HOLDER_BYTES_MAX} bytes (a host:port)"
+        )));
+    }
+    Ok(holder)
 }
 
 /// The syncing member's side: holds `from` on `host` until dropped.

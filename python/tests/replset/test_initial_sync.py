@@ -186,12 +186,18 @@ def _sync_held_after_first_users_batch(make_replset, nodes: int) -> tuple:
     of 100: a load takes several), with the load durable (app.orders,
     before it in namespace order, is copied in full) and the next replies
     read ahead but not stored; returns the set and the added member."""
-    rs = _set(make_replset, nodes=nodes, method="logical")
+    return _sync_held(make_replset, nodes, "logical", batchDocuments=100, loadDocuments=200, ns="app.users")
+
+
+def _sync_held(make_replset, nodes: int, method: str | None, **hang_data) -> tuple:
+    """A loaded set of `nodes` members (its members' initialSyncMethod
+    `method`) and a member added to it (non-voting) whose initial sync
+    hangs at initialSyncHangAfterBatch with `hang_data`."""
+    rs = _set(make_replset, nodes=nodes, method=method)
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
-    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchDocuments=100, loadDocuments=200,
-                ns="app.users")
+    _fail_point(rs, added, "initialSyncHangAfterBatch", True, **hang_data)
     _reconfig_in(rs, added, votes=0)
     _wait_log(rs, added, "initial sync fail point reached")
     return rs, added
@@ -284,14 +290,7 @@ FILE_STEP = 64 * 1024
 def _file_copy_held_after_first_step(make_replset, nodes: int) -> tuple:
     """A loaded set and a member added to it whose checkpoint copy stops
     after its first FILE_STEP bytes are synced and recorded."""
-    rs = _set(make_replset, nodes=nodes)
-    _load(rs)
-    _wait_oplog_moved_on(rs)
-    added = rs.add_member()
-    _fail_point(rs, added, "initialSyncHangAfterBatch", True, batchBytes=FILE_STEP)
-    _reconfig_in(rs, added, votes=0)
-    _wait_log(rs, added, "initial sync fail point reached")
-    return rs, added
+    return _sync_held(make_replset, nodes, None, batchBytes=FILE_STEP)
 
 
 def test_a_restarted_member_resumes_its_checkpoint_copy_at_the_byte_it_reached(make_replset):

@@ -258,3 +258,37 @@ fn a_resumed_copy_cuts_what_it_wrote_after_its_offset() {
     target.shutdown().unwrap();
     source.shutdown().unwrap();
 }
+
+#[test]
+fn a_checkpoint_with_history_past_the_commit_point_cannot_be_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = EngineOptions::new(dir.path());
+    options.replicated = true;
+    options.journal_commit_interval_ms = 2;
+    options.checkpoint_interval_ms = 20;
+    options.snapshot_history_window_secs = 0;
+    // Memory's bound is small, and the commit point stays at the first
+    // write (a P-S-A set with its secondary down): checkpoints go past it.
+    options.history_bytes_max = 64 * 1024;
+    let source = Engine::open(options).unwrap();
+    write_users(&source, 0, 1);
+    let stalled = source.last_applied().ts;
+    let mut writer = source.writer();
+    for i in 1..2_000 {
+        writer.insert("app.users", doc! {"_id": i, "email": format!("u{i}"), "pad": "x".repeat(300)}).unwrap();
+    }
+    drop(writer);
+    source.wait_durable(source.last_applied().ts).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while source.checkpoint_timestamp() <= stalled {
+        assert!(Instant::now() < deadline, "no checkpoint past the commit point");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = source.begin_checkpoint_copy(HOLDER).unwrap_err();
+    assert!(
+        matches!(&err, StorageError::IllegalOperation(message) if message.contains("holds history")),
+        "{err:?}"
+    );
+    assert!(!source.checkpoint_copy_pinned(), "a refused copy pins nothing");
+    source.shutdown().unwrap();
+}

@@ -36,6 +36,8 @@ HEARTBEAT_INTERVAL_MS = 200
 
 # Spare ports after the members' for `add_member`.
 SPARE_PORTS = 3
+# Where the kernel's ephemeral ports start (/proc/sys/net/ipv4/ip_local_port_range).
+EPHEMERAL_PORTS_FIRST = 32_768
 
 # MongoDB's member state numbers (replSetGetStatus myState).
 STATE_NAMES = {0: "STARTUP", 1: "PRIMARY", 2: "SECONDARY", 3: "RECOVERING", 5: "STARTUP2", 6: "UNKNOWN",
@@ -65,7 +67,9 @@ def _listening(port: int) -> bool:
 def free_port_range(count: int) -> int:
     """The first of `count` consecutive free loopback ports."""
     for _ in range(200):
-        first = random.randrange(20_000, 60_000 - count)
+        # Below Linux's ephemeral range (32768-60999): an outgoing
+        # connection never takes these between the check and the bind.
+        first = random.randrange(20_000, EPHEMERAL_PORTS_FIRST - count)
         if _ports_free(first, count):
             return first
     raise RuntimeError(f"no {count} consecutive free ports found")

@@ -165,15 +165,8 @@ pub fn add(cluster: &Cluster, arbiter: bool, timeout: Duration) -> Result<String
         ));
     }
     let id = state.members.iter().map(|member| member.id).max().unwrap_or(0) + 1;
-    let port = state
-        .members
-        .iter()
-        .map(|member| member.port)
-        .max()
-        .unwrap_or(0)
-        .checked_add(1)
-        .ok_or("no port left")?;
-    check_port_free(port)?;
+    let after = state.members.iter().map(|member| member.port).max().unwrap_or(0);
+    let port = next_free_port(after)?;
     let dir = absolute_directory(cluster.dir())?;
     let member = new_member(&dir, id, port, arbiter);
     let mut children = spawn_all(cluster, &mut state, vec![member.clone()])?;
@@ -294,6 +287,24 @@ fn failure_tails(member: &MemberState) -> String {
         member.logpath.display(),
         process::tail(&member.logpath, TAIL_LINES)
     )
+}
+
+/// Ports `add` tries above the members' highest before giving up.
+const ADD_PORT_SEARCH: u16 = 64;
+
+/// The first free port above `after` (the members' highest): the next one
+/// may be taken meanwhile, by another program or by an outgoing
+/// connection's ephemeral port.
+fn next_free_port(after: u16) -> Result<u16, String> {
+    let mut last_error = String::from("no port left");
+    for offset in 1..=ADD_PORT_SEARCH {
+        let Some(port) = after.checked_add(offset) else { break };
+        match check_port_free(port) {
+            Ok(()) => return Ok(port),
+            Err(err) => last_error = err,
+        }
+    }
+    Err(format!("no free port among the {ADD_PORT_SEARCH} above {after}: {last_error}"))
 }
 
 fn check_port_free(port: u16) -> Result<(), String> {

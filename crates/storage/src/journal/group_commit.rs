@@ -132,6 +132,12 @@ fn run(shared: Arc<Shared>) {
             if state.poisoned.is_some() {
                 break;
             }
+            // `commit_on_caller` may have taken a batch since
+            // `wait_for_work` looked: its number moved the next batch's
+            // slot to one whose job may not be taken yet.
+            if !next_slot_free(&state) {
+                continue;
+            }
             take_batch(&shared, &mut state)
         };
         if !batch.chunks.is_empty() {
@@ -175,7 +181,7 @@ fn wait_for_work(shared: &Shared) -> bool {
         if state.poisoned.is_some() {
             return false;
         }
-        if state.in_flight.len() >= SYNC_WORKERS {
+        if !next_slot_free(&state) {
             shared.work.wait(&mut state);
             continue;
         }
@@ -367,6 +373,17 @@ fn create_segment(shared: &Shared, seq: u64, bytes: &mut u64, fsyncs: &mut u64) 
     Ok(Created { seq, handles: (file, sync_files), file_bytes, from_spare })
 }
 
+/// Whether the next batch may be taken: fewer than `SYNC_WORKERS` batches
+/// in flight, and the sync worker of its number (`dispatch_batch`) has
+/// taken its previous job. Both writers (the group-commit thread and
+/// `commit_on_caller`) check it under the state lock right before
+/// `take_batch`: a look taken earlier is stale once the other writer took
+/// a batch, since each batch moves the next one's slot.
+fn next_slot_free(state: &State) -> bool {
+    let slot = (state.next_batch_no % SYNC_WORKERS as u64) as usize;
+    state.in_flight.len() < SYNC_WORKERS && state.sync_jobs[slot].is_none()
+}
+
 /// Records a written batch and hands its fsync to a sync worker.
 fn dispatch_batch(shared: &Shared, state: &mut State, batch: &Batch, written: Written) {
     let file = record_batch(shared, state, batch, written);
@@ -462,9 +479,7 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
         if let Some(reason) = &state.poisoned {
             return Err(StorageError::Poisoned(reason.clone()));
         }
-        let slot = (state.next_batch_no % SYNC_WORKERS as u64) as usize;
-        let slot_free = state.in_flight.len() < SYNC_WORKERS && state.sync_jobs[slot].is_none();
-        if state.pending.is_empty() || state.closing || state.thread_exited || !slot_free {
+        if state.pending.is_empty() || state.closing || state.thread_exited || !next_slot_free(&state) {
             return Ok(());
         }
         take_batch(shared, &mut state)

@@ -16,17 +16,19 @@ use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, WriteGate};
 const LOCAL_NAME: &str = "replset.election";
 const HOLDER: &str = "syncing:27017";
 
-fn open_with(dir: &std::path::Path, checkpoint_interval_ms: u64) -> Arc<Engine> {
+/// A member's options: background checkpoints every
+/// `checkpoint_interval_ms`, no snapshot window holding them back.
+fn options(dir: &std::path::Path, checkpoint_interval_ms: u64) -> EngineOptions {
     let mut options = EngineOptions::new(dir);
     options.replicated = true;
     options.journal_commit_interval_ms = 2;
     options.checkpoint_interval_ms = checkpoint_interval_ms;
     options.snapshot_history_window_secs = 0;
-    Engine::open(options).unwrap()
+    options
 }
 
 fn open(dir: &std::path::Path) -> Arc<Engine> {
-    open_with(dir, 60_000)
+    Engine::open(options(dir, 60_000)).unwrap()
 }
 
 /// `count` users (with an index on `email`) from `first`, and a second
@@ -177,11 +179,7 @@ fn nothing_checkpointed_yet_cannot_be_copied() {
 #[test]
 fn background_checkpoints_wait_while_a_copy_is_pinned_even_past_the_oplog_cap() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = EngineOptions::new(dir.path());
-    options.replicated = true;
-    options.journal_commit_interval_ms = 2;
-    options.checkpoint_interval_ms = 20;
-    options.snapshot_history_window_secs = 0;
+    let mut options = options(dir.path(), 20);
     options.oplog_size_bytes = 1024 * 1024;
     let source = Engine::open(options).unwrap();
     write_users(&source, 0, 50);
@@ -262,11 +260,7 @@ fn a_resumed_copy_cuts_what_it_wrote_after_its_offset() {
 #[test]
 fn a_checkpoint_with_history_past_the_commit_point_cannot_be_copied() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = EngineOptions::new(dir.path());
-    options.replicated = true;
-    options.journal_commit_interval_ms = 2;
-    options.checkpoint_interval_ms = 20;
-    options.snapshot_history_window_secs = 0;
+    let mut options = options(dir.path(), 20);
     // Memory's bound is small, and the commit point stays at the first
     // write (a P-S-A set with its secondary down): checkpoints go past it.
     options.history_bytes_max = 64 * 1024;

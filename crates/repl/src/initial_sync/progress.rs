@@ -356,14 +356,7 @@ impl Status {
             s.documents_copied += documents;
             s.fetched_batches += batches;
         });
-        let mut c = self.counters.lock();
-        c.documents_copied += documents;
-        c.bytes_copied += bytes;
-        let due = c.last_log.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_INTERVAL);
-        if due {
-            c.last_log = Some(Instant::now());
-            log_progress(&c);
-        }
+        self.copied(documents, bytes);
     }
 
     /// The current attempt copies by this method (`initialSyncMethod`).
@@ -373,7 +366,13 @@ impl Status {
 
     /// `bytes` more of a checkpoint copy are written.
     pub fn file_bytes_copied(&self, bytes: u64) {
+        self.copied(0, bytes);
+    }
+
+    /// Counts what either copy stored, and logs the progress line when due.
+    fn copied(&self, documents: u64, bytes: u64) {
         let mut c = self.counters.lock();
+        c.documents_copied += documents;
         c.bytes_copied += bytes;
         let due = c.last_log.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_INTERVAL);
         if due {

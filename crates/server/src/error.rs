@@ -164,6 +164,16 @@ impl From<ReplError> for CommandError {
 /// through its `RetriableError` category).
 pub const RETRYABLE_WRITE_CODES: &[i32] = &[11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001, 262];
 
+/// MongoDB's `NotPrimaryError` category: NotWritablePrimary,
+/// NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary,
+/// InterruptedDueToReplStateChange and PrimarySteppedDown.
+const NOT_PRIMARY_ERROR_CODES: &[i32] = &[10107, 13435, 13436, 11602, 189];
+
+/// Whether `code` is in MongoDB's `NotPrimaryError` category.
+pub fn is_not_primary_error(code: i32) -> bool {
+    NOT_PRIMARY_ERROR_CODES.contains(&code)
+}
+
 /// `errorLabels` of a reply to a retryable write (a command carrying
 /// `txnNumber` without `autocommit`): `RetryableWriteError` when the
 /// command's error or its write concern error has a retryable code, on the

@@ -32,7 +32,7 @@ use slipstream_storage::{bson_timestamp, from_bson_timestamp};
 
 use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
 use crate::concern;
-use crate::error::{retryable_write_labels, CommandError};
+use crate::error::{is_not_primary_error, retryable_write_labels, CommandError};
 use crate::metrics::SELF_COUNTING_COMMANDS;
 use crate::session::{self, SessionArguments};
 use crate::sessions;
@@ -77,6 +77,7 @@ pub async fn execute(ctx: &CommandContext, request: &CommandRequest) -> Option<D
     if retryable_write && !reply.contains_key("errorLabels") {
         add_retryable_write_label(&mut reply);
     }
+    add_topology_version(ctx, &mut reply);
     add_replication_metadata(ctx, request, &mut reply);
     Some(reply)
 }
@@ -315,6 +316,24 @@ fn add_retryable_write_label(reply: &mut Document) {
         .and_then(|error| error.get_i32("code").ok());
     if let Some(labels) = retryable_write_labels(error_code, write_concern_code) {
         reply.insert("errorLabels", labels);
+    }
+}
+
+/// `topologyVersion` on a reply whose error or write concern error says the
+/// member is not (or no longer) primary or secondary, as MongoDB 4.4+ adds
+/// it: a driver compares it with the version its monitor last saw and
+/// ignores the error as stale when it is not newer, instead of marking the
+/// member Unknown until the next `hello` (which, streaming, may wait its
+/// full `maxAwaitTimeMS` when nothing changes).
+fn add_topology_version(ctx: &CommandContext, reply: &mut Document) {
+    let failed = reply.get_f64("ok").ok() != Some(1.0);
+    let error_code = if failed { reply.get_i32("code").ok() } else { None };
+    let write_concern_code = reply
+        .get_document("writeConcernError")
+        .ok()
+        .and_then(|error| error.get_i32("code").ok());
+    if [error_code, write_concern_code].into_iter().flatten().any(is_not_primary_error) {
+        reply.insert("topologyVersion", crate::commands::handshake::topology_version(&ctx.state));
     }
 }
 

@@ -16,6 +16,7 @@ use slipstream_wire::{MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
+use crate::state::ServerState;
 
 pub const MIN_WIRE_VERSION: i32 = 0;
 /// MongoDB 7.0.
@@ -43,10 +44,7 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     if req.body.contains_key("helloOk") {
         reply.insert("helloOk", true);
     }
-    reply.insert(
-        "topologyVersion",
-        doc! {"processId": state.process_id, "counter": Bson::Int64(topology.topology_counter())},
-    );
+    reply.insert("topologyVersion", topology_version(state));
     reply.insert("maxBsonObjectSize", MAX_BSON_OBJECT_SIZE_BYTES as i32);
     reply.insert("maxMessageSizeBytes", MAX_MESSAGE_SIZE_BYTES as i32);
     reply.insert("maxWriteBatchSize", MAX_WRITE_BATCH_SIZE);
@@ -57,6 +55,12 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     reply.insert("maxWireVersion", MAX_WIRE_VERSION);
     reply.insert("readOnly", false);
     Ok(reply)
+}
+
+/// This process's `topologyVersion` now: its id and the topology's change
+/// counter.
+pub fn topology_version(state: &ServerState) -> Document {
+    doc! {"processId": state.process_id, "counter": Bson::Int64(state.topology.topology_counter())}
 }
 
 /// `connectionId` as MongoDB appends it (`appendNumber`): an Int32 while it

@@ -510,7 +510,7 @@ async fn update_position(set: &ReplicaSet, body: &Document) -> Result<Document, 
             .ok_or_else(|| ReplError::failed_to_parse("replSetUpdatePosition without positions"))?,
     };
     let message = Message::UpdatePosition(update);
-    set.ask(|reply| Input::Receive {
+    set.ask_stepping(|reply| Input::Receive {
         from,
         from_host: None,
         message,

@@ -1,8 +1,9 @@
-//! The coordinator: one OS thread (`repl-coordinator`) that owns the
-//! `consensus::Node` and is the one source of truth for term, role,
-//! positions and commit point. It takes `Input`s from a bounded channel,
-//! steps the node with its monotonic clock, and carries out the returned
-//! actions in order:
+//! The coordinator: owns the `consensus::Node`, the one source of truth
+//! for term, role, positions and commit point. It takes `Input`s from one
+//! queue (`inputs.rs`: stepped under one lock by the `repl-coordinator`
+//! thread, or by the thread that queued a write-path input when the lock
+//! is free), steps the node with its monotonic clock, and carries out the
+//! returned actions in order:
 //!
 //! 1. `PersistTermAndVote` / `PersistConfig` are durable (`LocalState`)
 //!    before the next action runs, so a vote is on disk before the reply
@@ -19,10 +20,10 @@
 //!    and a new `Snapshot` is published (the topology counter moves when
 //!    state, primary or configuration changed).
 //!
-//! A tick every `COORDINATOR_TICK_MS` drives the node's timers.
+//! A tick every `COORDINATOR_TICK_MS` (on the coordinator thread) drives
+//! the node's timers.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,8 +50,6 @@ use crate::snapshot::Snapshot;
 
 /// How often the node's timers are driven.
 pub const COORDINATOR_TICK_MS: u64 = 10;
-/// Inputs waiting for the coordinator (a full queue makes senders wait).
-pub const INPUT_QUEUE_MAX: usize = 16_384;
 /// The random part of an election timeout, at most, as a fraction of the
 /// timeout (the core adds what we draw). MongoDB draws up to 15%; on a
 /// loaded machine, where persisting a vote takes hundreds of ms, two
@@ -143,7 +142,6 @@ struct Pending {
 
 pub struct Coordinator {
     shared: Arc<Shared>,
-    inputs: Receiver<Input>,
     node: Option<Node>,
     started: Instant,
     rng: u64,
@@ -167,7 +165,7 @@ pub struct Coordinator {
     /// Hosts of members outside our configuration (learned from their
     /// heartbeats) for `FetchConfig`.
     peer_hosts: HashMap<MemberId, String>,
-    published_key: Option<(slipstream_consensus::MemberState, Option<MemberId>, i64, i64, i64)>,
+    published_key: Option<crate::snapshot::TopologyKey>,
     /// The "new primary" no-op already written when the gate opened, so
     /// that the `WriteNoop` following `AcceptWrites(true)` writes nothing.
     noop_written_at_open: Option<OpTime>,
@@ -182,7 +180,7 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    pub fn new(shared: Arc<Shared>, inputs: Receiver<Input>, node: Option<Node>) -> Coordinator {
+    pub fn new(shared: Arc<Shared>, node: Option<Node>) -> Coordinator {
         Coordinator {
             heartbeats: HeartbeatSender::new(shared.clone()),
             elections: ElectionRunner::new(shared.clone()),
@@ -194,7 +192,6 @@ impl Coordinator {
             rng: seed(),
             started: shared.started,
             shared,
-            inputs,
             node,
             follow_ups: VecDeque::new(),
             held_batch: None,
@@ -212,37 +209,31 @@ impl Coordinator {
         }
     }
 
-    /// The thread's body: until `Input::Stop` or every sender is gone.
-    pub fn run(mut self) {
+    /// The coordinator's first steps, on its thread before it takes
+    /// inputs: an interrupted initial sync resumes, and the node's first
+    /// actions (a term raised past its log) carry out.
+    pub(crate) fn start(&mut self) {
         if let Some(node) = &self.node {
             tracing::info!(target: "repl", term = node.term(), state = %node.state(), member = node.id(),
                 "replica set member started");
         }
         self.start_initial_sync_if_needed();
-        // The node's first actions (a term raised past its log) carry out
-        // before anything else.
         self.step(Event::Tick { election_jitter_ms: 0 }, None);
-        let tick = Duration::from_millis(COORDINATOR_TICK_MS);
-        let mut next_tick = Instant::now() + tick;
-        loop {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match self.inputs.recv_timeout(wait) {
-                Ok(Input::Stop) => break,
-                Ok(input) => self.handle(input),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-            if Instant::now() >= next_tick {
-                let jitter = self.jitter();
-                self.step(
-                    Event::Tick {
-                        election_jitter_ms: jitter,
-                    },
-                    None,
-                );
-                next_tick = Instant::now() + tick;
-            }
-        }
+    }
+
+    /// Drives the node's timers (every `COORDINATOR_TICK_MS`).
+    pub(crate) fn tick(&mut self) {
+        let jitter = self.jitter();
+        self.step(
+            Event::Tick {
+                election_jitter_ms: jitter,
+            },
+            None,
+        );
+    }
+
+    /// After `Input::Stop`: the companions stop and waiting writes learn it.
+    pub(crate) fn shutdown(mut self) {
         self.fetcher.stop();
         self.initial_sync.stop();
         for waiter in self.waiters.drain(..) {
@@ -268,7 +259,7 @@ impl Coordinator {
         draw % span
     }
 
-    fn handle(&mut self, input: Input) {
+    pub(crate) fn handle(&mut self, input: Input) {
         match input {
             Input::Event(event) => self.step(event, None),
             Input::Receive {
@@ -773,13 +764,14 @@ impl Coordinator {
                 self.catch_up_counted_term = metrics.term;
             }
         }
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             config: Some(self.published_config(node.config())),
             me: node.config().member(node.id()).map(|m| m.id),
             state: node.state(),
             term: node.term(),
             writable_primary: node.is_writable_primary(),
             primary: node.primary(),
+            topology_counter: 0,
             commit_point: node.commit_point(),
             last_applied: node.last_applied(),
             last_applied_wall_ms: node.last_applied_wall_ms(),
@@ -794,11 +786,22 @@ impl Coordinator {
             config_committed: node.is_config_committed(),
             now: self.now(),
         };
+        // The counter travels in the snapshot, so that a reply reads a
+        // state and its counter together; awaitable hellos wake on the
+        // watch once the snapshot is out.
         let key = snapshot.topology_key();
+        let changed = self.published_key != Some(key);
+        let published = self.shared.snapshot().topology_counter;
+        snapshot.topology_counter = if changed {
+            published.max(*self.shared.topology.borrow()) + 1
+        } else {
+            published
+        };
+        let counter = snapshot.topology_counter;
         self.shared.publish(snapshot);
-        if self.published_key != Some(key) {
+        if changed {
             self.published_key = Some(key);
-            self.shared.topology.send_modify(|counter| *counter += 1);
+            self.shared.topology.send_replace(counter);
         }
     }
 }
@@ -815,7 +818,7 @@ fn sanitize(node: &Node, event: Event, shared: &Shared) -> Option<Event> {
             let (applied, applied_wall) = shared.engine.last_applied_wall();
             if applied >= last_durable && applied >= node.last_applied() {
                 // Report the append first; the durable event follows it.
-                shared.try_input(Input::Event(Event::Durable { last_durable, wall_ms }));
+                shared.input(Input::Event(Event::Durable { last_durable, wall_ms }));
                 Some(Event::Appended {
                     last_applied: applied,
                     wall_ms: applied_wall,

@@ -22,6 +22,7 @@ pub mod commands;
 pub mod concern;
 pub mod config_document;
 pub mod coordinator;
+pub mod inputs;
 pub mod election_runner;
 pub mod error;
 pub mod fail_points;

@@ -229,7 +229,7 @@ async fn deliver(
     };
     let bytes: usize = entries.iter().map(|e| e.as_bytes().len()).sum();
     shared.metrics.set_buffer(entries.len() as u64, bytes as u64);
-    shared.input(Input::Pulled {
+    shared.step_input(Input::Pulled {
         batch,
         held: HeldBatch {
             source,

@@ -32,7 +32,7 @@ impl PositionWatcher {
                 let (applied, applied_wall) = shared.engine.last_applied_wall();
                 if applied != sent_applied && shared.snapshot().writable_primary {
                     sent_applied = applied;
-                    shared.input(Input::Event(Event::Appended {
+                    shared.step_input(Input::Event(Event::Appended {
                         last_applied: applied,
                         wall_ms: applied_wall,
                     }));
@@ -40,7 +40,7 @@ impl PositionWatcher {
                 let (durable_at, durable_wall) = shared.engine.last_durable_wall();
                 if durable_at != sent_durable {
                     sent_durable = durable_at;
-                    shared.input(Input::Event(Event::Durable {
+                    shared.step_input(Input::Event(Event::Durable {
                         last_durable: durable_at,
                         wall_ms: durable_wall,
                     }));

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -21,7 +20,8 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 
 use crate::concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};
-use crate::coordinator::{Coordinator, Input, INPUT_QUEUE_MAX};
+use crate::coordinator::{Coordinator, Input};
+use crate::inputs::Inputs;
 use crate::error::ReplError;
 use crate::local_state::LocalState;
 use crate::network::Network;
@@ -62,8 +62,9 @@ pub struct Shared {
     pub started: Instant,
     /// Wall-clock start, for `uptime`.
     pub started_wall_ms: i64,
-    /// The coordinator's input queue (any task may send).
-    inputs: SyncSender<Input>,
+    /// The coordinator's input queue and the coordinator itself
+    /// (`inputs.rs`: who steps it).
+    inputs: Inputs,
     /// Written only by the coordinator after each step (`publish`).
     snapshot: RwLock<Arc<Snapshot>>,
     /// `topologyVersion.counter`; awaitable `hello`s wait on it. Moved
@@ -113,14 +114,17 @@ impl Shared {
         *self.snapshot.write() = Arc::new(snapshot);
     }
 
-    /// Hands an input to the coordinator (waits while its queue is full;
-    /// dropped once it has stopped).
+    /// Hands an input to the coordinator thread (dropped once it has
+    /// stopped).
     pub fn input(&self, input: Input) {
-        let _ = self.inputs.send(input);
+        self.inputs.send(input);
     }
 
-    pub(crate) fn try_input(&self, input: Input) {
-        let _ = self.inputs.try_send(input);
+    /// Hands an input to the coordinator and steps it on this thread when
+    /// no other thread is stepping the coordinator: for inputs on a
+    /// replicated write's path (`inputs.rs`).
+    pub fn step_input(&self, input: Input) {
+        self.inputs.send_and_step(input);
     }
 
     pub fn me_host(&self) -> String {
@@ -183,7 +187,7 @@ impl Shared {
         let extras = SnapshotExtras {
             me_host: self.me_host(),
             rbid: self.rbid(),
-            topology_version_counter: *self.topology.borrow(),
+            topology_version_counter: snapshot.topology_counter,
             process_id: self.process_id,
             started_at_wall_ms: self.started_wall_ms,
             now_wall_ms: bson::DateTime::now().timestamp_millis(),
@@ -298,7 +302,6 @@ impl ReplicaSet {
                 rbid
             }
         };
-        let (inputs, receiver) = sync_channel(INPUT_QUEUE_MAX);
         let shared = Arc::new(Shared {
             engine: engine.clone(),
             network,
@@ -307,7 +310,7 @@ impl ReplicaSet {
             options,
             started: Instant::now(),
             started_wall_ms: bson::DateTime::now().timestamp_millis(),
-            inputs,
+            inputs: Inputs::default(),
             snapshot: RwLock::new(Arc::new(Snapshot::uninitialized())),
             topology: watch::channel(1).0,
             commit_point_changed: watch::channel(OpTime::NULL).0,
@@ -340,13 +343,15 @@ impl ReplicaSet {
             .as_ref()
             .is_some_and(|node| node.config().member(node.id()).is_some_and(|m| m.is_data_bearing()))
             && !engine.last_applied().is_null();
-        let coordinator = Coordinator::new(shared.clone(), receiver, node);
+        let coordinator = Coordinator::new(shared.clone(), node);
+        let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("repl-coordinator".into())
             .spawn(move || {
                 // A member whose coordinator died must not go on serving (its
                 // write gate may be open): stop, as MongoDB fasserts.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinator.run())).is_err() {
+                let run = || thread_shared.inputs.run_thread(coordinator);
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
                     crate::coordinator::fatal("the replication coordinator panicked");
                 }
             })
@@ -390,13 +395,24 @@ impl ReplicaSet {
         answer.await.map_err(|_| ReplError::ShutdownInProgress)
     }
 
+    /// `ask`, stepping the input on this thread when the coordinator is
+    /// free (`Shared::step_input`): for inputs on a write's path.
+    pub(crate) async fn ask_stepping<T>(
+        &self,
+        build: impl FnOnce(oneshot::Sender<T>) -> Input,
+    ) -> Result<T, ReplError> {
+        let (reply, answer) = oneshot::channel();
+        self.shared.step_input(build(reply));
+        answer.await.map_err(|_| ReplError::ShutdownInProgress)
+    }
+
     async fn wait_majority(&self, optime: OpTime, deadline: Option<Instant>) -> Result<(), ReplError> {
         let concern = CoreWriteConcern {
             w: CoreW::Majority,
             journal: true,
             wtimeout_ms: None,
         };
-        let wait = self.ask(|reply| Input::WaitWriteConcern { optime, concern, reply });
+        let wait = self.ask_stepping(|reply| Input::WaitWriteConcern { optime, concern, reply });
         match deadline {
             None => wait.await?,
             Some(deadline) => match tokio::time::timeout_at(deadline.into(), wait).await {
@@ -555,7 +571,7 @@ impl Drop for ReplicaSet {
     fn drop(&mut self) {
         self.watcher.lock().stop();
         self.noop_writer.lock().stop();
-        self.shared.try_input(Input::Stop);
+        self.shared.input(Input::Stop);
     }
 }
 
@@ -564,14 +580,21 @@ impl Topology for ReplicaSet {
         true
     }
 
-    fn hello_fields(&self, legacy: bool, reply: &mut Document) {
-        for (key, value) in report::hello_fields(&self.shared.report_snapshot(), legacy) {
+    fn hello_fields(&self, legacy: bool, reply: &mut Document) -> i64 {
+        let snapshot = self.shared.report_snapshot();
+        for (key, value) in report::hello_fields(&snapshot, legacy) {
             reply.insert(key, value);
         }
+        snapshot.extras.topology_version_counter
     }
 
     fn topology_counter(&self) -> i64 {
-        *self.shared.topology.borrow()
+        self.shared.snapshot().topology_counter
+    }
+
+    fn not_primary_topology_counter(&self) -> Option<i64> {
+        let snapshot = self.shared.snapshot();
+        (!snapshot.writable_primary).then_some(snapshot.topology_counter)
     }
 
     fn topology_changed(&self, seen: i64) -> BoxFuture<'_, ()> {
@@ -690,7 +713,7 @@ impl Topology for ReplicaSet {
                 }
                 W::Tag(_) => unreachable!("unsatisfiable() refused every tag"),
             };
-            self.ask(|reply| Input::WaitWriteConcern {
+            self.ask_stepping(|reply| Input::WaitWriteConcern {
                 optime: last_write,
                 concern: core,
                 reply,

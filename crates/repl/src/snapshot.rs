@@ -9,6 +9,11 @@ use slipstream_clock::OpTime;
 use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{ElectionCandidateMetrics, MemberState, MemberView, Millis};
 
+/// What `topologyVersion.counter` moves with: state, whether writable
+/// (a primary catching up or stepping down answers `hello` as a
+/// secondary), primary, configuration version and term, and term.
+pub type TopologyKey = (MemberState, bool, Option<MemberId>, i64, i64, i64);
+
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     /// `None` until `replSetInitiate` or a configuration learned by heartbeat.
@@ -20,6 +25,9 @@ pub struct Snapshot {
     pub term: i64,
     pub writable_primary: bool,
     pub primary: Option<MemberId>,
+    /// `topologyVersion.counter` of this state (`Shared::topology` moves
+    /// to it right after the snapshot is published).
+    pub topology_counter: i64,
     pub commit_point: OpTime,
     pub last_applied: OpTime,
     pub last_applied_wall_ms: i64,
@@ -46,6 +54,7 @@ impl Snapshot {
             term: 0,
             writable_primary: false,
             primary: None,
+            topology_counter: 1,
             commit_point: OpTime::NULL,
             last_applied: OpTime::NULL,
             last_applied_wall_ms: 0,
@@ -74,9 +83,28 @@ impl Snapshot {
         self.host_of(self.primary?)
     }
 
-    /// What drivers see change: state, primary, configuration.
-    pub fn topology_key(&self) -> (MemberState, Option<MemberId>, i64, i64, i64) {
+    /// What drivers see change (`TopologyKey`).
+    pub fn topology_key(&self) -> TopologyKey {
         let (version, config_term) = self.config.as_ref().map_or((0, 0), |c| (c.version, c.term));
-        (self.state, self.primary, version, config_term, self.term)
+        (self.state, self.writable_primary, self.primary, version, config_term, self.term)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A primary that stops accepting writes (a stepdown waiting for a
+    /// secondary to catch up) answers `hello` as a secondary: drivers must
+    /// see a new counter, or they take its NotWritablePrimary errors, which
+    /// carry the counter, for stale news and retry on it.
+    #[test]
+    fn the_counter_moves_when_a_primary_stops_accepting_writes() {
+        let mut writable = Snapshot::uninitialized();
+        writable.state = MemberState::Primary;
+        writable.writable_primary = true;
+        let mut stepping_down = writable.clone();
+        stepping_down.writable_primary = false;
+        assert_ne!(writable.topology_key(), stepping_down.topology_key());
     }
 }

@@ -55,11 +55,12 @@ impl Topology for Standalone {
         false
     }
 
-    fn hello_fields(&self, legacy: bool, reply: &mut Document) {
+    fn hello_fields(&self, legacy: bool, reply: &mut Document) -> i64 {
         reply.insert(if legacy { "ismaster" } else { "isWritablePrimary" }, true);
         let applied = self.engine.last_applied_wall();
         let durable = self.engine.last_durable_wall();
         reply.insert("lastWrite", last_write_document(applied, durable));
+        self.topology_counter()
     }
 
     fn topology_counter(&self) -> i64 {

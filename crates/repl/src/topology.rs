@@ -50,11 +50,23 @@ pub trait Topology: Send + Sync {
     /// `setVersion`, `electionId`, `arbiterOnly`, `hidden`, `tags`,
     /// `lastWrite`, as the node's state has them. Inserted first in the
     /// reply, before the server's own fields (`commands/handshake.rs`).
-    fn hello_fields(&self, legacy: bool, reply: &mut Document);
+    /// Returns the `topologyVersion.counter` of the same state, so that a
+    /// reply never pairs one state's fields with another's counter.
+    fn hello_fields(&self, legacy: bool, reply: &mut Document) -> i64;
 
     /// `topologyVersion.counter` (sent as Int64): moves on every change of
     /// state a driver cares about (`commands/handshake.rs`).
     fn topology_counter(&self) -> i64;
+
+    /// The counter to put on a NotPrimaryError reply (MongoDB 4.4+ does),
+    /// when the state published with it already says this member is not
+    /// a writable primary. `None` while it still says writable (a write
+    /// refused by a gate that closed before the new state was published):
+    /// a driver that already saw that counter, with this member primary,
+    /// would take the error for stale and retry on the same member.
+    fn not_primary_topology_counter(&self) -> Option<i64> {
+        None
+    }
 
     /// Resolves once the counter has moved past `seen`: an awaitable
     /// `hello` (and each round of its exhaust stream) races it against

@@ -324,7 +324,10 @@ fn add_retryable_write_label(reply: &mut Document) {
 /// it: a driver compares it with the version its monitor last saw and
 /// ignores the error as stale when it is not newer, instead of marking the
 /// member Unknown until the next `hello` (which, streaming, may wait its
-/// full `maxAwaitTimeMS` when nothing changes).
+/// full `maxAwaitTimeMS` when nothing changes). Left off while the
+/// published state still says writable primary (a stepdown's write gate
+/// closes before its new state is out): the driver must not take that
+/// error for stale.
 fn add_topology_version(ctx: &CommandContext, reply: &mut Document) {
     let failed = reply.get_f64("ok").ok() != Some(1.0);
     let error_code = if failed { reply.get_i32("code").ok() } else { None };
@@ -333,7 +336,9 @@ fn add_topology_version(ctx: &CommandContext, reply: &mut Document) {
         .ok()
         .and_then(|error| error.get_i32("code").ok());
     if [error_code, write_concern_code].into_iter().flatten().any(is_not_primary_error) {
-        reply.insert("topologyVersion", crate::commands::handshake::topology_version(&ctx.state));
+        if let Some(counter) = ctx.state.topology.not_primary_topology_counter() {
+            reply.insert("topologyVersion", crate::commands::handshake::topology_version(&ctx.state, counter));
+        }
     }
 }
 

@@ -27,9 +27,10 @@ impl Topology for Primary {
     fn is_replica_set(&self) -> bool {
         true
     }
-    fn hello_fields(&self, _legacy: bool, reply: &mut Document) {
+    fn hello_fields(&self, _legacy: bool, reply: &mut Document) -> i64 {
         reply.insert("isWritablePrimary", true);
         reply.insert("setName", "rs");
+        0
     }
     fn topology_counter(&self) -> i64 {
         0

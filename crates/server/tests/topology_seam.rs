@@ -79,11 +79,12 @@ impl Topology for FakeSet {
         true
     }
 
-    fn hello_fields(&self, legacy: bool, reply: &mut Document) {
+    fn hello_fields(&self, legacy: bool, reply: &mut Document) -> i64 {
         let primary = *self.role.lock() == Role::Primary;
         reply.insert(if legacy { "ismaster" } else { "isWritablePrimary" }, primary);
         reply.insert("secondary", !primary);
         reply.insert("setName", "rs");
+        self.topology_counter()
     }
 
     fn topology_counter(&self) -> i64 {

@@ -40,11 +40,11 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     }
     let legacy = req.name != "hello";
     let mut reply = Document::new();
-    topology.hello_fields(legacy, &mut reply);
+    let counter = topology.hello_fields(legacy, &mut reply);
     if req.body.contains_key("helloOk") {
         reply.insert("helloOk", true);
     }
-    reply.insert("topologyVersion", topology_version(state));
+    reply.insert("topologyVersion", topology_version(state, counter));
     reply.insert("maxBsonObjectSize", MAX_BSON_OBJECT_SIZE_BYTES as i32);
     reply.insert("maxMessageSizeBytes", MAX_MESSAGE_SIZE_BYTES as i32);
     reply.insert("maxWriteBatchSize", MAX_WRITE_BATCH_SIZE);
@@ -57,10 +57,9 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     Ok(reply)
 }
 
-/// This process's `topologyVersion` now: its id and the topology's change
-/// counter.
-pub fn topology_version(state: &ServerState) -> Document {
-    doc! {"processId": state.process_id, "counter": Bson::Int64(state.topology.topology_counter())}
+/// This process's `topologyVersion` with `counter`.
+pub fn topology_version(state: &ServerState, counter: i64) -> Document {
+    doc! {"processId": state.process_id, "counter": Bson::Int64(counter)}
 }
 
 /// `connectionId` as MongoDB appends it (`appendNumber`): an Int32 while it

@@ -36,8 +36,26 @@ pub fn serve_arguments(state: &ClusterState, member: &MemberState) -> Vec<String
         "--logpath".to_owned(),
         member.logpath.display().to_string(),
     ];
+    let chosen = |arg: &String| arg == "--worker-threads" || arg.starts_with("--worker-threads=");
+    if !state.serve_args.iter().any(chosen) && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        arguments.push("--worker-threads".to_owned());
+        arguments.push(shared_worker_threads(state.members.len()).to_string());
+    }
     arguments.extend(state.serve_args.iter().cloned());
     arguments
+}
+
+/// Async workers per member when `members` share this machine's cores:
+/// the cores divided among them, at least one. A member on its own
+/// machine takes one per core, but co-located members that each do that
+/// wake one another's idle workers: on 2 cores, 3 members with 2 workers
+/// each used 15-20% more CPU per majority write than with 1, with 25%
+/// more context switches (`scripts/bench_replset.sh`, `MEMBER_ENV`).
+/// `--serve-arg=--worker-threads=N` or `TOKIO_WORKER_THREADS` choose
+/// otherwise.
+pub fn shared_worker_threads(members: usize) -> usize {
+    let cores = thread::available_parallelism().map_or(1, usize::from);
+    (cores / members.max(1)).max(1)
 }
 
 /// Starts a member in a session of its own. Its stdout and stderr are
@@ -181,4 +199,52 @@ pub fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::state::STATE_FORMAT;
+
+    fn state(serve_args: Vec<String>) -> ClusterState {
+        let member = |id: u32| MemberState {
+            id,
+            port: 27016 + id as u16,
+            pid: 1,
+            dbpath: format!("/c/n{id}/db").into(),
+            logpath: format!("/c/n{id}/mongod.log").into(),
+            outpath: format!("/c/n{id}/output.log").into(),
+            arbiter: false,
+            paused: false,
+        };
+        ClusterState {
+            format: STATE_FORMAT,
+            set_name: "rs0".into(),
+            binary: "/bin/slipstream".into(),
+            serve_args,
+            members: vec![member(1), member(2), member(3)],
+            partition: None,
+        }
+    }
+
+    #[test]
+    fn members_share_the_cores_unless_told_otherwise() {
+        let cores = thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(shared_worker_threads(3), (cores / 3).max(1));
+        assert_eq!(shared_worker_threads(0), cores);
+        let workers = |args: &[String]| {
+            args.iter()
+                .enumerate()
+                .filter(|(_, arg)| arg.starts_with("--worker-threads"))
+                .map(|(i, arg)| if arg.contains('=') { arg.clone() } else { format!("{arg} {}", args[i + 1]) })
+                .collect::<Vec<_>>()
+        };
+        let chosen = state(vec!["--worker-threads=4".into()]);
+        assert_eq!(workers(&serve_arguments(&chosen, &chosen.members[0])), ["--worker-threads=4"]);
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+            let default = state(vec![]);
+            let expected = format!("--worker-threads {}", shared_worker_threads(3));
+            assert_eq!(workers(&serve_arguments(&default, &default.members[0])), [expected]);
+        }
+    }
 }

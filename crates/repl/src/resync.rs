@@ -100,9 +100,13 @@ impl ResyncState {
     }
 
     /// The data for an applier batch or a rollback: `None` once a resync
-    /// began (the batch or rollback must then change nothing).
+    /// began (the batch or rollback must then change nothing). Never
+    /// waits: only the wipe takes the lock exclusively, and it does so
+    /// after `begin`, so a lock not free for reading means a resync began.
+    /// (A small batch is applied on a runtime worker holding the
+    /// coordinator: it must not wait out a wipe.)
     pub fn data_guard(&self) -> Option<RwLockReadGuard<'_, ()>> {
-        let guard = self.data.read();
+        let guard = self.data.try_read()?;
         (!self.started()).then_some(guard)
     }
 }

@@ -20,8 +20,9 @@ use super::state::{ClusterState, MemberState};
 /// How often a wait looks at a process again.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
-/// The `serve` command line of a member.
-pub fn serve_arguments(state: &ClusterState, member: &MemberState) -> Vec<String> {
+/// The `serve` command line of a member, one of `members` sharing this
+/// machine.
+pub fn serve_arguments(state: &ClusterState, member: &MemberState, members: usize) -> Vec<String> {
     let mut arguments = vec![
         "serve".to_owned(),
         "--replSet".to_owned(),
@@ -39,7 +40,7 @@ pub fn serve_arguments(state: &ClusterState, member: &MemberState) -> Vec<String
     let chosen = |arg: &String| arg == "--worker-threads" || arg.starts_with("--worker-threads=");
     if !state.serve_args.iter().any(chosen) && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         arguments.push("--worker-threads".to_owned());
-        arguments.push(shared_worker_threads(state.members.len()).to_string());
+        arguments.push(shared_worker_threads(members).to_string());
     }
     arguments.extend(state.serve_args.iter().cloned());
     arguments
@@ -58,15 +59,16 @@ pub fn shared_worker_threads(members: usize) -> usize {
     (cores / members.max(1)).max(1)
 }
 
-/// Starts a member in a session of its own. Its stdout and stderr are
+/// Starts a member, one of `members` sharing this machine, in a session of
+/// its own. Its stdout and stderr are
 /// appended to its `outpath`. Dropping the handle neither waits for nor
 /// kills the child: the member lives on after this command exits.
-pub fn spawn(state: &ClusterState, member: &MemberState) -> io::Result<Child> {
+pub fn spawn(state: &ClusterState, member: &MemberState, members: usize) -> io::Result<Child> {
     fs::create_dir_all(&member.dbpath)?;
     let output = OpenOptions::new().create(true).append(true).open(&member.outpath)?;
     let mut command = Command::new(&state.binary);
     command
-        .args(serve_arguments(state, member))
+        .args(serve_arguments(state, member, members))
         .stdin(Stdio::null())
         .stdout(output.try_clone()?)
         .stderr(output);
@@ -240,11 +242,11 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let chosen = state(vec!["--worker-threads=4".into()]);
-        assert_eq!(workers(&serve_arguments(&chosen, &chosen.members[0])), ["--worker-threads=4"]);
+        assert_eq!(workers(&serve_arguments(&chosen, &chosen.members[0], 3)), ["--worker-threads=4"]);
         if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
             let default = state(vec![]);
             let expected = format!("--worker-threads {}", shared_worker_threads(3));
-            assert_eq!(workers(&serve_arguments(&default, &default.members[0])), [expected]);
+            assert_eq!(workers(&serve_arguments(&default, &default.members[0], 3)), [expected]);
         }
     }
 }

@@ -141,7 +141,8 @@ pub fn restart(cluster: &Cluster, id: u32, timeout: Duration) -> Result<String, 
         eprintln!("stopping member {id} (pid {}) first", member.pid);
         process::stop(&member, STOP_TIMEOUT).map_err(|err| format!("stopping member {id}: {err}"))?;
     }
-    let mut child = process::spawn(&state, &member).map_err(|err| format!("starting member {id}: {err}"))?;
+    let members = state.members.len();
+    let mut child = process::spawn(&state, &member, members).map_err(|err| format!("starting member {id}: {err}"))?;
     {
         let saved = state.member_mut(id)?;
         saved.pid = child.id();
@@ -201,8 +202,11 @@ fn new_member(dir: &Path, id: u32, port: u16, arbiter: bool) -> MemberState {
 /// so that `cluster stop` finds it even if this command fails later.
 fn spawn_all(cluster: &Cluster, state: &mut ClusterState, members: Vec<MemberState>) -> Result<Vec<Child>, String> {
     let mut children = Vec::with_capacity(members.len());
+    // Every member the machine will run once these are up.
+    let sharing = state.members.len() + members.len();
     for mut member in members {
-        let child = process::spawn(state, &member).map_err(|err| format!("starting member {}: {err}", member.id))?;
+        let child =
+            process::spawn(state, &member, sharing).map_err(|err| format!("starting member {}: {err}", member.id))?;
         member.pid = child.id();
         member.paused = false;
         eprintln!(

@@ -304,16 +304,22 @@ fn observe_cluster_time(topology: &dyn Topology, body: &Document) -> Result<(), 
     Ok(topology.observe_cluster_time(cluster_time)?)
 }
 
-/// `RetryableWriteError` on a retryable write's reply whose error or write
-/// concern error has a retryable code (a fail point's own `errorLabels`
-/// stand instead).
-fn add_retryable_write_label(reply: &mut Document) {
+/// A reply's error code (when it failed) and its write concern error's.
+fn error_codes(reply: &Document) -> (Option<i32>, Option<i32>) {
     let failed = reply.get_f64("ok").ok() != Some(1.0);
     let error_code = if failed { reply.get_i32("code").ok() } else { None };
     let write_concern_code = reply
         .get_document("writeConcernError")
         .ok()
         .and_then(|error| error.get_i32("code").ok());
+    (error_code, write_concern_code)
+}
+
+/// `RetryableWriteError` on a retryable write's reply whose error or write
+/// concern error has a retryable code (a fail point's own `errorLabels`
+/// stand instead).
+fn add_retryable_write_label(reply: &mut Document) {
+    let (error_code, write_concern_code) = error_codes(reply);
     if let Some(labels) = retryable_write_labels(error_code, write_concern_code) {
         reply.insert("errorLabels", labels);
     }
@@ -329,12 +335,7 @@ fn add_retryable_write_label(reply: &mut Document) {
 /// closes before its new state is out): the driver must not take that
 /// error for stale.
 fn add_topology_version(ctx: &CommandContext, reply: &mut Document) {
-    let failed = reply.get_f64("ok").ok() != Some(1.0);
-    let error_code = if failed { reply.get_i32("code").ok() } else { None };
-    let write_concern_code = reply
-        .get_document("writeConcernError")
-        .ok()
-        .and_then(|error| error.get_i32("code").ok());
+    let (error_code, write_concern_code) = error_codes(reply);
     if [error_code, write_concern_code].into_iter().flatten().any(is_not_primary_error) {
         if let Some(counter) = ctx.state.topology.not_primary_topology_counter() {
             reply.insert("topologyVersion", crate::commands::handshake::topology_version(&ctx.state, counter));

@@ -209,16 +209,7 @@ mod tests {
     use crate::cluster::state::STATE_FORMAT;
 
     fn state(serve_args: Vec<String>) -> ClusterState {
-        let member = |id: u32| MemberState {
-            id,
-            port: 27016 + id as u16,
-            pid: 1,
-            dbpath: format!("/c/n{id}/db").into(),
-            logpath: format!("/c/n{id}/mongod.log").into(),
-            outpath: format!("/c/n{id}/output.log").into(),
-            arbiter: false,
-            paused: false,
-        };
+        let member = |id: u32| crate::cluster::state::tests::member(id, 27016 + id as u16);
         ClusterState {
             format: STATE_FORMAT,
             set_name: "rs0".into(),

@@ -186,10 +186,10 @@ impl ClusterState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn member(id: u32, port: u16) -> MemberState {
+    pub(crate) fn member(id: u32, port: u16) -> MemberState {
         MemberState {
             id,
             port,

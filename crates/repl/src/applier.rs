@@ -57,8 +57,7 @@ impl Applier {
 
 /// Whether a batch is applied on the thread that stepped the node.
 fn is_small(held: &HeldBatch) -> bool {
-    held.entries.len() <= INLINE_APPLY_ENTRIES_MAX
-        && held.entries.iter().map(|entry| entry.as_bytes().len()).sum::<usize>() <= INLINE_APPLY_BYTES_MAX
+    held.entries.len() <= INLINE_APPLY_ENTRIES_MAX && held.bytes <= INLINE_APPLY_BYTES_MAX
 }
 
 fn apply_held(shared: &Shared, mut held: HeldBatch) {
@@ -106,8 +105,9 @@ fn apply_held(shared: &Shared, mut held: HeldBatch) {
     // hand-off to its threads and back: this durable position is what
     // majority writes wait for), and the durable position goes to
     // the node straight from here (the durable watch would report it
-    // one hop later). The append above went to the node first, so
-    // its report leaves while the fsync runs.
+    // one hop later). On a blocking thread the append above reaches the
+    // node first, so its report leaves while the fsync runs; stepped
+    // inline, both are stepped after the fsync and leave as one report.
     if let Some(ts) = durable_target {
         match engine.sync_journal_through(ts) {
             Ok(()) => {

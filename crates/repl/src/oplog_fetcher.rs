@@ -55,6 +55,8 @@ pub const FETCH_RESTART_PAUSE_MS: u64 = 50;
 pub struct HeldBatch {
     pub source: MemberId,
     pub entries: Vec<RawDocumentBuf>,
+    /// The entries' bytes, summed once on arrival.
+    pub bytes: usize,
     outcome: oneshot::Sender<bool>,
 }
 
@@ -234,6 +236,7 @@ async fn deliver(
         held: HeldBatch {
             source,
             entries,
+            bytes,
             outcome,
         },
     });

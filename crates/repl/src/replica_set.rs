@@ -390,9 +390,7 @@ impl ReplicaSet {
 
     /// Sends `input` built around a fresh oneshot and waits for its answer.
     pub(crate) async fn ask<T>(&self, build: impl FnOnce(oneshot::Sender<T>) -> Input) -> Result<T, ReplError> {
-        let (reply, answer) = oneshot::channel();
-        self.shared.input(build(reply));
-        answer.await.map_err(|_| ReplError::ShutdownInProgress)
+        self.ask_by(build, Shared::input).await
     }
 
     /// `ask`, stepping the input on this thread when the coordinator is
@@ -401,8 +399,16 @@ impl ReplicaSet {
         &self,
         build: impl FnOnce(oneshot::Sender<T>) -> Input,
     ) -> Result<T, ReplError> {
+        self.ask_by(build, Shared::step_input).await
+    }
+
+    async fn ask_by<T>(
+        &self,
+        build: impl FnOnce(oneshot::Sender<T>) -> Input,
+        send: fn(&Shared, Input),
+    ) -> Result<T, ReplError> {
         let (reply, answer) = oneshot::channel();
-        self.shared.step_input(build(reply));
+        send(&self.shared, build(reply));
         answer.await.map_err(|_| ReplError::ShutdownInProgress)
     }
 

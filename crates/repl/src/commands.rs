@@ -493,7 +493,20 @@ async fn request_votes(set: &ReplicaSet, body: &Document) -> Result<Document, Re
         })
         .await?
     {
-        Some(Message::VoteResponse(response)) => Ok(encode_vote_response(&response)),
+        Some(Message::VoteResponse(response)) => {
+            // MongoDB logs every vote it is asked for, with its answer: an
+            // election that gathers no majority is read from these lines.
+            tracing::info!(
+                target: "repl",
+                candidate = from,
+                term = response.request_term,
+                dry_run = response.dry_run,
+                granted = response.granted,
+                reason = response.reason,
+                "vote requested"
+            );
+            Ok(encode_vote_response(&response))
+        }
         _ => Err(ReplError::coded(125, "the vote request was not answered")),
     }
 }

@@ -30,17 +30,26 @@ impl ElectionRunner {
     pub fn request_vote(&self, to: MemberId, host: String, request: VoteRequest, set_name: String, my_index: usize) {
         let shared = self.shared.clone();
         self.shared.runtime.spawn(async move {
+            tracing::debug!(target: "repl", host = %host, term = request.term, dry_run = request.dry_run, "vote request sent");
             let body = encode_vote_request(&set_name, my_index, &request);
             let timeout = Duration::from_millis(VOTE_TIMEOUT_MS);
             let reply = match shared.network.run(&host, "admin", body, timeout).await {
                 Ok(reply) => reply,
                 Err(err) => {
-                    tracing::debug!(target: "repl", host = %host, error = %err, "vote request failed");
+                    tracing::info!(target: "repl", host = %host, error = %err, "vote request failed");
                     return;
                 }
             };
             match decode_vote_response(&reply, &request) {
                 Ok(response) => {
+                    tracing::debug!(
+                        target: "repl",
+                        host = %host,
+                        term = response.request_term,
+                        dry_run = response.dry_run,
+                        granted = response.granted,
+                        "vote answered"
+                    );
                     let message = Message::VoteResponse(response);
                     shared.input(Input::Event(Event::Receive { from: to, message }));
                 }

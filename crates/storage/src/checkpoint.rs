@@ -17,10 +17,15 @@
 //! - otherwise none (memory is pruned of what readers no longer need).
 //!
 //! The background thread's ordinary checkpoints also stay below the start of
-//! the snapshot window (`minSnapshotHistoryWindowInSeconds`) while memory is
-//! within its bound and the journal within its size cap, so that snapshot
-//! reads reach back that far; past either the window gives way (a checkpoint
-//! held back holds the journal back: the recovery floor, `engine.rs`).
+//! the snapshot window (`minSnapshotHistoryWindowInSeconds`) while the
+//! journal is within its size cap and memory within its bound, so that
+//! snapshot reads reach back that far; past either the window gives way (a
+//! checkpoint held back holds the journal back: the recovery floor,
+//! `engine.rs`). The window keeps at most a share of the memory bound
+//! (`WINDOW_SHARE_DIVISOR`): when the versions it holds cost more, each
+//! checkpoint slides it up just enough (`window_marks.rs`), so a steady load
+//! is checkpointed a few seconds at a time rather than a memory bound's
+//! worth at once.
 //!
 //! Every checkpoint is written at a journal entry's timestamp
 //! (`Inner::checkpoint_target`): the window's start is a wall-clock time,
@@ -91,6 +96,12 @@ pub(crate) fn run_thread_guarded(inner: Arc<Inner>) {
 /// bound by far.
 const HISTORY_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The snapshot window keeps versions in memory up to
+/// `history_bytes_max / WINDOW_SHARE_DIVISOR`; the rest of the bound is
+/// headroom for what arrives between two checkpoints and for a commit point
+/// that lags.
+pub const WINDOW_SHARE_DIVISOR: u64 = 2;
+
 fn run_thread(inner: Arc<Inner>) {
     let interval = Duration::from_millis(inner.options.checkpoint_interval_ms.max(1));
     let mut next = Instant::now() + interval;
@@ -102,6 +113,7 @@ fn run_thread(inner: Arc<Inner>) {
                 if *stop {
                     return;
                 }
+                inner.window_marks.lock().sample(inner.visible(), inner.store.bytes_written());
                 let now = Instant::now();
                 if now >= next || (now >= earliest && over_history_bound(&inner)) {
                     break;
@@ -144,7 +156,11 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
         return Ok(base.ts);
     }
     if let Some(window_start) = inner.snapshot_window_start().filter(|_| window_holds) {
-        wanted = wanted.min(window_start);
+        let start = match inner.window_memory_start() {
+            Some(memory_start) => window_start.max(memory_start),
+            None => window_start,
+        };
+        wanted = wanted.min(start);
     }
     let stable = inner.checkpoint_target(wanted);
     if stable > base.ts {
@@ -264,6 +280,7 @@ fn write_checkpoint(
         // below the checkpoint finds its catalog among the new `catalogs`.
         let mut history = inner.catalog.write();
         inner.store.install_base(BaseView { kv: snapshot, ts: target, floor });
+        inner.window_marks.lock().forget_below(target);
         *inner.history_catalogs.write() = catalogs;
         history.fold_to(target, drops_done_to);
     }

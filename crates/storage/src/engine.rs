@@ -341,6 +341,10 @@ pub(crate) struct Inner {
     pub history_catalogs: RwLock<CatalogVersions>,
     /// `EngineOptions::snapshot_history_window_secs`, as set now.
     pub snapshot_window_secs: AtomicU32,
+    /// What the versions above each recent visible timestamp cost: how far
+    /// the window must slide to stay within its share of memory
+    /// (`window_marks.rs`). Sampled by the checkpoint thread.
+    pub window_marks: Mutex<crate::window_marks::WindowMarks>,
     /// Held until shutdown (or the last user of the files goes away).
     pub lock_file: Mutex<Option<LockFile>>,
     /// Checkpoint copies in progress from this member (`checkpoint_copy.rs`).
@@ -543,6 +547,15 @@ impl Inner {
         (self.options.replicated && window > 0).then(|| Timestamp::new(wall_clock_secs().saturating_sub(window), 0))
     }
 
+    /// The start of the snapshot window as memory allows it: the oldest
+    /// timestamp above which the versions fit in the window's share of
+    /// `history_bytes_max` (`WINDOW_SHARE_DIVISOR`), or None while all of
+    /// them fit.
+    pub(crate) fn window_memory_start(&self) -> Option<Timestamp> {
+        let budget = self.options.history_bytes_max / crate::checkpoint::WINDOW_SHARE_DIVISOR;
+        self.window_marks.lock().start_within(self.store.bytes_written(), budget)
+    }
+
     /// The newest timestamp any checkpoint may cover: durable and visible.
     pub(crate) fn checkpoint_limit(&self) -> Timestamp {
         self.journal.durable_ts().min(self.visible())
@@ -677,6 +690,7 @@ impl Engine {
             last_checkpoint_ms: AtomicU64::new(0),
             history_catalogs: RwLock::new(recovered.history_catalogs),
             snapshot_window_secs: AtomicU32::new(snapshot_window_secs),
+            window_marks: Mutex::new(crate::window_marks::WindowMarks::default()),
             lock_file: Mutex::new(Some(lock_file)),
             copy_pins: Mutex::new(checkpoint_copy::CopyPins::default()),
             copy_nonce: copy_nonce(),

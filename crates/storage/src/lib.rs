@@ -64,6 +64,7 @@ pub mod kv;
 pub mod local_store;
 pub mod lock_file;
 pub mod mvcc;
+pub mod window_marks;
 pub mod oplog_entry;
 pub mod poison;
 pub mod position;

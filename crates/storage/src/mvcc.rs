@@ -123,6 +123,9 @@ struct Memory {
     versions: u64,
     /// What the versions in `map` cost (`version_bytes` each).
     bytes: u64,
+    /// What every version ever written here cost: only grows (the
+    /// snapshot window's samples, `window_marks.rs`).
+    written: u64,
     /// The current checkpoint; replaced by `install_base` after a commit.
     base: Arc<BaseView>,
     /// Older bases possibly still held by readers; `prune` may not remove
@@ -157,7 +160,14 @@ enum Pick {
 
 impl VersionedStore {
     pub fn new(base: BaseView) -> VersionedStore {
-        let memory = Memory { map: BTreeMap::new(), versions: 0, bytes: 0, base: Arc::new(base), old_bases: Vec::new() };
+        let memory = Memory {
+            map: BTreeMap::new(),
+            versions: 0,
+            bytes: 0,
+            written: 0,
+            base: Arc::new(base),
+            old_bases: Vec::new(),
+        };
         VersionedStore { memory: RwLock::new(memory) }
     }
 
@@ -195,6 +205,11 @@ impl VersionedStore {
         self.memory.read().bytes
     }
 
+    /// What every version ever written to memory cost, in bytes; only grows.
+    pub fn bytes_written(&self) -> u64 {
+        self.memory.read().written
+    }
+
     /// Commits the changes of one oplog entry at `ts`. Timestamps of one
     /// key only grow; a second change of a key at the same timestamp
     /// replaces the first.
@@ -225,6 +240,7 @@ impl VersionedStore {
         }
         memory.versions += added;
         memory.bytes = memory.bytes + bytes_added - bytes_removed;
+        memory.written += bytes_added.saturating_sub(bytes_removed);
     }
 
     /// The value of `key` as `view` sees it.

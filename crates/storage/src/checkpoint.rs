@@ -18,14 +18,15 @@
 //!
 //! The background thread's ordinary checkpoints also stay below the start of
 //! the snapshot window (`minSnapshotHistoryWindowInSeconds`) while the
-//! journal is within its size cap and memory within its bound, so that
-//! snapshot reads reach back that far; past either the window gives way (a
-//! checkpoint held back holds the journal back: the recovery floor,
-//! `engine.rs`). The window keeps at most a share of the memory bound
-//! (`WINDOW_SHARE_DIVISOR`): when the versions it holds cost more, each
-//! checkpoint slides it up just enough (`window_marks.rs`), so a steady load
-//! is checkpointed a few seconds at a time rather than a memory bound's
-//! worth at once.
+//! journal is within its size cap, so that snapshot reads reach back that
+//! far; past the cap the window gives way (a checkpoint held back holds the
+//! journal back: the recovery floor, `engine.rs`). The window keeps at most
+//! a share of the memory bound (`WINDOW_SHARE_DIVISOR`): when the versions
+//! it holds cost more, each checkpoint slides it up just enough
+//! (`window_marks.rs`), so a steady load is checkpointed a few seconds at a
+//! time rather than a memory bound's worth at once; a load that passes the
+//! whole bound between two checkpoints slides it the same way (only
+//! within one 100 ms sample, as a burst does, can it not be split).
 //!
 //! Every checkpoint is written at a journal entry's timestamp
 //! (`Inner::checkpoint_target`): the window's start is a wall-clock time,
@@ -143,9 +144,14 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
     }
     let mut base = inner.store.base();
     let mut wanted = inner.stable_for_checkpoint();
-    // The window gives way to the memory bound and to the oplog's size cap:
-    // a checkpoint held back holds the journal back with it (the floor).
-    let window_holds = keep_window && !over_history_bound(inner) && !inner.journal_over_cap();
+    // The window gives way to the oplog's size cap: a checkpoint held back
+    // holds the journal back with it (the floor). To memory it gives way
+    // only as far as its share (`window_memory_start`), wholly only when
+    // memory is past the bound and the samples cannot say how far to go
+    // (what is in memory came before the oldest sample: a rollback).
+    let memory_start = inner.window_memory_start();
+    let window_holds =
+        keep_window && !inner.journal_over_cap() && (memory_start.is_some() || !over_history_bound(inner));
     // A checkpoint copy in progress (`engine/checkpoint_copy.rs`) holds the
     // background checkpoints back while memory is within its bound: one
     // would change the file under the copy, which then starts over. Like an
@@ -156,7 +162,7 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
         return Ok(base.ts);
     }
     if let Some(window_start) = inner.snapshot_window_start().filter(|_| window_holds) {
-        let start = match inner.window_memory_start() {
+        let start = match memory_start {
             Some(memory_start) => window_start.max(memory_start),
             None => window_start,
         };

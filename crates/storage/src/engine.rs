@@ -668,6 +668,7 @@ impl Engine {
         let oldest = recovered.store.base().oldest_readable();
         let stable_ts = options.replicated.then_some(oldest);
         let snapshot_window_secs = options.snapshot_history_window_secs;
+        let window_marks = crate::window_marks::WindowMarks::starting_at(recovered.store.base().ts);
         let inner = Arc::new(Inner {
             options,
             io,
@@ -690,7 +691,7 @@ impl Engine {
             last_checkpoint_ms: AtomicU64::new(0),
             history_catalogs: RwLock::new(recovered.history_catalogs),
             snapshot_window_secs: AtomicU32::new(snapshot_window_secs),
-            window_marks: Mutex::new(crate::window_marks::WindowMarks::default()),
+            window_marks: Mutex::new(window_marks),
             lock_file: Mutex::new(Some(lock_file)),
             copy_pins: Mutex::new(checkpoint_copy::CopyPins::default()),
             copy_nonce: copy_nonce(),

@@ -29,6 +29,14 @@ pub struct WindowMarks {
 }
 
 impl WindowMarks {
+    /// The samples of an engine just opened: at its checkpoint `base`, no
+    /// bytes were written yet (what recovery replayed counts as later).
+    pub fn starting_at(base: Timestamp) -> WindowMarks {
+        WindowMarks {
+            marks: VecDeque::from([(base, 0)]),
+        }
+    }
+
     /// Records that by the time `visible` was the newest readable
     /// timestamp, `written` bytes of versions had gone into memory.
     pub fn sample(&mut self, visible: Timestamp, written: u64) {
@@ -94,6 +102,14 @@ mod tests {
             marks.sample(ts(secs), written);
         }
         marks
+    }
+
+    #[test]
+    fn what_recovery_replayed_counts_as_written_after_the_checkpoint() {
+        let mut m = WindowMarks::starting_at(ts(1));
+        m.sample(ts(5), 1_000);
+        assert_eq!(m.start_within(1_000, 500), Some(ts(5)));
+        assert_eq!(m.start_within(1_000, 1_000), None);
     }
 
     #[test]

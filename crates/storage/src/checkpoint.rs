@@ -68,6 +68,7 @@ use crate::history::{
     catalog_at, decode_versions, encode_catalogs, encode_versions, history_key, history_range, CatalogVersions,
     HISTORY_PREFIX, META_HISTORY_CATALOGS, META_HISTORY_FLOOR,
 };
+use crate::jitter::Jitter;
 use crate::kv::{KvBatch, KvSnapshot};
 use crate::mvcc::{BaseView, KeyChange};
 use crate::poison::{panic_message, FailedPart};
@@ -75,7 +76,7 @@ use crate::recovery::{CHECKPOINT_FORMAT_VERSION, META_CATALOG, META_CHECKPOINT_T
 use crate::{StorageError, Timestamp};
 
 /// The background thread: a checkpoint every `checkpoint_interval_ms`,
-/// start to start, until told to stop (the final one is written by
+/// start to start, give or take a quarter, until told to stop (the final one is written by
 /// `shutdown`). A checkpoint that takes longer than the interval is
 /// followed at once by the next, so that memory does not grow while the
 /// thread sleeps.
@@ -105,7 +106,10 @@ pub const WINDOW_SHARE_DIVISOR: u64 = 2;
 
 fn run_thread(inner: Arc<Inner>) {
     let interval = Duration::from_millis(inner.options.checkpoint_interval_ms.max(1));
-    let mut next = Instant::now() + interval;
+    // The first checkpoint comes after half to one and a half intervals,
+    // each later one after three quarters to five quarters (`jitter.rs`).
+    let mut jitter = Jitter::new(inner.copy_nonce);
+    let mut next = Instant::now() + jitter.spread(interval, 50, 150);
     loop {
         let earliest = Instant::now() + HISTORY_POLL_INTERVAL.min(interval);
         {
@@ -123,7 +127,7 @@ fn run_thread(inner: Arc<Inner>) {
                 inner.checkpoint_wake.wait_until(&mut stop, wake);
             }
         }
-        next = Instant::now() + interval;
+        next = Instant::now() + jitter.spread(interval, 75, 125);
         if let Err(err) = checkpoint(&inner, true) {
             tracing::error!(target: "storage", error = %err, "checkpoint failed");
             if matches!(err, StorageError::Poisoned(_)) {

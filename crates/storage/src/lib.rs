@@ -60,6 +60,7 @@ pub mod catalog;
 pub mod collection_totals;
 pub mod checkpoint;
 pub mod history;
+pub mod jitter;
 pub mod kv;
 pub mod local_store;
 pub mod lock_file;

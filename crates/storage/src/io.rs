@@ -47,6 +47,25 @@ pub trait IoFile: Send + Sync {
     fn write_back(&self) -> io::Result<()>;
     fn size_bytes(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The stretches of `[offset, offset + len)` that hold data, in order,
+    /// as `(offset, length)`; the rest of the range (within the file's
+    /// size) reads as zeros: holes, such as what `set_len` adds until it is
+    /// written. A backend that cannot tell answers the whole range, clipped
+    /// to the file's size. A copy of a sparse file reads and sends only
+    /// these (`engine/checkpoint_copy.rs`).
+    fn data_extents(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
+        Ok(whole_range(offset, len, self.size_bytes()?))
+    }
+}
+
+/// `[offset, offset + len)` clipped to `size`, as one extent (none if empty).
+fn whole_range(offset: u64, len: u64, size: u64) -> Vec<(u64, u64)> {
+    let end = offset.saturating_add(len).min(size);
+    if offset < end {
+        vec![(offset, end - offset)]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The file system as the journal sees it.
@@ -138,6 +157,46 @@ impl IoFile for StdFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+
+    fn data_extents(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
+        let size = self.size_bytes()?;
+        let end = offset.saturating_add(len).min(size);
+        let fd = self.file.as_raw_fd();
+        // `lseek` moves the descriptor's offset, which nothing here uses:
+        // every read and write names its own (pread, pwrite).
+        let seek = |from: u64, whence: libc::c_int| -> io::Result<Option<u64>> {
+            // SAFETY: lseek on a descriptor we own; it touches no memory.
+            let at = unsafe { libc::lseek(fd, from as libc::off_t, whence) };
+            if at >= 0 {
+                return Ok(Some(at as u64));
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                // No data at or after `from`.
+                Some(libc::ENXIO) => Ok(None),
+                _ => Err(err),
+            }
+        };
+        let mut extents = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let data = match seek(at, libc::SEEK_DATA) {
+                Ok(Some(data)) => data,
+                Ok(None) => break,
+                // A file system without SEEK_DATA: all of it is data.
+                Err(err) if err.raw_os_error() == Some(libc::EINVAL) => return Ok(whole_range(offset, len, size)),
+                Err(err) => return Err(err),
+            };
+            if data >= end {
+                break;
+            }
+            // Every file ends in a (virtual) hole, so SEEK_HOLE finds one.
+            let hole = seek(data, libc::SEEK_HOLE)?.unwrap_or(end).min(end);
+            extents.push((data, hole - data));
+            at = hole;
+        }
+        Ok(extents)
     }
 }
 
@@ -632,6 +691,10 @@ impl IoFile for FaultyFile {
         self.record_synced()
     }
 
+    fn data_extents(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
+        self.inner.data_extents(offset, len)
+    }
+
     fn write_back(&self) -> io::Result<()> {
         // Not a durability point: a crash may still drop what it wrote, so
         // the crash model does not change.
@@ -791,5 +854,35 @@ impl IoBackend for FaultyIo {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StdIo;
+
+    #[test]
+    fn data_extents_name_the_written_stretches_and_skip_the_holes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sparse");
+        let io = StdIo::new();
+        let file = io.create(&path).unwrap();
+        let block = vec![1u8; 4096];
+        file.write_all_at(&block, 0).unwrap();
+        file.set_len(1 << 20).unwrap();
+        file.write_all_at(&block, 512 * 1024).unwrap();
+        file.sync_all().unwrap();
+        let whole = file.data_extents(0, 1 << 20).unwrap();
+        // tmpfs and ext4 keep holes at the block size; a file system
+        // without SEEK_DATA answers the whole file, which is also right.
+        if whole != vec![(0, 1 << 20)] {
+            assert_eq!(whole, vec![(0, 4096), (512 * 1024, 4096)]);
+            assert_eq!(file.data_extents(2048, 600 * 1024).unwrap(), vec![(2048, 2048), (512 * 1024, 4096)]);
+            assert_eq!(file.data_extents(8192, 4096).unwrap(), vec![], "inside a hole");
+            assert_eq!(file.data_extents(512 * 1024 + 100, 10).unwrap(), vec![(512 * 1024 + 100, 10)]);
+        }
+        assert_eq!(file.data_extents(2 << 20, 4096).unwrap(), vec![], "past the end");
+        let tail: u64 = file.data_extents((1 << 20) - 10, 4096).unwrap().iter().map(|e| e.1).sum();
+        assert!(tail <= 10, "clipped to the file's size");
     }
 }

@@ -95,8 +95,10 @@ pub trait KvEngine: Send + Sync {
     fn file_generation(&self) -> u64;
     /// The file's length now.
     fn file_bytes(&self) -> Result<u64>;
-    /// The file's bytes from `offset`, at most `len` (fewer at its end).
-    fn read_file_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// The file's bytes from `offset`, at most `len` (fewer at its end),
+    /// as the stretches that hold data: its holes (never-written space
+    /// the file grew by) are left out and read as zeros.
+    fn read_file_at(&self, offset: u64, len: usize) -> Result<FilePiece>;
     /// Puts the file at `staged` (another engine's file, copied whole and
     /// synced) in place of this engine's: renamed over it, the directory
     /// synced, new snapshots read it. Snapshots already taken keep the old
@@ -104,9 +106,102 @@ pub trait KvEngine: Send + Sync {
     fn replace_file(&self, staged: &std::path::Path) -> Result<()>;
 }
 
+/// A stretch of a file, `span` bytes from `offset`, sent as the parts that
+/// hold data: `extents` (`(offset, length)`, ascending, inside the
+/// stretch) with their bytes one after another in `data`; every other
+/// byte of the stretch is zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilePiece {
+    pub offset: u64,
+    pub span: u64,
+    pub extents: Vec<(u64, u64)>,
+    pub data: Vec<u8>,
+}
+
+impl FilePiece {
+    /// A piece whose bytes are all given.
+    pub fn dense(offset: u64, data: Vec<u8>) -> FilePiece {
+        let span = data.len() as u64;
+        let extents = if span > 0 { vec![(offset, span)] } else { Vec::new() };
+        FilePiece { offset, span, extents, data }
+    }
+
+    /// Whether the extents are ascending, apart, inside the stretch, and
+    /// as long as `data` together (what a piece from elsewhere must be
+    /// before it is written).
+    pub fn is_well_formed(&self) -> bool {
+        let Some(end) = self.offset.checked_add(self.span) else {
+            return false;
+        };
+        let mut at = self.offset;
+        let mut total = 0u64;
+        for &(start, len) in &self.extents {
+            let Some(stop) = start.checked_add(len) else {
+                return false;
+            };
+            if start < at || stop > end || len == 0 {
+                return false;
+            }
+            at = stop;
+            total += len;
+        }
+        total == self.data.len() as u64
+    }
+
+    /// The stretch's bytes, zeros in the holes.
+    pub fn to_dense(&self) -> Vec<u8> {
+        let mut bytes = vec![0u8; self.span as usize];
+        let mut from = 0usize;
+        for &(start, len) in &self.extents {
+            let at = (start - self.offset) as usize;
+            bytes[at..at + len as usize].copy_from_slice(&self.data[from..from + len as usize]);
+            from += len as usize;
+        }
+        bytes
+    }
+
+    /// Each extent with its bytes.
+    pub fn parts(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let mut from = 0usize;
+        self.extents.iter().map(move |&(start, len)| {
+            let part = &self.data[from..from + len as usize];
+            from += len as usize;
+            (start, part)
+        })
+    }
+}
+
 /// The engine file's size before and after a compaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvCompaction {
     pub bytes_before: u64,
     pub bytes_after: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FilePiece;
+
+    #[test]
+    fn a_piece_is_well_formed_only_with_ascending_extents_inside_it_that_match_its_data() {
+        let piece = |extents: Vec<(u64, u64)>, data: usize| FilePiece { offset: 100, span: 50, extents, data: vec![7; data] };
+        assert!(piece(vec![], 0).is_well_formed());
+        assert!(piece(vec![(100, 10), (120, 30)], 40).is_well_formed());
+        assert!(!piece(vec![(100, 10), (120, 30)], 39).is_well_formed(), "data shorter than the extents");
+        assert!(!piece(vec![(90, 20)], 20).is_well_formed(), "before the piece");
+        assert!(!piece(vec![(140, 20)], 20).is_well_formed(), "past the piece");
+        assert!(!piece(vec![(100, 20), (110, 5)], 25).is_well_formed(), "overlapping");
+        assert!(!piece(vec![(120, 5), (100, 5)], 10).is_well_formed(), "descending");
+        assert!(!piece(vec![(100, 0)], 0).is_well_formed(), "an empty extent");
+        assert!(!FilePiece { offset: u64::MAX, span: 2, extents: vec![], data: vec![] }.is_well_formed());
+    }
+
+    #[test]
+    fn a_dense_piece_puts_zeros_in_the_holes() {
+        let piece = FilePiece { offset: 8, span: 6, extents: vec![(9, 2), (13, 1)], data: vec![1, 2, 3] };
+        assert_eq!(piece.to_dense(), vec![0, 1, 2, 0, 0, 3]);
+        assert_eq!(piece.parts().collect::<Vec<_>>(), vec![(9, &[1u8, 2][..]), (13, &[3u8][..])]);
+        assert_eq!(FilePiece::dense(4, vec![5, 6]).extents, vec![(4, 2)]);
+        assert!(FilePiece::dense(4, vec![]).extents.is_empty());
+    }
 }

@@ -23,7 +23,7 @@ use redb::{
 };
 
 use crate::io::{IoBackend, IoFile};
-use crate::kv::{KvBatch, KvCompaction, KvEngine, KvIter, KvOp, KvSnapshot, Result};
+use crate::kv::{FilePiece, KvBatch, KvCompaction, KvEngine, KvIter, KvOp, KvSnapshot, Result};
 use crate::StorageError;
 
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
@@ -365,16 +365,23 @@ impl KvEngine for RedbEngine {
             .map_err(|e| kv_error("file size", e))
     }
 
-    fn read_file_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    fn read_file_at(&self, offset: u64, len: usize) -> Result<FilePiece> {
         // Shared: no compaction or replacement swaps the file meanwhile.
         let _database = self.database.read();
         let read_error = |e: std::io::Error| kv_error(&format!("reading {}", self.path.display()), e);
         let file = self.io.open(&self.path).map_err(read_error)?;
         let size = file.size_bytes().map_err(read_error)?;
-        let len = size.saturating_sub(offset).min(len as u64) as usize;
-        let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, offset).map_err(read_error)?;
-        Ok(bytes)
+        let span = size.saturating_sub(offset).min(len as u64);
+        // redb grows its file by doubling it, and what it has not written
+        // yet is a hole: half of a file just grown.
+        let extents = file.data_extents(offset, span).map_err(read_error)?;
+        let mut data = vec![0u8; extents.iter().map(|(_, n)| *n as usize).sum()];
+        let mut at = 0usize;
+        for &(start, n) in &extents {
+            file.read_exact_at(&mut data[at..at + n as usize], start).map_err(read_error)?;
+            at += n as usize;
+        }
+        Ok(FilePiece { offset, span, extents, data })
     }
 
     fn replace_file(&self, staged: &Path) -> Result<()> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use slipstream_storage::engine::{EngineOptions, INSTALL_MARKER_FILE_NAME, STAGED_FILE_NAME};
+use slipstream_storage::kv::FilePiece;
 use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, WriteGate};
 
 const LOCAL_NAME: &str = "replset.election";
@@ -78,17 +79,22 @@ fn email_index(engine: &Arc<Engine>) -> usize {
 }
 
 /// Copies the source's checkpoint file into `target`'s staged file in
-/// `chunk`-byte reads, syncing as it goes.
-fn copy_file(source: &Arc<Engine>, target: &Arc<Engine>, id: &str, file_bytes: u64, chunk: usize) {
+/// `chunk`-byte reads, syncing as it goes; returns the bytes the reads
+/// carried (the file less its holes).
+fn copy_file(source: &Arc<Engine>, target: &Arc<Engine>, id: &str, file_bytes: u64, chunk: usize) -> u64 {
     let mut offset = 0u64;
+    let mut carried = 0u64;
     while offset < file_bytes {
-        let bytes = source.read_checkpoint_copy(HOLDER, id, offset, chunk).unwrap();
-        assert!(!bytes.is_empty(), "the file ended at {offset} of {file_bytes}");
-        target.write_staged_checkpoint(offset, &bytes).unwrap();
-        offset += bytes.len() as u64;
+        let piece = source.read_checkpoint_copy(HOLDER, id, offset, chunk).unwrap();
+        assert!(piece.span > 0, "the file ended at {offset} of {file_bytes}");
+        assert_eq!(piece.offset, offset);
+        carried += piece.data.len() as u64;
+        target.write_staged_checkpoint(&piece).unwrap();
+        offset += piece.span;
     }
     target.sync_staged_checkpoint().unwrap();
     assert_eq!(target.staged_checkpoint_bytes().unwrap(), file_bytes);
+    carried
 }
 
 #[test]
@@ -228,6 +234,36 @@ fn an_installation_a_crash_interrupted_reopens_empty() {
 }
 
 #[test]
+fn a_copy_carries_the_files_data_and_not_its_holes() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = open(source_dir.path());
+    // Checkpoints in between: redb grows its file by doubling it, and
+    // what it has not written of the new half is a hole.
+    for round in 0..4 {
+        write_users(&source, round * 1_500, 1_500);
+        source.checkpoint_now().unwrap();
+    }
+    let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
+    let target_dir = tempfile::tempdir().unwrap();
+    let target = open(target_dir.path());
+    let carried = copy_file(&source, &target, &copy.id, copy.file_bytes, 1 << 20);
+    let source_file = std::fs::read(source_dir.path().join("checkpoint.redb")).unwrap();
+    let staged = std::fs::read(target_dir.path().join(STAGED_FILE_NAME)).unwrap();
+    assert_eq!(source_file.len() as u64, copy.file_bytes);
+    assert!(staged == source_file, "the staged copy differs from the source's file");
+    assert!(
+        carried < copy.file_bytes,
+        "the reads carried {carried} bytes of a {} byte file with holes",
+        copy.file_bytes
+    );
+    source.end_checkpoint_copy(HOLDER);
+    target.install_checkpoint_copy(&copy.entry).unwrap();
+    assert_eq!(documents(&target, "app.users"), documents(&source, "app.users"));
+    target.shutdown().unwrap();
+    source.shutdown().unwrap();
+}
+
+#[test]
 fn a_resumed_copy_cuts_what_it_wrote_after_its_offset() {
     let source_dir = tempfile::tempdir().unwrap();
     let source = open(source_dir.path());
@@ -236,18 +272,18 @@ fn a_resumed_copy_cuts_what_it_wrote_after_its_offset() {
     let target_dir = tempfile::tempdir().unwrap();
     let target = open(target_dir.path());
     let first = source.read_checkpoint_copy(HOLDER, &copy.id, 0, 64 * 1024).unwrap();
-    target.write_staged_checkpoint(0, &first).unwrap();
-    target.write_staged_checkpoint(first.len() as u64, &[0xAB; 5000]).unwrap();
+    target.write_staged_checkpoint(&first).unwrap();
+    target.write_staged_checkpoint(&FilePiece::dense(first.span, vec![0xAB; 5000])).unwrap();
     target.sync_staged_checkpoint().unwrap();
     drop(target);
     // Restarted, it resumes at the length it had recorded (the first read).
     let target = open(target_dir.path());
-    assert_eq!(target.staged_checkpoint_bytes().unwrap(), first.len() as u64 + 5000);
-    let mut offset = first.len() as u64;
+    assert_eq!(target.staged_checkpoint_bytes().unwrap(), first.span + 5000);
+    let mut offset = first.span;
     while offset < copy.file_bytes {
-        let bytes = source.read_checkpoint_copy(HOLDER, &copy.id, offset, 64 * 1024).unwrap();
-        target.write_staged_checkpoint(offset, &bytes).unwrap();
-        offset += bytes.len() as u64;
+        let piece = source.read_checkpoint_copy(HOLDER, &copy.id, offset, 64 * 1024).unwrap();
+        target.write_staged_checkpoint(&piece).unwrap();
+        offset += piece.span;
     }
     target.sync_staged_checkpoint().unwrap();
     assert_eq!(target.staged_checkpoint_bytes().unwrap(), copy.file_bytes);

@@ -156,6 +156,22 @@ def test_checkpoint_copy_serves_its_file_and_refuses_bad_requests(members):
         chunk = admin.command({**read, "offset": 0, "length": 4096})["data"]
         assert len(chunk) == 4096
         assert admin.command({**read, "offset": begun["fileBytes"], "length": 10})["data"] == b""
+        # The sparse form (what syncing members ask for) leaves the file's
+        # holes out: its extents put back together are the dense bytes.
+        dense, rebuilt, carried = b"", b"", 0
+        for offset in range(0, begun["fileBytes"], 1 << 20):
+            dense += admin.command({**read, "offset": offset, "length": 1 << 20})["data"]
+            piece = admin.command({**read, "offset": offset, "length": 1 << 20, "sparse": True})
+            stretch = bytearray(piece["span"])
+            at = 0
+            for start, length in piece["extents"]:
+                assert offset <= start and start + length <= offset + piece["span"], piece["extents"]
+                stretch[start - offset:start - offset + length] = piece["data"][at:at + length]
+                at += length
+            assert at == len(piece["data"])
+            carried += at
+            rebuilt += bytes(stretch)
+        assert len(dense) == begun["fileBytes"] and rebuilt == dense and carried <= len(dense)
         refusals = [
             ({"replSetCheckpointCopy": "bogus", "holder": "test"}, 2),
             ({"replSetCheckpointCopy": "begin"}, 14),

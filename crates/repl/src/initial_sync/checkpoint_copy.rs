@@ -11,9 +11,13 @@
 //! - `{replSetCheckpointCopy: "begin", holder}`: the source checkpoints and
 //!   pins its file; replies `{copyId, entry, fileBytes}` (`entry`: its
 //!   journal entry at the checkpoint's timestamp);
-//! - `{replSetCheckpointCopy: "read", holder, copyId, offset, length}`:
-//!   `{data: BinData}`, at most `CHECKPOINT_COPY_READ_BYTES_MAX`; refused
-//!   (code 20) once the file changed, then the copy cannot go on;
+//! - `{replSetCheckpointCopy: "read", holder, copyId, offset, length,
+//!   sparse: true}`: `{data: BinData, span, extents: [[offset, length]]}`,
+//!   the stretch's parts that hold data (the file's holes, half of a file
+//!   redb just grew, are not sent; they read as zeros), at most
+//!   `CHECKPOINT_COPY_READ_BYTES_MAX`; without `sparse`, `{data}` with
+//!   every byte. Refused (code 20) once the file changed, then the copy
+//!   cannot go on;
 //! - `{replSetCheckpointCopy: "end", holder}`: the pin goes.
 //!
 //! The syncing member (`copy`):
@@ -39,6 +43,7 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 use slipstream_clock::OpTime;
 use slipstream_consensus::MemberState;
 use slipstream_storage::engine::CHECKPOINT_COPY_READ_BYTES_MAX;
+use slipstream_storage::kv::FilePiece;
 use slipstream_storage::StorageError;
 
 use super::cloner::{blocking, save_progress};
@@ -127,10 +132,11 @@ pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplErr
                     CHECKPOINT_COPY_READ_BYTES_MAX
                 )));
             };
-            let bytes =
+            let sparse = body.get_bool("sparse").unwrap_or(false);
+            let piece =
                 run_blocking(move || engine.read_checkpoint_copy(&holder, &id, offset as u64, length as usize))
                     .await?;
-            Ok(doc! {"data": Bson::Binary(bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes })})
+            Ok(piece_reply(piece, sparse))
         }
         Ok("end") => {
             engine.end_checkpoint_copy(&holder);
@@ -140,6 +146,45 @@ pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplErr
             "replSetCheckpointCopy takes \"begin\", \"read\" or \"end\"",
         )),
     }
+}
+
+/// A read's reply: with `sparse` (what this version's syncing members
+/// ask), `{data, span, extents: [[offset, length], ...]}`, the data of the
+/// extents only; without it (an older member), `{data}` with every byte of
+/// the stretch, zeros in its holes.
+fn piece_reply(piece: FilePiece, sparse: bool) -> Document {
+    let binary = |bytes: Vec<u8>| Bson::Binary(bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes });
+    if !sparse {
+        return doc! {"data": binary(piece.to_dense())};
+    }
+    let extents: Vec<Bson> = piece
+        .extents
+        .iter()
+        .map(|&(start, len)| Bson::Array(vec![Bson::Int64(start as i64), Bson::Int64(len as i64)]))
+        .collect();
+    doc! {"data": binary(piece.data), "span": piece.span as i64, "extents": extents}
+}
+
+/// The piece a read's reply carries for `[offset, offset + expected)`: the
+/// sparse form, or a dense `data` from a source that sends every byte.
+/// `None` when the reply is not such a piece.
+fn reply_piece(reply: &RawDocumentBuf, offset: u64, expected: u64) -> Option<FilePiece> {
+    let data = reply.get_binary("data").ok()?.bytes.to_vec();
+    let Ok(extents) = reply.get_array("extents") else {
+        return (data.len() as u64 == expected).then(|| FilePiece::dense(offset, data));
+    };
+    let span = reply.get("span").ok().flatten().and_then(|span| span.as_i64().or(span.as_i32().map(i64::from)))?;
+    let mut parsed = Vec::new();
+    for extent in extents {
+        let pair = extent.ok()?.as_array()?;
+        let mut numbers = pair.into_iter().map(|n| n.ok().and_then(|n| n.as_i64()));
+        let (Some(Some(start)), Some(Some(len)), None) = (numbers.next(), numbers.next(), numbers.next()) else {
+            return None;
+        };
+        parsed.push((u64::try_from(start).ok()?, u64::try_from(len).ok()?));
+    }
+    let piece = FilePiece { offset, span: u64::try_from(span).ok()?, extents: parsed, data };
+    (piece.span == expected && piece.is_well_formed()).then_some(piece)
 }
 
 async fn run_blocking<T: Send + 'static>(
@@ -256,28 +301,24 @@ pub async fn copy(
     let sync_every = if step < COPY_READ_BYTES as u64 { step } else { SYNC_EVERY_BYTES };
     let mut reads = Reads::start(shared.clone(), host.to_owned(), begun.id.clone(), offset, begun.file_bytes, step);
     let mut unsynced = 0u64;
+    // What crossed the network: the file less its holes.
+    let mut transferred = 0u64;
     while offset < begun.file_bytes {
         let expected = (begun.file_bytes - offset).min(step);
         let reply = match reads.next().await {
             Some(reply) => reply?,
             None => return Err(SyncError::protocol("replSetCheckpointCopy read (the reader stopped)")),
         };
-        let written = blocking({
+        let Some(piece) = reply_piece(&reply, offset, expected) else {
+            return Err(SyncError::protocol("replSetCheckpointCopy read (not the bytes asked for)"));
+        };
+        transferred += piece.data.len() as u64;
+        let written = piece.span;
+        blocking({
             let engine = engine.clone();
-            move || {
-                let bytes = match reply.get_binary("data") {
-                    Ok(binary) => binary.bytes,
-                    Err(_) => return Ok(None),
-                };
-                engine.write_staged_checkpoint(offset, bytes)?;
-                Ok(Some(bytes.len() as u64))
-            }
+            move || engine.write_staged_checkpoint(&piece)
         })
         .await?;
-        let written = match written {
-            Some(n) if n == expected => n,
-            _ => return Err(SyncError::protocol("replSetCheckpointCopy read (not the bytes asked for)")),
-        };
         offset += written;
         unsynced += written;
         status.file_bytes_copied(written);
@@ -290,8 +331,8 @@ pub async fn copy(
     drop(reads);
     let entry = begun.entry;
     let installed = blocking(move || engine.install_checkpoint_copy(&entry)).await?;
-    tracing::info!(target: "repl", id = 21_173, source = host, file_bytes = begun.file_bytes, checkpoint = ?installed,
-        "initial sync installed the source's checkpoint copy; applying the oplog");
+    tracing::info!(target: "repl", id = 21_173, source = host, file_bytes = begun.file_bytes, transferred_bytes = transferred,
+        checkpoint = ?installed, "initial sync installed the source's checkpoint copy; applying the oplog");
     applying(shared, host, progress, installed).await
 }
 
@@ -364,7 +405,7 @@ impl Reads {
                 let length = (file_bytes - offset).min(step);
                 let body = doc! {
                     "replSetCheckpointCopy": "read", "holder": shared.me_host(), "copyId": &id,
-                    "offset": offset as i64, "length": length as i64,
+                    "offset": offset as i64, "length": length as i64, "sparse": true,
                 };
                 let reply = source::command_raw(&shared, &host, "admin", body).await.map_err(unavailable);
                 let failed = reply.is_err();

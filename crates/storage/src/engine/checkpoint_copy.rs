@@ -53,6 +53,7 @@ use bson::RawDocumentBuf;
 use super::{Engine, Inner, Result, WriteGate};
 use crate::catalog::CatalogHistory;
 use crate::io::{IoFile, DIRECT_IO_ALIGN};
+use crate::kv::FilePiece;
 use crate::mvcc::BaseView;
 use crate::oplog_entry::OplogEntry;
 use crate::position::Position;
@@ -163,8 +164,9 @@ impl Engine {
     }
 
     /// Up to `len` bytes of the checkpoint file from `offset`, if it still
-    /// holds the state `id` names; renews the holder's pin.
-    pub fn read_checkpoint_copy(&self, holder: &str, id: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+    /// holds the state `id` names, as the parts that hold data (the
+    /// file's holes are left out); renews the holder's pin.
+    pub fn read_checkpoint_copy(&self, holder: &str, id: &str, offset: u64, len: usize) -> Result<FilePiece> {
         let inner = &self.inner;
         let changed = || {
             StorageError::IllegalOperation(format!(
@@ -176,11 +178,11 @@ impl Engine {
             return Err(changed());
         }
         inner.copy_pins.lock().set(holder, Instant::now())?;
-        let bytes = inner.kv.read_file_at(offset, len.min(CHECKPOINT_COPY_READ_BYTES_MAX))?;
+        let piece = inner.kv.read_file_at(offset, len.min(CHECKPOINT_COPY_READ_BYTES_MAX))?;
         if inner.copy_id() != id {
             return Err(changed());
         }
-        Ok(bytes)
+        Ok(piece)
     }
 
     /// Releases the holder's pin.
@@ -204,13 +206,22 @@ impl Engine {
         Ok(self.inner.io.open(&path)?.size_bytes()?)
     }
 
-    /// Writes `bytes` at `offset` of the staged copy: at 0 a new file, past
-    /// 0 the file cut to `offset` first (what a resumed copy had written
-    /// after its last sync is written again).
-    pub fn write_staged_checkpoint(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+    /// Writes `piece` into the staged copy: at offset 0 a new file, past 0
+    /// the file cut to the piece's offset first (what a resumed copy had
+    /// written after its last sync is written again). Its holes are left
+    /// unwritten (they read as zeros, as on the source) and the file ends
+    /// no earlier than the piece, so that its length is what was copied.
+    pub fn write_staged_checkpoint(&self, piece: &FilePiece) -> Result<()> {
+        if !piece.is_well_formed() {
+            return Err(StorageError::IllegalOperation(format!(
+                "a checkpoint copy's piece at {} ({} bytes) has extents outside it or unlike its data",
+                piece.offset, piece.span
+            )));
+        }
         let io = &self.inner.io;
         let path = self.inner.staged_path();
         let mut staged = self.inner.staged.lock();
+        let offset = piece.offset;
         if offset == 0 {
             *staged = None;
             if io.exists(&path)? {
@@ -227,7 +238,15 @@ impl Engine {
             file.set_len(offset)?;
             *staged = Some(StagedFile::new(io, &path, file)?);
         }
-        staged.as_mut().expect("opened above").write(bytes, offset)
+        let staged = staged.as_mut().expect("opened above");
+        for (at, bytes) in piece.parts() {
+            staged.write(bytes, at)?;
+        }
+        let end = offset + piece.span;
+        if staged.file.size_bytes()? < end {
+            staged.file.set_len(end)?;
+        }
+        Ok(())
     }
 
     /// Makes what was written to the staged copy durable.

@@ -8,13 +8,13 @@
 //! key; field values are random, so these land all over the tree).
 //!
 //! Usage: `cargo run --release -p slipstream-storage --example kv_bench --
-//! [--records N] [--batch B] [--value-bytes V] [--indexes I] [--reads R]`
+//! [--records N] [--batch B] [--value-bytes V] [--indexes I] [--reads R] [--sorted true]`
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use slipstream_storage::io::StdIo;
-use slipstream_storage::kv::{KvBatch, KvEngine};
+use slipstream_storage::kv::{KvBatch, KvEngine, KvOp};
 use slipstream_storage::redb_engine::RedbEngine;
 
 /// A small deterministic generator (xorshift64*), so runs are comparable.
@@ -35,10 +35,12 @@ struct Args {
     value_bytes: usize,
     indexes: u32,
     reads: u64,
+    /// Batches in key order, as a checkpoint writes them.
+    sorted: bool,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { records: 1_000_000, batch: 10_000, value_bytes: 1024, indexes: 1, reads: 200_000 };
+    let mut args = Args { records: 1_000_000, batch: 10_000, value_bytes: 1024, indexes: 1, reads: 200_000, sorted: false };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i + 1 < raw.len() {
@@ -49,6 +51,7 @@ fn parse_args() -> Args {
             "--value-bytes" => args.value_bytes = value.parse().expect("--value-bytes V"),
             "--indexes" => args.indexes = value.parse().expect("--indexes I"),
             "--reads" => args.reads = value.parse().expect("--reads R"),
+            "--sorted" => args.sorted = value.parse().expect("--sorted true|false"),
             other => panic!("unknown argument {other}"),
         }
         i += 2;
@@ -77,6 +80,13 @@ fn index_key(index: u32, rng: &mut Rng, n: u64) -> Vec<u8> {
     key
 }
 
+fn op_key(op: &KvOp) -> &[u8] {
+    match op {
+        KvOp::Put { key, .. } | KvOp::PutShared { key, .. } | KvOp::Delete { key } => key,
+        KvOp::DeleteRange { start, .. } => start,
+    }
+}
+
 fn directory_size(path: &std::path::Path) -> u64 {
     std::fs::read_dir(path).unwrap().filter_map(|e| e.ok()).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()
 }
@@ -100,6 +110,9 @@ fn main() {
             for index in 0..args.indexes {
                 batch.put(index_key(index, &mut rng, n), 4u32.to_be_bytes().to_vec());
             }
+        }
+        if args.sorted {
+            batch.ops.sort_by(|a, b| op_key(a).cmp(op_key(b)));
         }
         batch.set_metadata("checkpoint_ts", written.to_be_bytes().to_vec());
         let batch_started = Instant::now();
@@ -135,7 +148,8 @@ fn main() {
     let max = batch_ms[batch_ms.len() - 1];
     let raw_bytes = args.records * (args.value_bytes as u64 + 17) + args.records * u64::from(args.indexes) * 35;
     println!(
-        "{{\"engine\":\"redb\",\"records\":{},\"indexes\":{},\"batch\":{},\"value_bytes\":{},\"load_secs\":{:.2},\"documents_per_sec\":{:.0},\"keys_per_sec\":{:.0},\"batch_ms_p50\":{:.1},\"batch_ms_max\":{:.1},\"point_reads_per_sec\":{:.0},\"file_bytes\":{},\"size_over_raw\":{:.2},\"reopen_ms\":{:.1}}}",
+        "{{\"engine\":\"redb\",\"sorted\":{},\"records\":{},\"indexes\":{},\"batch\":{},\"value_bytes\":{},\"load_secs\":{:.2},\"documents_per_sec\":{:.0},\"keys_per_sec\":{:.0},\"batch_ms_p50\":{:.1},\"batch_ms_max\":{:.1},\"point_reads_per_sec\":{:.0},\"file_bytes\":{},\"size_over_raw\":{:.2},\"reopen_ms\":{:.1}}}",
+        args.sorted,
         args.records,
         args.indexes,
         args.batch,

@@ -173,7 +173,12 @@ pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, 
         wanted = wanted.min(start);
     }
     let stable = inner.checkpoint_target(wanted);
-    if stable > base.ts {
+    // A checkpoint past the commit point keeps its history (and the journal
+    // from its floor) until an ordinary one replaces it. The commit point
+    // may catch up with it exactly and no write come after: the ordinary
+    // checkpoint is then the same state without the history.
+    let history_done = base.floor.is_some() && stable == base.ts;
+    if stable > base.ts || history_done {
         let at = write_checkpoint(inner, base, stable, None)?;
         if !(inner.options.replicated && over_history_bound(inner)) {
             return Ok(at);

@@ -160,3 +160,26 @@ fn a_crash_with_the_checkpoint_past_the_commit_point_recovers_and_still_rolls_ba
     assert_eq!(documents(&engine, ReadAt::Latest, "db.c").len(), 2);
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn a_commit_point_that_reaches_the_checkpoint_exactly_drops_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let (stable, _, _) = write_past(&engine);
+    let at = engine.checkpoint_now().unwrap();
+    assert!(at > stable && engine.stats().history_floor.is_some());
+    // The commit point catches up with the checkpoint and nothing more is
+    // written: the history, and the journal it holds, must still go.
+    assert_eq!(engine.last_applied().ts, at);
+    engine.set_stable_timestamp(at);
+    engine.checkpoint_now().unwrap();
+    let stats = engine.stats();
+    assert_eq!(stats.history_floor, None, "{stats:?}");
+    assert_eq!(stats.checkpoint_timestamp, at);
+    assert_eq!(engine.oldest_timestamp(), at);
+    drop(engine);
+    let engine = open(dir.path());
+    assert_eq!(engine.stats().history_floor, None);
+    assert_eq!(documents(&engine, ReadAt::Latest, "db.c").len(), 200);
+    engine.shutdown().unwrap();
+}

@@ -733,7 +733,10 @@ impl<'a> Applier<'a> {
         match entry.op {
             OpKind::Noop => Ok(()),
             OpKind::Insert => {
-                let bytes = encode_document(&entry.o)?;
+                let bytes = match &entry.o_bytes.0 {
+                    Some(bytes) if bytes.len() <= DOCUMENT_BYTES_MAX => bytes.clone(),
+                    _ => encode_document(&entry.o)?,
+                };
                 self.insert(&entry.ns, &entry.o, bytes)
             }
             OpKind::Update => {

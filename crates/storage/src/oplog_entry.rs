@@ -67,6 +67,30 @@ pub struct OplogEntry {
     /// The retryable-write fields, when the entry has `lsid` and `txnNumber`.
     pub session: Option<EntrySession>,
     pub needs_retry_image: Option<RetryImage>,
+    /// The bytes `o` was read from, when the entry was parsed from BSON.
+    pub o_bytes: ReadFrom,
+}
+
+/// The bytes of an entry's `o` as the entry held them (`from_bytes`): an
+/// insert stores them as they are, as the primary stored them, instead of
+/// serializing the parsed document again. Not part of what the entry is:
+/// entries equal field by field are equal whatever they were read from.
+#[derive(Clone, Default)]
+pub struct ReadFrom(pub Option<crate::mvcc::Value>);
+
+impl PartialEq for ReadFrom {
+    fn eq(&self, _: &ReadFrom) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ReadFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(bytes) => write!(f, "ReadFrom({} bytes)", bytes.len()),
+            None => f.write_str("ReadFrom(none)"),
+        }
+    }
 }
 
 fn corrupt(message: String) -> StorageError {
@@ -182,12 +206,43 @@ impl OplogEntry {
     pub fn from_bytes(bytes: &[u8]) -> Result<OplogEntry, StorageError> {
         // Parsed in place: the leading length must match the bytes present
         // (`Document::from_reader` would reserve whatever it claims first).
-        let parse = |bytes| Document::try_from(RawDocument::from_bytes(bytes)?);
-        let doc = parse(bytes).map_err(|e: bson::error::Error| corrupt(format!("oplog entry is not BSON: {e}")))?;
-        OplogEntry::from_document(&doc)
+        // `o` (most of an entry's bytes) is decoded once, into the entry,
+        // and its bytes kept; the other fields go through `from_document`.
+        let not_bson = |e: bson::error::Error| corrupt(format!("oplog entry is not BSON: {e}"));
+        let raw = RawDocument::from_bytes(bytes).map_err(not_bson)?;
+        let mut envelope = Document::new();
+        let mut o = None;
+        for element in raw {
+            let (key, value) = element.map_err(not_bson)?;
+            match (key.as_str(), value) {
+                ("o", bson::RawBsonRef::Document(document)) => {
+                    envelope.remove("o");
+                    o = Some(document);
+                }
+                (key, value) => {
+                    if key == "o" {
+                        o = None;
+                    }
+                    envelope.insert(key, Bson::try_from(value).map_err(not_bson)?);
+                }
+            }
+        }
+        let Some(o) = o else {
+            return OplogEntry::from_document(&envelope);
+        };
+        let decoded = Document::try_from(o).map_err(not_bson)?;
+        let mut entry = OplogEntry::from_fields(&envelope, Some(decoded))?;
+        entry.o_bytes = ReadFrom(Some(crate::mvcc::Value::from(o.as_bytes())));
+        Ok(entry)
     }
 
     pub fn from_document(doc: &Document) -> Result<OplogEntry, StorageError> {
+        OplogEntry::from_fields(doc, None)
+    }
+
+    /// `doc`'s fields, with `o` given apart (decoded already) or read from
+    /// `doc`.
+    fn from_fields(doc: &Document, given_o: Option<Document>) -> Result<OplogEntry, StorageError> {
         let ts = match doc.get("ts") {
             Some(Bson::Timestamp(ts)) => Timestamp::from_bson(*ts),
             _ => return Err(corrupt(format!("oplog entry without a timestamp ts: {doc}"))),
@@ -213,9 +268,10 @@ impl OplogEntry {
             None => None,
             Some(other) => return Err(corrupt(format!("oplog entry ui is not a UUID: {other}"))),
         };
-        let o = match doc.get("o") {
-            Some(Bson::Document(o)) => o.clone(),
-            None if op == OpKind::Noop => Document::new(),
+        let o = match (given_o, doc.get("o")) {
+            (Some(o), _) => o,
+            (None, Some(Bson::Document(o))) => o.clone(),
+            (None, None) if op == OpKind::Noop => Document::new(),
             _ => return Err(corrupt(format!("oplog entry without an object o: {doc}"))),
         };
         let o2 = match doc.get("o2") {
@@ -238,7 +294,7 @@ impl OplogEntry {
             ),
             Some(other) => return Err(corrupt(format!("oplog entry needsRetryImage is not a string: {other}"))),
         };
-        Ok(OplogEntry { ts, term, op, ns, ui, o, o2, wall, session, needs_retry_image })
+        Ok(OplogEntry { ts, term, op, ns, ui, o, o2, wall, session, needs_retry_image, o_bytes: ReadFrom::default() })
     }
 }
 
@@ -381,6 +437,25 @@ mod tests {
         let mut plain = entry.to_document();
         plain.remove("txnNumber");
         assert_eq!(OplogEntry::from_document(&plain).unwrap().session, None);
+    }
+
+    #[test]
+    fn parsing_keeps_the_bytes_of_o_and_reads_what_from_document_reads() {
+        let ts = bson::Timestamp { time: 7, increment: 3 };
+        let o = doc! {"_id": 1, "a": {"b": [1, "x"]}, "pad": "p".repeat(100)};
+        let entry_doc = doc! {"ts": ts, "t": 2i64, "op": "i", "ns": "db.c", "o": o.clone(), "wall": bson::DateTime::from_millis(5)};
+        let bytes = entry_doc.to_vec().unwrap();
+        let parsed = OplogEntry::from_bytes(&bytes).unwrap();
+        assert_eq!(parsed, OplogEntry::from_document(&entry_doc).unwrap());
+        assert_eq!(parsed.o, o);
+        assert_eq!(parsed.o_bytes.0.as_deref(), Some(&o.to_vec().unwrap()[..]), "the bytes of o as they were");
+        assert!(OplogEntry::from_document(&entry_doc).unwrap().o_bytes.0.is_none());
+        // A later `o` that is not a document wins, as in a decoded document.
+        let mut twice = RawDocumentBuf::from_bytes(bytes.clone()).unwrap();
+        twice.append(cstr!("o"), "not a document");
+        assert!(matches!(OplogEntry::from_bytes(twice.as_bytes()), Err(StorageError::Corruption(_))));
+        let noop = doc! {"ts": ts, "t": 2i64, "op": "n", "ns": "", "wall": bson::DateTime::from_millis(5)};
+        assert_eq!(OplogEntry::from_bytes(&noop.to_vec().unwrap()).unwrap().o, Document::new());
     }
 
     #[test]

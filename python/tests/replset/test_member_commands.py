@@ -183,6 +183,7 @@ def test_checkpoint_copy_serves_its_file_and_refuses_bad_requests(members):
             ({**read, "offset": 0, "length": 0}, 2),
             ({**read, "offset": 0, "length": 64 * 1024 * 1024}, 2),
             ({**read, "copyId": "not-a-copy", "offset": 0, "length": 10}, 20),
+            ({**read, "offset": 0, "length": 10, "sparse": 1}, 14),
         ]
         for body, code in refusals:
             with pytest.raises(OperationFailure) as refused:

@@ -132,7 +132,11 @@ pub async fn serve(shared: &Shared, body: &Document) -> Result<Document, ReplErr
                     CHECKPOINT_COPY_READ_BYTES_MAX
                 )));
             };
-            let sparse = body.get_bool("sparse").unwrap_or(false);
+            let sparse = match body.get("sparse") {
+                None => false,
+                Some(Bson::Boolean(sparse)) => *sparse,
+                Some(_) => return Err(ReplError::type_mismatch("replSetCheckpointCopy read's 'sparse' must be a boolean")),
+            };
             let piece =
                 run_blocking(move || engine.read_checkpoint_copy(&holder, &id, offset as u64, length as usize))
                     .await?;

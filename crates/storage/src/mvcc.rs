@@ -432,10 +432,11 @@ impl VersionedStore {
             None => Bound::Unbounded,
         };
         let mut out = Vec::new();
-        let mut last = None;
+        // The key to resume after is cloned once per batch, not per key.
+        let mut last: Option<&Vec<u8>> = None;
         for (steps, (key, chain)) in memory.map.range::<[u8], _>((start, Bound::Unbounded)).enumerate() {
             if steps >= CHECKPOINT_KEYS_PER_LOCK_MAX {
-                return (out, last);
+                return (out, last.cloned());
             }
             if let Some(version) = chain.iter().rev().find(|v| v.ts <= stable) {
                 if version.ts > previous {
@@ -447,7 +448,7 @@ impl VersionedStore {
                     out.push(KeyChange { key: key.clone(), value: version.value.clone(), versions });
                 }
             }
-            last = Some(key.clone());
+            last = Some(key);
         }
         (out, None)
     }
@@ -489,22 +490,31 @@ impl VersionedStore {
             let mut emptied = Vec::new();
             let mut removed = 0u64;
             let mut bytes_removed = 0u64;
-            let mut last = None;
-            let mut finished = true;
-            for (steps, (key, chain)) in memory.map.range_mut::<[u8], _>((start, Bound::Unbounded)).enumerate() {
-                if steps >= CHECKPOINT_KEYS_PER_LOCK_MAX {
-                    finished = false;
-                    break;
+            let mut resume = None;
+            {
+                // The key to resume after is cloned once per batch, not per key.
+                let mut last: Option<&Vec<u8>> = None;
+                for (steps, (key, chain)) in memory.map.range_mut::<[u8], _>((start, Bound::Unbounded)).enumerate() {
+                    if steps >= CHECKPOINT_KEYS_PER_LOCK_MAX {
+                        resume = last.cloned();
+                        break;
+                    }
+                    // Versions are oldest first: only a chain that starts at
+                    // or below the horizon has any to remove.
+                    if chain.first().is_some_and(|v| v.ts <= horizon) {
+                        let before = chain.len();
+                        bytes_removed +=
+                            chain.iter().filter(|v| v.ts <= horizon).map(|v| version_bytes(key, &v.value)).sum::<u64>();
+                        chain.retain(|v| v.ts > horizon);
+                        removed += (before - chain.len()) as u64;
+                        if chain.is_empty() {
+                            emptied.push(key.clone());
+                        }
+                    }
+                    last = Some(key);
                 }
-                let before = chain.len();
-                bytes_removed += chain.iter().filter(|v| v.ts <= horizon).map(|v| version_bytes(key, &v.value)).sum::<u64>();
-                chain.retain(|v| v.ts > horizon);
-                removed += (before - chain.len()) as u64;
-                if chain.is_empty() {
-                    emptied.push(key.clone());
-                }
-                last = Some(key.clone());
             }
+            let finished = resume.is_none();
             for key in emptied {
                 memory.map.remove(&key);
             }
@@ -515,7 +525,7 @@ impl VersionedStore {
             if finished {
                 return removed_total;
             }
-            after = last;
+            after = resume;
         }
     }
 }

@@ -4,13 +4,18 @@
 #   2. a 3-member set (electionTimeoutMillis 1000): 1 connection
 #      w:"majority" (p50 against fdatasync + 2 round trips), then 64
 #      connections w:1 and w:"majority";
-#   3. failover: TRIALS kills and TRIALS stepdowns under 16 connections of
+#   3. etcd: a 3-member etcd cluster on loopback, 64 clients of 1 KB puts
+#      (scripts/bench_etcd.sh; the 64-connection target's yardstick,
+#      measured on this machine instead of taken from the issue);
+#   4. failover: TRIALS kills and TRIALS stepdowns under 16 connections of
 #      w:"majority" inserts, with their PNGs.
+# Before each run the script waits until the set's members are idle
+# (settle, below).
 # Every JSON line goes to $OUT (default bench-results/), and a table of the
 # targets to stdout. Knobs: OUT, RUN_SECONDS (default 10), TRIALS (default
 # 10), BIN (a slipstream binary to measure instead of building
 # target/release/slipstream: A/B runs of two builds), SKIP_STANDALONE=1,
-# SKIP_FAILOVER=1 (the set figures only), SERVE_ARGS (extra `serve`
+# SKIP_FAILOVER=1 (the set figures only), SKIP_ETCD=1, SERVE_ARGS (extra `serve`
 # arguments for the set's members, space-separated), MEMBER_ENV (extra
 # environment for the members only, e.g. TOKIO_WORKER_THREADS=1; the bench
 # client keeps its own). Each set figure carries the members' CPU seconds
@@ -168,6 +173,14 @@ bench set-w1-64 --uri "$uri" --workload insert --write-concern 1 --connections 6
 bench set-majority-64 --uri "$uri" --workload insert --write-concern majority --connections 64 --dbpath "$set_dir/n1/db"
 "$BIN" cluster stop --dir "$set_dir" >&2
 
+# The yardstick of the 64-connection target, on this machine in this run
+# (the issue's 3,700/s came from another VM): a 3-member etcd cluster on
+# loopback, 64 clients of 1 KB puts (scripts/bench_etcd.sh).
+if [ -z "${SKIP_ETCD:-}" ]; then
+  echo "==> etcd, 64 clients" >&2
+  RUN_SECONDS=$RUN_SECONDS CLIENTS=64 scripts/bench_etcd.sh | tail -n 1 | tee "$OUT/etcd-64.json"
+fi
+
 if [ -z "${SKIP_FAILOVER:-}" ]; then
 for kind in kill stepdown; do
   echo "==> failover $kind" >&2
@@ -176,9 +189,9 @@ for kind in kill stepdown; do
 done
 fi
 
-python3 - "$OUT" "${SKIP_STANDALONE:-}" "${SKIP_FAILOVER:-}" <<'EOF'
+python3 - "$OUT" "${SKIP_STANDALONE:-}" "${SKIP_FAILOVER:-}" "${SKIP_ETCD:-}" <<'EOF'
 import json, sys
-out, skip_standalone, skip_failover = sys.argv[1:4]
+out, skip_standalone, skip_failover, skip_etcd = sys.argv[1:5]
 load = lambda name: json.load(open(f"{out}/{name}.json"))
 last = lambda name: json.loads(open(f"{out}/{name}.jsonl").read().splitlines()[-1])
 m1, w64, m64 = (load(n) for n in ["set-majority-1", "set-w1-64", "set-majority-64"])
@@ -194,9 +207,14 @@ rows += [
      f'{m1["majority_p50_over_budget"]}x', "<= 1.5x"),
     ("set 64 conn majority / w:1 ops/s", f'{m64["ops_per_sec"]} ({cpu(m64)}) / {w64["ops_per_sec"]} ({cpu(w64)})',
      f'{m64["ops_per_sec"] / w64["ops_per_sec"]:.0%}', ">= 70%"),
-    ("set 64 conn majority ops/s vs 3 x etcd (3,700/s)", f'{m64["ops_per_sec"]}',
+    ("set 64 conn majority ops/s vs 3 x etcd (the issue's 3,700/s)", f'{m64["ops_per_sec"]}',
      f'{m64["ops_per_sec"] / 3700:.1f}x etcd', ">= 3x"),
 ]
+if not skip_etcd:
+    etcd = load("etcd-64")
+    rows.append(("set 64 conn majority ops/s vs 3 x etcd measured in this run",
+                 f'{m64["ops_per_sec"]} / {etcd["ops_per_sec"]} (etcd {etcd["etcd_version"]}, p50 {etcd["p50_us"]} us)',
+                 f'{m64["ops_per_sec"] / etcd["ops_per_sec"]:.1f}x etcd', ">= 3x"))
 if not skip_failover:
     kill, step = last("failover-kill"), last("failover-stepdown")
     rows += [

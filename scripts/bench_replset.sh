@@ -46,28 +46,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The first of N consecutive free loopback ports.
+# The first of N consecutive free loopback ports, below the ephemeral range.
 free_ports() {
-  python3 - "$1" <<'EOF'
-import random, socket, sys
-count = int(sys.argv[1])
-for _ in range(200):
-    base = random.randint(20000, 60000 - count)
-    sockets = []
-    try:
-        for port in range(base, base + count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", port))
-            sockets.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in sockets:
-            s.close()
-    print(base)
-    sys.exit(0)
-sys.exit("no free ports")
-EOF
+  python3 python/slipstream_testing/ports.py "$1"
 }
 
 # "CPU-seconds switches": what the set's members used so far, CPU (user +

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from pymongo import MongoClient
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from .node import binary_path
+from .ports import free_port_range
 
 # Bounds of the waits, in seconds.
 START_TIMEOUT_S = 60.0
@@ -36,24 +36,11 @@ HEARTBEAT_INTERVAL_MS = 200
 
 # Spare ports after the members' for `add_member`.
 SPARE_PORTS = 3
-# Where the kernel's ephemeral ports start (/proc/sys/net/ipv4/ip_local_port_range).
-EPHEMERAL_PORTS_FIRST = 32_768
-
 # MongoDB's member state numbers (replSetGetStatus myState).
 STATE_NAMES = {0: "STARTUP", 1: "PRIMARY", 2: "SECONDARY", 3: "RECOVERING", 5: "STARTUP2", 6: "UNKNOWN",
                7: "ARBITER", 8: "DOWN", 9: "ROLLBACK", 10: "REMOVED"}
 NOT_YET_INITIALIZED = 94
 INVALID_REPLICA_SET_CONFIG = 93
-
-
-def _ports_free(first: int, count: int) -> bool:
-    for port in range(first, first + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
 
 
 def _listening(port: int) -> bool:
@@ -62,17 +49,6 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def free_port_range(count: int) -> int:
-    """The first of `count` consecutive free loopback ports."""
-    for _ in range(200):
-        # Below Linux's ephemeral range (32768-60999): an outgoing
-        # connection never takes these between the check and the bind.
-        first = random.randrange(20_000, EPHEMERAL_PORTS_FIRST - count)
-        if _ports_free(first, count):
-            return first
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 class ClusterError(RuntimeError):

@@ -109,19 +109,20 @@ pub trait KvEngine: Send + Sync {
 /// A stretch of a file, `span` bytes from `offset`, sent as the parts that
 /// hold data: `extents` (`(offset, length)`, ascending, inside the
 /// stretch) with their bytes one after another in `data`; every other
-/// byte of the stretch is zero.
+/// byte of the stretch is zero. `data` is any byte container, so that a
+/// piece can be written from the buffer it arrived in without a copy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FilePiece {
+pub struct FilePiece<D = Vec<u8>> {
     pub offset: u64,
     pub span: u64,
     pub extents: Vec<(u64, u64)>,
-    pub data: Vec<u8>,
+    pub data: D,
 }
 
-impl FilePiece {
+impl<D: AsRef<[u8]>> FilePiece<D> {
     /// A piece whose bytes are all given.
-    pub fn dense(offset: u64, data: Vec<u8>) -> FilePiece {
-        let span = data.len() as u64;
+    pub fn dense(offset: u64, data: D) -> FilePiece<D> {
+        let span = data.as_ref().len() as u64;
         let extents = if span > 0 { vec![(offset, span)] } else { Vec::new() };
         FilePiece { offset, span, extents, data }
     }
@@ -145,26 +146,25 @@ impl FilePiece {
             at = stop;
             total += len;
         }
-        total == self.data.len() as u64
+        total == self.data.as_ref().len() as u64
     }
 
     /// The stretch's bytes, zeros in the holes.
     pub fn to_dense(&self) -> Vec<u8> {
         let mut bytes = vec![0u8; self.span as usize];
-        let mut from = 0usize;
-        for &(start, len) in &self.extents {
+        for (start, part) in self.parts() {
             let at = (start - self.offset) as usize;
-            bytes[at..at + len as usize].copy_from_slice(&self.data[from..from + len as usize]);
-            from += len as usize;
+            bytes[at..at + part.len()].copy_from_slice(part);
         }
         bytes
     }
 
     /// Each extent with its bytes.
     pub fn parts(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let data = self.data.as_ref();
         let mut from = 0usize;
         self.extents.iter().map(move |&(start, len)| {
-            let part = &self.data[from..from + len as usize];
+            let part = &data[from..from + len as usize];
             from += len as usize;
             (start, part)
         })
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_piece_is_well_formed_only_with_ascending_extents_inside_it_that_match_its_data() {
-        let piece = |extents: Vec<(u64, u64)>, data: usize| FilePiece { offset: 100, span: 50, extents, data: vec![7; data] };
+        let piece = |extents: Vec<(u64, u64)>, data: usize| FilePiece { offset: 100, span: 50, extents, data: vec![7u8; data] };
         assert!(piece(vec![], 0).is_well_formed());
         assert!(piece(vec![(100, 10), (120, 30)], 40).is_well_formed());
         assert!(!piece(vec![(100, 10), (120, 30)], 39).is_well_formed(), "data shorter than the extents");
@@ -193,15 +193,15 @@ mod tests {
         assert!(!piece(vec![(100, 20), (110, 5)], 25).is_well_formed(), "overlapping");
         assert!(!piece(vec![(120, 5), (100, 5)], 10).is_well_formed(), "descending");
         assert!(!piece(vec![(100, 0)], 0).is_well_formed(), "an empty extent");
-        assert!(!FilePiece { offset: u64::MAX, span: 2, extents: vec![], data: vec![] }.is_well_formed());
+        assert!(!FilePiece { offset: u64::MAX, span: 2, extents: vec![], data: Vec::<u8>::new() }.is_well_formed());
     }
 
     #[test]
     fn a_dense_piece_puts_zeros_in_the_holes() {
-        let piece = FilePiece { offset: 8, span: 6, extents: vec![(9, 2), (13, 1)], data: vec![1, 2, 3] };
+        let piece = FilePiece { offset: 8, span: 6, extents: vec![(9, 2), (13, 1)], data: vec![1u8, 2, 3] };
         assert_eq!(piece.to_dense(), vec![0, 1, 2, 0, 0, 3]);
         assert_eq!(piece.parts().collect::<Vec<_>>(), vec![(9, &[1u8, 2][..]), (13, &[3u8][..])]);
         assert_eq!(FilePiece::dense(4, vec![5, 6]).extents, vec![(4, 2)]);
-        assert!(FilePiece::dense(4, vec![]).extents.is_empty());
+        assert!(FilePiece::dense(4, Vec::<u8>::new()).extents.is_empty());
     }
 }

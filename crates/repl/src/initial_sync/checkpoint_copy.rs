@@ -169,25 +169,44 @@ fn piece_reply(piece: FilePiece, sparse: bool) -> Document {
     doc! {"data": binary(piece.data), "span": piece.span as i64, "extents": extents}
 }
 
+/// A read reply's `data` where it arrived: the reply's buffer and the
+/// binary's place in it, so that the piece is written without a copy.
+struct ReplyData {
+    reply: Vec<u8>,
+    at: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for ReplyData {
+    fn as_ref(&self) -> &[u8] {
+        &self.reply[self.at.clone()]
+    }
+}
+
 /// The piece a read's reply carries for `[offset, offset + expected)`: the
 /// sparse form, or a dense `data` from a source that sends every byte.
 /// `None` when the reply is not such a piece.
-fn reply_piece(reply: &RawDocumentBuf, offset: u64, expected: u64) -> Option<FilePiece> {
-    let data = reply.get_binary("data").ok()?.bytes.to_vec();
-    let Ok(extents) = reply.get_array("extents") else {
-        return (data.len() as u64 == expected).then(|| FilePiece::dense(offset, data));
+fn reply_piece(reply: RawDocumentBuf, offset: u64, expected: u64) -> Option<FilePiece<ReplyData>> {
+    let data = reply.get_binary("data").ok()?.bytes;
+    // `data` borrows from the reply's buffer: its place there.
+    let start = data.as_ptr() as usize - reply.as_bytes().as_ptr() as usize;
+    let at = start..start + data.len();
+    let (span, extents) = match reply.get_array("extents") {
+        Err(_) => (data.len() as u64, (!data.is_empty()).then_some((offset, data.len() as u64)).into_iter().collect()),
+        Ok(extents) => {
+            let span = reply.get("span").ok().flatten().and_then(|span| span.as_i64().or(span.as_i32().map(i64::from)))?;
+            let mut parsed = Vec::new();
+            for extent in extents {
+                let pair = extent.ok()?.as_array()?;
+                let mut numbers = pair.into_iter().map(|n| n.ok().and_then(|n| n.as_i64()));
+                let (Some(Some(start)), Some(Some(len)), None) = (numbers.next(), numbers.next(), numbers.next()) else {
+                    return None;
+                };
+                parsed.push((u64::try_from(start).ok()?, u64::try_from(len).ok()?));
+            }
+            (u64::try_from(span).ok()?, parsed)
+        }
     };
-    let span = reply.get("span").ok().flatten().and_then(|span| span.as_i64().or(span.as_i32().map(i64::from)))?;
-    let mut parsed = Vec::new();
-    for extent in extents {
-        let pair = extent.ok()?.as_array()?;
-        let mut numbers = pair.into_iter().map(|n| n.ok().and_then(|n| n.as_i64()));
-        let (Some(Some(start)), Some(Some(len)), None) = (numbers.next(), numbers.next(), numbers.next()) else {
-            return None;
-        };
-        parsed.push((u64::try_from(start).ok()?, u64::try_from(len).ok()?));
-    }
-    let piece = FilePiece { offset, span: u64::try_from(span).ok()?, extents: parsed, data };
+    let piece = FilePiece { offset, span, extents, data: ReplyData { reply: reply.into_bytes(), at } };
     (piece.span == expected && piece.is_well_formed()).then_some(piece)
 }
 
@@ -313,10 +332,10 @@ pub async fn copy(
             Some(reply) => reply?,
             None => return Err(SyncError::protocol("replSetCheckpointCopy read (the reader stopped)")),
         };
-        let Some(piece) = reply_piece(&reply, offset, expected) else {
+        let Some(piece) = reply_piece(reply, offset, expected) else {
             return Err(SyncError::protocol("replSetCheckpointCopy read (not the bytes asked for)"));
         };
-        transferred += piece.data.len() as u64;
+        transferred += piece.data.as_ref().len() as u64;
         let written = piece.span;
         blocking({
             let engine = engine.clone();

@@ -211,7 +211,7 @@ impl Engine {
     /// written after its last sync is written again). Its holes are left
     /// unwritten (they read as zeros, as on the source) and the file ends
     /// no earlier than the piece, so that its length is what was copied.
-    pub fn write_staged_checkpoint(&self, piece: &FilePiece) -> Result<()> {
+    pub fn write_staged_checkpoint<D: AsRef<[u8]>>(&self, piece: &FilePiece<D>) -> Result<()> {
         if !piece.is_well_formed() {
             return Err(StorageError::IllegalOperation(format!(
                 "a checkpoint copy's piece at {} ({} bytes) has extents outside it or unlike its data",

@@ -323,3 +323,57 @@ fn the_size_cap_keeps_the_journal_starting_at_or_before_a_retain_point_between_e
     }
     assert!(journal.stats().segments_deleted > 0);
 }
+
+fn appends(entries: &[(Timestamp, Vec<u8>)]) -> Vec<slipstream_storage::journal::JournalAppend<'_>> {
+    entries
+        .iter()
+        .map(|(t, bytes)| slipstream_storage::journal::JournalAppend {
+            ts: *t,
+            meta: slipstream_storage::journal::EntryMeta::of_entry(bytes),
+            entry: bytes,
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_appended_before_a_sync_is_written_and_fsynced_by_the_syncing_caller() {
+    // An hour's interval: only the caller's sync can make it durable now.
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions { commit_interval_ms: 3_600_000, ..small_options() };
+    let journal = open(dir.path(), options);
+    let batch: Vec<_> = (0..5).map(|i| (ts(i), entry(ts(i), 300))).collect();
+    journal.append_batch_before_sync(&appends(&batch)).unwrap();
+    assert_eq!(journal.last_ts(), Some(ts(4)), "readable at once");
+    assert!(journal.durable_ts() < ts(4));
+    journal.sync_through(ts(4)).unwrap();
+    assert_eq!(journal.durable_ts(), ts(4));
+    assert_eq!(journal.stats().commits_on_caller, 1, "the caller wrote the batch: {:?}", journal.stats());
+    journal.close().unwrap();
+    drop(journal);
+    let journal = open(dir.path(), small_options());
+    assert_eq!(all_timestamps(&journal), (0..5).map(ts).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_batch_appended_before_a_sync_that_never_comes_is_still_fsynced_within_the_interval() {
+    // `append_batch_before_sync` does not wake the group-commit thread; if
+    // its caller then fails to sync, the thread's bounded idle wait must
+    // still find the entries (an unbounded wait would leave them unsynced
+    // until some other write woke it).
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions { commit_interval_ms: 50, ..small_options() };
+    let journal = open(dir.path(), options);
+    // Let the thread settle into its idle wait first.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let batch = vec![(ts(1), entry(ts(1), 300))];
+    journal.append_batch_before_sync(&appends(&batch)).unwrap();
+    let started = std::time::Instant::now();
+    while journal.durable_ts() < ts(1) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the entry was not fsynced 10 s after its append (interval 50 ms)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(journal.stats().commits_on_caller, 0, "nobody synced on the caller");
+}

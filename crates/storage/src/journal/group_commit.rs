@@ -203,7 +203,10 @@ fn wait_for_work(shared: &Shared) -> bool {
         if state.closing {
             return false;
         }
-        shared.work.wait(&mut state);
+        // Idle, for at most an interval: entries appended without a wake
+        // (`Journal::append_batch_before_sync` whose caller did not sync)
+        // are found by the next check, still within their interval.
+        shared.work.wait_for(&mut state, interval);
     }
 }
 
@@ -492,8 +495,14 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
         }
     };
     drop(io_guard);
-    // The group-commit thread may write the next batch meanwhile.
-    shared.work.notify_one();
+    // The group-commit thread may write the next batch meanwhile, if one
+    // was appended while this one was written (the append woke it then,
+    // unless it came from `append_batch_before_sync`, whose caller syncs
+    // it). Waking it with nothing pending cost every secondary batch a
+    // futex call and a wake-up of an idle thread before its fsync.
+    if !shared.state.lock().pending.is_empty() {
+        shared.work.notify_one();
+    }
     let mut state = sync_and_complete(shared, &*file, batch.batch_no)?;
     state.stats.commits_on_caller += 1;
     Ok(())

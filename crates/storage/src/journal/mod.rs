@@ -528,6 +528,23 @@ impl Journal {
     /// stay appended and the error is returned (the journal refuses all
     /// later work, so nothing builds on them).
     pub fn append_batch(&self, entries: &[JournalAppend<'_>]) -> Result<(), StorageError> {
+        self.append_batch_waking(entries, true)
+    }
+
+    /// `append_batch` for a caller that calls `sync_through` next (a
+    /// secondary's applier): the group-commit thread is not woken to start
+    /// the commit interval, since the caller writes and fsyncs the batch
+    /// itself or, when it cannot, asks for the sync (which wakes the
+    /// thread). That wake cost a futex call and a wake-up of another
+    /// virtual CPU on the path of every majority write, for a thread that
+    /// then found nothing to do. Should the caller not sync, the thread's
+    /// idle wait (`group_commit::wait_for_work`) still finds the entries
+    /// within the commit interval.
+    pub fn append_batch_before_sync(&self, entries: &[JournalAppend<'_>]) -> Result<(), StorageError> {
+        self.append_batch_waking(entries, false)
+    }
+
+    fn append_batch_waking(&self, entries: &[JournalAppend<'_>], wake: bool) -> Result<(), StorageError> {
         for append in entries {
             check_entry_shape(append.entry)?;
         }
@@ -538,13 +555,18 @@ impl Journal {
         let mut state = shared.state.lock();
         state.check_usable()?;
         for append in entries {
-            self.append_locked(&mut state, append)?;
+            self.append_locked(&mut state, append, wake)?;
         }
         shared.appended_tx.send_replace(last.ts);
         Ok(())
     }
 
-    fn append_locked(&self, state: &mut MutexGuard<'_, State>, append: &JournalAppend<'_>) -> Result<(), StorageError> {
+    fn append_locked(
+        &self,
+        state: &mut MutexGuard<'_, State>,
+        append: &JournalAppend<'_>,
+        wake: bool,
+    ) -> Result<(), StorageError> {
         let shared = &self.shared;
         let (ts, entry) = (append.ts, append.entry);
         if let Some(last) = state.last_ts() {
@@ -586,10 +608,12 @@ impl Journal {
         }
         if state.pending_since.is_none() {
             // The first pending entry starts the commit interval: wake the
-            // thread, which sleeps without a deadline while nothing is
-            // pending.
+            // thread, which sleeps up to an interval while nothing is
+            // pending (unless the caller syncs next, `wake` false).
             state.pending_since = Some(Instant::now());
-            shared.work.notify_one();
+            if wake {
+                shared.work.notify_one();
+            }
         }
         state.index.push(ts, location);
         state.cache.push(ts, Arc::from(entry));

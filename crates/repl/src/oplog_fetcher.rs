@@ -160,6 +160,11 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             // MongoDB's stopReplProducer: no new batch while it is on (the
             // source's cursor waits; MongoDB's is kept alive 10 minutes).
             shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
+            // A batch applied on this task spawned its durable report:
+            // let it leave before the next `getMore` (a majority write on
+            // the source waits for the report; the `getMore` only waits
+            // for entries that are not written yet).
+            tokio::task::yield_now().await;
             let get_more = doc! {
                 "getMore": cursor_id,
                 "collection": "oplog.rs",

@@ -163,9 +163,15 @@ class ReplicaSet:
                 connectTimeoutMS=2_000, socketTimeoutMS=10_000, retryWrites=False, retryReads=False)
         return self._direct[i]
 
-    def member_state(self, i: int) -> str:
+    def member_state(self, i: int, fresh: bool = False) -> str:
         """What member `i` says of itself: PRIMARY, SECONDARY, ...; DOWN when
-        it does not answer, PAUSED when paused."""
+        it does not answer, PAUSED when paused.
+
+        `fresh`: ask over a new connection instead of the kept client. A
+        driver that saw the member go down checks it again at most every
+        500 ms (pymongo's minHeartbeatFrequencyMS), so the kept client can
+        answer up to half a second after the member is up: fine for a
+        wait, wrong for timing a restart."""
         member = self.member(i)
         if member["paused"]:
             return "PAUSED"
@@ -173,8 +179,12 @@ class ReplicaSet:
             # Refused at once: no need to wait out the driver's server
             # selection timeout.
             return "DOWN"
+        client = MongoClient(
+            f"mongodb://{self.host(i)}/?directConnection=true", serverSelectionTimeoutMS=2_000,
+            connectTimeoutMS=2_000, socketTimeoutMS=10_000, retryWrites=False, retryReads=False) if fresh \
+            else self.direct(i)
         try:
-            status = self.direct(i).admin.command("replSetGetStatus")
+            status = client.admin.command("replSetGetStatus")
         except OperationFailure as failure:
             if failure.code == NOT_YET_INITIALIZED:
                 return "STARTUP"
@@ -183,6 +193,9 @@ class ReplicaSet:
             raise
         except ConnectionFailure:
             return "DOWN"
+        finally:
+            if fresh:
+                client.close()
         return STATE_NAMES.get(status["myState"], str(status["myState"]))
 
     def states(self) -> dict[int, str]:

@@ -158,10 +158,13 @@ class ReplicaSet:
     def direct(self, i: int) -> MongoClient:
         """A direct connection to member `i` (kept across its restarts)."""
         if i not in self._direct:
-            self._direct[i] = MongoClient(
-                f"mongodb://{self.host(i)}/?directConnection=true", serverSelectionTimeoutMS=2_000,
-                connectTimeoutMS=2_000, socketTimeoutMS=10_000, retryWrites=False, retryReads=False)
+            self._direct[i] = self._new_direct_client(i)
         return self._direct[i]
+
+    def _new_direct_client(self, i: int) -> MongoClient:
+        return MongoClient(
+            f"mongodb://{self.host(i)}/?directConnection=true", serverSelectionTimeoutMS=2_000,
+            connectTimeoutMS=2_000, socketTimeoutMS=10_000, retryWrites=False, retryReads=False)
 
     def member_state(self, i: int, fresh: bool = False) -> str:
         """What member `i` says of itself: PRIMARY, SECONDARY, ...; DOWN when
@@ -179,10 +182,7 @@ class ReplicaSet:
             # Refused at once: no need to wait out the driver's server
             # selection timeout.
             return "DOWN"
-        client = MongoClient(
-            f"mongodb://{self.host(i)}/?directConnection=true", serverSelectionTimeoutMS=2_000,
-            connectTimeoutMS=2_000, socketTimeoutMS=10_000, retryWrites=False, retryReads=False) if fresh \
-            else self.direct(i)
+        client = self._new_direct_client(i) if fresh else self.direct(i)
         try:
             status = client.admin.command("replSetGetStatus")
         except OperationFailure as failure:

@@ -24,7 +24,7 @@ use crate::coordinator::{Coordinator, Input};
 use crate::inputs::Inputs;
 use crate::error::ReplError;
 use crate::local_state::LocalState;
-use crate::network::Network;
+use crate::network::{NetError, Network};
 use crate::noop_writer::{write_note, NoopWriter};
 use crate::position_watcher::PositionWatcher;
 use crate::protocol::optime_document;
@@ -851,6 +851,30 @@ impl Topology for ReplicaSet {
 
     fn run_command<'a>(&'a self, name: &'a str, body: &'a Document) -> BoxFuture<'a, Result<Document, ReplError>> {
         Box::pin(crate::commands::run(self, name, body))
+    }
+
+    fn run_on_primary<'a>(
+        &'a self,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Document, ReplError>> {
+        Box::pin(async move {
+            let snapshot = self.shared.snapshot();
+            let primary = match (snapshot.state, snapshot.primary_host()) {
+                (MemberState::Secondary, Some(host)) => host.to_owned(),
+                _ => return Err(ReplError::NotWritablePrimary),
+            };
+            match self.shared.network.run(&primary, db, body, timeout).await {
+                Ok(reply) => Ok(reply),
+                // The primary's own refusal, as it gave it.
+                Err(NetError::Command { reply, .. }) => Ok(reply),
+                Err(err) => Err(ReplError::coded(
+                    6, // HostUnreachable
+                    format!("could not run the command on the primary {primary}: {err}"),
+                )),
+            }
+        })
     }
 
     fn server_status(&self) -> Option<Document> {

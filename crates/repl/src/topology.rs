@@ -154,6 +154,23 @@ pub trait Topology: Send + Sync {
     /// answers NoReplicationEnabled.
     fn run_command<'a>(&'a self, name: &'a str, body: &'a Document) -> BoxFuture<'a, Result<Document, ReplError>>;
 
+    /// Runs a command on the set's primary over the members' internal
+    /// client and returns its reply as the primary gave it (`ok: 0` and
+    /// all). For what a secondary hands on instead of running itself: an
+    /// `aggregate` with `$out` or `$merge` sent to a secondary with a read
+    /// preference that allows one (MongoDB 5.0+ runs those on
+    /// secondaries, writing through the primary). NotWritablePrimary when
+    /// this member is not a secondary or knows no primary; a standalone
+    /// has none to hand on to.
+    fn run_on_primary<'a>(
+        &'a self,
+        _db: &'a str,
+        _body: Document,
+        _timeout: std::time::Duration,
+    ) -> BoxFuture<'a, Result<Document, ReplError>> {
+        Box::pin(async { Err(ReplError::NotWritablePrimary) })
+    }
+
     /// `serverStatus.repl`, or `None` on a standalone (`commands/admin.rs`).
     fn server_status(&self) -> Option<Document>;
 

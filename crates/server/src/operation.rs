@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use serde_json::json;
-use slipstream_repl::{CommandAccess, Topology};
-use slipstream_storage::{bson_timestamp, from_bson_timestamp};
+use slipstream_repl::{CommandAccess, ReplError, Topology};
+use slipstream_storage::{bson_timestamp, from_bson_timestamp, OpTime};
 
 use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
 use crate::concern;
@@ -125,6 +125,9 @@ async fn run(
     }
     let access = spec.access_of(&request.body);
     if let Err(error) = topology.check_access(access, &request.db, request.secondary_ok) {
+        if hands_on_to_primary(request, access, &error) {
+            return Some(run_on_primary(ctx, request).await);
+        }
         return Some(CommandError::from(error).to_reply());
     }
     let deadline = max_time_deadline(&request.body);
@@ -275,6 +278,48 @@ fn max_time_deadline(body: &Document) -> Option<Instant> {
         _ => return None,
     };
     (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+/// How long a secondary waits for the primary to answer a command it handed
+/// on (`run_on_primary`) without a `maxTimeMS`, and the margin it adds to one.
+const ON_PRIMARY_TIMEOUT: Duration = Duration::from_secs(3600);
+const ON_PRIMARY_MARGIN: Duration = Duration::from_secs(5);
+
+/// Whether a secondary hands the command on to its primary instead of
+/// refusing it: an `aggregate` with `$out` or `$merge` (a write) whose read
+/// preference allows a secondary. MongoDB 5.0+ runs those on the secondary
+/// and writes through the primary; this secondary hands the whole command
+/// on, so its read part runs on the primary too (at least as fresh as any
+/// secondary's, which every read preference allows).
+fn hands_on_to_primary(request: &CommandRequest, access: CommandAccess, error: &ReplError) -> bool {
+    access == CommandAccess::Write
+        && request.name == "aggregate"
+        && request.secondary_ok
+        && matches!(error, ReplError::NotWritablePrimary)
+}
+
+/// Runs the request on the primary and answers with its reply (its errors
+/// included). The reply's operation time becomes this command's, so that
+/// a causally consistent session reads its own output afterwards.
+async fn run_on_primary(ctx: &CommandContext, request: &CommandRequest) -> Document {
+    let topology: &dyn Topology = ctx.state.topology.as_ref();
+    let mut body = request.body.clone();
+    body.remove("$db");
+    let timeout = max_time_deadline(&request.body).map_or(ON_PRIMARY_TIMEOUT, |deadline| {
+        deadline.saturating_duration_since(Instant::now()) + ON_PRIMARY_MARGIN
+    });
+    match topology.run_on_primary(&request.db, body, timeout).await {
+        Ok(reply) => {
+            // The primary's cluster time, to pass on in this reply.
+            let _ = observe_cluster_time(topology, &reply);
+            if let Some(Bson::Timestamp(ts)) = reply.get("operationTime") {
+                let term = topology.last_applied().term;
+                ctx.note_write(Some(OpTime { term, ts: from_bson_timestamp(*ts) }));
+            }
+            reply
+        }
+        Err(error) => CommandError::from(error).to_reply(),
+    }
 }
 
 /// The generic arguments every command is checked for before anything

@@ -20,14 +20,56 @@ def test_a_secondary_refuses_writes(rs):
                     {"update": "s", "updates": [{"q": {}, "u": {"$set": {"a": 1}}}]},
                     {"delete": "s", "deletes": [{"q": {}, "limit": 0}]},
                     {"findAndModify": "s", "query": {}, "remove": True},
-                    {"create": "s2"}, {"drop": "s"}, {"createIndexes": "s", "indexes": [{"key": {"a": 1}, "name": "a"}]},
-                    {"aggregate": "s", "pipeline": [{"$out": "s3"}], "cursor": {}}):
-        # Even a write that says a secondary may serve it is refused.
+                    {"create": "s2"}, {"drop": "s"}, {"createIndexes": "s", "indexes": [{"key": {"a": 1}, "name": "a"}]}):
+        # Even a write that says a secondary may serve it is refused (an
+        # aggregate with $out or $merge is the exception, below).
         reply = raw_command(rs.member(secondary)["port"],
                             {**command, "$db": "t", "$readPreference": {"mode": "secondaryPreferred"}})
         assert reply["ok"] == 0, command
         assert (reply["code"], reply["codeName"]) == (10107, "NotWritablePrimary"), command
     assert rs.direct(rs.primary()).t.s.count_documents({}) == 0
+
+
+def test_a_secondary_hands_an_aggregate_with_out_or_merge_on_to_the_primary(rs):
+    # MongoDB 5.0+ runs $out and $merge under a read preference that allows
+    # a secondary, writing through the primary (pymongo's CRUD spec tests
+    # "Aggregate with $out includes read preference for 5.0+ server").
+    coll = rs.client().t.get_collection("src", write_concern=WriteConcern(w=3, wtimeout=10_000))
+    coll.drop()
+    rs.client().t.dst.drop()
+    coll.insert_many([{"_id": n, "n": n} for n in range(5)])
+    secondary = rs.secondaries()[0]
+    port = rs.member(secondary)["port"]
+    primary = rs.direct(rs.primary())
+
+    out = raw_command(port, {"aggregate": "src", "pipeline": [{"$match": {"n": {"$gte": 2}}}, {"$out": "dst"}],
+                             "cursor": {}, "$db": "t", "$readPreference": {"mode": "secondary"}})
+    assert out["ok"] == 1, out
+    assert out["cursor"]["firstBatch"] == [] and out["cursor"]["id"] == 0
+    assert sorted(d["_id"] for d in primary.t.dst.find()) == [2, 3, 4]
+
+    merged = raw_command(port, {"aggregate": "src", "pipeline": [{"$match": {"n": {"$lt": 2}}}, {"$merge": {"into": "dst"}}],
+                                "cursor": {}, "$db": "t", "$readPreference": {"mode": "secondaryPreferred"}})
+    assert merged["ok"] == 1, merged
+    assert sorted(d["_id"] for d in primary.t.dst.find()) == [0, 1, 2, 3, 4]
+    # The answer's operationTime covers the primary's write: a read on the
+    # secondary after it sees the whole output.
+    read = raw_command(port, {"find": "dst", "$db": "t", "$readPreference": {"mode": "secondary"},
+                              "readConcern": {"afterClusterTime": merged["operationTime"]}})
+    assert read["ok"] == 1, read
+    assert sorted(d["_id"] for d in read["cursor"]["firstBatch"]) == [0, 1, 2, 3, 4]
+
+    # The primary's refusal comes back as the primary gives it.
+    bad = {"aggregate": "src", "pipeline": [{"$out": "system.nope"}], "cursor": {}, "$db": "t"}
+    from_primary = raw_command(rs.member(rs.primary())["port"], bad)
+    through_secondary = raw_command(port, {**bad, "$readPreference": {"mode": "secondary"}})
+    assert from_primary["ok"] == 0
+    assert (through_secondary["ok"], through_secondary["code"]) == (0, from_primary["code"]), through_secondary
+
+    # Without a read preference that allows a secondary, it is still refused.
+    refused = raw_command(port, {"aggregate": "src", "pipeline": [{"$out": "dst2"}], "cursor": {}, "$db": "t"})
+    assert (refused["ok"], refused["code"]) == (0, 10107)
+    assert "dst2" not in primary.t.list_collection_names()
 
 
 def test_a_secondary_serves_reads_only_with_a_read_preference_that_allows_it(rs):

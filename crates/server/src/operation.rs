@@ -125,7 +125,7 @@ async fn run(
     }
     let access = spec.access_of(&request.body);
     if let Err(error) = topology.check_access(access, &request.db, request.secondary_ok) {
-        if hands_on_to_primary(request, access, &error) {
+        if hands_on_to_primary(ctx, request, access, &error) {
             return Some(run_on_primary(ctx, request).await);
         }
         return Some(CommandError::from(error).to_reply());
@@ -290,12 +290,21 @@ const ON_PRIMARY_MARGIN: Duration = Duration::from_secs(5);
 /// preference allows a secondary. MongoDB 5.0+ runs those on the secondary
 /// and writes through the primary; this secondary hands the whole command
 /// on, so its read part runs on the primary too (at least as fresh as any
-/// secondary's, which every read preference allows).
-fn hands_on_to_primary(request: &CommandRequest, access: CommandAccess, error: &ReplError) -> bool {
+/// secondary's, which every read preference allows). Never a command that
+/// came from another member's internal client: what was handed on once is
+/// not handed on again, so two members with stale views of who is primary
+/// cannot pass a command back and forth.
+fn hands_on_to_primary(
+    ctx: &CommandContext,
+    request: &CommandRequest,
+    access: CommandAccess,
+    error: &ReplError,
+) -> bool {
     access == CommandAccess::Write
         && request.name == "aggregate"
         && request.secondary_ok
         && matches!(error, ReplError::NotWritablePrimary)
+        && ctx.member.lock().is_none()
 }
 
 /// Runs the request on the primary and answers with its reply (its errors

@@ -80,7 +80,7 @@ fn apply_held(shared: &Shared, mut held: HeldBatch) {
     let mut durable_target = None;
     if !entries.is_empty() {
         let started = std::time::Instant::now();
-        match engine.apply_batch_before_sync(&entries) {
+        match engine.apply_batch(&entries) {
             Ok(op) => {
                 shared.metrics.record_apply_batch(count as u64, started.elapsed());
                 shared.metrics.set_buffer(0, 0);

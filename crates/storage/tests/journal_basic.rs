@@ -336,13 +336,13 @@ fn appends(entries: &[(Timestamp, Vec<u8>)]) -> Vec<slipstream_storage::journal:
 }
 
 #[test]
-fn a_batch_appended_before_a_sync_is_written_and_fsynced_by_the_syncing_caller() {
+fn a_batch_synced_through_at_once_is_written_and_fsynced_by_the_syncing_caller() {
     // An hour's interval: only the caller's sync can make it durable now.
     let dir = tempfile::tempdir().unwrap();
     let options = JournalOptions { commit_interval_ms: 3_600_000, ..small_options() };
     let journal = open(dir.path(), options);
     let batch: Vec<_> = (0..5).map(|i| (ts(i), entry(ts(i), 300))).collect();
-    journal.append_batch_before_sync(&appends(&batch)).unwrap();
+    journal.append_batch(&appends(&batch)).unwrap();
     assert_eq!(journal.last_ts(), Some(ts(4)), "readable at once");
     assert!(journal.durable_ts() < ts(4));
     journal.sync_through(ts(4)).unwrap();
@@ -355,18 +355,17 @@ fn a_batch_appended_before_a_sync_is_written_and_fsynced_by_the_syncing_caller()
 }
 
 #[test]
-fn a_batch_appended_before_a_sync_that_never_comes_is_still_fsynced_within_the_interval() {
-    // `append_batch_before_sync` does not wake the group-commit thread; if
-    // its caller then fails to sync, the thread's bounded idle wait must
-    // still find the entries (an unbounded wait would leave them unsynced
-    // until some other write woke it).
+fn an_append_to_an_idle_journal_is_fsynced_within_the_interval_without_a_wake() {
+    // An append does not wake the group-commit thread: its bounded idle
+    // wait must still find the entry (an unbounded wait would leave it
+    // unsynced until some other write asked for a sync).
     let dir = tempfile::tempdir().unwrap();
     let options = JournalOptions { commit_interval_ms: 50, ..small_options() };
     let journal = open(dir.path(), options);
     // Let the thread settle into its idle wait first.
     std::thread::sleep(std::time::Duration::from_millis(100));
     let batch = vec![(ts(1), entry(ts(1), 300))];
-    journal.append_batch_before_sync(&appends(&batch)).unwrap();
+    journal.append_batch(&appends(&batch)).unwrap();
     let started = std::time::Instant::now();
     while journal.durable_ts() < ts(1) {
         assert!(

@@ -52,18 +52,6 @@ impl Engine {
     /// made visible at once at the end. Bypasses the write gate. Returns
     /// the new last applied OpTime (the current one for an empty batch).
     pub fn apply_batch(&self, entries: &[RawDocumentBuf]) -> Result<OpTime> {
-        self.apply_batch_waking(entries, true)
-    }
-
-    /// `apply_batch` for a caller that syncs the journal through the
-    /// batch right after (`sync_journal_through`, a secondary's applier):
-    /// the journal's group-commit thread is not woken for the batch
-    /// (`Journal::append_batch_before_sync`).
-    pub fn apply_batch_before_sync(&self, entries: &[RawDocumentBuf]) -> Result<OpTime> {
-        self.apply_batch_waking(entries, false)
-    }
-
-    fn apply_batch_waking(&self, entries: &[RawDocumentBuf], wake_journal: bool) -> Result<OpTime> {
         // Parsed before the write lock, so that the documents the entries
         // will read can be read ahead meanwhile (`read_ahead.rs`); its
         // errors still come after `check_writable`'s, as they did.
@@ -94,12 +82,7 @@ impl Engine {
                 entry: raw.as_bytes(),
             })
             .collect();
-        let appended = if wake_journal {
-            self.inner.journal.append_batch(&appends)
-        } else {
-            self.inner.journal.append_batch_before_sync(&appends)
-        };
-        if let Err(err) = appended {
+        if let Err(err) = self.inner.journal.append_batch(&appends) {
             self.discard_above(before.optime.ts);
             return Err(err);
         }

@@ -203,9 +203,9 @@ fn wait_for_work(shared: &Shared) -> bool {
         if state.closing {
             return false;
         }
-        // Idle, for at most an interval: entries appended without a wake
-        // (`Journal::append_batch_before_sync` whose caller did not sync)
-        // are found by the next check, still within their interval.
+        // Idle, for at most an interval: appends do not wake the thread,
+        // and an entry appended during this wait is found at its end, no
+        // later than its own interval's end (`Journal::append_locked`).
         shared.work.wait_for(&mut state, interval);
     }
 }
@@ -487,8 +487,12 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
         }
         take_batch(shared, &mut state)
     };
-    let file = match write_batch(shared, &batch) {
-        Ok(written) => record_batch(shared, &mut shared.state.lock(), &batch, written),
+    let (file, more_pending) = match write_batch(shared, &batch) {
+        Ok(written) => {
+            let mut state = shared.state.lock();
+            let file = record_batch(shared, &mut state, &batch, written);
+            (file, !state.pending.is_empty())
+        }
         Err(err) => {
             let mut state = shared.state.lock();
             return Err(shared.poison(&mut state, format!("writing the journal: {err}")));
@@ -496,11 +500,10 @@ pub(crate) fn commit_on_caller(shared: &Arc<Shared>) -> Result<(), StorageError>
     };
     drop(io_guard);
     // The group-commit thread may write the next batch meanwhile, if one
-    // was appended while this one was written (the append woke it then,
-    // unless it came from `append_batch_before_sync`, whose caller syncs
-    // it). Waking it with nothing pending cost every secondary batch a
-    // futex call and a wake-up of an idle thread before its fsync.
-    if !shared.state.lock().pending.is_empty() {
+    // was appended while this one was written. Waking it with nothing
+    // pending cost every secondary batch a futex call and a wake-up of an
+    // idle thread before its fsync.
+    if more_pending {
         shared.work.notify_one();
     }
     let mut state = sync_and_complete(shared, &*file, batch.batch_no)?;

@@ -528,23 +528,6 @@ impl Journal {
     /// stay appended and the error is returned (the journal refuses all
     /// later work, so nothing builds on them).
     pub fn append_batch(&self, entries: &[JournalAppend<'_>]) -> Result<(), StorageError> {
-        self.append_batch_waking(entries, true)
-    }
-
-    /// `append_batch` for a caller that calls `sync_through` next (a
-    /// secondary's applier): the group-commit thread is not woken to start
-    /// the commit interval, since the caller writes and fsyncs the batch
-    /// itself or, when it cannot, asks for the sync (which wakes the
-    /// thread). That wake cost a futex call and a wake-up of another
-    /// virtual CPU on the path of every majority write, for a thread that
-    /// then found nothing to do. Should the caller not sync, the thread's
-    /// idle wait (`group_commit::wait_for_work`) still finds the entries
-    /// within the commit interval.
-    pub fn append_batch_before_sync(&self, entries: &[JournalAppend<'_>]) -> Result<(), StorageError> {
-        self.append_batch_waking(entries, false)
-    }
-
-    fn append_batch_waking(&self, entries: &[JournalAppend<'_>], wake: bool) -> Result<(), StorageError> {
         for append in entries {
             check_entry_shape(append.entry)?;
         }
@@ -555,18 +538,13 @@ impl Journal {
         let mut state = shared.state.lock();
         state.check_usable()?;
         for append in entries {
-            self.append_locked(&mut state, append, wake)?;
+            self.append_locked(&mut state, append)?;
         }
         shared.appended_tx.send_replace(last.ts);
         Ok(())
     }
 
-    fn append_locked(
-        &self,
-        state: &mut MutexGuard<'_, State>,
-        append: &JournalAppend<'_>,
-        wake: bool,
-    ) -> Result<(), StorageError> {
+    fn append_locked(&self, state: &mut MutexGuard<'_, State>, append: &JournalAppend<'_>) -> Result<(), StorageError> {
         let shared = &self.shared;
         let (ts, entry) = (append.ts, append.entry);
         if let Some(last) = state.last_ts() {
@@ -607,13 +585,16 @@ impl Journal {
             shared.work.notify_one();
         }
         if state.pending_since.is_none() {
-            // The first pending entry starts the commit interval: wake the
-            // thread, which sleeps up to an interval while nothing is
-            // pending (unless the caller syncs next, `wake` false).
+            // The first pending entry starts the commit interval. The
+            // thread is not woken for it: idle, it checks once an interval
+            // (`group_commit::wait_for_work`), which still syncs the entry
+            // within its interval, and a caller that wants it sooner asks
+            // (`wait_durable`, `request_durable`, `sync_through`). The wake
+            // cost every first append a futex call and a wake-up of another
+            // virtual CPU, for a thread that mostly found nothing to do: a
+            // secondary's applier writes and fsyncs its batch itself right
+            // after, and a majority write asks for the fsync at once.
             state.pending_since = Some(Instant::now());
-            if wake {
-                shared.work.notify_one();
-            }
         }
         state.index.push(ts, location);
         state.cache.push(ts, Arc::from(entry));

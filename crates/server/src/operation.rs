@@ -312,8 +312,8 @@ fn hands_on_to_primary(
 /// a causally consistent session reads its own output afterwards.
 async fn run_on_primary(ctx: &CommandContext, request: &CommandRequest) -> Document {
     let topology: &dyn Topology = ctx.state.topology.as_ref();
-    let mut body = request.body.clone();
-    body.remove("$db");
+    // The internal client sets `$db` itself.
+    let body = request.body.clone();
     let timeout = max_time_deadline(&request.body).map_or(ON_PRIMARY_TIMEOUT, |deadline| {
         deadline.saturating_duration_since(Instant::now()) + ON_PRIMARY_MARGIN
     });

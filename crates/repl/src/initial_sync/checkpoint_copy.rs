@@ -190,8 +190,9 @@ fn reply_piece(reply: RawDocumentBuf, offset: u64, expected: u64) -> Option<File
     // `data` borrows from the reply's buffer: its place there.
     let start = data.as_ptr() as usize - reply.as_bytes().as_ptr() as usize;
     let at = start..start + data.len();
-    let (span, extents) = match reply.get_array("extents") {
-        Err(_) => (data.len() as u64, (!data.is_empty()).then_some((offset, data.len() as u64)).into_iter().collect()),
+    // `None`: a dense reply, every byte of the stretch in `data`.
+    let sparse = match reply.get_array("extents") {
+        Err(_) => None,
         Ok(extents) => {
             let span = reply.get("span").ok().flatten().and_then(|span| span.as_i64().or(span.as_i32().map(i64::from)))?;
             let mut parsed = Vec::new();
@@ -203,10 +204,14 @@ fn reply_piece(reply: RawDocumentBuf, offset: u64, expected: u64) -> Option<File
                 };
                 parsed.push((u64::try_from(start).ok()?, u64::try_from(len).ok()?));
             }
-            (u64::try_from(span).ok()?, parsed)
+            Some((u64::try_from(span).ok()?, parsed))
         }
     };
-    let piece = FilePiece { offset, span, extents, data: ReplyData { reply: reply.into_bytes(), at } };
+    let data = ReplyData { reply: reply.into_bytes(), at };
+    let piece = match sparse {
+        None => FilePiece::dense(offset, data),
+        Some((span, extents)) => FilePiece { offset, span, extents, data },
+    };
     (piece.span == expected && piece.is_well_formed()).then_some(piece)
 }
 

@@ -280,6 +280,39 @@ fn member_views_report_health_state_ping_positions_and_config() {
 }
 
 #[test]
+fn a_heartbeat_timeout_shorter_than_the_election_timeout_shows_members_down_sooner_but_the_primary_stays() {
+    // Election timeout 1 s (`config`), heartbeat timeout 300 ms.
+    let (mut p, _) = primary(3, op(0, 1));
+    p.config.settings.heartbeat_timeout_ms = 300;
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 1), OpTime::NULL);
+    receive(&mut p, 2, Message::HeartbeatResponse(hb.clone()), 1_100);
+    receive(&mut p, 3, Message::HeartbeatResponse(hb), 1_100);
+    p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_300));
+    assert!(p.members()[1].health && p.members()[2].health);
+    // Silent for 400 ms: past the heartbeat timeout, so DOWN in the views...
+    p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_500));
+    let views = p.members();
+    assert!(!views[1].health && !views[2].health);
+    assert_eq!((views[1].state, views[2].state), (MemberState::Down, MemberState::Down));
+    // ...but within the election timeout, which alone decides whether the
+    // primary still sees a majority.
+    assert_eq!(p.state(), MemberState::Primary);
+    let actions = p.step(Event::Tick { election_jitter_ms: 0 }, Millis(2_101));
+    assert!(actions.iter().any(|a| matches!(a, Action::LostMajority { term: 1, .. })), "{actions:?}");
+    assert_eq!(p.state(), MemberState::Secondary);
+}
+
+#[test]
+fn a_heartbeat_timeout_longer_than_the_election_timeout_does_not_keep_a_silent_member_up() {
+    let mut s = node(3, 2, op(1, 5));
+    s.config.settings.heartbeat_timeout_ms = 30_000;
+    let hb = heartbeat(1, MemberState::Primary, op(1, 7), OpTime::NULL);
+    receive(&mut s, 1, Message::HeartbeatResponse(hb), 14);
+    s.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_100));
+    assert_eq!(s.members()[0].state, MemberState::Down);
+}
+
+#[test]
 fn a_source_lagging_the_primary_by_wall_clock_dates_is_not_chosen() {
     // max_sync_source_lag_ms is 30 s by default; member 3's last entry was
     // written 40 s (of wall-clock dates) before the primary's.

@@ -76,6 +76,12 @@ pub struct Settings {
     pub heartbeat_interval_ms: u64,
     /// `electionTimeoutMillis`.
     pub election_timeout_ms: u64,
+    /// `heartbeatTimeoutSecs` in milliseconds: how long a heartbeat waits
+    /// for its response, and (with the election timeout, whichever is
+    /// shorter) how long a member may stay silent before the others count
+    /// it down. A primary's own majority check waits the election timeout
+    /// alone, as MongoDB's liveness check does.
+    pub heartbeat_timeout_ms: u64,
     /// `catchUpTimeoutMillis`; `None` waits without limit (MongoDB's -1).
     pub catch_up_timeout_ms: Option<u64>,
     /// `catchUpTakeoverDelayMillis`; `None` disables catch-up takeover.
@@ -94,6 +100,7 @@ impl Default for Settings {
             chaining_allowed: true,
             heartbeat_interval_ms: 2_000,
             election_timeout_ms: 10_000,
+            heartbeat_timeout_ms: 10_000,
             catch_up_timeout_ms: None,
             catch_up_takeover_delay_ms: Some(30_000),
             max_sync_source_lag_ms: 30_000,
@@ -104,15 +111,30 @@ impl Default for Settings {
 
 impl Settings {
     /// How often a member heartbeats the others and repeats its position
-    /// report: `heartbeatIntervalMillis`, but at least twice per election
-    /// timeout. A member not heard from within the timeout counts as down
-    /// (a primary steps down, a secondary stands), so with the interval at or
+    /// report: `heartbeatIntervalMillis`, but at least twice per silence
+    /// limit (`silence_limit_ms`: the election or the heartbeat timeout). A
+    /// member not heard from within the election timeout counts as down (a
+    /// primary steps down, a secondary stands), so with the interval at or
     /// past the timeout (MongoDB's default 2 s interval beside
     /// `electionTimeoutMillis: 1000`) an idle set elected a new primary every
-    /// second, for ever. MongoDB's position reporter keeps alive at half the
-    /// election timeout for the same reason.
+    /// second, for ever; past a shorter heartbeat timeout (`heartbeatTimeoutSecs:
+    /// 1` beside the 2 s interval) healthy members would show DOWN between
+    /// two heartbeats. MongoDB's position reporter keeps alive at half the
+    /// election timeout for the same reason; its heartbeats mark a member
+    /// down on failures, not on silence.
     pub fn heartbeat_period_ms(&self) -> u64 {
-        self.heartbeat_interval_ms.min((self.election_timeout_ms / 2).max(1))
+        self.heartbeat_interval_ms.min((self.silence_limit_ms() / 2).max(1))
+    }
+
+    /// How long a member may stay silent before the others count it down
+    /// (`health: 0`, state DOWN; no sync source, no stepdown successor, no
+    /// quorum for a reconfig): the heartbeat timeout or the election
+    /// timeout, whichever is shorter. MongoDB marks a member down when its
+    /// heartbeats fail for `heartbeatTimeoutSecs` (at once when the
+    /// connection is refused), and a member silent for an election timeout
+    /// is already one a secondary would stand against.
+    pub fn silence_limit_ms(&self) -> u64 {
+        self.heartbeat_timeout_ms.min(self.election_timeout_ms)
     }
 }
 
@@ -238,6 +260,9 @@ impl ReplSetConfig {
         }
         if s.election_timeout_ms == 0 {
             return Err(ConfigError::BadSetting("electionTimeoutMillis"));
+        }
+        if s.heartbeat_timeout_ms == 0 {
+            return Err(ConfigError::BadSetting("heartbeatTimeoutSecs"));
         }
         Ok(())
     }
@@ -454,6 +479,21 @@ mod tests {
             "rs",
             (0..n).map(|i| MemberConfig::new(i, format!("h{i}:27017"))).collect(),
         )
+    }
+
+    #[test]
+    fn heartbeats_go_out_at_least_twice_per_silence_limit() {
+        let mut settings = Settings::default();
+        assert_eq!((settings.silence_limit_ms(), settings.heartbeat_period_ms()), (10_000, 2_000));
+        settings.election_timeout_ms = 1_000;
+        assert_eq!((settings.silence_limit_ms(), settings.heartbeat_period_ms()), (1_000, 500));
+        settings.election_timeout_ms = 10_000;
+        settings.heartbeat_timeout_ms = 1_000;
+        assert_eq!((settings.silence_limit_ms(), settings.heartbeat_period_ms()), (1_000, 500));
+        settings.heartbeat_timeout_ms = 0;
+        let mut config = set(3);
+        config.settings = settings;
+        assert_eq!(config.validate(), Err(ConfigError::BadSetting("heartbeatTimeoutSecs")));
     }
 
     #[test]

@@ -148,11 +148,11 @@ impl Node {
             return;
         }
         let visible = (0..self.config.members.len())
-            .filter(|&i| self.config.members[i].is_voter() && self.is_up(i))
+            .filter(|&i| self.config.members[i].is_voter() && self.is_live(i))
             .count();
         if visible < self.config.majority() {
             let silent = (0..self.config.members.len())
-                .filter(|&i| self.config.members[i].is_voter() && !self.is_up(i))
+                .filter(|&i| self.config.members[i].is_voter() && !self.is_live(i))
                 .map(|i| (self.config.members[i].id, self.members[i].heard_at.map(|t| self.now.since(t))))
                 .collect();
             self.out.push(Action::LostMajority { term: self.term, silent });

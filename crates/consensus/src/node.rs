@@ -469,14 +469,25 @@ impl Node {
         })
     }
 
-    /// True if member `index` was heard from within an election timeout.
+    /// True if member `index` was heard from within the silence limit
+    /// (`Settings::silence_limit_ms`): its `health`.
     pub(crate) fn is_up(&self, index: usize) -> bool {
+        self.heard_within(index, self.config.settings.silence_limit_ms())
+    }
+
+    /// True if member `index` was heard from within an election timeout:
+    /// what a primary's majority check counts (MongoDB's liveness timeout),
+    /// even where a shorter heartbeat timeout already shows it down.
+    pub(crate) fn is_live(&self, index: usize) -> bool {
+        self.heard_within(index, self.config.settings.election_timeout_ms)
+    }
+
+    fn heard_within(&self, index: usize, timeout_ms: u64) -> bool {
         if Some(index) == self.my_index {
             return true;
         }
-        let timeout = self.config.settings.election_timeout_ms;
         self.members[index]
             .heard_at
-            .is_some_and(|t| self.now.since(t) < timeout)
+            .is_some_and(|t| self.now.since(t) < timeout_ms)
     }
 }

@@ -20,7 +20,8 @@ pub struct MemberView {
     /// `state` / `stateStr`: as last reported; UNKNOWN before the first
     /// heartbeat, DOWN when not heard from within an election timeout.
     pub state: MemberState,
-    /// `health`: heard from within an election timeout (always for self).
+    /// `health`: heard from within the silence limit (the heartbeat or the
+    /// election timeout, whichever is shorter; always for self).
     pub health: bool,
     /// `lastHeartbeat`: when its last heartbeat response arrived.
     pub last_heartbeat_at: Option<Millis>,

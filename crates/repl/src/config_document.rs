@@ -148,6 +148,9 @@ fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
     if let Some(ms) = millis("electionTimeoutMillis")? {
         parsed.election_timeout_ms = positive(ms, "electionTimeoutMillis")?;
     }
+    if let Some(secs) = millis("heartbeatTimeoutSecs")? {
+        parsed.heartbeat_timeout_ms = positive(secs, "heartbeatTimeoutSecs")?.saturating_mul(1_000);
+    }
     if let Some(ms) = millis("catchUpTimeoutMillis")? {
         parsed.catch_up_timeout_ms = if ms < 0 { None } else { Some(ms as u64) };
     }
@@ -237,7 +240,7 @@ pub fn config_document(config: &ReplSetConfig) -> Document {
         "settings": {
             "chainingAllowed": s.chaining_allowed,
             "heartbeatIntervalMillis": s.heartbeat_interval_ms as i64 as i32,
-            "heartbeatTimeoutSecs": (s.election_timeout_ms / 1000).max(1) as i32,
+            "heartbeatTimeoutSecs": (s.heartbeat_timeout_ms / 1000).min(i32::MAX as u64) as i32,
             "electionTimeoutMillis": s.election_timeout_ms as i64 as i32,
             "catchUpTimeoutMillis": s.catch_up_timeout_ms.map_or(-1, |ms| ms as i64) as i32,
             "catchUpTakeoverDelayMillis": s.catch_up_takeover_delay_ms.map_or(-1, |ms| ms as i64) as i32,
@@ -307,7 +310,7 @@ mod tests {
                 {"_id": 3, "host": "d:4", "hidden": true, "priority": 0},
             ],
             "settings": {"heartbeatIntervalMillis": 500, "electionTimeoutMillis": 2000, "chainingAllowed": false,
-                         "catchUpTimeoutMillis": -1},
+                         "catchUpTimeoutMillis": -1, "heartbeatTimeoutSecs": 4},
         };
         let config = parse_config(&document).unwrap();
         assert_eq!((config.version, config.term), (3, 2));
@@ -317,8 +320,28 @@ mod tests {
         assert!(config.members[3].hidden);
         assert!(!config.settings.chaining_allowed);
         assert_eq!(config.settings.catch_up_timeout_ms, None);
-        let again = parse_config(&config_document(&config)).unwrap();
+        assert_eq!(config.settings.heartbeat_timeout_ms, 4_000);
+        let shown = config_document(&config);
+        assert_eq!(shown.get_document("settings").unwrap().get_i32("heartbeatTimeoutSecs").unwrap(), 4);
+        let again = parse_config(&shown).unwrap();
         assert_eq!(again, config);
+    }
+
+    #[test]
+    fn the_heartbeat_timeout_defaults_to_ten_seconds_and_must_be_a_positive_number() {
+        let config = |settings: Document| doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": settings};
+        let parsed = parse_config(&config(doc! {"electionTimeoutMillis": 1000})).unwrap();
+        assert_eq!(parsed.settings.heartbeat_timeout_ms, 10_000);
+        let shown = config_document(&parsed);
+        assert_eq!(shown.get_document("settings").unwrap().get_i32("heartbeatTimeoutSecs").unwrap(), 10);
+        for bad in [Bson::Int32(0), Bson::Int32(-3), Bson::String("10".into()), Bson::Double(1.5)] {
+            match parse_config(&config(doc! {"heartbeatTimeoutSecs": bad.clone()})) {
+                Err(ReplError::InvalidReplicaSetConfig(message)) => {
+                    assert!(message.contains("heartbeatTimeoutSecs"), "{bad}: {message}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -20,10 +20,9 @@ use crate::coordinator::Input;
 use crate::protocol::{decode_heartbeat_reply, encode_heartbeat_request, UNINITIALIZED_CONFIG_VERSION};
 use crate::replica_set::Shared;
 
-/// Longest a heartbeat waits for its response (MongoDB's
-/// `heartbeatTimeoutSecs` is 10 s; an election timeout is the node's own
-/// limit for silence, so waiting longer gains nothing).
-pub const HEARTBEAT_TIMEOUT_MS_MAX: u64 = 10_000;
+/// How long a heartbeat waits for its response without a configuration:
+/// MongoDB's default `heartbeatTimeoutSecs`.
+pub const HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 
 pub struct HeartbeatSender {
     shared: Arc<Shared>,
@@ -34,13 +33,18 @@ impl HeartbeatSender {
         HeartbeatSender { shared }
     }
 
+    /// The configuration's `heartbeatTimeoutSecs` as MongoDB waits, but no
+    /// longer than the election timeout: past the silence limit
+    /// (`Settings::silence_limit_ms`) the member counts as down whatever
+    /// comes, and a heartbeat goes out every period, so longer waits would
+    /// only pile up tasks towards an unreachable member.
     fn timeout(&self) -> Duration {
         let snapshot = self.shared.snapshot();
-        let election = snapshot
+        let timeout = snapshot
             .config
             .as_ref()
-            .map_or(HEARTBEAT_TIMEOUT_MS_MAX, |c| c.settings.election_timeout_ms);
-        Duration::from_millis(election.min(HEARTBEAT_TIMEOUT_MS_MAX))
+            .map_or(HEARTBEAT_TIMEOUT_MS_DEFAULT, |c| c.settings.silence_limit_ms());
+        Duration::from_millis(timeout)
     }
 
     pub fn send(&self, to: MemberId, host: String, hb: Heartbeat, set_name: String, me: MemberId) {
@@ -127,7 +131,7 @@ async fn fetch_and_adopt(shared: &Arc<Shared>, host: &str, set_name: &str) {
         sync_source: None,
     };
     let body = encode_heartbeat_request(set_name, &shared.me_host(), None, &hb);
-    let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_MAX);
+    let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_DEFAULT);
     let Ok(reply) = shared.network.run(host, "admin", body, timeout).await else {
         return;
     };

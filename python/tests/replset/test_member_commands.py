@@ -126,6 +126,45 @@ def test_reconfig_refuses_write_concern_settings_it_would_ignore(members):
         assert client.admin.command("replSetGetConfig")["config"]["version"] == version + 1
 
 
+def test_heartbeat_timeout_is_kept_and_marks_a_silent_member_down_before_the_election_timeout(members):
+    """settings.heartbeatTimeoutSecs is taken, shown by every member, and
+    used: with it at 1 s under an 8 s election timeout, an isolated
+    secondary shows as DOWN on the primary well before the election timeout
+    would; 0 is refused (93)."""
+    primary = members.primary()
+    isolated = (primary + 1) % 3
+    with members.direct(primary) as client:
+        config = client.admin.command("replSetGetConfig")["config"]
+        assert config["settings"]["heartbeatTimeoutSecs"] == 10  # MongoDB's default
+        config["version"] += 1
+        config["settings"] = {**config["settings"], "electionTimeoutMillis": 8000, "heartbeatTimeoutSecs": 1}
+        client.admin.command("replSetReconfig", config)
+        zero = {**config, "version": config["version"] + 1,
+                "settings": {**config["settings"], "heartbeatTimeoutSecs": 0}}
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetReconfig", zero)
+        assert raised.value.code == 93, raised.value.details
+    for i in range(3):
+        members.wait_for(f"member {i} to hold version {config['version']}",
+                         lambda i=i: members.direct(i).admin.command("replSetGetConfig")["config"]["settings"]
+                         .get("heartbeatTimeoutSecs") == 1)
+
+    def seen_by_primary():
+        return next(m for m in status(members, primary)["members"] if m["name"] == members.host(isolated))
+
+    members.wait_for("the secondary healthy", lambda: seen_by_primary()["health"] == 1)
+    members.isolate(isolated)
+    try:
+        # The election timeout (8 s) would take longer than this wait.
+        members.wait_for("the isolated secondary DOWN on the primary",
+                         lambda: seen_by_primary()["state"] == 8 and seen_by_primary()["health"] == 0,
+                         timeout_s=5.0)
+        assert members.hello(primary).get("isWritablePrimary")
+    finally:
+        members.heal()
+    members.wait_for("the secondary healthy again", lambda: seen_by_primary()["health"] == 1)
+
+
 def test_append_oplog_note_and_rbid(members):
     primary = members.primary()
     with members.direct(primary) as client:

@@ -173,6 +173,9 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
         chaining_allowed: rng.chance(700_000),
         heartbeat_interval_ms: 100,
         election_timeout_ms: 500,
+        // MongoDB's default: the silence limit is the election timeout (a
+        // draw here would change every recorded seed's scenario).
+        heartbeat_timeout_ms: 10_000,
         catch_up_timeout_ms: if rng.chance(200_000) {
             None
         } else {

@@ -112,11 +112,38 @@ fn parse_member(member: &Document) -> Result<MemberConfig, ReplError> {
             return Err(invalid(format!("unexpected field '{key}' in member {id}")));
         }
     }
+    check_unsupported_member_fields(member, id)?;
     Ok(config)
 }
 
-/// The fields a member document may carry (MongoDB's, the ones it ignores
-/// included, so that a configuration written by MongoDB's tools parses).
+/// `buildIndexes` and `secondaryDelaySecs` are taken only at the values
+/// every member has here (what `replSetGetConfig` shows, so `rs.conf()`
+/// edited and sent back parses): a member without indexes or a delayed
+/// member is not implemented, and accepting one would leave a member that
+/// builds indexes and applies at once while the configuration says
+/// otherwise.
+fn check_unsupported_member_fields(member: &Document, id: u32) -> Result<(), ReplError> {
+    if flag(member, "buildIndexes")? == Some(false) {
+        return Err(ReplError::CommandNotSupported(format!(
+            "member {id}: buildIndexes: false (a member without secondary indexes) is not supported"
+        )));
+    }
+    match member.get("secondaryDelaySecs") {
+        None | Some(Bson::Null) => Ok(()),
+        Some(value) => match integral(value) {
+            Some(0) => Ok(()),
+            Some(secs) if secs > 0 => Err(ReplError::CommandNotSupported(format!(
+                "member {id}: secondaryDelaySecs: {secs} (a delayed member) is not supported"
+            ))),
+            Some(_) => Err(invalid(format!("member {id}: secondaryDelaySecs must not be negative"))),
+            None => Err(invalid(format!("member {id}: secondaryDelaySecs must be a number"))),
+        },
+    }
+}
+
+/// The fields a member document may carry: MongoDB's, the ones not
+/// implemented included so that their values can be checked
+/// (`check_unsupported_member_fields`).
 const MEMBER_FIELDS: &[&str] = &[
     "_id",
     "host",
@@ -342,6 +369,34 @@ mod tests {
                 other => panic!("{bad}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn members_without_indexes_or_with_a_delay_are_refused_as_not_supported() {
+        let config = |member: Document| doc! {"_id": "rs", "members": [member]};
+        for member in [
+            doc! {"_id": 0, "host": "a:1", "priority": 0, "buildIndexes": false},
+            doc! {"_id": 0, "host": "a:1", "priority": 0, "hidden": true, "secondaryDelaySecs": 3600},
+            doc! {"_id": 0, "host": "a:1", "secondaryDelaySecs": 1_i64},
+        ] {
+            match parse_config(&config(member.clone())) {
+                Err(ReplError::CommandNotSupported(message)) => assert!(message.contains("member 0"), "{message}"),
+                other => panic!("{member}: {other:?}"),
+            }
+        }
+        for member in [
+            doc! {"_id": 0, "host": "a:1", "secondaryDelaySecs": -1},
+            doc! {"_id": 0, "host": "a:1", "secondaryDelaySecs": "1"},
+            doc! {"_id": 0, "host": "a:1", "buildIndexes": "no"},
+        ] {
+            match parse_config(&config(member.clone())) {
+                Err(ReplError::InvalidReplicaSetConfig(_)) => {}
+                other => panic!("{member}: {other:?}"),
+            }
+        }
+        // The values replSetGetConfig shows are taken.
+        parse_config(&config(doc! {"_id": 0, "host": "a:1", "buildIndexes": true, "secondaryDelaySecs": 0_i64}))
+            .unwrap();
     }
 
     #[test]

@@ -103,9 +103,10 @@ def test_reconfig_propagates_and_priority_takes_over(members):
         assert raised.value.code == 103
 
 
-def test_reconfig_refuses_write_concern_settings_it_would_ignore(members):
-    """Custom write concern modes are not implemented (115), and MongoDB 5.0+
-    refuses a customized getLastErrorDefaults (93); the configuration as
+def test_reconfig_refuses_settings_and_members_it_would_ignore(members):
+    """Custom write concern modes, delayed members and members without
+    indexes are not implemented (115), and MongoDB 5.0+ refuses a
+    customized getLastErrorDefaults (93); the configuration as
     replSetGetConfig shows it, sent back, is taken."""
     primary = members.primary()
     with members.direct(primary) as client:
@@ -121,6 +122,13 @@ def test_reconfig_refuses_write_concern_settings_it_would_ignore(members):
         with pytest.raises(OperationFailure) as raised:
             client.admin.command("replSetReconfig", defaults)
         assert raised.value.code == 93, raised.value.details
+        secondary = next(m for m in config["members"] if m["host"] != members.host(primary))
+        for unsupported in ({"secondaryDelaySecs": 3600}, {"buildIndexes": False}):
+            changed = [{**m, "priority": 0, "hidden": True, **unsupported} if m is secondary else m
+                       for m in config["members"]]
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("replSetReconfig", {**config, "version": version + 1, "members": changed})
+            assert raised.value.code == 115, (unsupported, raised.value.details)
         assert client.admin.command("replSetGetConfig")["config"]["version"] == version
         client.admin.command("replSetReconfig", {**config, "version": version + 1})
         assert client.admin.command("replSetGetConfig")["config"]["version"] == version + 1

@@ -18,6 +18,7 @@ pub mod diagnostic_stages;
 pub mod diagnostics;
 pub mod explain;
 pub mod find;
+pub mod fsync;
 pub mod handshake;
 pub mod indexes;
 pub mod oplog_collection;
@@ -309,6 +310,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("validate", handler!(catalog::validate)),
     // Free space of the checkpoint file (commands/compact.rs): any member
     always("compact", handler!(compact::compact)),
+    // Durability of everything written so far (commands/fsync.rs)
+    always("fsync", handler!(fsync::fsync)),
+    always("fsyncUnlock", handler!(fsync::fsync_unlock)),
     // CRUD (commands/crud.rs)
     writes("insert", handler!(crud::insert)).retryable(),
     writes("update", handler!(crud::update)).retryable(),

@@ -299,3 +299,30 @@ def test_function_is_refused_as_mongodb_without_javascript(coll):
     with pytest.raises(OperationFailure) as failure:
         coll.database.create_collection("validated", validator={"$expr": function})
     assert failure.value.code == 4660800
+
+
+# Write and read concern documents are parsed as strictly as MongoDB 7.0
+# parses them, rather than with their unknown fields ignored.
+
+@pytest.mark.parametrize("write_concern, code", [
+    ({"w": 1, "foo": 1}, 40415),
+    ({"w": 1, "j": True, "fsync": True}, 9),
+    ({"w": 51}, 9),
+    ({"w": 1, "provenance": "mine"}, 2),
+])
+def test_write_concern_documents_are_parsed_strictly(db, write_concern, code):
+    assert code_of(db, SON([("insert", "wc"), ("documents", [{"x": 1}]), ("writeConcern", write_concern)])) == code
+
+
+def test_write_concern_legacy_fields_are_accepted(db):
+    legacy = {"w": 1, "wElectionId": 1, "wOpTime": 1, "getLastError": 1, "provenance": "clientSupplied",
+              "fsync": True}
+    assert db.command(SON([("insert", "wc"), ("documents", [{"x": 1}]), ("writeConcern", legacy)]))["n"] == 1
+
+
+@pytest.mark.parametrize("read_concern, code", [
+    ({"level": "local", "foo": 1}, 72),
+    ({"afterOpTime": {"ts": bson.Timestamp(1, 1), "t": 1}}, 72),
+])
+def test_read_concern_documents_are_parsed_strictly(db, read_concern, code):
+    assert code_of(db, SON([("find", "wc"), ("readConcern", read_concern)])) == code

@@ -66,19 +66,46 @@ impl WriteConcern {
 
     /// Parses the `writeConcern` document itself. A document without `w`
     /// keeps the default `w` (`implicit`), with its `j` and `wtimeout`.
+    /// As MongoDB 7.0's `WriteConcernIdl` (strict): an unknown field is
+    /// refused (40415), `wElectionId`, `wOpTime` and `getLastError` are
+    /// accepted and ignored, `provenance` must name a known source, `j`
+    /// and `fsync` may not both be true, and `w` is at most 50 (the most
+    /// members a set may have).
     pub fn parse_spec(spec: &Document) -> Result<WriteConcern, ReplError> {
+        if let Some(key) = spec.keys().find(|key| !WRITE_CONCERN_FIELDS.contains(&key.as_str())) {
+            return Err(ReplError::BadArgument {
+                code: 40415,
+                message: format!("BSON field 'WriteConcernOptions.{key}' is an unknown field."),
+            });
+        }
         let (w, implicit) = match spec.get("w") {
             None | Some(Bson::Null) => (W::Nodes(1), true),
             Some(Bson::String(mode)) if mode == "majority" => (W::Majority, false),
             Some(Bson::String(mode)) => (W::Tag(mode.clone()), false),
             Some(value) => match integral(value) {
-                Some(n) if n < 0 => return Err(ReplError::failed_to_parse("w cannot be a negative value")),
-                Some(n) if n > i64::from(u32::MAX) => return Err(ReplError::failed_to_parse("w is too large")),
+                Some(n) if !(0..=W_NODES_MAX).contains(&n) => {
+                    return Err(ReplError::failed_to_parse(format!(
+                        "w has to be a non-negative number and not greater than {W_NODES_MAX}; found: {n}"
+                    )))
+                }
                 Some(n) => (W::Nodes(n as u32), false),
                 None => return Err(ReplError::failed_to_parse("w has to be a number or a string")),
             },
         };
+        match spec.get("provenance") {
+            None | Some(Bson::Null) => {}
+            Some(Bson::String(source)) if PROVENANCE_SOURCES.contains(&source.as_str()) => {}
+            Some(Bson::String(source)) => {
+                return Err(ReplError::bad_value(format!(
+                    "Enumeration value '{source}' for field 'WriteConcernOptions.provenance' is not a valid value."
+                )))
+            }
+            Some(_) => return Err(ReplError::type_mismatch("writeConcern.provenance must be a string")),
+        }
         let journal = match (flag(spec, "j")?, flag(spec, "fsync")?) {
+            (Some(true), Some(true)) => {
+                return Err(ReplError::failed_to_parse("fsync and j options cannot be used together"))
+            }
             (None, None) => None,
             (j, fsync) => Some(j.unwrap_or(false) || fsync.unwrap_or(false)),
         };
@@ -109,6 +136,22 @@ impl WriteConcern {
         doc
     }
 }
+
+/// The fields of a `writeConcern` document (MongoDB 7.0's
+/// `write_concern_options.idl`).
+const WRITE_CONCERN_FIELDS: &[&str] = &["w", "j", "wtimeout", "fsync", "wElectionId", "wOpTime", "getLastError", "provenance"];
+
+/// The largest numeric `w` (MongoDB's `ReplSetConfig::kMaxMembers`).
+const W_NODES_MAX: i64 = 50;
+
+/// The values of `provenance` (MongoDB's `ReadWriteConcernProvenanceSource`).
+const PROVENANCE_SOURCES: &[&str] =
+    &["clientSupplied", "implicitDefault", "customDefault", "getLastErrorDefaults", "internalWriteDefault"];
+
+/// The fields of a `readConcern` document a client may send.
+/// `afterOpTime` (an internal, pre-4.0 field) is not among them: it would
+/// be ignored here.
+const READ_CONCERN_FIELDS: &[&str] = &["level", "afterClusterTime", "atClusterTime", "provenance"];
 
 /// `readConcern.level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +199,15 @@ impl ReadConcernArgs {
             Some(Bson::Document(spec)) => spec,
             Some(_) => return Err(ReplError::type_mismatch("readConcern must be an object")),
         };
+        // MongoDB 7.0's `ReadConcernArgs::parse` refuses the rest so.
+        if let Some(key) = spec.keys().find(|key| !READ_CONCERN_FIELDS.contains(&key.as_str())) {
+            return Err(ReplError::invalid_options(format!("Unrecognized option in readConcern: {key}")));
+        }
+        match spec.get("provenance") {
+            None | Some(Bson::Null) => {}
+            Some(Bson::String(source)) if PROVENANCE_SOURCES.contains(&source.as_str()) => {}
+            Some(_) => return Err(ReplError::bad_value("readConcern.provenance is not a valid source")),
+        }
         let timestamp = |name: &str| -> Result<Option<Timestamp>, ReplError> {
             match spec.get(name) {
                 None | Some(Bson::Null) => Ok(None),
@@ -269,6 +321,20 @@ mod tests {
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"w": 1.5}}).unwrap_err()), 9);
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"j": "yes"}}).unwrap_err()), 9);
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"wtimeout": "x"}}).unwrap_err()), 9);
+        // As MongoDB 7.0's strict WriteConcernIdl.
+        let unknown = WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "foo": 1}}).unwrap_err();
+        assert_eq!(unknown.to_string(), "BSON field 'WriteConcernOptions.foo' is an unknown field.");
+        assert_eq!(code(unknown), 40415);
+        let both = WriteConcern::parse(&doc! {"writeConcern": {"w": 1, "j": true, "fsync": true}}).unwrap_err();
+        assert_eq!(both.to_string(), "fsync and j options cannot be used together");
+        assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"w": 51}}).unwrap_err()), 9);
+        assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"provenance": "mine"}}).unwrap_err()), 2);
+        // Accepted: the legacy fields MongoDB ignores, a known provenance,
+        // j and fsync when not both true, w up to 50.
+        let legacy = doc! {"writeConcern": {"w": 50, "wElectionId": 1, "wOpTime": 2, "getLastError": 1,
+                                             "provenance": "clientSupplied", "j": false, "fsync": true}};
+        let parsed = WriteConcern::parse(&legacy).unwrap().unwrap();
+        assert_eq!((parsed.w, parsed.journal), (W::Nodes(50), Some(true)));
     }
 
     #[test]
@@ -287,6 +353,13 @@ mod tests {
     fn read_concern_errors() {
         let ts = bson::Timestamp { time: 5, increment: 1 };
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"level": "bogus"}}).unwrap_err()), 9);
+        let unknown = ReadConcernArgs::parse(&doc! {"readConcern": {"level": "local", "foo": 1}}).unwrap_err();
+        assert_eq!(unknown.to_string(), "Unrecognized option in readConcern: foo");
+        assert_eq!(code(unknown), 72);
+        let after_op_time = doc! {"readConcern": {"afterOpTime": {"ts": ts, "t": 1_i64}}};
+        assert_eq!(code(ReadConcernArgs::parse(&after_op_time).unwrap_err()), 72);
+        assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"provenance": "x"}}).unwrap_err()), 2);
+        ReadConcernArgs::parse(&doc! {"readConcern": {"level": "majority", "provenance": "clientSupplied"}}).unwrap();
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"level": 1}}).unwrap_err()), 14);
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"atClusterTime": ts}}).unwrap_err()), 72);
         assert_eq!(

@@ -152,15 +152,12 @@ async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, m
 
 fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     let config = initialized(set)?;
-    let mut document = config_document(&config);
+    let document = config_document(&config);
     if matches!(body.get("commitmentStatus"), Some(Bson::Boolean(true))) {
         let committed = set.shared().snapshot().config_committed;
         return Ok(doc! {"config": document, "commitmentStatus": committed});
     }
-    document.remove("writeConcernMajorityJournalDefault");
-    let mut reply = doc! {"config": config_document(&config)};
-    reply.remove("nothing");
-    Ok(reply)
+    Ok(doc! {"config": document})
 }
 
 /// With `initialSyncStatus` while an initial sync runs (or after one,

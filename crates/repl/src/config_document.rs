@@ -50,6 +50,7 @@ pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
             _ => Err(invalid("each member must be an object")),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    check_top_level_fields(document)?;
     let settings = match document.get("settings") {
         None => Settings::default(),
         Some(Bson::Document(settings)) => parse_settings(settings)?,
@@ -64,6 +65,52 @@ pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
     };
     config.validate().map_err(|err| invalid(err.to_string()))?;
     Ok(config)
+}
+
+/// The fields of a configuration document (MongoDB 7.0's
+/// `ReplSetConfigBase`, which is strict); `recipientConfig` (a shard
+/// split's) MongoDB ignores too.
+const CONFIG_FIELDS: &[&str] = &[
+    "_id",
+    "version",
+    "term",
+    "members",
+    "configsvr",
+    "protocolVersion",
+    "writeConcernMajorityJournalDefault",
+    "settings",
+    "repaired",
+    "recipientConfig",
+];
+
+/// Unknown fields, and the values of the known ones that would change
+/// behaviour this set does not have: a config server set, protocol
+/// version 0, majority writes acknowledged before they are journaled,
+/// a configuration marked repaired. The values `replSetGetConfig` shows
+/// are taken.
+fn check_top_level_fields(document: &Document) -> Result<(), ReplError> {
+    if let Some(key) = document.keys().find(|key| !CONFIG_FIELDS.contains(&key.as_str())) {
+        return Err(invalid(format!("unexpected field '{key}' in the replica set configuration")));
+    }
+    if let Some(protocol) = document.get("protocolVersion") {
+        if integral(protocol) != Some(1) {
+            return Err(invalid("protocolVersion must be 1: protocol version 0 is no longer supported"));
+        }
+    }
+    if flag(document, "configsvr")? == Some(true) {
+        return Err(ReplError::CommandNotSupported(
+            "configsvr: true (a sharded cluster's config server set) is not supported".into(),
+        ));
+    }
+    if flag(document, "writeConcernMajorityJournalDefault")? == Some(false) {
+        return Err(ReplError::CommandNotSupported(
+            "writeConcernMajorityJournalDefault: false is not supported: majority writes are always journaled".into(),
+        ));
+    }
+    if flag(document, "repaired")? == Some(true) {
+        return Err(invalid("a configuration marked repaired cannot be used until the field is removed"));
+    }
+    Ok(())
 }
 
 fn parse_member(member: &Document) -> Result<MemberConfig, ReplError> {
@@ -179,10 +226,14 @@ fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
         parsed.heartbeat_timeout_ms = positive(secs, "heartbeatTimeoutSecs")?.saturating_mul(1_000);
     }
     if let Some(ms) = millis("catchUpTimeoutMillis")? {
-        parsed.catch_up_timeout_ms = if ms < 0 { None } else { Some(ms as u64) };
+        parsed.catch_up_timeout_ms = at_least_minus_one(ms, "catchUpTimeoutMillis")?;
     }
     if let Some(ms) = millis("catchUpTakeoverDelayMillis")? {
-        parsed.catch_up_takeover_delay_ms = if ms < 0 { None } else { Some(ms as u64) };
+        parsed.catch_up_takeover_delay_ms = at_least_minus_one(ms, "catchUpTakeoverDelayMillis")?;
+    }
+    match settings.get("replicaSetId") {
+        None | Some(Bson::ObjectId(_)) => {}
+        Some(_) => return Err(invalid("settings.replicaSetId must be an ObjectId")),
     }
     check_write_concern_settings(settings)?;
     Ok(parsed)
@@ -222,6 +273,16 @@ fn check_write_concern_settings(settings: &Document) -> Result<(), ReplError> {
             "custom write concern modes (settings.getLastErrorModes) are not supported".into(),
         )),
         Some(_) => Err(invalid("settings.getLastErrorModes must be an object")),
+    }
+}
+
+/// A delay where -1 means none (catch-up without limit, no catch-up
+/// takeover); MongoDB refuses anything lower.
+fn at_least_minus_one(ms: i64, name: &str) -> Result<Option<u64>, ReplError> {
+    match ms {
+        -1 => Ok(None),
+        ms if ms >= 0 => Ok(Some(ms as u64)),
+        _ => Err(invalid(format!("settings.{name} must be -1 or more"))),
     }
 }
 
@@ -414,6 +475,24 @@ mod tests {
     }
 
     #[test]
+    fn a_config_server_set_and_unjournaled_majority_writes_are_refused_as_not_supported() {
+        for extra in [doc! {"configsvr": true}, doc! {"writeConcernMajorityJournalDefault": false}] {
+            let mut config = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}]};
+            config.extend(extra.clone());
+            match parse_config(&config) {
+                Err(ReplError::CommandNotSupported(_)) => {}
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
+        // The values replSetGetConfig shows, and what MongoDB ignores.
+        let shown = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "configsvr": false,
+                          "protocolVersion": 1_i64, "writeConcernMajorityJournalDefault": true,
+                          "recipientConfig": {}, "settings": {"replicaSetId": bson::oid::ObjectId::new(),
+                                                              "catchUpTimeoutMillis": -1, "somethingNew": 1}};
+        parse_config(&shown).unwrap();
+    }
+
+    #[test]
     fn malformed_configurations_are_refused_with_93() {
         let cases = [
             doc! {},
@@ -433,6 +512,12 @@ mod tests {
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}],
                   "settings": {"getLastErrorDefaults": {"w": 1, "wtimeout": 500}}},
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"getLastErrorModes": 1}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "foo": 1},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "protocolVersion": 0},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "repaired": true},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"catchUpTimeoutMillis": -2}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"catchUpTakeoverDelayMillis": -5}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"replicaSetId": "x"}},
         ];
         for case in cases {
             match parse_config(&case) {

@@ -104,10 +104,11 @@ def test_reconfig_propagates_and_priority_takes_over(members):
 
 
 def test_reconfig_refuses_settings_and_members_it_would_ignore(members):
-    """Custom write concern modes, delayed members and members without
-    indexes are not implemented (115), and MongoDB 5.0+ refuses a
-    customized getLastErrorDefaults (93); the configuration as
-    replSetGetConfig shows it, sent back, is taken."""
+    """Custom write concern modes, delayed members, members without
+    indexes, config server sets and unjournaled majority writes are not
+    implemented (115); MongoDB 5.0+ refuses a customized
+    getLastErrorDefaults, protocol version 0 and unknown fields (93); the
+    configuration as replSetGetConfig shows it, sent back, is taken."""
     primary = members.primary()
     with members.direct(primary) as client:
         config = client.admin.command("replSetGetConfig")["config"]
@@ -129,6 +130,11 @@ def test_reconfig_refuses_settings_and_members_it_would_ignore(members):
             with pytest.raises(OperationFailure) as raised:
                 client.admin.command("replSetReconfig", {**config, "version": version + 1, "members": changed})
             assert raised.value.code == 115, (unsupported, raised.value.details)
+        for top_level, code in (({"configsvr": True}, 115), ({"writeConcernMajorityJournalDefault": False}, 115),
+                                ({"protocolVersion": 0}, 93), ({"foo": 1}, 93)):
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("replSetReconfig", {**config, "version": version + 1, **top_level})
+            assert raised.value.code == code, (top_level, raised.value.details)
         assert client.admin.command("replSetGetConfig")["config"]["version"] == version
         client.admin.command("replSetReconfig", {**config, "version": version + 1})
         assert client.admin.command("replSetGetConfig")["config"]["version"] == version + 1

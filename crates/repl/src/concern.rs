@@ -139,7 +139,8 @@ impl WriteConcern {
 
 /// The fields of a `writeConcern` document (MongoDB 7.0's
 /// `write_concern_options.idl`).
-const WRITE_CONCERN_FIELDS: &[&str] = &["w", "j", "wtimeout", "fsync", "wElectionId", "wOpTime", "getLastError", "provenance"];
+const WRITE_CONCERN_FIELDS: &[&str] =
+    &["w", "j", "wtimeout", "fsync", "wElectionId", "wOpTime", "getLastError", "provenance"];
 
 /// The largest numeric `w` (MongoDB's `ReplSetConfig::kMaxMembers`).
 const W_NODES_MAX: i64 = 50;

@@ -417,7 +417,8 @@ mod tests {
 
     #[test]
     fn the_heartbeat_timeout_defaults_to_ten_seconds_and_must_be_a_positive_number() {
-        let config = |settings: Document| doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": settings};
+        let config =
+            |settings: Document| doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": settings};
         let parsed = parse_config(&config(doc! {"electionTimeoutMillis": 1000})).unwrap();
         assert_eq!(parsed.settings.heartbeat_timeout_ms, 10_000);
         let shown = config_document(&parsed);

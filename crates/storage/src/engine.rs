@@ -1097,6 +1097,14 @@ impl Engine {
         crate::checkpoint::checkpoint(&self.inner, false)
     }
 
+    /// `checkpoint_now`, except that while another member copies the
+    /// checkpoint file (`engine/checkpoint_copy.rs`) only the journal is
+    /// synced, so that the copy need not start over: `None` then.
+    pub fn checkpoint_unless_copying(&self) -> Result<Option<Timestamp>> {
+        self.inner.journal.sync_now()?;
+        crate::checkpoint::checkpoint_unless_pinned(&self.inner)
+    }
+
     /// Rewrites the checkpoint file without its free space (`compact`).
     /// Checkpoints wait meanwhile (writes go on into the journal and
     /// memory, reads go on from the views they hold); new views then read

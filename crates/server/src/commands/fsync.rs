@@ -2,10 +2,12 @@
 //!
 //! `{fsync: 1}` makes everything written so far durable in the checkpoint
 //! file, not only in the journal: the journal is synced, then a checkpoint
-//! is written at the stable timestamp (`Engine::checkpoint_now`; on a
-//! replica set member that is the commit point, so writes above it stay in
-//! the journal, from which a restart recovers them). MongoDB answers
-//! `numFiles: 1` for WiredTiger; so does this.
+//! is written at the stable timestamp (`Engine::checkpoint_unless_copying`;
+//! on a replica set member that is the commit point, so writes above it
+//! stay in the journal, from which a restart recovers them). While another
+//! member copies the checkpoint file for its initial sync, only the
+//! journal is synced: a new checkpoint would make that copy start over.
+//! MongoDB answers `numFiles: 1` for WiredTiger; so does this.
 //!
 //! `lock: true` (`db.fsyncLock()`, writes blocked until `fsyncUnlock`) is
 //! not implemented and answers CommandNotSupported rather than flushing
@@ -33,15 +35,23 @@ pub async fn fsync(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     }
     let engine = ctx.state.engine.clone();
     let started = std::time::Instant::now();
-    let checkpoint = crate::operations::spawn_blocking(move || engine.checkpoint_now())
+    let checkpoint = crate::operations::spawn_blocking(move || engine.checkpoint_unless_copying())
         .await
         .map_err(|err| CommandError::new(1, format!("fsync did not finish: {err}")))??;
-    tracing::info!(
-        target: "storage",
-        checkpoint = %checkpoint,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "fsync: journal synced and checkpoint written"
-    );
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    match checkpoint {
+        Some(checkpoint) => tracing::info!(
+            target: "storage",
+            checkpoint = %checkpoint,
+            elapsed_ms,
+            "fsync: journal synced and checkpoint written"
+        ),
+        None => tracing::info!(
+            target: "storage",
+            elapsed_ms,
+            "fsync: journal synced; no checkpoint while a member copies the checkpoint file"
+        ),
+    }
     Ok(doc! {"numFiles": 1})
 }
 

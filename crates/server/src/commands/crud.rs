@@ -84,10 +84,54 @@ fn refuse_constants(spec: &Document) -> Result<(), CommandError> {
 /// The target of a write command, checked.
 fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String), CommandError> {
     let collection = args::collection_name(&req.body, command)?;
-    refuse_constants(&req.body)?;
     check_writable(&req.db, &collection)?;
     Ok((collection.clone(), namespace(&req.db, &collection)))
 }
+
+/// The top-level fields of `insert` (MongoDB 7.0's `write_ops.idl`: the
+/// command's own and those of `WriteCommandRequestBase`) besides the
+/// generic arguments. `isTimeseriesNamespace` is left out: mongos sets it
+/// on the commands it sends to shards (`stability: internal`).
+pub(crate) const INSERT_FIELDS: &[&str] = &[
+    "insert",
+    "documents",
+    "bypassDocumentValidation",
+    "ordered",
+    "stmtIds",
+    "collectionUUID",
+    "encryptionInformation",
+    "bypassEmptyTsReplacement",
+];
+
+/// The top-level fields of `update` (MongoDB 7.0's `write_ops.idl`), as
+/// for `insert`.
+pub(crate) const UPDATE_FIELDS: &[&str] = &[
+    "update",
+    "updates",
+    "let",
+    "runtimeConstants",
+    "bypassDocumentValidation",
+    "ordered",
+    "stmtIds",
+    "collectionUUID",
+    "encryptionInformation",
+    "bypassEmptyTsReplacement",
+];
+
+/// The top-level fields of `delete` (MongoDB 7.0's `write_ops.idl`), as
+/// for `insert`.
+pub(crate) const DELETE_FIELDS: &[&str] = &[
+    "delete",
+    "deletes",
+    "let",
+    "runtimeConstants",
+    "bypassDocumentValidation",
+    "ordered",
+    "stmtIds",
+    "collectionUUID",
+    "encryptionInformation",
+    "bypassEmptyTsReplacement",
+];
 
 /// Codes of statement errors after which this node can write nothing more
 /// (it stopped being primary, or is shutting down).
@@ -167,6 +211,7 @@ fn plan_write(
 // ---------------------------------------------------------------- insert
 
 pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "insert", INSERT_FIELDS)?;
     let (_, ns) = write_target(req, "insert")?;
     let documents = statements(&req.body, "insert", "documents")?;
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
@@ -540,6 +585,7 @@ struct UpdateOutcomeCounts {
 }
 
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "update", UPDATE_FIELDS)?;
     let (_, ns) = write_target(req, "update")?;
     let updates = statements(&req.body, "update", "updates")?;
     check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
@@ -750,6 +796,7 @@ impl DeleteStatement {
 }
 
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "delete", DELETE_FIELDS)?;
     let (_, ns) = write_target(req, "delete")?;
     let deletes = statements(&req.body, "delete", "deletes")?;
     check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
@@ -844,6 +891,33 @@ fn run_delete(
 
 // ---------------------------------------------------------------- findAndModify
 
+/// The fields of `findAndModify` (MongoDB 7.0's `write_ops.idl`; the
+/// command answers to `findandmodify` too) besides the generic arguments.
+/// `batchSize` and `singleBatch` are declared there although they do
+/// nothing.
+pub(crate) const FIND_AND_MODIFY_FIELDS: &[&str] = &[
+    "findAndModify",
+    "findandmodify",
+    "query",
+    "fields",
+    "sort",
+    "batchSize",
+    "singleBatch",
+    "hint",
+    "collation",
+    "arrayFilters",
+    "remove",
+    "update",
+    "upsert",
+    "new",
+    "bypassDocumentValidation",
+    "let",
+    "runtimeConstants",
+    "encryptionInformation",
+    "bypassEmptyTsReplacement",
+    "sampleId",
+];
+
 /// A parsed `findAndModify`.
 struct FindAndModify {
     filter_document: Document,
@@ -919,6 +993,7 @@ impl FindAndModify {
 }
 
 pub async fn find_and_modify(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "findAndModify", FIND_AND_MODIFY_FIELDS)?;
     let command_name = req.name.as_str();
     let (_, ns) = write_target(req, command_name)?;
     let default_collation =

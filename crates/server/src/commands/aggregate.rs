@@ -60,6 +60,28 @@ pub(crate) struct AggregateRequest {
     pub collation: CollationRef,
 }
 
+/// The fields of `aggregate` (MongoDB 7.0's `aggregate_command.idl`)
+/// besides the generic arguments (and `$`-prefixed fields, which are all
+/// internal). Left out, so refused: `needsMerge`, `fromMongos` and
+/// `exchange`, which mongos sends to shards (the first two marked
+/// `stability: internal`, the last "not expected from users or drivers").
+pub(crate) const AGGREGATE_FIELDS: &[&str] = &[
+    "aggregate",
+    "pipeline",
+    "explain",
+    "allowDiskUse",
+    "cursor",
+    "bypassDocumentValidation",
+    "collation",
+    "hint",
+    "let",
+    "runtimeConstants",
+    "isMapReduceCommand",
+    "collectionUUID",
+    "encryptionInformation",
+    "sampleId",
+];
+
 impl AggregateRequest {
     pub fn parse(db: &str, body: &Document) -> Result<AggregateRequest, CommandError> {
         const COMMAND: &str = "aggregate";
@@ -353,6 +375,9 @@ pub fn access(body: &Document) -> CommandAccess {
 }
 
 pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    // Before anything else, as MongoDB's parse of the command: the
+    // diagnostic stages and the change stream check come later.
+    args::refuse_unknown_fields(&req.body, "aggregate", AGGREGATE_FIELDS)?;
     refuse_change_stream_on_standalone(ctx, &req.body)?;
     if let Some(result) = super::diagnostic_stages::run(ctx, req).await {
         return result;

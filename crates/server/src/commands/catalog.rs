@@ -12,7 +12,7 @@ use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
-use crate::exec::{off_async_workers, views};
+use crate::exec::{args, off_async_workers, views};
 use slipstream_storage::Engine;
 
 /// The longest namespace (`db.collection`) MongoDB accepts.
@@ -97,7 +97,12 @@ fn acknowledge(ctx: &CommandContext, last_write: Option<OpTime>, reply: Document
     Ok(reply)
 }
 
+/// The fields of `listDatabases` (MongoDB 7.0's `list_databases.idl`)
+/// besides the generic arguments.
+const LIST_DATABASES_FIELDS: &[&str] = &["listDatabases", "nameOnly", "authorizedDatabases", "filter"];
+
 pub async fn list_databases(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "listDatabases", LIST_DATABASES_FIELDS)?;
     if req.db != "admin" {
         return Err(CommandError::new(13, "listDatabases may only be run against the admin database."));
     }
@@ -178,7 +183,13 @@ fn collection_entry(info: &CollectionInfo) -> Document {
     }
 }
 
+/// The fields of `listCollections` (MongoDB 7.0's `list_collections.idl`)
+/// besides the generic arguments.
+const LIST_COLLECTIONS_FIELDS: &[&str] =
+    &["listCollections", "cursor", "filter", "nameOnly", "authorizedCollections", "includePendingDrops"];
+
 pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "listCollections", LIST_COLLECTIONS_FIELDS)?;
     validate_database_name(&req.db)?;
     let name_only = req.body.get_bool("nameOnly").unwrap_or(false);
     let filter = parse_filter(&req.body)?;
@@ -353,7 +364,12 @@ fn check_view_collations(
     Ok(())
 }
 
+/// The fields of `drop` (MongoDB 7.0's `drop.idl`) besides the generic
+/// arguments.
+const DROP_FIELDS: &[&str] = &["drop", "collectionUUID"];
+
 pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "drop", DROP_FIELDS)?;
     let ns = target_namespace(req)?;
     let engine = &ctx.state.engine;
     let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
@@ -370,6 +386,8 @@ pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
 }
 
 pub async fn drop_database(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    // MongoDB 7.0's `drop_database.idl` declares no field but the command's.
+    args::refuse_unknown_fields(&req.body, "dropDatabase", &["dropDatabase"])?;
     validate_database_name(&req.db)?;
     if matches!(req.db.as_str(), "admin" | "local" | "config") {
         return Err(CommandError::new(20, format!("Dropping the '{}' database is prohibited.", req.db)));
@@ -394,7 +412,12 @@ fn full_namespace(value: Option<&Bson>, field: &str) -> Result<String, CommandEr
     namespace(db, collection)
 }
 
+/// The fields of `renameCollection` (MongoDB 7.0's
+/// `rename_collection.idl`) besides the generic arguments.
+const RENAME_COLLECTION_FIELDS: &[&str] = &["renameCollection", "to", "dropTarget", "stayTemp", "collectionUUID"];
+
 pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "renameCollection", RENAME_COLLECTION_FIELDS)?;
     if req.db != "admin" {
         return Err(CommandError::new(13, "renameCollection may only be run against the admin database."));
     }
@@ -471,7 +494,12 @@ pub fn insert_capped_stats(reply: &mut Document, options: &Document, scale: i64)
     reply.insert("maxSize", limits.size as i64 / scale);
 }
 
+/// The fields of `dbStats` (MongoDB 7.0's `dbcommands.idl`; the command
+/// answers to `dbstats` too) besides the generic arguments.
+const DB_STATS_FIELDS: &[&str] = &["dbStats", "dbstats", "scale", "freeStorage"];
+
 pub async fn db_stats(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "dbStats", DB_STATS_FIELDS)?;
     validate_database_name(&req.db)?;
     let scale = scale_of(&req.body)?;
     let engine = &ctx.state.engine;
@@ -543,6 +571,8 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     })
 }
 
+/// Unknown fields are ignored, as MongoDB 7.0's `validate` (a command
+/// without an IDL parser, `commands/validate.cpp`) ignores them.
 pub async fn validate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
     views::refuse_view(&ctx.state.engine, &ns, &req.name)?;

@@ -292,8 +292,22 @@ fn already_exists<'a>(
     Ok(false)
 }
 
+/// The fields of `createIndexes` (MongoDB 7.0's `create_indexes.idl`)
+/// besides the generic arguments; `isTimeseriesNamespace`, which mongos
+/// sets for shards (`stability: internal`), is left out.
+const CREATE_INDEXES_FIELDS: &[&str] = &[
+    "createIndexes",
+    "v",
+    "indexes",
+    "ignoreUnknownIndexOptions",
+    "commitQuorum",
+    "returnOnStart",
+    "collectionUUID",
+];
+
 pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "createIndexes";
+    args::refuse_unknown_fields(&req.body, COMMAND, CREATE_INDEXES_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
@@ -367,8 +381,14 @@ fn describe_index(index: &IndexSpec) -> Document {
     entry
 }
 
+/// The fields of `listIndexes` (MongoDB 7.0's `list_indexes.idl`) besides
+/// the generic arguments; `isTimeseriesNamespace`, which mongos sets for
+/// shards (`stability: internal`), is left out.
+const LIST_INDEXES_FIELDS: &[&str] = &["listIndexes", "cursor", "includeBuildUUIDs", "includeIndexBuildInfo"];
+
 pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "listIndexes";
+    args::refuse_unknown_fields(&req.body, COMMAND, LIST_INDEXES_FIELDS)?;
     let collection = args::collection_name(&req.body, COMMAND)?;
     let ns = namespace(&req.db, &collection);
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
@@ -408,7 +428,14 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     Ok(doc! {"cursor": {"id": Bson::Int64(id), "ns": ns, "firstBatch": first_batch}})
 }
 
+/// The fields of `dropIndexes` (MongoDB 7.0's `drop_indexes.idl`; the
+/// command answers to `deleteIndexes` too) besides the generic arguments;
+/// `isTimeseriesNamespace`, which mongos sets for shards (`stability:
+/// internal`), is left out.
+const DROP_INDEXES_FIELDS: &[&str] = &["dropIndexes", "deleteIndexes", "index", "collectionUUID"];
+
 pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    args::refuse_unknown_fields(&req.body, "dropIndexes", DROP_INDEXES_FIELDS)?;
     let command = req.name.as_str();
     let collection = args::collection_name(&req.body, command)?;
     check_writable(&req.db, &collection)?;

@@ -935,11 +935,11 @@ async fn matching_documents(
 
 /// The fields of `count` (MongoDB 7.0's `count_command.idl`) besides the
 /// generic arguments.
-const COUNT_FIELDS: &[&str] =
+pub(crate) const COUNT_FIELDS: &[&str] =
     &["count", "query", "limit", "skip", "hint", "collation", "fields", "mirrored", "sampleId", "encryptionInformation"];
 
 /// The fields of `distinct` (MongoDB 7.0's `distinct_command.idl`).
-const DISTINCT_FIELDS: &[&str] = &["distinct", "key", "query", "collation", "hint", "mirrored", "sampleId"];
+pub(crate) const DISTINCT_FIELDS: &[&str] = &["distinct", "key", "query", "collation", "hint", "mirrored", "sampleId"];
 
 pub async fn count(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     const COMMAND: &str = "count";

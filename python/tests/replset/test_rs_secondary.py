@@ -71,6 +71,16 @@ def test_a_secondary_hands_an_aggregate_with_out_or_merge_on_to_the_primary(rs):
     assert (refused["ok"], refused["code"]) == (0, 10107)
     assert "dst2" not in primary.t.list_collection_names()
 
+    # Its explain is a read there, whatever the verbosity, and writes nothing.
+    for verbosity in ("queryPlanner", "executionStats"):
+        explained = raw_command(port, {"explain": {"aggregate": "src", "pipeline": [{"$out": "dst3"}], "cursor": {}},
+                                       "verbosity": verbosity, "$db": "t", "$readPreference": {"mode": "secondary"}})
+        assert explained["ok"] == 1, (verbosity, explained)
+    refused = raw_command(port, {"explain": {"aggregate": "src", "pipeline": [{"$out": "dst3"}], "cursor": {}},
+                                 "$db": "t"})
+    assert (refused["ok"], refused["code"]) == (0, 13435), refused
+    assert "dst3" not in primary.t.list_collection_names()
+
 
 def test_a_secondary_serves_reads_only_with_a_read_preference_that_allows_it(rs):
     coll = rs.client().t.get_collection("r", write_concern=WriteConcern(w=3, wtimeout=10_000))

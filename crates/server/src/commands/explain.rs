@@ -93,10 +93,15 @@ fn reply(inner: &Document, planner: Document, execution: Option<Document>, verbo
 
 /// What an `explain` counts as: the explained command's access, as MongoDB
 /// checks it (explaining an `insert` on a secondary is NotWritablePrimary),
-/// although explaining writes nothing.
+/// although explaining writes nothing. An aggregate is a read whatever its
+/// last stage: a secondary runs `$out` / `$merge` pipelines too (it hands
+/// the write to the primary, `operation.rs`), and their explain writes
+/// nothing anywhere (`explain_aggregate` runs the pipeline, never its
+/// output stage).
 pub fn access(body: &Document) -> CommandAccess {
     match body.get("explain") {
         Some(Bson::Document(inner)) => match inner.keys().next() {
+            Some(name) if name == "aggregate" => CommandAccess::Read,
             Some(name) if name != "explain" => super::access_of(name, inner),
             _ => CommandAccess::Read,
         },

@@ -405,6 +405,7 @@ mod tests {
         let explain = find_command("explain", false).unwrap();
         assert_eq!(explain.access_of(&doc! {"explain": {"insert": "c", "documents": []}}), CommandAccess::Write);
         assert_eq!(explain.access_of(&doc! {"explain": {"find": "c"}}), CommandAccess::Read);
+        assert_eq!(explain.access_of(&doc! {"explain": out.clone()}), CommandAccess::Read);
         assert!(!explain.takes_write_concern(CommandAccess::Write));
         assert_eq!(access_of("insert", &doc! {}), CommandAccess::Write);
         assert_eq!(access_of("replSetGetStatus", &doc! {}), CommandAccess::Always);

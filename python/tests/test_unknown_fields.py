@@ -2,7 +2,10 @@
 field.") by the commands whose MongoDB 7.0 parser is strict IDL: the write commands,
 findAndModify, aggregate, the catalog and index commands, explain, listDatabases and dbStats.
 The generic arguments drivers add (comment, maxTimeMS, a session's lsid) and the options they
-send still work. validate has no IDL parser in 7.0 and keeps ignoring unknown fields."""
+send still work. validate has no IDL parser in 7.0 and keeps ignoring unknown fields.
+Fields those parsers declare are either used (collectionUUID, includeIndexBuildInfo,
+ignoreUnknownIndexOptions, commitQuorum) or, where nothing here implements them, refused with
+115 instead of ignored."""
 
 from __future__ import annotations
 
@@ -190,3 +193,92 @@ def test_catalog_and_index_commands_with_their_options(db, coll):
     assert db.d.find({"x": 1}).explain()["ok"] == 1.0
     db.drop_collection("d", comment="why")
     assert db.list_collection_names() == []
+
+
+# Fields MongoDB's parsers declare that nothing here implements are refused
+# (115) rather than accepted and ignored.
+
+@pytest.mark.parametrize("name, field, value", [
+    ("insert", "encryptionInformation", {"type": 1, "schema": {}}),
+    ("update", "runtimeConstants", {"localNow": 1}),
+    ("aggregate", "isMapReduceCommand", True),
+    ("aggregate", "encryptionInformation", {"type": 1}),
+    ("createIndexes", "returnOnStart", True),
+    ("findAndModify", "runtimeConstants", {"localNow": 1}),
+])
+def test_declared_but_unimplemented_fields_are_refused(coll, name, field, value):
+    where, command = command_of(name, coll.database)
+    database = coll.database.client.admin if where == "admin" else coll.database
+    with pytest.raises(OperationFailure) as raised:
+        database.command({**command, field: value})
+    assert raised.value.code == 115, raised.value.details
+    assert f"{name}.{field}" in str(raised.value)
+    assert coll.find_one({"_id": 1}) == SETUP_DOCUMENT
+
+
+def uuid_of(db, name):
+    return next(c for c in db.list_collections() if c["name"] == name)["info"]["uuid"]
+
+
+@pytest.mark.parametrize("name", ["insert", "update", "delete", "aggregate", "createIndexes", "dropIndexes", "drop",
+                                  "renameCollection"])
+def test_collection_uuid_must_name_the_collection(coll, name):
+    db = coll.database
+    db.other.insert_one({"_id": 1})
+    other = uuid_of(db, "other")
+    where, command = command_of(name, db)
+    database = db.client.admin if where == "admin" else db
+    with pytest.raises(OperationFailure) as raised:
+        database.command({**command, "collectionUUID": other})
+    assert raised.value.code == 361, raised.value.details
+    details = raised.value.details
+    assert (details["db"], details["expectedCollection"], details["actualCollection"]) == (db.name, "c", "other")
+    assert coll.find_one({"_id": 1}) == SETUP_DOCUMENT
+    assert "x_1" in coll.index_information()
+    database.command({**command, "collectionUUID": uuid_of(db, "c")})
+
+
+def test_collection_uuid_of_no_collection_and_of_the_wrong_type(coll):
+    import uuid
+
+    from bson.binary import Binary, UuidRepresentation
+
+    db = coll.database
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"find": "c", "collectionUUID": Binary.from_uuid(uuid.uuid4(), UuidRepresentation.STANDARD)})
+    assert raised.value.code == 361 and raised.value.details["actualCollection"] is None, raised.value.details
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"find": "c", "collectionUUID": "c"})
+    assert raised.value.code == 14, raised.value.details
+    assert db.command({"find": "c", "collectionUUID": uuid_of(db, "c")})["cursor"]["firstBatch"] == [SETUP_DOCUMENT]
+
+
+def test_list_indexes_build_info_wraps_each_ready_index_and_excludes_build_uuids(coll):
+    db = coll.database
+    wrapped = db.command({"listIndexes": "c", "includeIndexBuildInfo": True})["cursor"]["firstBatch"]
+    assert [entry["spec"]["name"] for entry in wrapped] == ["_id_", "x_1"]
+    assert all(set(entry) == {"spec"} for entry in wrapped), wrapped
+    plain = db.command({"listIndexes": "c", "includeBuildUUIDs": True})["cursor"]["firstBatch"]
+    assert [entry["name"] for entry in plain] == ["_id_", "x_1"]
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"listIndexes": "c", "includeBuildUUIDs": True, "includeIndexBuildInfo": True})
+    assert raised.value.code == 72, raised.value.details
+
+
+def test_ignore_unknown_index_options_drops_them(coll):
+    db = coll.database
+    spec = {"key": {"z": 1}, "name": "z_1", "someFutureOption": 1}
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"createIndexes": "c", "indexes": [spec]})
+    assert raised.value.code == 197, raised.value.details
+    db.command({"createIndexes": "c", "indexes": [spec], "ignoreUnknownIndexOptions": True})
+    listed = next(i for i in db.command({"listIndexes": "c"})["cursor"]["firstBatch"] if i["name"] == "z_1")
+    assert "someFutureOption" not in listed, listed
+
+
+def test_commit_quorum_on_a_standalone_is_refused(coll):
+    with pytest.raises(OperationFailure) as raised:
+        coll.database.command({"createIndexes": "c", "indexes": [{"key": {"q": 1}, "name": "q_1"}],
+                               "commitQuorum": "majority"})
+    assert raised.value.code == 2, raised.value.details
+    assert "q_1" not in coll.index_information()

@@ -179,6 +179,27 @@ def test_heartbeat_timeout_is_kept_and_marks_a_silent_member_down_before_the_ele
     members.wait_for("the secondary healthy again", lambda: seen_by_primary()["health"] == 1)
 
 
+def test_create_indexes_commit_quorum_waits_for_the_members_it_names(members):
+    """commitQuorum: "votingMembers" answers once every data-bearing voter
+    holds the index; a quorum the set cannot meet (more members than it
+    has, a custom mode) is refused before anything is built (278)."""
+    primary = members.primary()
+    with members.direct(primary) as client:
+        db = client.quorum
+        db.c.insert_one({"_id": 1, "a": 1})
+        for quorum in (4, "dc"):
+            with pytest.raises(OperationFailure) as raised:
+                db.command({"createIndexes": "c", "indexes": [{"key": {"b": 1}, "name": "b_1"}],
+                            "commitQuorum": quorum})
+            assert raised.value.code == 278, (quorum, raised.value.details)
+        db.command({"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}],
+                    "commitQuorum": "votingMembers", "writeConcern": {"w": 1}})
+    for i in range(3):
+        with members.direct(i) as client:
+            names = [index["name"] for index in client.quorum.c.list_indexes()]
+        assert names == ["_id_", "a_1"], (i, names)
+
+
 def test_append_oplog_note_and_rbid(members):
     primary = members.primary()
     with members.direct(primary) as client:

@@ -378,6 +378,9 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
     // Before anything else, as MongoDB's parse of the command: the
     // diagnostic stages and the change stream check come later.
     args::refuse_unknown_fields(&req.body, "aggregate", AGGREGATE_FIELDS)?;
+    if let Some(Bson::String(collection)) = req.body.get("aggregate") {
+        args::check_collection_uuid(&ctx.state.engine, &args::namespace(&req.db, collection), &req.body, "aggregate")?;
+    }
     refuse_change_stream_on_standalone(ctx, &req.body)?;
     if let Some(result) = super::diagnostic_stages::run(ctx, req).await {
         return result;

@@ -372,6 +372,7 @@ pub async fn drop(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     args::refuse_unknown_fields(&req.body, "drop", DROP_FIELDS)?;
     let ns = target_namespace(req)?;
     let engine = &ctx.state.engine;
+    args::check_collection_uuid(engine, &ns, &req.body, "drop")?;
     let indexes_before = engine.collection_info(&ns).map(|info| info.indexes.len());
     match engine.drop_collection(&ns) {
         Ok(op_time) => {
@@ -433,6 +434,7 @@ pub async fn rename_collection(ctx: &CommandContext, req: &CommandRequest) -> Co
     if from == to {
         return Err(CommandError::new(20, "Can't rename a collection to itself"));
     }
+    args::check_collection_uuid(&ctx.state.engine, &from, &req.body, "renameCollection")?;
     views::refuse_view(&ctx.state.engine, &from, "renameCollection")?;
     views::refuse_view(&ctx.state.engine, &to, "renameCollection")?;
     let op_time = ctx.state.engine.rename_collection(&from, &to, drop_target)?;

@@ -213,6 +213,7 @@ fn plan_write(
 pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     args::refuse_unknown_fields(&req.body, "insert", INSERT_FIELDS)?;
     let (_, ns) = write_target(req, "insert")?;
+    args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "insert")?;
     let documents = statements(&req.body, "insert", "documents")?;
     let ordered = get_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     // Arguments first, then the catalog, in MongoDB's order.
@@ -587,6 +588,7 @@ struct UpdateOutcomeCounts {
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     args::refuse_unknown_fields(&req.body, "update", UPDATE_FIELDS)?;
     let (_, ns) = write_target(req, "update")?;
+    args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "update")?;
     let updates = statements(&req.body, "update", "updates")?;
     check_statement_shapes(updates, "update.updates", UPDATE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "update", "ordered")?.unwrap_or(true);
@@ -798,6 +800,7 @@ impl DeleteStatement {
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     args::refuse_unknown_fields(&req.body, "delete", DELETE_FIELDS)?;
     let (_, ns) = write_target(req, "delete")?;
+    args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "delete")?;
     let deletes = statements(&req.body, "delete", "deletes")?;
     check_statement_shapes(deletes, "delete.deletes", DELETE_STATEMENT_FIELDS)?;
     let ordered = get_bool(&req.body, "delete", "ordered")?.unwrap_or(true);

@@ -531,6 +531,7 @@ fn point_read(ctx: &CommandContext, request: &FindRequest, id: &Bson) -> Command
 pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let start = Instant::now();
     let mut request = FindRequest::parse(&req.db, &req.body)?.resolve_collation(&ctx.state.engine)?;
+    args::check_collection_uuid(&ctx.state.engine, &request.ns, &req.body, "find")?;
     request.read_point = ctx.read_point();
     ctx.state.metrics.count_query();
     let collection = request.ns.split_once('.').map_or("", |(_, collection)| collection);

@@ -8,6 +8,7 @@
 
 use bson::{doc, Bson, Document};
 use slipstream_query::index_key::KeyPattern;
+use slipstream_repl::concern::{WriteConcern, W};
 use slipstream_storage::index_spec::{verdict, Verdict, EXPIRE_AFTER_SECONDS_MAX};
 use slipstream_storage::IndexSpec;
 
@@ -48,7 +49,11 @@ fn cannot_create(message: impl Into<String>) -> CommandError {
 
 /// Parses one entry of `indexes`; an index without its own `collation`
 /// takes `default_collation` (the collection's, as a full document).
-fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Result<IndexSpec, CommandError> {
+fn parse_index_spec(
+    value: &Bson,
+    default_collation: &Option<Document>,
+    ignore_unknown_options: bool,
+) -> Result<IndexSpec, CommandError> {
     let Bson::Document(spec) = value else {
         return Err(CommandError::new(
             14,
@@ -116,6 +121,8 @@ fn parse_index_spec(value: &Bson, default_collation: &Option<Document>) -> Resul
                 )));
             }
             field if IGNORED_OPTIONS.contains(&field) => {}
+            // `ignoreUnknownIndexOptions: true`: MongoDB drops them.
+            _ if ignore_unknown_options => {}
             field => {
                 return Err(CommandError::new(
                     197,
@@ -312,6 +319,7 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     check_writable(&req.db, &collection)?;
     let ns = namespace(&req.db, &collection);
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
+    args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, COMMAND)?;
     let items = get_array(&req.body, COMMAND, "indexes")?.ok_or_else(|| {
         CommandError::new(
             40414,
@@ -323,12 +331,14 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
             "Must specify at least one index to create",
         ));
     }
+    let ignore_unknown_options = args::get_bool(&req.body, COMMAND, "ignoreUnknownIndexOptions")?.unwrap_or(false);
+    let commit_quorum = commit_quorum(ctx, &req.body).await?;
     let engine = &ctx.state.engine;
     let info = engine.collection_info(&ns);
     let default_collation = crate::exec::collation::for_index(None, info.as_ref())?;
     let specs = items
         .iter()
-        .map(|item| parse_index_spec(item, &default_collation))
+        .map(|item| parse_index_spec(item, &default_collation, ignore_unknown_options))
         .collect::<Result<Vec<_>, _>>()?;
     let created_automatically = info.is_none();
     let existing = info.map(|info| info.indexes).unwrap_or_default();
@@ -350,11 +360,74 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
     // Building an index reads the whole collection.
     let (before, after, optime) = off_async_workers(|| engine.create_indexes(&ns, new_specs))?;
     ctx.note_write(optime);
+    // 0 or 1: the primary's own build is the quorum.
+    let quorum = commit_quorum.filter(|quorum| !matches!(quorum, W::Nodes(0 | 1)));
+    if let (Some(quorum), Some(optime)) = (quorum, optime) {
+        // The build is done here and replayed by each member from the
+        // oplog: the quorum holds once that many members applied it.
+        let concern = WriteConcern { w: quorum, journal: None, wtimeout_ms: 0, implicit: false };
+        ctx.state.topology.wait_for_write_concern(optime, &concern).await?;
+    }
     Ok(doc! {
         "numIndexesBefore": before as i32,
         "numIndexesAfter": after as i32,
         "createdCollectionAutomatically": created_automatically,
     })
+}
+
+/// `commitQuorum` as the members that must hold a new index before the
+/// command answers: `"votingMembers"` (every data-bearing voter),
+/// `"majority"`, or a number of data-bearing members. A standalone refuses
+/// it (BadValue), as MongoDB does; a quorum the configuration cannot meet,
+/// a custom mode among them (none exist here), answers
+/// UnsatisfiableCommitQuorum before anything is built.
+async fn commit_quorum(ctx: &CommandContext, body: &Document) -> Result<Option<W>, CommandError> {
+    let value = match body.get("commitQuorum") {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(value) => value,
+    };
+    if !ctx.state.topology.is_replica_set() {
+        return Err(CommandError::bad_value("Standalones can't specify commitQuorum"));
+    }
+    let voters = data_bearing_voters(ctx).await?;
+    let unsatisfiable = || {
+        CommandError::new(
+            278,
+            format!("Commit quorum cannot be satisfied with the current replica set configuration: {value}"),
+        )
+    };
+    let quorum = match value {
+        Bson::String(mode) if mode == "votingMembers" => W::Nodes(voters),
+        Bson::String(mode) if mode == "majority" => W::Majority,
+        Bson::String(_) => return Err(unsatisfiable()),
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => match args::get_i64(body, "createIndexes", "commitQuorum")? {
+            Some(n) if n < 0 => return Err(CommandError::bad_value("commitQuorum must be a non-negative number")),
+            Some(n) if n > i64::from(voters) => return Err(unsatisfiable()),
+            Some(n) => W::Nodes(n as u32),
+            None => return Err(CommandError::bad_value("commitQuorum must be an integer")),
+        },
+        other => {
+            return Err(CommandError::type_mismatch(format!(
+                "commitQuorum must be a number or a string, not {}",
+                args::type_name(other)
+            )))
+        }
+    };
+    Ok(Some(quorum))
+}
+
+/// How many members of the set's configuration vote and hold data.
+async fn data_bearing_voters(ctx: &CommandContext) -> Result<u32, CommandError> {
+    let reply = ctx.state.topology.run_command("replSetGetConfig", &doc! {"replSetGetConfig": 1}).await?;
+    let members = reply.get_document("config").and_then(|config| config.get_array("members"));
+    let members = members.map_err(|_| CommandError::internal("replSetGetConfig answered without members"))?;
+    let count = members
+        .iter()
+        .filter_map(|member| member.as_document())
+        .filter(|member| !member.get_bool("arbiterOnly").unwrap_or(false))
+        .filter(|member| !matches!(member.get("votes"), Some(Bson::Int32(0) | Bson::Int64(0))))
+        .count();
+    Ok(count as u32)
 }
 
 /// An index as `listIndexes` shows it.
@@ -398,12 +471,29 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
         }
         None => None,
     };
+    // Index builds here finish within their createIndexes, so no index is
+    // ever in progress: `includeBuildUUIDs` changes nothing (it adds the
+    // build's UUID to in-progress ones only), `includeIndexBuildInfo`
+    // wraps each ready index's spec as `{spec}`, as MongoDB 7.0 does.
+    let build_uuids = args::get_bool(&req.body, COMMAND, "includeBuildUUIDs")?.unwrap_or(false);
+    let build_info = args::get_bool(&req.body, COMMAND, "includeIndexBuildInfo")?.unwrap_or(false);
+    if build_uuids && build_info {
+        return Err(CommandError::new(
+            72,
+            "The includeBuildUUIDs flag and includeIndexBuildInfo flag cannot both be set to true",
+        ));
+    }
     let info = ctx
         .state
         .engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("ns does not exist: {ns}")))?;
-    let documents: Vec<Document> = info.indexes.iter().map(describe_index).collect();
+    let documents: Vec<Document> = info
+        .indexes
+        .iter()
+        .map(describe_index)
+        .map(|spec| if build_info { doc! {"spec": spec} } else { spec })
+        .collect();
     let mut body = CursorBody::Buffered(BufferedResults::new(documents, Default::default()));
     let timing = BatchTiming {
         deadline: None,
@@ -442,6 +532,7 @@ pub async fn drop_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
     let ns = namespace(&req.db, &collection);
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
+    args::check_collection_uuid(engine, &ns, &req.body, "dropIndexes")?;
     let info = engine
         .collection_info(&ns)
         .ok_or_else(|| CommandError::new(26, format!("ns not found {ns}")))?;
@@ -513,7 +604,7 @@ mod tests {
     use super::*;
 
     fn spec(value: Document) -> Result<IndexSpec, CommandError> {
-        parse_index_spec(&Bson::Document(value), &None)
+        parse_index_spec(&Bson::Document(value), &None, false)
     }
 
     #[test]

@@ -93,18 +93,78 @@ pub fn get_max_time_ms(body: &Document, _command: &str) -> Result<Option<u64>, C
 }
 
 /// Refuses a field that is neither one of `known` nor a generic argument,
-/// as MongoDB's strict command parsers do (40415).
+/// as MongoDB's strict command parsers do (40415), and a known field this
+/// node does not implement (`UNIMPLEMENTED_FIELDS`, 115) rather than
+/// ignoring it.
 pub fn refuse_unknown_fields(body: &Document, command: &str, known: &[&str]) -> Result<(), CommandError> {
     let unknown = body
         .keys()
         .find(|key| !known.contains(&key.as_str()) && !crate::commands::admin::is_generic_argument(key));
-    match unknown {
-        Some(key) => Err(CommandError::new(
+    if let Some(key) = unknown {
+        return Err(CommandError::new(
             40415,
             format!("BSON field '{command}.{key}' is an unknown field."),
-        )),
-        None => Ok(()),
+        ));
     }
+    for (field, what) in UNIMPLEMENTED_FIELDS {
+        if body.get(field).is_some_and(|value| !matches!(value, Bson::Null | Bson::Boolean(false))) {
+            return Err(CommandError::new(
+                115,
+                format!("BSON field '{command}.{field}' ({what}) is not supported by Slipstream"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fields MongoDB's command parsers declare that nothing here implements,
+/// with what they are for: a client that sends one expects something
+/// done with it.
+const UNIMPLEMENTED_FIELDS: &[(&str, &str)] = &[
+    ("encryptionInformation", "Queryable Encryption"),
+    ("runtimeConstants", "variables a router sets for the shards"),
+    ("isMapReduceCommand", "mapReduce run as an aggregation"),
+    ("returnOnStart", "an index build answered before it finishes"),
+];
+
+/// `collectionUUID` (MongoDB 5.0+): the command runs only if the collection
+/// named is the one with that UUID; otherwise CollectionUUIDMismatch (361)
+/// with `db`, `collectionUUID`, `expectedCollection` and `actualCollection`
+/// (the name of the collection that has the UUID in the database, or null).
+pub fn check_collection_uuid(
+    engine: &slipstream_storage::Engine,
+    ns: &str,
+    body: &Document,
+    command: &str,
+) -> Result<(), CommandError> {
+    let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
+    let expected = match body.get("collectionUUID") {
+        None | Some(Bson::Null) => return Ok(()),
+        Some(Bson::Binary(binary)) if binary.subtype == bson::spec::BinarySubtype::Uuid && binary.bytes.len() == 16 => {
+            let mut bytes = [0u8; 16];
+            bytes.copy_from_slice(&binary.bytes);
+            bson::Uuid::from_bytes(bytes)
+        }
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "BSON field '{command}.collectionUUID' is the wrong type '{}', expected type 'binData'",
+                type_name(other)
+            )))
+        }
+    };
+    if engine.collection_info(ns).is_some_and(|info| info.uuid == expected) {
+        return Ok(());
+    }
+    let actual = engine
+        .list_collections(db)
+        .into_iter()
+        .find(|info| info.uuid == expected)
+        .and_then(|info| info.ns.split_once('.').map(|(_, name)| name.to_owned()));
+    Err(CommandError::new(361, "Collection UUID does not match that specified")
+        .with_extra("db", db)
+        .with_extra("collectionUUID", expected)
+        .with_extra("expectedCollection", collection)
+        .with_extra("actualCollection", actual.map_or(Bson::Null, Bson::String)))
 }
 
 /// A field of MongoDB's IDL type `optionalBool` (most command flags:

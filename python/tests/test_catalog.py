@@ -124,6 +124,22 @@ def test_validate(db):
     assert report["keysPerIndex"]["a_1"] == 20
 
 
+@pytest.mark.parametrize("options, code", [
+    ({"background": True, "full": True}, 72),
+    ({"background": True, "repair": True}, 72),
+    ({"background": True, "enforceFastCount": True}, 72),
+    ({"repair": True}, 115),
+    ({"full": "yes"}, 14),
+])
+def test_validate_refuses_what_mongodb_refuses_and_repair(db, options, code):
+    db.v.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"validate": "v", **options})
+    assert raised.value.code == code, raised.value.details
+    for accepted in ({"full": True}, {"background": True}, {"metadata": True}, {"full": False, "repair": False}):
+        assert db.command({"validate": "v", **accepted})["valid"] is True
+
+
 def test_invalid_collection_names(db):
     with pytest.raises(OperationFailure):
         db.command("create", "")

@@ -575,8 +575,37 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
 
 /// Unknown fields are ignored, as MongoDB 7.0's `validate` (a command
 /// without an IDL parser, `commands/validate.cpp`) ignores them.
+/// `validate`'s option combinations MongoDB 7.0 refuses (InvalidOptions),
+/// and `repair`, which nothing here does (115) rather than answering as if
+/// there were nothing to repair. Every other run checks the whole
+/// collection (`full` and `metadata` change nothing; `background` reads
+/// from a snapshot anyway).
+fn check_validate_options(body: &Document) -> Result<(), CommandError> {
+    let flag = |name: &str| args::get_bool(body, "validate", name).map(|value| value.unwrap_or(false));
+    for name in ["full", "repair", "enforceFastCount", "metadata", "scandata", "checkBSONConformance"] {
+        flag(name)?;
+    }
+    let background = flag("background")?;
+    for other in ["full", "repair", "enforceFastCount"] {
+        if background && flag(other)? {
+            return Err(CommandError::new(
+                72,
+                format!(
+                    "Running the validate command with both {{ background: true }} and {{ {other}: true }} is not \
+                     supported."
+                ),
+            ));
+        }
+    }
+    if flag("repair")? {
+        return Err(CommandError::new(115, "validate with { repair: true } is not supported by Slipstream"));
+    }
+    Ok(())
+}
+
 pub async fn validate(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
+    check_validate_options(&req.body)?;
     views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     let info = engine

@@ -116,7 +116,6 @@ const FIND_FIELDS: &[&str] = &[
     "readOnce",
     "allowSpeculativeMajorityRead",
     "term",
-    "includeQueryStatsMetrics",
     "tailableRetryOnAbort",
     "ntoreturn",
     "options",

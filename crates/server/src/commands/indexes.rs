@@ -400,12 +400,14 @@ async fn commit_quorum(ctx: &CommandContext, body: &Document) -> Result<Option<W
         Bson::String(mode) if mode == "votingMembers" => W::Nodes(voters),
         Bson::String(mode) if mode == "majority" => W::Majority,
         Bson::String(_) => return Err(unsatisfiable()),
-        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => match args::get_i64(body, "createIndexes", "commitQuorum")? {
-            Some(n) if n < 0 => return Err(CommandError::bad_value("commitQuorum must be a non-negative number")),
-            Some(n) if n > i64::from(voters) => return Err(unsatisfiable()),
-            Some(n) => W::Nodes(n as u32),
-            None => return Err(CommandError::bad_value("commitQuorum must be an integer")),
-        },
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
+            match args::get_i64(body, "createIndexes", "commitQuorum")? {
+                Some(n) if n < 0 => return Err(CommandError::bad_value("commitQuorum must be a non-negative number")),
+                Some(n) if n > i64::from(voters) => return Err(unsatisfiable()),
+                Some(n) => W::Nodes(n as u32),
+                None => return Err(CommandError::bad_value("commitQuorum must be an integer")),
+            }
+        }
         other => {
             return Err(CommandError::type_mismatch(format!(
                 "commitQuorum must be a number or a string, not {}",

@@ -109,3 +109,23 @@ def test_values_round_trip(coll):
     assert found["long"] == 2**40 and found["dec"] == Decimal128("1.25")
     assert found["arr"] == [1, [2, {"x": None}]] and found["ts"] == Timestamp(5, 6)
     assert found["date"] == datetime.datetime(2020, 1, 2, 3, 4, 5)
+
+
+def test_empty_top_level_timestamps_get_the_inserts_own_unless_bypassed(coll):
+    """MongoDB's insert fills a top-level Timestamp(0, 0), except in _id
+    (SERVER-43014) and in embedded documents, with a current, unique
+    timestamp; bypassEmptyTsReplacement keeps it as sent."""
+    from bson.timestamp import Timestamp
+
+    empty = Timestamp(0, 0)
+    coll.insert_many([{"_id": 1, "a": empty, "b": empty, "n": {"t": empty}}, {"_id": 2, "a": empty}])
+    coll.insert_one({"_id": empty, "a": empty})
+    one, two = coll.find_one({"_id": 1}), coll.find_one({"_id": 2})
+    assert one["a"].time > 0 and one["a"] == one["b"], one
+    assert one["n"] == {"t": empty}
+    assert two["a"] > one["a"], (one, two)
+    stored = coll.find_one({"_id": empty})
+    assert stored["_id"] == empty and stored["a"].time > 0, stored
+    coll.database.command({"insert": coll.name, "documents": [{"_id": 3, "a": empty}],
+                           "bypassEmptyTsReplacement": True})
+    assert coll.find_one({"_id": 3})["a"] == empty

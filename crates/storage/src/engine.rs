@@ -382,6 +382,27 @@ pub struct Reader {
     local: LocalDocuments,
 }
 
+/// Whether a top-level field other than `_id` holds `Timestamp(0, 0)`.
+fn has_empty_timestamp(document: &Document) -> bool {
+    document.iter().any(|(key, value)| key != "_id" && is_empty_timestamp(value))
+}
+
+fn is_empty_timestamp(value: &Bson) -> bool {
+    matches!(value, Bson::Timestamp(t) if t.time == 0 && t.increment == 0)
+}
+
+/// `document` with each top-level empty timestamp but `_id`'s set to `ts`.
+fn with_empty_timestamps_filled(document: &Document, ts: Timestamp) -> Document {
+    document
+        .iter()
+        .map(|(key, value)| {
+            let filled = key != "_id" && is_empty_timestamp(value);
+            let value = if filled { Bson::Timestamp(crate::timestamp::bson_timestamp(ts)) } else { value.clone() };
+            (key.clone(), value)
+        })
+        .collect()
+}
+
 fn wall_clock_secs() -> u32 {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     u32::try_from(secs).unwrap_or(u32::MAX)
@@ -1422,6 +1443,21 @@ impl Writer<'_> {
     /// Into a capped collection, the oldest documents over its limits are
     /// then deleted, and the last of those deletes is the optime returned.
     pub fn insert(&mut self, ns: &str, document: Document) -> Result<OpTime> {
+        self.insert_with(ns, document, false)
+    }
+
+    /// `insert` of a client's document, as MongoDB's insert command stores
+    /// it: each top-level field other than `_id` that holds the empty
+    /// timestamp `Timestamp(0, 0)` gets the timestamp of the insert's own
+    /// oplog entry (unique and current, as MongoDB's cluster time tick),
+    /// and the entry carries the filled document, so that every member
+    /// stores the same one. (`bypassEmptyTsReplacement` is a plain
+    /// `insert`; so is an applied entry.)
+    pub fn insert_filling_empty_timestamps(&mut self, ns: &str, document: Document) -> Result<OpTime> {
+        self.insert_with(ns, document, true)
+    }
+
+    fn insert_with(&mut self, ns: &str, document: Document, fill_empty_timestamps: bool) -> Result<OpTime> {
         match document.get("_id") {
             None => return Err(StorageError::InvalidDocument("document to insert has no _id".to_string())),
             // MongoDB refuses these as _id: an array would index as many
@@ -1445,8 +1481,15 @@ impl Writer<'_> {
         // An inserted document is its own image: the entry's `o` answers a
         // retried upsert, so an insert keeps none.
         let statement = self.session.as_ref().map(|session| StatementPlan { session, retry_image: None });
-        let optime = self.engine.inner.commit(&mut self.state, statement, |applier, _ts| {
-            applier.insert(ns, &document, bytes.clone())?;
+        let fill = fill_empty_timestamps && has_empty_timestamp(&document);
+        let optime = self.engine.inner.commit(&mut self.state, statement, |applier, ts| {
+            // The filled document is the same size: the capped check holds.
+            let filled = fill.then(|| with_empty_timestamps_filled(&document, ts));
+            let (document, bytes) = match &filled {
+                Some(filled) => (filled, encode_document(filled)?),
+                None => (&document, bytes.clone()),
+            };
+            applier.insert(ns, document, bytes.clone())?;
             let o = RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
             Ok(Some(EntryPlan { op: OpKind::Insert, ns: ns.to_string(), ui: Some(collection.uuid), o, o2: None }))
         })?;

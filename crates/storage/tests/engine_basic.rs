@@ -130,3 +130,23 @@ fn second_engine_on_same_dbpath_is_refused() {
     drop(engine);
     Engine::open(options(dir.path())).unwrap().shutdown().unwrap();
 }
+
+#[test]
+fn an_insert_filling_empty_timestamps_stores_and_logs_its_own_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(options(dir.path())).unwrap();
+    let empty = Bson::Timestamp(bson::Timestamp { time: 0, increment: 0 });
+    let document = doc! {"_id": empty.clone(), "a": empty.clone(), "n": {"t": empty.clone()}};
+    let optime = engine.writer().insert_filling_empty_timestamps("db.c", document.clone()).unwrap();
+    let own = Bson::Timestamp(bson::Timestamp { time: optime.ts.secs, increment: optime.ts.inc });
+    let stored = engine.reader(ReadAt::Latest).unwrap().get("db.c", &empty).unwrap().unwrap();
+    assert_eq!(stored, doc! {"_id": empty.clone(), "a": own.clone(), "n": {"t": empty.clone()}});
+    // The entry carries the filled document: members store the same one.
+    let entry = engine.oplog_entry(optime.ts).unwrap().unwrap();
+    let logged: Document = entry.get_document("o").unwrap().try_into().unwrap();
+    assert_eq!(logged, stored);
+    // A plain insert (an applied entry, bypassEmptyTsReplacement) keeps it.
+    engine.writer().insert("db.c", doc! {"_id": 2, "a": empty.clone()}).unwrap();
+    let kept = engine.reader(ReadAt::Latest).unwrap().get("db.c", &Bson::Int32(2)).unwrap();
+    assert_eq!(kept, Some(doc! {"_id": 2, "a": empty}));
+}

@@ -19,7 +19,7 @@ use slipstream_query::filter::Filter;
 use slipstream_query::projection::Projection;
 use slipstream_query::sort::SortSpec;
 use slipstream_query::update::{oplog_update, upsert_seed, Update, UpdateContext};
-use slipstream_storage::{Engine, OpTime, RetryImage, StatementSession};
+use slipstream_storage::{Engine, OpTime, RetryImage, StatementSession, Writer};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
@@ -220,7 +220,8 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     crate::exec::views::refuse_view(&ctx.state.engine, &ns, &req.name)?;
     let engine = &ctx.state.engine;
     let validation = Validation::for_command(engine, &ns, &req.body, "insert")?;
-    let validation = &validation;
+    let bypass_empty_ts = get_bool(&req.body, "insert", "bypassEmptyTsReplacement")?.unwrap_or(false);
+    let rules = &InsertRules { validation: &validation, fill_empty_timestamps: !bypass_empty_ts };
     // Even one insert may wait for the write lock behind a long statement
     // of another connection, so inserts run off the async workers, except
     // a single document that gets the lock without waiting: then the
@@ -231,13 +232,13 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         retry.check_statement_count(documents.len())?;
     }
     let totals = match (&retry, documents.as_slice()) {
-        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry, validation).await?,
-        (None, [value]) => match insert_single_inline(engine, &ns, value, None, validation).await {
+        (Some(retry), [value]) => insert_single_retryable(engine, &ns, value, retry, rules).await?,
+        (None, [value]) => match insert_single_inline(engine, &ns, value, None, rules).await {
             Some(totals) => totals,
-            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None, validation))?,
+            None => off_async_workers(|| run_inserts(engine, &ns, documents, ordered, None, rules))?,
         },
         (retry, _) => {
-            off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref(), validation))?
+            off_async_workers(|| run_inserts(engine, &ns, documents, ordered, retry.as_deref(), rules))?
         }
     };
     ctx.state.metrics.count_insert(totals.applied);
@@ -248,6 +249,25 @@ pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         retry.add_retried_ids(&mut reply);
     }
     Ok(finish_reply(reply, totals.write_errors))
+}
+
+/// How one `insert` command stores its documents: checked against the
+/// target's validator (unless bypassed), and with each top-level empty
+/// timestamp but `_id`'s filled by the insert's own (MongoDB's insert
+/// does so unless `bypassEmptyTsReplacement`).
+struct InsertRules<'a> {
+    validation: &'a Validation,
+    fill_empty_timestamps: bool,
+}
+
+impl InsertRules<'_> {
+    fn insert(&self, writer: &mut Writer<'_>, ns: &str, document: Document) -> Result<OpTime, CommandError> {
+        Ok(if self.fill_empty_timestamps {
+            writer.insert_filling_empty_timestamps(ns, document)?
+        } else {
+            writer.insert(ns, document)?
+        })
+    }
 }
 
 /// What a batch of write statements did.
@@ -268,7 +288,7 @@ fn run_inserts(
     documents: &[Bson],
     ordered: bool,
     retry: Option<&RetryableWrite>,
-    validation: &Validation,
+    rules: &InsertRules<'_>,
 ) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     for (index, value) in documents.iter().enumerate() {
@@ -280,7 +300,7 @@ fn run_inserts(
             }
         }
         let session = retry.map(|retry| retry.statement(index)).transpose();
-        match session.and_then(|session| insert_one(engine, ns, value, session, validation)) {
+        match session.and_then(|session| insert_one(engine, ns, value, session, rules)) {
             Ok(optime) => {
                 totals.applied += 1;
                 totals.last_write = Some(optime);
@@ -310,13 +330,13 @@ async fn insert_single_inline(
     ns: &str,
     value: &Bson,
     session: Option<&StatementSession>,
-    validation: &Validation,
+    rules: &InsertRules<'_>,
 ) -> Option<WriteTotals> {
     for attempt in 0..INLINE_INSERT_ATTEMPTS_MAX {
         if attempt > 0 {
             tokio::task::yield_now().await;
         }
-        if let Some(totals) = insert_if_unlocked(engine, ns, value, session, validation) {
+        if let Some(totals) = insert_if_unlocked(engine, ns, value, session, rules) {
             return Some(totals);
         }
     }
@@ -332,7 +352,7 @@ async fn insert_single_retryable(
     ns: &str,
     value: &Bson,
     retry: &RetryableWrite,
-    validation: &Validation,
+    rules: &InsertRules<'_>,
 ) -> Result<WriteTotals, CommandError> {
     let mut totals = WriteTotals::default();
     if let Some(entry) = retry.executed(retry.stmt_id(0))? {
@@ -347,11 +367,11 @@ async fn insert_single_retryable(
             return Ok(totals);
         }
     };
-    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session), validation).await {
+    if let Some(totals) = insert_single_inline(engine, ns, value, Some(&session), rules).await {
         return Ok(totals);
     }
     Ok(off_async_workers(|| {
-        match insert_one(engine, ns, value, Some(session), validation) {
+        match insert_one(engine, ns, value, Some(session), rules) {
             Ok(optime) => {
                 totals.applied = 1;
                 totals.last_write = Some(optime);
@@ -369,13 +389,14 @@ fn insert_if_unlocked(
     ns: &str,
     value: &Bson,
     session: Option<&StatementSession>,
-    validation: &Validation,
+    rules: &InsertRules<'_>,
 ) -> Option<WriteTotals> {
     let mut writer = engine.try_writer()?;
     writer.set_session(session.cloned());
     let mut totals = WriteTotals::default();
-    let prepared = prepare_insert(value).and_then(|document| validation.check_insert(&document).map(|_| document));
-    match prepared.and_then(|document| Ok(writer.insert(ns, document)?)) {
+    let prepared =
+        prepare_insert(value).and_then(|document| rules.validation.check_insert(&document).map(|_| document));
+    match prepared.and_then(|document| rules.insert(&mut writer, ns, document)) {
         Ok(optime) => {
             totals.applied = 1;
             totals.last_write = Some(optime);
@@ -390,13 +411,13 @@ fn insert_one(
     ns: &str,
     value: &Bson,
     session: Option<StatementSession>,
-    validation: &Validation,
+    rules: &InsertRules<'_>,
 ) -> Result<OpTime, CommandError> {
     let document = prepare_insert(value)?;
-    validation.check_insert(&document)?;
+    rules.validation.check_insert(&document)?;
     let mut writer = engine.writer();
     writer.set_session(session);
-    Ok(writer.insert(ns, document)?)
+    rules.insert(&mut writer, ns, document)
 }
 
 // ---------------------------------------------------------------- update

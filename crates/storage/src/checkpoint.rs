@@ -143,24 +143,6 @@ fn run_thread(inner: Arc<Inner>) {
 /// below the snapshot window's start while memory is within its bound.
 pub(crate) fn checkpoint(inner: &Inner, keep_window: bool) -> Result<Timestamp, StorageError> {
     let _guard = inner.checkpoint_lock.lock();
-    checkpoint_locked(inner, keep_window)
-}
-
-/// An explicit checkpoint (`checkpoint` without the window), unless a
-/// checkpoint copy's pin lives: that copy would have to start over, and
-/// the caller (the `fsync` command) only wants what is durable in the
-/// journal also in the file. `None` when a pin held it back. The pins are
-/// looked at under `checkpoint_lock`, which a copy's begin holds while it
-/// pins, so no copy can begin between the look and the checkpoint.
-pub(crate) fn checkpoint_unless_pinned(inner: &Inner) -> Result<Option<Timestamp>, StorageError> {
-    let _guard = inner.checkpoint_lock.lock();
-    if inner.copy_pins.lock().any(Instant::now()) {
-        return Ok(None);
-    }
-    checkpoint_locked(inner, false).map(Some)
-}
-
-fn checkpoint_locked(inner: &Inner, keep_window: bool) -> Result<Timestamp, StorageError> {
     if let Some(reason) = &*inner.poisoned.lock() {
         return Err(StorageError::Poisoned(reason.clone()));
     }

@@ -1118,12 +1118,15 @@ impl Engine {
         crate::checkpoint::checkpoint(&self.inner, false)
     }
 
-    /// `checkpoint_now`, except that while another member copies the
-    /// checkpoint file (`engine/checkpoint_copy.rs`) only the journal is
-    /// synced, so that the copy need not start over: `None` then.
-    pub fn checkpoint_unless_copying(&self) -> Result<Option<Timestamp>> {
+    /// The `fsync` command's work: every write so far made durable in the
+    /// journal now, then the checkpoint the background thread would write
+    /// now (`checkpoint.rs`): below the snapshot window's start, so that
+    /// snapshot reads still reach back that far, and none while another
+    /// member copies the checkpoint file, which would have to start over.
+    /// Returns the checkpoint's timestamp.
+    pub fn flush(&self) -> Result<Timestamp> {
         self.inner.journal.sync_now()?;
-        crate::checkpoint::checkpoint_unless_pinned(&self.inner)
+        crate::checkpoint::checkpoint(&self.inner, true)
     }
 
     /// Rewrites the checkpoint file without its free space (`compact`).

@@ -171,19 +171,18 @@ fn a_copy_whose_file_changes_under_it_fails_and_a_new_one_starts() {
 }
 
 #[test]
-fn checkpoint_unless_copying_leaves_a_pinned_file_alone_and_checkpoints_once_the_pin_goes() {
+fn flush_syncs_the_journal_and_leaves_a_pinned_file_alone_until_the_pin_goes() {
     let dir = tempfile::tempdir().unwrap();
     let source = open(dir.path());
     write_users(&source, 0, 200);
     let copy = source.begin_checkpoint_copy(HOLDER).unwrap();
     write_users(&source, 200, 10);
     // The writes are durable in the journal; the file the copy reads stays.
-    assert_eq!(source.checkpoint_unless_copying().unwrap(), None);
+    assert_eq!(source.flush().unwrap(), copy.optime.ts);
     assert_eq!(source.last_durable(), source.last_applied());
     source.read_checkpoint_copy(HOLDER, &copy.id, 0, 4096).unwrap();
     source.end_checkpoint_copy(HOLDER);
-    let written = source.checkpoint_unless_copying().unwrap();
-    assert_eq!(written, Some(source.last_applied().ts));
+    assert_eq!(source.flush().unwrap(), source.last_applied().ts);
     assert!(source.read_checkpoint_copy(HOLDER, &copy.id, 0, 4096).is_err());
     source.shutdown().unwrap();
 }

@@ -104,3 +104,31 @@ fn a_steady_load_slides_the_window_instead_of_emptying_it() {
     }
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn flush_makes_every_write_durable_and_keeps_the_snapshot_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = EngineOptions::new(dir.path());
+    // Nothing is synced or checkpointed but by the flush.
+    options.checkpoint_interval_ms = 600_000;
+    options.journal_commit_interval_ms = 600_000;
+    options.replicated = true;
+    options.snapshot_history_window_secs = WINDOW_SECS;
+    let engine = Engine::open(options).unwrap();
+    engine.set_write_gate(WriteGate::Open { term: 1 });
+    let mut first = None;
+    for i in 0..50 {
+        let optime = engine.writer().insert("db.c", doc! {"_id": i}).unwrap();
+        first.get_or_insert(optime.ts);
+        engine.set_stable_timestamp(optime.ts);
+    }
+    let first = first.unwrap();
+    assert!(engine.last_durable() < engine.last_applied());
+    let checkpoint = engine.flush().unwrap();
+    assert_eq!(engine.last_durable(), engine.last_applied());
+    // A checkpoint at the newest write would give up the window: the
+    // first write is still readable at its own timestamp.
+    assert!(checkpoint < first, "flush checkpointed at {checkpoint}, past the window's first write {first}");
+    assert_eq!(count_at(&engine, first), 1);
+    engine.shutdown().unwrap();
+}

@@ -1,13 +1,14 @@
 //! `fsync` and `fsyncUnlock`.
 //!
-//! `{fsync: 1}` makes everything written so far durable in the checkpoint
-//! file, not only in the journal: the journal is synced, then a checkpoint
-//! is written at the stable timestamp (`Engine::checkpoint_unless_copying`;
-//! on a replica set member that is the commit point, so writes above it
-//! stay in the journal, from which a restart recovers them). While another
-//! member copies the checkpoint file for its initial sync, only the
-//! journal is synced: a new checkpoint would make that copy start over.
-//! MongoDB answers `numFiles: 1` for WiredTiger; so does this.
+//! `{fsync: 1}` makes every write so far durable now (the journal is
+//! synced: a `w: 1` write without `j` is acknowledged before that), then
+//! writes the checkpoint the background thread would write now
+//! (`Engine::flush`): not past the snapshot window's start, which a
+//! checkpoint at the newest write would give up (snapshot reads would then
+//! fail below it), and none while another member copies the checkpoint
+//! file for its initial sync (that copy would start over). What is not in
+//! the checkpoint file is in the journal, from which a restart recovers
+//! it. MongoDB answers `numFiles: 1` for WiredTiger; so does this.
 //!
 //! `lock: true` (`db.fsyncLock()`, writes blocked until `fsyncUnlock`) is
 //! not implemented and answers CommandNotSupported rather than flushing
@@ -35,23 +36,15 @@ pub async fn fsync(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     }
     let engine = ctx.state.engine.clone();
     let started = std::time::Instant::now();
-    let checkpoint = crate::operations::spawn_blocking(move || engine.checkpoint_unless_copying())
+    let checkpoint = crate::operations::spawn_blocking(move || engine.flush())
         .await
         .map_err(|err| CommandError::new(1, format!("fsync did not finish: {err}")))??;
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    match checkpoint {
-        Some(checkpoint) => tracing::info!(
-            target: "storage",
-            checkpoint = %checkpoint,
-            elapsed_ms,
-            "fsync: journal synced and checkpoint written"
-        ),
-        None => tracing::info!(
-            target: "storage",
-            elapsed_ms,
-            "fsync: journal synced; no checkpoint while a member copies the checkpoint file"
-        ),
-    }
+    tracing::info!(
+        target: "storage",
+        checkpoint = %checkpoint,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "fsync: journal synced; checkpoint as the background thread would write it"
+    );
     Ok(doc! {"numFiles": 1})
 }
 

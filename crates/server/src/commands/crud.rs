@@ -88,13 +88,11 @@ fn write_target(req: &CommandRequest, command: &str) -> Result<(String, String),
     Ok((collection.clone(), namespace(&req.db, &collection)))
 }
 
-/// The top-level fields of `insert` (MongoDB 7.0's `write_ops.idl`: the
-/// command's own and those of `WriteCommandRequestBase`) besides the
-/// generic arguments. `isTimeseriesNamespace` is left out: mongos sets it
-/// on the commands it sends to shards (`stability: internal`).
-pub(crate) const INSERT_FIELDS: &[&str] = &[
-    "insert",
-    "documents",
+/// The fields of MongoDB 7.0's `WriteCommandRequestBase`
+/// (`write_ops.idl`), which `insert`, `update` and `delete` share.
+/// `isTimeseriesNamespace` is left out: mongos sets it on the commands it
+/// sends to shards (`stability: internal`).
+const WRITE_COMMAND_BASE_FIELDS: &[&str] = &[
     "bypassDocumentValidation",
     "ordered",
     "stmtIds",
@@ -103,35 +101,13 @@ pub(crate) const INSERT_FIELDS: &[&str] = &[
     "bypassEmptyTsReplacement",
 ];
 
-/// The top-level fields of `update` (MongoDB 7.0's `write_ops.idl`), as
-/// for `insert`.
-pub(crate) const UPDATE_FIELDS: &[&str] = &[
-    "update",
-    "updates",
-    "let",
-    "runtimeConstants",
-    "bypassDocumentValidation",
-    "ordered",
-    "stmtIds",
-    "collectionUUID",
-    "encryptionInformation",
-    "bypassEmptyTsReplacement",
-];
-
-/// The top-level fields of `delete` (MongoDB 7.0's `write_ops.idl`), as
-/// for `insert`.
-pub(crate) const DELETE_FIELDS: &[&str] = &[
-    "delete",
-    "deletes",
-    "let",
-    "runtimeConstants",
-    "bypassDocumentValidation",
-    "ordered",
-    "stmtIds",
-    "collectionUUID",
-    "encryptionInformation",
-    "bypassEmptyTsReplacement",
-];
+/// The top-level fields of `insert`, `update` and `delete` besides the
+/// generic arguments: each command's own, then the shared ones.
+pub(crate) const INSERT_FIELDS: &[&[&str]] = &[&["insert", "documents"], WRITE_COMMAND_BASE_FIELDS];
+pub(crate) const UPDATE_FIELDS: &[&[&str]] =
+    &[&["update", "updates", "let", "runtimeConstants"], WRITE_COMMAND_BASE_FIELDS];
+pub(crate) const DELETE_FIELDS: &[&[&str]] =
+    &[&["delete", "deletes", "let", "runtimeConstants"], WRITE_COMMAND_BASE_FIELDS];
 
 /// Codes of statement errors after which this node can write nothing more
 /// (it stopped being primary, or is shutting down).
@@ -211,7 +187,7 @@ fn plan_write(
 // ---------------------------------------------------------------- insert
 
 pub async fn insert(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    args::refuse_unknown_fields(&req.body, "insert", INSERT_FIELDS)?;
+    args::refuse_unknown_fields_of(&req.body, "insert", INSERT_FIELDS)?;
     let (_, ns) = write_target(req, "insert")?;
     args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "insert")?;
     let documents = statements(&req.body, "insert", "documents")?;
@@ -607,7 +583,7 @@ struct UpdateOutcomeCounts {
 }
 
 pub async fn update(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    args::refuse_unknown_fields(&req.body, "update", UPDATE_FIELDS)?;
+    args::refuse_unknown_fields_of(&req.body, "update", UPDATE_FIELDS)?;
     let (_, ns) = write_target(req, "update")?;
     args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "update")?;
     let updates = statements(&req.body, "update", "updates")?;
@@ -819,7 +795,7 @@ impl DeleteStatement {
 }
 
 pub async fn delete(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
-    args::refuse_unknown_fields(&req.body, "delete", DELETE_FIELDS)?;
+    args::refuse_unknown_fields_of(&req.body, "delete", DELETE_FIELDS)?;
     let (_, ns) = write_target(req, "delete")?;
     args::check_collection_uuid(&ctx.state.engine, &ns, &req.body, "delete")?;
     let deletes = statements(&req.body, "delete", "deletes")?;

@@ -112,14 +112,14 @@ pub fn access(body: &Document) -> CommandAccess {
 /// The explained command's own fields, for the commands whose parser is
 /// not run by `explain` itself (`find`'s is): MongoDB parses the explained
 /// command with its own parser, so an unknown field is refused there too.
-fn inner_fields(command: &str) -> Option<(&'static str, &'static [&'static str])> {
+fn inner_fields(command: &str) -> Option<(&'static str, &'static [&'static [&'static str]])> {
     match command {
-        "aggregate" => Some(("aggregate", super::aggregate::AGGREGATE_FIELDS)),
-        "count" => Some(("count", super::find::COUNT_FIELDS)),
-        "distinct" => Some(("distinct", super::find::DISTINCT_FIELDS)),
+        "aggregate" => Some(("aggregate", &[super::aggregate::AGGREGATE_FIELDS])),
+        "count" => Some(("count", &[super::find::COUNT_FIELDS])),
+        "distinct" => Some(("distinct", &[super::find::DISTINCT_FIELDS])),
         "update" => Some(("update", super::crud::UPDATE_FIELDS)),
         "delete" => Some(("delete", super::crud::DELETE_FIELDS)),
-        "findAndModify" | "findandmodify" => Some(("findAndModify", super::crud::FIND_AND_MODIFY_FIELDS)),
+        "findAndModify" | "findandmodify" => Some(("findAndModify", &[super::crud::FIND_AND_MODIFY_FIELDS])),
         _ => None,
     }
 }
@@ -137,7 +137,7 @@ pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     let verbosity = Verbosity::parse(&req.body)?;
     let command = inner.keys().next().cloned().unwrap_or_default();
     if let Some((name, fields)) = inner_fields(&command) {
-        args::refuse_unknown_fields(&inner, name, fields)?;
+        args::refuse_unknown_fields_of(&inner, name, fields)?;
     }
     if let Some(Bson::String(collection)) = inner.get(&command) {
         let is_view = crate::exec::views::resolve(&ctx.state.engine, &req.db, collection)?.is_some();

@@ -97,9 +97,15 @@ pub fn get_max_time_ms(body: &Document, _command: &str) -> Result<Option<u64>, C
 /// node does not implement (`UNIMPLEMENTED_FIELDS`, 115) rather than
 /// ignoring it.
 pub fn refuse_unknown_fields(body: &Document, command: &str, known: &[&str]) -> Result<(), CommandError> {
-    let unknown = body
-        .keys()
-        .find(|key| !known.contains(&key.as_str()) && !crate::commands::admin::is_generic_argument(key));
+    refuse_unknown_fields_of(body, command, &[known])
+}
+
+/// `refuse_unknown_fields` where the known fields come in several lists
+/// (a command's own and those it shares with others).
+pub fn refuse_unknown_fields_of(body: &Document, command: &str, known: &[&[&str]]) -> Result<(), CommandError> {
+    let unknown = body.keys().find(|key| {
+        !known.iter().any(|list| list.contains(&key.as_str())) && !crate::commands::admin::is_generic_argument(key)
+    });
     if let Some(key) = unknown {
         return Err(CommandError::new(
             40415,

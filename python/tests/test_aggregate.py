@@ -94,3 +94,34 @@ def test_aggregate_cursor_batches(coll):
                                    "cursor": {"batchSize": 50}})
     assert len(reply["cursor"]["firstBatch"]) == 50
     assert [d["_id"] for d in coll.aggregate([{"$sort": {"_id": -1}}], batchSize=20)] == list(range(299, -1, -1))
+
+
+def test_documents_runs_only_as_a_collectionless_source(db):
+    """MongoDB 7.0 refuses a leading $documents on a collection (73) and
+    runs it under {aggregate: 1} and inside $unionWith."""
+    db.src.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"aggregate": "src", "pipeline": [{"$documents": [{"x": 1}]}], "cursor": {}})
+    assert raised.value.code == 73, raised.value.details
+    alone = db.command({"aggregate": 1, "pipeline": [{"$documents": [{"x": 1}]}], "cursor": {}})
+    assert alone["cursor"]["firstBatch"] == [{"x": 1}]
+    unioned = list(db.src.aggregate([{"$unionWith": {"pipeline": [{"$documents": [{"x": 1}]}]}}]))
+    assert unioned == [{"_id": 1}, {"x": 1}]
+
+
+def test_union_with_and_lookup_take_a_pipeline_of_documents_without_a_collection(db):
+    """MongoDB 6.0+: $unionWith without coll and $lookup without from, when
+    the pipeline begins with $documents; without it, still refused."""
+    db.src.insert_one({"_id": 1, "k": 2})
+    looked = list(db.src.aggregate([{"$lookup": {
+        "let": {"k": "$k"}, "as": "j",
+        "pipeline": [{"$documents": [{"v": 1}, {"v": 2}, {"v": 3}]}, {"$match": {"$expr": {"$gt": ["$v", "$$k"]}}}]}}]))
+    assert looked == [{"_id": 1, "k": 2, "j": [{"v": 3}]}]
+    for stage in ({"$unionWith": {"pipeline": [{"$match": {}}]}}, {"$lookup": {"as": "j", "pipeline": [{"$match": {}}]}}):
+        with pytest.raises(OperationFailure) as raised:
+            db.command({"aggregate": "src", "pipeline": [stage], "cursor": {}})
+        assert raised.value.code == 9, (stage, raised.value.details)
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"aggregate": "src", "cursor": {}, "pipeline": [{"$lookup": {
+            "as": "j", "localField": "k", "foreignField": "v", "pipeline": [{"$documents": [{"v": 2}]}]}}]})
+    assert raised.value.code == 115, raised.value.details

@@ -20,7 +20,8 @@ use crate::filter::Filter;
 
 #[derive(Debug)]
 pub(crate) struct LookupStage {
-    from: String,
+    /// `None`: the pipeline's leading `$documents` makes the foreign documents.
+    from: Option<String>,
     /// `(localField, foreignField)` of the equality form.
     equality: Option<(Vec<String>, String)>,
     pipeline: Option<Pipeline>,
@@ -48,7 +49,10 @@ impl LookupStage {
             }
         }
         let from = match options.get("from") {
-            Some(Bson::String(s)) => s.clone(),
+            Some(Bson::String(s)) => Some(s.clone()),
+            // MongoDB 6.0+: the pipeline's leading `$documents` makes the
+            // foreign documents.
+            None if super::sub_pipeline_starts_with_documents(options) => None,
             Some(Bson::Document(_)) => {
                 return Err(QueryError::new(codes::COMMAND_NOT_SUPPORTED, "$lookup from another database is not supported by Slipstream"))
             }
@@ -74,6 +78,14 @@ impl LookupStage {
             }
         };
         let pipeline = parse_sub_pipeline("$lookup", options.get("pipeline"), db, depth)?;
+        if from.is_none() && equality.is_some() {
+            // MongoDB matches the fields against what `$documents` makes;
+            // here the match runs before the pipeline.
+            return Err(QueryError::new(
+                codes::COMMAND_NOT_SUPPORTED,
+                "$lookup without 'from' and with 'localField' / 'foreignField' is not supported by Slipstream",
+            ));
+        }
         if equality.is_none() && pipeline.is_none() {
             return Err(QueryError::new(
                 codes::FAILED_TO_PARSE,
@@ -100,7 +112,11 @@ impl LookupStage {
     /// Reads the foreign collection once per execution, within the
     /// blocking-stage memory limit.
     fn load_foreign(&self, cx: &ExecContext<'_>) -> Result<Vec<Document>, QueryError> {
-        let docs = cx.source.scan_collated(cx.db, &self.from, &cx.vars.collation_ref(), true)?;
+        let Some(from) = &self.from else {
+            // The pipeline's `$documents` makes them, per input document.
+            return Ok(Vec::new());
+        };
+        let docs = cx.source.scan_collated(cx.db, from, &cx.vars.collation_ref(), true)?;
         let mut budget = MemoryBudget::new("$lookup", cx.memory_limit_bytes);
         for doc in &docs {
             budget.charge(document_size(doc))?;

@@ -247,6 +247,17 @@ fn checked_output(document: Document) -> Result<Document, QueryError> {
 /// Parses a pipeline nested `depth` sub-pipelines deep.
 /// Parses the optional `pipeline` argument of a stage that runs a
 /// sub-pipeline (`$lookup`, `$unionWith`), one nesting level deeper.
+/// Whether a stage's `pipeline` option begins with `$documents`: then the
+/// stage needs no collection (MongoDB 6.0+: `$unionWith` without `coll`,
+/// `$lookup` without `from`).
+pub(crate) fn sub_pipeline_starts_with_documents(options: &Document) -> bool {
+    let Some(Bson::Array(stages)) = options.get("pipeline") else {
+        return false;
+    };
+    let first_name = stages.first().and_then(Bson::as_document).and_then(|first| first.keys().next());
+    first_name.is_some_and(|name| name == "$documents")
+}
+
 pub(crate) fn parse_sub_pipeline(
     stage: &str,
     value: Option<&Bson>,

@@ -210,6 +210,10 @@ pub(crate) fn run_pipeline(
         .stages
         .first()
         .is_some_and(|stage| stage.contains_key("$documents"));
+    if request.collection.is_some() && starts_with_documents {
+        // MongoDB 7.0 runs `$documents` only as a collectionless source.
+        return Err(CommandError::new(73, "'$documents' can only be run with {aggregate: 1}"));
+    }
     if request.collection.is_none() && starts_with_documents {
         // `{aggregate: 1, pipeline: [{$documents: [...]}, ...]}`: the
         // documents are the pipeline's whole input.

@@ -145,3 +145,17 @@ def test_invalid_collection_names(db):
         db.command("create", "")
     with pytest.raises(OperationFailure):
         db.command({"insert": "bad$name", "documents": [{"x": 1}]})
+
+
+def test_id_index_options_only_as_every_collection_has_them(db):
+    """autoIndexId: false answers 50001 outside `local`, as MongoDB 4.0+
+    does; idIndex is taken only as the default _id index, 115 otherwise."""
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"create": "noid", "autoIndexId": False})
+    assert raised.value.code == 50001, raised.value.details
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"create": "named", "idIndex": {"key": {"_id": 1}, "name": "primary"}})
+    assert raised.value.code == 115, raised.value.details
+    assert not {"noid", "named"} & set(db.list_collection_names())
+    db.command({"create": "plain", "autoIndexId": True, "idIndex": {"key": {"_id": 1}, "name": "_id_", "v": 2}})
+    assert [index["name"] for index in db.plain.list_indexes()] == ["_id_"]

@@ -12,6 +12,7 @@ use slipstream_storage::{CollectionInfo, OpTime, StorageError};
 
 use super::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
+use crate::exec::plan::key_patterns_equal;
 use crate::exec::{args, off_async_workers, views};
 use slipstream_storage::Engine;
 
@@ -223,6 +224,46 @@ pub async fn list_collections(ctx: &CommandContext, req: &CommandRequest) -> Com
 /// `create`'s options kept by `exec::capped::create_options`.
 const CAPPED_CREATE_OPTIONS: &[&str] = &["capped", "size", "max"];
 
+/// `autoIndexId` and `idIndex` are kept only where they ask for what
+/// every collection here has, an `_id` index `{_id: 1}` named `_id_`:
+/// `autoIndexId: false` answers as MongoDB 4.0+ does outside `local`
+/// (50001), and an `idIndex` of another shape (a collation, another name)
+/// 115 rather than a default index the caller did not ask for.
+fn check_id_index_options(ns: &str, key: &str, value: &Bson) -> Result<(), CommandError> {
+    match key {
+        "autoIndexId" if args::get_bool(&doc! {key: value.clone()}, "create", key)? == Some(false) => {
+            Err(CommandError::new(
+                50001,
+                format!("autoIndexId:false is not allowed for collection {ns} because it can be replicated"),
+            ))
+        }
+        "idIndex" => {
+            let default = match value {
+                Bson::Document(spec) => spec.iter().all(|(field, value)| match field.as_str() {
+                    "key" => matches!(value, Bson::Document(key) if key_patterns_equal(key, &doc! {"_id": 1})),
+                    "name" => matches!(value, Bson::String(name) if name == "_id_"),
+                    "v" => matches!(value, Bson::Int32(2) | Bson::Int64(2)) || value.as_f64() == Some(2.0),
+                    "ns" => true,
+                    _ => false,
+                }),
+                _ => false,
+            };
+            if default {
+                Ok(())
+            } else {
+                Err(CommandError::new(
+                    115,
+                    format!(
+                        "create option 'idIndex' other than {{key: {{_id: 1}}, name: \"_id_\"}} is not supported: \
+                         {value}"
+                    ),
+                ))
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
 pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let ns = target_namespace(req)?;
     // MongoDB keeps the capped options first, rounded and adjusted.
@@ -244,6 +285,7 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         if UNSUPPORTED_CREATE_OPTIONS.contains(&key.as_str()) {
             return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
         }
+        check_id_index_options(&ns, key, value)?;
         let validation_option = crate::exec::validation::check_option(key, value)?;
         if !validation_option && !INERT_CREATE_OPTIONS.contains(&key.as_str()) && key != "viewOn" && key != "pipeline" {
             return Err(CommandError::new(40415, format!("BSON field 'create.{key}' is an unknown field.")));

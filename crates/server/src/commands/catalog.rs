@@ -229,39 +229,33 @@ const CAPPED_CREATE_OPTIONS: &[&str] = &["capped", "size", "max"];
 /// `autoIndexId: false` answers as MongoDB 4.0+ does outside `local`
 /// (50001), and an `idIndex` of another shape (a collation, another name)
 /// 115 rather than a default index the caller did not ask for.
-fn check_id_index_options(ns: &str, key: &str, value: &Bson) -> Result<(), CommandError> {
-    match key {
-        "autoIndexId" if args::get_bool(&doc! {key: value.clone()}, "create", key)? == Some(false) => {
-            Err(CommandError::new(
-                50001,
-                format!("autoIndexId:false is not allowed for collection {ns} because it can be replicated"),
-            ))
-        }
-        "idIndex" => {
-            let default = match value {
-                Bson::Document(spec) => spec.iter().all(|(field, value)| match field.as_str() {
-                    "key" => matches!(value, Bson::Document(key) if key_patterns_equal(key, &doc! {"_id": 1})),
-                    "name" => matches!(value, Bson::String(name) if name == "_id_"),
-                    "v" => matches!(value, Bson::Int32(2) | Bson::Int64(2)) || value.as_f64() == Some(2.0),
-                    "ns" => true,
-                    _ => false,
-                }),
-                _ => false,
-            };
-            if default {
-                Ok(())
-            } else {
-                Err(CommandError::new(
-                    115,
-                    format!(
-                        "create option 'idIndex' other than {{key: {{_id: 1}}, name: \"_id_\"}} is not supported: \
-                         {value}"
-                    ),
-                ))
-            }
-        }
-        _ => Ok(()),
+fn check_id_index_options(ns: &str, body: &Document) -> Result<(), CommandError> {
+    if args::get_bool(body, "create", "autoIndexId")? == Some(false) {
+        return Err(CommandError::new(
+            50001,
+            format!("autoIndexId:false is not allowed for collection {ns} because it can be replicated"),
+        ));
     }
+    let Some(value) = body.get("idIndex") else {
+        return Ok(());
+    };
+    let default = match value {
+        Bson::Document(spec) => spec.iter().all(|(field, value)| match field.as_str() {
+            "key" => matches!(value, Bson::Document(key) if key_patterns_equal(key, &doc! {"_id": 1})),
+            "name" => matches!(value, Bson::String(name) if name == "_id_"),
+            "v" => matches!(value, Bson::Int32(2) | Bson::Int64(2)) || value.as_f64() == Some(2.0),
+            "ns" => true,
+            _ => false,
+        }),
+        _ => false,
+    };
+    if default {
+        return Ok(());
+    }
+    Err(CommandError::new(
+        115,
+        format!("create option 'idIndex' other than {{key: {{_id: 1}}, name: \"_id_\"}} is not supported: {value}"),
+    ))
 }
 
 pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -271,6 +265,7 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
     if !options.is_empty() && req.body.contains_key("viewOn") {
         return Err(CommandError::new(72, "'capped' is not a valid option for a view"));
     }
+    check_id_index_options(&ns, &req.body)?;
     for (key, value) in req.body.iter().skip(1) {
         if super::admin::is_generic_argument(key) || CAPPED_CREATE_OPTIONS.contains(&key.as_str()) {
             continue;
@@ -285,7 +280,6 @@ pub async fn create(ctx: &CommandContext, req: &CommandRequest) -> CommandResult
         if UNSUPPORTED_CREATE_OPTIONS.contains(&key.as_str()) {
             return Err(CommandError::new(115, format!("create option '{key}' is not supported by Slipstream")));
         }
-        check_id_index_options(&ns, key, value)?;
         let validation_option = crate::exec::validation::check_option(key, value)?;
         if !validation_option && !INERT_CREATE_OPTIONS.contains(&key.as_str()) && key != "viewOn" && key != "pipeline" {
             return Err(CommandError::new(40415, format!("BSON field 'create.{key}' is an unknown field.")));
@@ -615,13 +609,13 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     })
 }
 
-/// Unknown fields are ignored, as MongoDB 7.0's `validate` (a command
-/// without an IDL parser, `commands/validate.cpp`) ignores them.
 /// `validate`'s option combinations MongoDB 7.0 refuses (InvalidOptions),
 /// and `repair`, which nothing here does (115) rather than answering as if
 /// there were nothing to repair. Every other run checks the whole
 /// collection (`full` and `metadata` change nothing; `background` reads
-/// from a snapshot anyway).
+/// from a snapshot anyway). Unknown fields are ignored, as MongoDB 7.0's
+/// `validate` (a command without an IDL parser, `commands/validate.cpp`)
+/// ignores them.
 fn check_validate_options(body: &Document) -> Result<(), CommandError> {
     let flag = |name: &str| args::get_bool(body, "validate", name).map(|value| value.unwrap_or(false));
     for name in ["full", "repair", "enforceFastCount", "metadata", "scandata", "checkBSONConformance"] {

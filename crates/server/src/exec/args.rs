@@ -144,20 +144,20 @@ pub fn check_collection_uuid(
     command: &str,
 ) -> Result<(), CommandError> {
     let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
-    let expected = match body.get("collectionUUID") {
+    let value = match body.get("collectionUUID") {
         None | Some(Bson::Null) => return Ok(()),
-        Some(Bson::Binary(binary)) if binary.subtype == bson::spec::BinarySubtype::Uuid && binary.bytes.len() == 16 => {
-            let mut bytes = [0u8; 16];
-            bytes.copy_from_slice(&binary.bytes);
-            bson::Uuid::from_bytes(bytes)
-        }
-        Some(other) => {
-            return Err(CommandError::type_mismatch(format!(
-                "BSON field '{command}.collectionUUID' is the wrong type '{}', expected type 'binData'",
-                type_name(other)
-            )))
-        }
+        Some(value) => value,
     };
+    let uuid = match value {
+        Bson::Binary(binary) => binary.to_uuid().ok(),
+        _ => None,
+    };
+    let expected = uuid.ok_or_else(|| {
+        CommandError::type_mismatch(format!(
+            "BSON field '{command}.collectionUUID' is the wrong type '{}', expected a UUID",
+            type_name(value)
+        ))
+    })?;
     if engine.collection_info(ns).is_some_and(|info| info.uuid == expected) {
         return Ok(());
     }

@@ -92,16 +92,7 @@ impl WriteConcern {
                 None => return Err(ReplError::failed_to_parse("w has to be a number or a string")),
             },
         };
-        match spec.get("provenance") {
-            None | Some(Bson::Null) => {}
-            Some(Bson::String(source)) if PROVENANCE_SOURCES.contains(&source.as_str()) => {}
-            Some(Bson::String(source)) => {
-                return Err(ReplError::bad_value(format!(
-                    "Enumeration value '{source}' for field 'WriteConcernOptions.provenance' is not a valid value."
-                )))
-            }
-            Some(_) => return Err(ReplError::type_mismatch("writeConcern.provenance must be a string")),
-        }
+        check_provenance(spec, "WriteConcernOptions")?;
         let journal = match (flag(spec, "j")?, flag(spec, "fsync")?) {
             (Some(true), Some(true)) => {
                 return Err(ReplError::failed_to_parse("fsync and j options cannot be used together"))
@@ -148,6 +139,19 @@ const W_NODES_MAX: i64 = 50;
 /// The values of `provenance` (MongoDB's `ReadWriteConcernProvenanceSource`).
 const PROVENANCE_SOURCES: &[&str] =
     &["clientSupplied", "implicitDefault", "customDefault", "getLastErrorDefaults", "internalWriteDefault"];
+
+/// A concern document's `provenance`, if any, names one of
+/// `PROVENANCE_SOURCES`.
+fn check_provenance(spec: &Document, document: &str) -> Result<(), ReplError> {
+    match spec.get("provenance") {
+        None | Some(Bson::Null) => Ok(()),
+        Some(Bson::String(source)) if PROVENANCE_SOURCES.contains(&source.as_str()) => Ok(()),
+        Some(Bson::String(source)) => Err(ReplError::bad_value(format!(
+            "Enumeration value '{source}' for field '{document}.provenance' is not a valid value."
+        ))),
+        Some(_) => Err(ReplError::type_mismatch(format!("{document}.provenance must be a string"))),
+    }
+}
 
 /// The fields of a `readConcern` document a client may send.
 /// `afterOpTime` (an internal, pre-4.0 field) is not among them: it would
@@ -204,11 +208,7 @@ impl ReadConcernArgs {
         if let Some(key) = spec.keys().find(|key| !READ_CONCERN_FIELDS.contains(&key.as_str())) {
             return Err(ReplError::invalid_options(format!("Unrecognized option in readConcern: {key}")));
         }
-        match spec.get("provenance") {
-            None | Some(Bson::Null) => {}
-            Some(Bson::String(source)) if PROVENANCE_SOURCES.contains(&source.as_str()) => {}
-            Some(_) => return Err(ReplError::bad_value("readConcern.provenance is not a valid source")),
-        }
+        check_provenance(spec, "readConcern")?;
         let timestamp = |name: &str| -> Result<Option<Timestamp>, ReplError> {
             match spec.get(name) {
                 None | Some(Bson::Null) => Ok(None),

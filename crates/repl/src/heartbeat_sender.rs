@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slipstream_clock::OpTime;
-use slipstream_consensus::config::MemberId;
+use slipstream_consensus::config::{MemberId, Settings};
 use slipstream_consensus::{Event, Heartbeat, MemberState, Message};
 
 use crate::coordinator::Input;
@@ -21,8 +21,10 @@ use crate::protocol::{decode_heartbeat_reply, encode_heartbeat_request, UNINITIA
 use crate::replica_set::Shared;
 
 /// How long a heartbeat waits for its response without a configuration:
-/// MongoDB's default `heartbeatTimeoutSecs`.
-pub const HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// the default `heartbeatTimeoutSecs` (MongoDB's 10 s).
+fn default_timeout() -> Duration {
+    Duration::from_millis(Settings::default().heartbeat_timeout_ms)
+}
 
 pub struct HeartbeatSender {
     shared: Arc<Shared>,
@@ -40,11 +42,10 @@ impl HeartbeatSender {
     /// only pile up tasks towards an unreachable member.
     fn timeout(&self) -> Duration {
         let snapshot = self.shared.snapshot();
-        let timeout = snapshot
+        snapshot
             .config
             .as_ref()
-            .map_or(HEARTBEAT_TIMEOUT_MS_DEFAULT, |c| c.settings.silence_limit_ms());
-        Duration::from_millis(timeout)
+            .map_or_else(default_timeout, |c| Duration::from_millis(c.settings.silence_limit_ms()))
     }
 
     pub fn send(&self, to: MemberId, host: String, hb: Heartbeat, set_name: String, me: MemberId) {
@@ -131,7 +132,7 @@ async fn fetch_and_adopt(shared: &Arc<Shared>, host: &str, set_name: &str) {
         sync_source: None,
     };
     let body = encode_heartbeat_request(set_name, &shared.me_host(), None, &hb);
-    let timeout = Duration::from_millis(HEARTBEAT_TIMEOUT_MS_DEFAULT);
+    let timeout = default_timeout();
     let Ok(reply) = shared.network.run(host, "admin", body, timeout).await else {
         return;
     };

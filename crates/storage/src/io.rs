@@ -478,6 +478,25 @@ impl FaultyIo {
         self.hold_changed.notify_all();
     }
 
+    /// Lets a held fsync go on and disarms an armed one, for a test's
+    /// teardown: an fsync left held blocks its thread for ever, and with it
+    /// the drop of the runtime that thread belongs to. Returns what was
+    /// left, if anything.
+    pub fn release_any_hold(&self) -> Option<String> {
+        let mut state = self.state.lock();
+        let left = match &state.hold {
+            Some(Hold::Armed(path, _)) => format!("an armed hold on {}", path.display()),
+            Some(Hold::Holding(path)) => format!("a held fsync of {}", path.display()),
+            Some(Hold::Released) | None => return None,
+        };
+        state.hold = match state.hold {
+            Some(Hold::Holding(_)) => Some(Hold::Released),
+            _ => None,
+        };
+        self.hold_changed.notify_all();
+        Some(left)
+    }
+
     /// The length `path` had at its last successful fsync through this
     /// backend (what a crash keeps), if it has seen the file.
     pub fn synced_len(&self, path: &Path) -> Option<u64> {
@@ -859,7 +878,28 @@ impl IoBackend for FaultyIo {
 
 #[cfg(test)]
 mod tests {
-    use super::StdIo;
+    use super::{FaultyIo, StdIo};
+
+    #[test]
+    fn release_any_hold_frees_a_held_fsync_and_disarms_an_armed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let faulty = FaultyIo::over_std();
+        let io = faulty.as_backend();
+        let file = io.create(&path).unwrap();
+        assert_eq!(faulty.release_any_hold(), None);
+        faulty.hold_next_sync(&path);
+        assert!(faulty.release_any_hold().is_some_and(|left| left.starts_with("an armed hold")));
+        file.sync_data().unwrap(); // disarmed: not held
+        faulty.hold_next_sync(&path);
+        let held = std::thread::spawn({
+            let file = file.clone();
+            move || file.sync_data().unwrap()
+        });
+        assert!(faulty.wait_until_sync_held(std::time::Duration::from_secs(10)));
+        assert!(faulty.release_any_hold().is_some_and(|left| left.starts_with("a held fsync")));
+        held.join().unwrap();
+    }
 
     #[test]
     fn data_extents_name_the_written_stretches_and_skip_the_holes() {

@@ -29,7 +29,8 @@
 //!    segments below the retain point, as long as the segment after each
 //!    starts at or below it (so the journal still begins at or before the
 //!    retain point), oldest first (a crash midway leaves no gap), then fsync
-//!    the directory.
+//!    the directory. A wake for the size cap alone takes no batch: what was
+//!    appended meanwhile waits for its own reason to be written.
 //!
 //! A sync worker fsyncs its batch's file, then, under the state lock, marks
 //! the batch done; batches leave the in-flight queue strictly in order, and
@@ -125,22 +126,30 @@ pub(crate) fn run_sync_worker_guarded(shared: Arc<Shared>, slot: usize) {
 }
 
 fn run(shared: Arc<Shared>) {
-    while wait_for_work(&shared) {
+    while let Some(work) = wait_for_work(&shared) {
         let io_guard = shared.io_lock.lock();
-        let batch = {
-            let mut state = shared.state.lock();
-            if state.poisoned.is_some() {
-                break;
+        let batch = match work {
+            // A look at the size cap alone takes no batch: appends made
+            // since `wait_for_work` looked were not asked to be synced, and
+            // writing them would make them durable behind the back of a
+            // caller that counts on syncs happening only when asked or when
+            // their interval ends (the journal's model test does).
+            Work::CapCheck => None,
+            Work::Batch => {
+                let mut state = shared.state.lock();
+                if state.poisoned.is_some() {
+                    break;
+                }
+                // `commit_on_caller` may have taken a batch since
+                // `wait_for_work` looked: its number moved the next batch's
+                // slot to one whose job may not be taken yet.
+                if !next_slot_free(&state) {
+                    continue;
+                }
+                Some(take_batch(&shared, &mut state))
             }
-            // `commit_on_caller` may have taken a batch since
-            // `wait_for_work` looked: its number moved the next batch's
-            // slot to one whose job may not be taken yet.
-            if !next_slot_free(&state) {
-                continue;
-            }
-            take_batch(&shared, &mut state)
         };
-        if !batch.chunks.is_empty() {
+        if let Some(batch) = batch.filter(|batch| !batch.chunks.is_empty()) {
             let result = write_batch(&shared, &batch);
             let mut state = shared.state.lock();
             match result {
@@ -173,13 +182,21 @@ fn run(shared: Arc<Shared>) {
     shared.durable_tx.send_replace(state.durable_ts);
 }
 
-/// Blocks until there is work; false when the thread should exit.
-fn wait_for_work(shared: &Shared) -> bool {
+/// What woke the group-commit thread.
+enum Work {
+    /// Pending entries to write and sync.
+    Batch,
+    /// Only the size cap to look at.
+    CapCheck,
+}
+
+/// Blocks until there is work; None when the thread should exit.
+fn wait_for_work(shared: &Shared) -> Option<Work> {
     let interval = Duration::from_millis(shared.options.commit_interval_ms);
     let mut state = shared.state.lock();
     loop {
         if state.poisoned.is_some() {
-            return false;
+            return None;
         }
         if !next_slot_free(&state) {
             shared.work.wait(&mut state);
@@ -188,20 +205,20 @@ fn wait_for_work(shared: &Shared) -> bool {
         if let Some(since) = state.pending_since {
             let deadline = since + interval;
             if state.closing || Instant::now() >= deadline {
-                return true;
+                return Some(Work::Batch);
             }
             if state.sync_requested {
                 gather(shared, &mut state);
-                return true;
+                return Some(Work::Batch);
             }
             shared.work.wait_until(&mut state, deadline);
             continue;
         }
         if state.cap_check_requested {
-            return true;
+            return Some(Work::CapCheck);
         }
         if state.closing {
-            return false;
+            return None;
         }
         // Idle, for at most an interval: appends do not wake the thread,
         // and an entry appended during this wait is found at its end, no
@@ -654,4 +671,52 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
     shared.io.sync_dir(&shared.dir)?;
     shared.state.lock().stats.fsyncs += 1;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::io::StdIo;
+    use crate::journal::{Journal, JournalOptions};
+    use crate::{Timestamp, TimestampBson};
+
+    fn entry(ts: Timestamp) -> Vec<u8> {
+        bson::doc! { "ts": ts.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": {"msg": "x"} }.to_vec().unwrap()
+    }
+
+    /// A wake for the size cap alone found the thread with appends pending
+    /// that nobody had asked to sync, took them as a batch and fsynced them
+    /// (the journal model test's rare "not exactly the synced prefix"). The
+    /// thread is held at `io_lock` right after such a wake, the appends are
+    /// made, and the lock released: nothing may be written for them.
+    #[test]
+    fn a_size_cap_wake_writes_no_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = JournalOptions { commit_interval_ms: 3_600_000, ..JournalOptions::default() };
+        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
+        // Let the wake at open (`cap_check_requested` starts true) pass.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let before = journal.stats();
+        {
+            let io_guard = journal.shared.io_lock.lock();
+            {
+                let mut state = journal.shared.state.lock();
+                state.cap_check_requested = true;
+                journal.shared.work.notify_one();
+            }
+            // The thread wakes for the cap and waits for `io_lock`.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            for inc in 1..=3 {
+                let ts = Timestamp::new(1_700_000_000, inc);
+                journal.append(ts, &entry(ts)).unwrap();
+            }
+            drop(io_guard);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let after = journal.stats();
+        assert_eq!(after.commits, before.commits, "a batch was written that nobody asked for");
+        assert_eq!(after.bytes_written, before.bytes_written);
+        assert_eq!(journal.durable_ts(), Timestamp::ZERO);
+        // Asked for, the entries are synced as usual.
+        assert_eq!(journal.sync_now().unwrap(), Timestamp::new(1_700_000_000, 3));
+    }
 }

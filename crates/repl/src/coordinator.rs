@@ -558,6 +558,8 @@ impl Coordinator {
             Action::AdvanceCommitPoint(op) => {
                 self.shared.engine.set_stable_timestamp(op.ts);
                 self.shared.commit_point_changed.send_replace(op);
+                // After the watch: see `commit_waiters.rs` for why no wake is lost.
+                self.shared.commit_waiters.release_through(op.ts);
             }
             Action::StateChanged { state, term } => {
                 tracing::info!(target: "repl", state = %state, term, "member state changed");

@@ -18,6 +18,7 @@
 
 pub mod applier;
 pub mod client;
+pub mod commit_waiters;
 pub mod commands;
 pub mod concern;
 pub mod config_document;

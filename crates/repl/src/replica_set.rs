@@ -19,6 +19,7 @@ use slipstream_storage::{bson_timestamp, Engine, ReadAt};
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 
+use crate::commit_waiters::CommitWaiters;
 use crate::concern::{ReadConcernArgs, ReadConcernLevel, WriteConcern, W};
 use crate::coordinator::{Coordinator, Input};
 use crate::inputs::Inputs;
@@ -73,6 +74,9 @@ pub struct Shared {
     /// The commit point, for majority reads waiting on it. Written only
     /// by the coordinator.
     pub commit_point_changed: watch::Sender<OpTime>,
+    /// This primary's majority writes waiting for the commit point, woken
+    /// by the coordinator right after it publishes one that reaches them.
+    pub commit_waiters: CommitWaiters,
     /// This member's `host:port` as its configuration names it (shared
     /// with `TcpNetwork`'s handshake). Written by the coordinator when a
     /// configuration is installed, and by `replSetInitiate`.
@@ -314,6 +318,7 @@ impl ReplicaSet {
             snapshot: RwLock::new(Arc::new(Snapshot::uninitialized())),
             topology: watch::channel(1).0,
             commit_point_changed: watch::channel(OpTime::NULL).0,
+            commit_waiters: CommitWaiters::default(),
             me_host,
             rbid: AtomicI32::new(rbid),
             rollback: crate::rollback::RollbackState::default(),
@@ -480,7 +485,8 @@ impl ReplicaSet {
     }
 
     /// A majority write of this primary's, waiting for the commit point on
-    /// its own: the commit point's watch and the topology counter wake it,
+    /// its own: a commit point that reaches it (`commit_waiters`) and the
+    /// topology counter wake it,
     /// with no round through the coordinator's queue (which cost every
     /// majority write a cross-thread hand-off in, a hand-off out and a
     /// place in a list the coordinator scanned at every step).
@@ -513,6 +519,23 @@ impl ReplicaSet {
             if self.shared.stopping.load(Ordering::SeqCst) {
                 break Err(ReplError::ShutdownInProgress);
             }
+            // Woken only by a commit point that reaches the write's
+            // timestamp (`commit_waiters.rs`). One that reached it in
+            // another term is waited out on the watch: the topology moves
+            // too when this member stops being primary in the write's term.
+            let mut registration = (commit_point.ts < optime.ts).then(|| self.shared.commit_waiters.register(optime.ts));
+            if registration.is_some() && self.shared.commit_point_changed.borrow().ts >= optime.ts {
+                // Published before the registration: no release will come.
+                continue;
+            }
+            let commit_moved = async {
+                match registration.as_mut() {
+                    // A dropped sender (the registry gone at shutdown) also
+                    // sends the loop round to its checks.
+                    Some(registration) => Ok(drop((&mut registration.released).await)),
+                    None => commit.changed().await,
+                }
+            };
             let timeout = async {
                 match deadline {
                     Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
@@ -520,7 +543,7 @@ impl ReplicaSet {
                 }
             };
             tokio::select! {
-                changed = commit.changed() => if changed.is_err() { break Err(ReplError::ShutdownInProgress) },
+                changed = commit_moved => if changed.is_err() { break Err(ReplError::ShutdownInProgress) },
                 changed = topology.changed() => if changed.is_err() { break Err(ReplError::ShutdownInProgress) },
                 () = timeout => break Err(ReplError::WriteConcernTimeout { wtimeout_ms }),
             }

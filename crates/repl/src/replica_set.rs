@@ -523,7 +523,8 @@ impl ReplicaSet {
             // timestamp (`commit_waiters.rs`). One that reached it in
             // another term is waited out on the watch: the topology moves
             // too when this member stops being primary in the write's term.
-            let mut registration = (commit_point.ts < optime.ts).then(|| self.shared.commit_waiters.register(optime.ts));
+            let waiters = &self.shared.commit_waiters;
+            let mut registration = (commit_point.ts < optime.ts).then(|| waiters.register(optime.ts));
             if registration.is_some() && self.shared.commit_point_changed.borrow().ts >= optime.ts {
                 // Published before the registration: no release will come.
                 continue;

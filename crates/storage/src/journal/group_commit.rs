@@ -199,7 +199,10 @@ fn wait_for_work(shared: &Shared) -> Option<Work> {
             return None;
         }
         if !next_slot_free(&state) {
+            state.waiting_for_slot = true;
             shared.work.wait(&mut state);
+            state.waiting_for_slot = false;
+            state.stats.group_commit_wakes += 1;
             continue;
         }
         if let Some(since) = state.pending_since {
@@ -212,6 +215,7 @@ fn wait_for_work(shared: &Shared) -> Option<Work> {
                 return Some(Work::Batch);
             }
             shared.work.wait_until(&mut state, deadline);
+            state.stats.group_commit_wakes += 1;
             continue;
         }
         if state.cap_check_requested {
@@ -224,6 +228,7 @@ fn wait_for_work(shared: &Shared) -> Option<Work> {
         // and an entry appended during this wait is found at its end, no
         // later than its own interval's end (`Journal::append_locked`).
         shared.work.wait_for(&mut state, interval);
+        state.stats.group_commit_wakes += 1;
     }
 }
 
@@ -611,14 +616,25 @@ fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
     }
     if moved {
         state.released_at_last_commit = released;
-        if state.size_bytes() > shared.options.size_cap_bytes {
+        // Over the cap, a look helps unless the last one stopped at the
+        // retain point (which asks for its own look when it moves): a
+        // journal held over its cap by the snapshot window would otherwise
+        // wake the group-commit thread for a vain look at every commit.
+        if state.size_bytes() > shared.options.size_cap_bytes && !state.cap_blocked_by_retain {
             state.cap_check_requested = true;
         }
         shared.durable_tx.send_replace(state.durable_ts);
         shared.progress.notify_all();
     }
-    // A slot is free again, and the cap may need a look.
-    shared.work.notify_one();
+    // A slot is free again, and the cap may need a look: wake the
+    // group-commit thread when that matters to it (it waits for a slot,
+    // has entries to write, has the cap to look at, or drains in-flight
+    // batches before it exits). Woken always, an idle thread cost every
+    // commit a futex call and a context switch for nothing: on a
+    // secondary, whose applier commits on its own thread, one per batch.
+    if state.waiting_for_slot || !state.pending.is_empty() || state.cap_check_requested || state.closing {
+        shared.work.notify_one();
+    }
 }
 
 fn segment_mut(state: &mut State, seq: u64) -> &mut SegmentState {
@@ -649,6 +665,9 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
             let next_starts_at_or_below = state.segments[1].first_ts.is_some_and(|first| first <= state.retain_from);
             let fully_durable = front.durable_end == front.end && front.file.is_some();
             if !next_starts_at_or_below || !fully_durable {
+                // Blocked for good only by an entry above the retain point
+                // (a segment with none yet may take one below it).
+                state.cap_blocked_by_retain = state.segments[1].first_ts.is_some_and(|first| first > state.retain_from);
                 break;
             }
             let front = state.segments.pop_front().unwrap();
@@ -718,5 +737,70 @@ mod tests {
         assert_eq!(journal.durable_ts(), Timestamp::ZERO);
         // Asked for, the entries are synced as usual.
         assert_eq!(journal.sync_now().unwrap(), Timestamp::new(1_700_000_000, 3));
+    }
+
+    /// A secondary's applier writes and fsyncs each batch on its own thread
+    /// (`sync_through`); the idle group-commit thread has nothing to do
+    /// with it. Every completed batch used to wake it anyway.
+    #[test]
+    fn a_commit_on_the_callers_thread_leaves_the_idle_thread_asleep() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = JournalOptions { commit_interval_ms: 3_600_000, ..JournalOptions::default() };
+        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let before = journal.stats();
+        for inc in 1..=50 {
+            let ts = Timestamp::new(1_700_000_000, inc);
+            journal.append(ts, &entry(ts)).unwrap();
+            journal.sync_through(ts).unwrap();
+        }
+        let after = journal.stats();
+        assert_eq!(after.durable_ts, Timestamp::new(1_700_000_000, 50));
+        assert_eq!(after.commits_on_caller - before.commits_on_caller, 50, "each batch committed on the caller");
+        // The cap check a commit may ask for can wake it a few times.
+        let wakes = after.group_commit_wakes - before.group_commit_wakes;
+        assert!(wakes <= 5, "the idle group-commit thread woke {wakes} times for 50 commits on the caller");
+    }
+
+    /// A journal over its size cap whose retain point keeps every segment
+    /// (no checkpoint moved it) cannot shrink: a look at the cap after
+    /// every commit found nothing to delete, and woke the thread for it.
+    #[test]
+    fn a_cap_held_by_the_retain_point_is_not_looked_at_after_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = JournalOptions {
+            commit_interval_ms: 3_600_000,
+            segment_size_bytes: 16 * 1024,
+            size_cap_bytes: 16 * 1024,
+            preallocate_segments: false,
+            ..JournalOptions::default()
+        };
+        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut wakes_over_cap = 0;
+        for inc in 1..=200 {
+            let ts = Timestamp::new(1_700_000_000, inc);
+            let over_cap = journal.stats().size_bytes > 16 * 1024;
+            let before = journal.stats().group_commit_wakes;
+            let padded = bson::doc! { "ts": ts.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": {"msg": "x".repeat(1000)} };
+            journal.append(ts, &padded.to_vec().unwrap()).unwrap();
+            journal.sync_through(ts).unwrap();
+            // Let a wake the commit asked for happen before counting.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            if over_cap {
+                wakes_over_cap += journal.stats().group_commit_wakes - before;
+            }
+        }
+        let stats = journal.stats();
+        assert!(stats.size_bytes > 4 * 16 * 1024, "the test must run well over the cap: {} bytes", stats.size_bytes);
+        assert_eq!(stats.segments_deleted, 0, "the retain point keeps every segment");
+        assert!(wakes_over_cap <= 5, "the group-commit thread woke {wakes_over_cap} times over a cap it cannot meet");
+        // Once the retain point moves, the cap is met again.
+        journal.set_retain_from(Timestamp::new(1_700_000_000, 200));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while journal.stats().segments_deleted == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(journal.stats().segments_deleted > 0, "a moved retain point lets old segments go");
     }
 }

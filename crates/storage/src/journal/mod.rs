@@ -153,6 +153,9 @@ pub struct JournalStats {
     pub preallocated_bytes: u64,
     /// Spare segments prepared since open.
     pub spares_prepared: u64,
+    /// Times the group-commit thread woke from a wait for work since open
+    /// (a notification or the end of a timed wait).
+    pub group_commit_wakes: u64,
 }
 
 /// What the journal keeps of an entry besides its timestamp: the term and
@@ -243,6 +246,12 @@ pub(crate) struct State {
     pub last_commit_micros: u64,
     /// The retain point moved or the journal grew: check the size cap.
     pub cap_check_requested: bool,
+    /// The last look at the size cap stopped at the retain point: growth
+    /// alone cannot free a segment until the retain point moves.
+    pub cap_blocked_by_retain: bool,
+    /// The group-commit thread waits for a free sync slot (untimed): a
+    /// completed batch must wake it.
+    pub waiting_for_slot: bool,
     /// Set by the first failed write or fsync; never cleared.
     pub poisoned: Option<String>,
     /// `close` was called: the thread drains and exits.
@@ -447,6 +456,8 @@ impl Journal {
             released_at_last_commit: 0,
             last_commit_micros: 0,
             cap_check_requested: true,
+            cap_blocked_by_retain: false,
+            waiting_for_slot: false,
             poisoned: None,
             closing: false,
             thread_exited: false,
@@ -864,6 +875,7 @@ impl Journal {
         let mut state = self.shared.state.lock();
         if ts > state.retain_from {
             state.retain_from = ts;
+            state.cap_blocked_by_retain = false;
             state.cap_check_requested = true;
             self.shared.work.notify_one();
         }

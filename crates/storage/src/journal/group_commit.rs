@@ -782,7 +782,8 @@ mod tests {
             let ts = Timestamp::new(1_700_000_000, inc);
             let over_cap = journal.stats().size_bytes > 16 * 1024;
             let before = journal.stats().group_commit_wakes;
-            let padded = bson::doc! { "ts": ts.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": {"msg": "x".repeat(1000)} };
+            let o = bson::doc! { "msg": "x".repeat(1000) };
+            let padded = bson::doc! { "ts": ts.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": o };
             journal.append(ts, &padded.to_vec().unwrap()).unwrap();
             journal.sync_through(ts).unwrap();
             // Let a wake the commit asked for happen before counting.

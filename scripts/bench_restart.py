@@ -35,10 +35,7 @@ either, the page cache holds what the member read since its initial sync,
 which by the default method wrote the file around the page cache); `restart_s` is then the median and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
-getMore totals of the fresh process). Before each restart the primary's
-periodic checkpoint is let cover the missed writes
-(`primary_checkpoint_wait_s`): on this shared machine a checkpoint running
-during the restart took the member's CPU, more at larger sizes. --keep DIR keeps each size's cluster
+getMore totals of the fresh process). --keep DIR keeps each size's cluster
 in DIR/<size> (stopped, not removed) and, when it is already there, reuses
 it: the load and the initial sync are skipped (their figures come from the
 first run), the members restart on the binary of --bin, so that two
@@ -246,7 +243,6 @@ def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run
     rs.wait_quiet(rs.ids())
     rs.kill(added)
     missed_writes(rs, documents, writes, 2 * run)
-    primary_wait_s = wait_primary_checkpoint(rs)
     if cold:
         drop_cached_pages(Path(rs.member(added)["dbpath"]) / "checkpoint.redb")
     if warm:
@@ -263,26 +259,7 @@ def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run
         "restart_states": restart_states,
         "catch_up": catch_up_split(rs, added),
         "io": process_io(pid),
-        "primary_checkpoint_wait_s": primary_wait_s,
     }
-
-
-def wait_primary_checkpoint(rs) -> float:
-    """Waits until the primary's periodic checkpoint covers the missed
-    writes (every 5 s; at 5 GB it writes about 10,000 scattered pages for
-    them): one that ran during the member's restart took the member's CPU
-    on this shared 2-core machine, more at the larger sizes, and was
-    counted in the member's restart time at random. On separate machines
-    it would not be. Returns how long it waited."""
-    primary = rs.direct(rs.primary())
-    target = primary.admin.command("replSetGetStatus")["optimes"]["appliedOpTime"]["ts"]
-    started = time.monotonic()
-    while time.monotonic() - started < 60:
-        checkpoint = primary.admin.command("serverStatus")["slipstream"]["checkpoint"]["timestamp"]
-        if (checkpoint.time, checkpoint.inc) >= (target.time, target.inc):
-            break
-        time.sleep(POLL_S)
-    return round(time.monotonic() - started, 2)
 
 
 def process_io(pid: int) -> dict:

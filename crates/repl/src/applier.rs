@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use slipstream_consensus::Event;
-use slipstream_storage::StorageError;
+use slipstream_storage::{from_bson_timestamp, StorageError};
 
 use crate::coordinator::{fatal, Input};
 use crate::oplog_fetcher::HeldBatch;
@@ -57,28 +57,30 @@ impl Applier {
 
 /// Whether a batch is applied on the thread that stepped the node.
 fn is_small(held: &HeldBatch) -> bool {
-    held.count <= INLINE_APPLY_ENTRIES_MAX && held.bytes <= INLINE_APPLY_BYTES_MAX
+    held.entries.len() <= INLINE_APPLY_ENTRIES_MAX && held.bytes <= INLINE_APPLY_BYTES_MAX
 }
 
 fn apply_held(shared: &Shared, mut held: HeldBatch) {
     let engine = &shared.engine;
-    // Parsed and read ahead already when it arrived during the previous
-    // batch's apply (`oplog_fetcher::fetched`); here otherwise.
-    let mut batch = held.take_prepared(engine);
     // Once a resync began, the batch changes nothing (the wipe
     // waits for a batch that holds the guard).
     let data = shared.resync.data_guard();
     if data.is_none() {
-        batch.clear();
+        held.entries.clear();
     }
+    let last = engine.last_applied().ts;
     // The overlap entry (and anything a restarted query repeats) is
-    // already ours.
-    batch.retain_after(engine.last_applied().ts);
-    let count = batch.len();
+    // already ours. The entries are moved out, not copied: the batch
+    // is only needed afterwards to say it was appended.
+    let entries: Vec<_> = std::mem::take(&mut held.entries)
+        .into_iter()
+        .filter(|entry| entry.get_timestamp("ts").is_ok_and(|ts| from_bson_timestamp(ts) > last))
+        .collect();
+    let count = entries.len();
     let mut durable_target = None;
-    if !batch.is_empty() {
+    if !entries.is_empty() {
         let started = std::time::Instant::now();
-        match engine.apply_prepared(batch) {
+        match engine.apply_batch(&entries) {
             Ok(op) => {
                 shared.metrics.record_apply_batch(count as u64, started.elapsed());
                 shared.metrics.set_buffer(0, 0);

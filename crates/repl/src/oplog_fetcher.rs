@@ -26,11 +26,11 @@ use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
 use slipstream_clock::OpTime;
 use slipstream_consensus::config::MemberId;
 use slipstream_consensus::{Event, PullBatch};
-use slipstream_storage::{bson_timestamp, from_bson_timestamp, Engine, PreparedBatch};
+use slipstream_storage::{bson_timestamp, from_bson_timestamp};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::coordinator::{fatal, Input};
+use crate::coordinator::Input;
 use crate::fail_points::STOP_REPL_PRODUCER;
 use crate::network::NetError;
 use crate::protocol::parse_optime;
@@ -54,69 +54,13 @@ pub const FETCH_RESTART_PAUSE_MS: u64 = 50;
 /// A pulled batch waiting for the applier (or the node's refusal).
 pub struct HeldBatch {
     pub source: MemberId,
-    /// The entries and their bytes, counted once on arrival.
-    pub count: usize,
+    pub entries: Vec<RawDocumentBuf>,
+    /// The entries' bytes, summed once on arrival.
     pub bytes: usize,
-    entries: HeldEntries,
     outcome: oneshot::Sender<bool>,
 }
 
-/// A held batch's entries: as fetched, or handed to a blocking thread that
-/// prepares them (`Engine::prepare_batch`: parse, read the documents
-/// ahead) while the node applies the batch before.
-enum HeldEntries {
-    Raw(Vec<RawDocumentBuf>),
-    Preparing(std::sync::mpsc::Receiver<PreparedBatch>),
-}
-
-/// A batch of more entries than this is prepared on arrival when another
-/// is still being applied; the smaller ones a member keeping up receives
-/// are applied inline (`applier::INLINE_APPLY_ENTRIES_MAX`) and their
-/// read-ahead is skipped anyway (`READ_AHEAD_KEYS_MIN`).
-pub const PREPARE_ON_ARRIVAL_ENTRIES_MIN: usize = 64;
-
-/// The entries of a fetched batch, prepared on a blocking thread at once
-/// when it is large and the node still applies the previous batch (a
-/// member catching up), so that the parse and the page reads overlap that
-/// apply instead of following it.
-fn fetched(shared: &Shared, entries: Vec<RawDocumentBuf>) -> Fetched {
-    let count = entries.len();
-    let bytes = entries.iter().map(|e| e.as_bytes().len()).sum();
-    if count <= PREPARE_ON_ARRIVAL_ENTRIES_MIN || !*shared.applier_busy.borrow() {
-        return Fetched { count, bytes, entries: HeldEntries::Raw(entries) };
-    }
-    let (prepared_tx, prepared_rx) = std::sync::mpsc::sync_channel(1);
-    let engine = shared.engine.clone();
-    shared.runtime.spawn_blocking(move || {
-        // The receiver is gone if the node passed on the batch meanwhile.
-        let _ = prepared_tx.send(engine.prepare_batch(entries));
-    });
-    Fetched { count, bytes, entries: HeldEntries::Preparing(prepared_rx) }
-}
-
-/// A fetched batch's entries on their way to a `HeldBatch`.
-struct Fetched {
-    count: usize,
-    bytes: usize,
-    entries: HeldEntries,
-}
-
 impl HeldBatch {
-    /// The batch, prepared for `Engine::apply_prepared`: the preparation
-    /// begun on arrival (waited for: call it on a thread that may block),
-    /// or a preparation on this thread.
-    pub fn take_prepared(&mut self, engine: &Engine) -> PreparedBatch {
-        match std::mem::replace(&mut self.entries, HeldEntries::Raw(Vec::new())) {
-            HeldEntries::Raw(entries) => engine.prepare_batch(entries),
-            HeldEntries::Preparing(prepared) => match prepared.recv() {
-                Ok(prepared) => prepared,
-                // Only a panic in the preparation drops its sender: the
-                // entries went with it, and a member cannot skip entries.
-                Err(_) => fatal("the preparation of a fetched oplog batch failed"),
-            },
-        }
-    }
-
     /// The node passed on it (ignored, or found it does not overlap).
     pub fn not_appended(self) {
         let _ = self.outcome.send(false);
@@ -193,7 +137,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
         shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
         if reply.entries.is_empty() {
             // Nothing at or after our last entry: the source is behind.
-            deliver(shared, source, None, None, &reply, fetched(shared, Vec::new())).await;
+            deliver(shared, source, None, None, &reply, Vec::new()).await;
             return NetError::Protocol("the sync source has no entry at or after ours".into());
         }
         let first = match entry_optime(&reply.entries[0]) {
@@ -206,8 +150,8 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
         };
         let mut has_new = prev_last > first || last.is_null();
         let meta = reply_meta(&reply);
+        let entries = reply.entries;
         let mut cursor_id = reply.cursor_id;
-        let entries = fetched(shared, reply.entries);
         let mut outcome = deliver(shared, source, Some(first), Some(prev_last), &meta, entries).await;
         loop {
             if cursor_id == 0 {
@@ -233,38 +177,31 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
             let next = run(shared, host, get_more, FETCH_AWAIT_MS as u64).await;
             // A batch that arrived after the fail point went on is held too.
             shared.fail_points.wait_while_on(STOP_REPL_PRODUCER).await;
-            let mut next = match next {
-                Ok(next) => next,
-                Err(err) => {
-                    let _ = outcome.await;
-                    return err;
-                }
-            };
-            let next_last = match next.entries.last().map(entry_optime).transpose() {
-                Ok(last) => last,
-                Err(err) => {
-                    let _ = outcome.await;
-                    return err;
-                }
-            };
-            // Prepared from now on if the previous batch is still being
-            // applied (`fetched`), not once its outcome is known.
-            let next_entries = fetched(shared, std::mem::take(&mut next.entries));
             let appended = outcome.await.unwrap_or(false);
+            let next = match next {
+                Ok(next) => next,
+                Err(err) => return err,
+            };
             if has_new && !appended {
                 tracing::debug!(target: "repl", source = %host, "the node passed on a batch: query again");
                 break;
             }
             cursor_id = next.cursor_id;
-            let Some(last) = next_last else {
+            let Some(last_entry) = next.entries.last() else {
                 has_new = false;
-                outcome = deliver(shared, source, Some(prev_last), Some(prev_last), &next, next_entries).await;
+                outcome = deliver(shared, source, Some(prev_last), Some(prev_last), &next, Vec::new()).await;
                 continue;
+            };
+            let last = match entry_optime(last_entry) {
+                Ok(op) => op,
+                Err(err) => return err,
             };
             let first = prev_last;
             prev_last = last;
             has_new = true;
-            outcome = deliver(shared, source, Some(first), Some(last), &next, next_entries).await;
+            let meta = reply_meta(&next);
+            let entries = next.entries;
+            outcome = deliver(shared, source, Some(first), Some(last), &meta, entries).await;
         }
         tokio::time::sleep(Duration::from_millis(FETCH_RESTART_PAUSE_MS)).await;
     }
@@ -287,7 +224,7 @@ async fn deliver(
     first: Option<OpTime>,
     last: Option<OpTime>,
     meta: &Reply,
-    fetched: Fetched,
+    entries: Vec<RawDocumentBuf>,
 ) -> oneshot::Receiver<bool> {
     let (outcome, receiver) = oneshot::channel();
     let batch = PullBatch {
@@ -297,15 +234,14 @@ async fn deliver(
         source_commit_point: meta.commit_point,
         source_term: meta.term,
     };
-    let Fetched { count, bytes, entries } = fetched;
-    shared.metrics.set_buffer(count as u64, bytes as u64);
+    let bytes: usize = entries.iter().map(|e| e.as_bytes().len()).sum();
+    shared.metrics.set_buffer(entries.len() as u64, bytes as u64);
     shared.step_input(Input::Pulled {
         batch,
         held: HeldBatch {
             source,
-            count,
-            bytes,
             entries,
+            bytes,
             outcome,
         },
     });

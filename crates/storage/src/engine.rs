@@ -67,7 +67,7 @@ use crate::session::{RetryImage, StatementSession};
 use crate::timestamp::{OplogClock, UNINITIALIZED_TERM};
 use crate::{OpTime, StorageError, Timestamp};
 
-pub(crate) mod apply_batch;
+mod apply_batch;
 mod bulk_load;
 mod capped;
 mod checkpoint_copy;

@@ -75,7 +75,6 @@ pub mod redb_engine;
 pub mod rollback_files;
 pub mod session;
 
-pub use engine::apply_batch::PreparedBatch;
 pub use engine::{CollectionInfo, Engine, EngineOptions, IndexBuildReport, IndexEntry, IndexSpec, ReadAt, Reader, WriteGate, Writer};
 pub use session::{RetryImage, StatementSession};
 pub use slipstream_clock::ClusterTimeDrift;

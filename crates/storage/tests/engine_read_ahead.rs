@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use slipstream_storage::engine::EngineOptions;
 use slipstream_storage::read_ahead::{KEYS_READ_AHEAD, READ_AHEAD_KEYS_MIN};
-use slipstream_storage::{Engine, IndexSpec, ReadAt, StorageError, Timestamp};
+use slipstream_storage::{Engine, IndexSpec, ReadAt};
 
 const DOCUMENTS: i32 = 400;
 
@@ -171,71 +171,6 @@ fn a_large_batch_is_read_ahead_and_a_small_one_is_not() {
     ids.sort();
     ids.dedup();
     assert_eq!(read, ids.len() as u64, "every document the batch reads, once");
-    assert_eq!(state(&engine), state(&primary));
-    engine.shutdown().unwrap();
-    primary.shutdown().unwrap();
-}
-
-/// A member catching up prepares the next batch (parse, read-ahead) while
-/// the one before it applies (`Engine::prepare_batch`), and drops the
-/// overlap entry it already has (`PreparedBatch::retain_after`): the
-/// result is the state `apply_batch` leaves.
-#[test]
-fn a_batch_prepared_during_the_previous_apply_applies_the_same() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let primary_dir = tempfile::tempdir().unwrap();
-    let (primary, loaded, batch) = primary_oplog(primary_dir.path());
-    let dir = tempfile::tempdir().unwrap();
-    let engine = open(dir.path(), 8);
-    engine.apply_batch(&loaded).unwrap();
-    engine.checkpoint_now().unwrap();
-    let half = batch.len() / 2;
-    let (first, second) = (&batch[..half], &batch[half - 1..]);
-    assert!(second.len() > READ_AHEAD_KEYS_MIN);
-    let before = KEYS_READ_AHEAD.load(Ordering::Relaxed);
-    let mut prepared = std::thread::scope(|scope| {
-        let preparing = scope.spawn(|| engine.prepare_batch(second.to_vec()));
-        engine.apply_batch(first).unwrap();
-        preparing.join().unwrap()
-    });
-    assert!(KEYS_READ_AHEAD.load(Ordering::Relaxed) > before, "the prepared batch was read ahead");
-    assert_eq!(prepared.len(), second.len());
-    prepared.retain_after(engine.last_applied().ts);
-    assert_eq!(prepared.len(), second.len() - 1, "the overlap entry is dropped");
-    engine.apply_prepared(prepared).unwrap();
-    assert_eq!(state(&engine), state(&primary));
-    assert_eq!(engine.db_hash("app", None).unwrap(), primary.db_hash("app", None).unwrap());
-    engine.shutdown().unwrap();
-    primary.shutdown().unwrap();
-}
-
-/// An entry that does not parse fails the prepared batch when applied,
-/// after the writability check, as `apply_batch` does; dropped with the
-/// overlap, it fails nothing.
-#[test]
-fn a_prepared_batch_reports_a_bad_entry_only_if_it_keeps_it() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let primary_dir = tempfile::tempdir().unwrap();
-    let (primary, loaded, batch) = primary_oplog(primary_dir.path());
-    let dir = tempfile::tempdir().unwrap();
-    let engine = open(dir.path(), 0);
-    engine.apply_batch(&loaded).unwrap();
-    let last = engine.last_applied().ts;
-    // An entry at the applied position that is no oplog entry at all.
-    let mut bad = Document::try_from(loaded.last().unwrap().as_ref()).unwrap();
-    bad.remove("op");
-    let bad = RawDocumentBuf::from_bytes(bad.to_vec().unwrap()).unwrap();
-
-    let mut kept_bad = engine.prepare_batch(std::iter::once(bad.clone()).chain(batch.iter().cloned()).collect());
-    kept_bad.retain_after(Timestamp::ZERO);
-    let err = engine.apply_prepared(kept_bad).unwrap_err();
-    assert!(matches!(err, StorageError::InvalidOplogEntry(_)), "{err:?}");
-    assert_eq!(engine.last_applied().ts, last, "nothing of a failed batch is applied");
-
-    let mut dropped_bad = engine.prepare_batch(std::iter::once(bad).chain(batch.iter().cloned()).collect());
-    dropped_bad.retain_after(last);
-    assert_eq!(dropped_bad.len(), batch.len());
-    engine.apply_prepared(dropped_bad).unwrap();
     assert_eq!(state(&engine), state(&primary));
     engine.shutdown().unwrap();
     primary.shutdown().unwrap();

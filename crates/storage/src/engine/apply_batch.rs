@@ -5,9 +5,7 @@
 //!    increasing timestamps, the first above the last applied entry. A
 //!    failure applies nothing (`OplogOutOfOrder`, `InvalidOplogEntry`).
 //!    The parse comes before the write lock, and with it the read-ahead
-//!    of the documents the entries will read (`read_ahead.rs`); a caller
-//!    holding the next batch while the current one applies does both
-//!    meanwhile (`prepare_batch`, then `apply_prepared`).
+//!    of the documents the entries will read (`read_ahead.rs`).
 //! 2. Apply the entries in order against the newest state, idempotently
 //!    (`Strictness::Replay`, as recovery does), each one's changes
 //!    committed to the versioned store at its own timestamp and its
@@ -40,70 +38,13 @@ use crate::journal::{EntryMeta, JournalAppend};
 use crate::oplog_entry::OplogEntry;
 use crate::position::Position;
 use crate::read_ahead::read_ahead;
-use crate::{from_bson_timestamp, OpTime, StorageError, Timestamp};
+use crate::{OpTime, StorageError, Timestamp};
 
 /// Most entries in one batch (MongoDB's `replBatchLimitOperations`).
 pub const APPLY_BATCH_ENTRIES_MAX: usize = 5000;
 /// Most bytes of entries in one batch (MongoDB's `replBatchLimitBytes`):
 /// every version of a batch stays in memory until it is visible.
 pub const APPLY_BATCH_BYTES_MAX: usize = 100 * 1024 * 1024;
-
-/// A batch parsed, and the documents it will read read ahead, without the
-/// write lock (step 1's first half): what `apply_prepared` applies.
-///
-/// Why apart: a member catching up holds the next batch while the current
-/// one applies. Parsing it and reading its documents ahead then take the
-/// other core instead of waiting behind the apply: on a 5 GB data set a
-/// batch of 5,000 updates spent about 40 ms parsing and 40-90 ms reading
-/// ahead before its own apply could begin.
-pub struct PreparedBatch {
-    entries: Vec<RawDocumentBuf>,
-    /// The parse's result; an error is returned by `apply_prepared` after
-    /// the writability check, as `apply_batch` always did.
-    parsed: Result<Vec<OplogEntry>>,
-}
-
-impl PreparedBatch {
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Drops every entry (a batch that must change nothing).
-    pub fn clear(&mut self) {
-        self.entries.clear();
-        self.parsed = Ok(Vec::new());
-    }
-
-    /// Keeps only the entries above `ts`: what a member already has (the
-    /// overlap entry a fetch repeats) is not applied again.
-    pub fn retain_after(&mut self, ts: Timestamp) {
-        let entries = std::mem::take(&mut self.entries);
-        match &mut self.parsed {
-            Ok(parsed) => {
-                let (kept_raw, kept_parsed) = entries
-                    .into_iter()
-                    .zip(std::mem::take(parsed))
-                    .filter(|(_, entry)| entry.ts > ts)
-                    .unzip();
-                self.entries = kept_raw;
-                self.parsed = Ok(kept_parsed);
-            }
-            // Unparsable: filter on the raw `ts` and parse again, so that
-            // an entry that fails only in the dropped part fails nothing.
-            Err(_) => {
-                self.entries = entries
-                    .into_iter()
-                    .filter(|raw| raw.get_timestamp("ts").is_ok_and(|raw_ts| from_bson_timestamp(raw_ts) > ts))
-                    .collect();
-                self.parsed = parse_batch(&self.entries);
-            }
-        }
-    }
-}
 
 impl Engine {
     /// Applies a batch of oplog entries written elsewhere (steps above):
@@ -115,33 +56,10 @@ impl Engine {
         // will read can be read ahead meanwhile (`read_ahead.rs`); its
         // errors still come after `check_writable`'s, as they did.
         let parsed = parse_batch(entries);
-        self.read_ahead_parsed(&parsed);
-        self.apply_parsed_batch(entries, parsed)
-    }
-
-    /// Step 1's first half for `apply_prepared`: parses the batch and
-    /// reads its documents ahead. Takes no lock a writer holds; may run
-    /// while another batch applies.
-    pub fn prepare_batch(&self, entries: Vec<RawDocumentBuf>) -> PreparedBatch {
-        let parsed = parse_batch(&entries);
-        self.read_ahead_parsed(&parsed);
-        PreparedBatch { entries, parsed }
-    }
-
-    /// `apply_batch` of a prepared batch.
-    pub fn apply_prepared(&self, batch: PreparedBatch) -> Result<OpTime> {
-        self.apply_parsed_batch(&batch.entries, batch.parsed)
-    }
-
-    fn read_ahead_parsed(&self, parsed: &Result<Vec<OplogEntry>>) {
-        if let Ok(parsed) = parsed {
+        if let Ok(parsed) = &parsed {
             let catalog = self.inner.catalog.read().latest();
             read_ahead(&self.inner.store, &catalog, parsed, self.inner.options.read_ahead_threads);
         }
-    }
-
-    /// Steps 1 (the order check) to 5.
-    fn apply_parsed_batch(&self, entries: &[RawDocumentBuf], parsed: Result<Vec<OplogEntry>>) -> Result<OpTime> {
         let mut state = self.inner.write.lock();
         self.inner.check_writable()?;
         let before = self.inner.applied.load();

@@ -702,6 +702,16 @@ mod tests {
         bson::doc! { "ts": ts.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": {"msg": "x"} }.to_vec().unwrap()
     }
 
+    /// A journal whose commit interval never ends during a test, opened
+    /// and past the wake at open (`cap_check_requested` starts true): its
+    /// group-commit thread runs only when something asks it to.
+    fn open_idle(dir: &std::path::Path, options: JournalOptions) -> Journal {
+        let options = JournalOptions { commit_interval_ms: 3_600_000, ..options };
+        let journal = Journal::open(dir, StdIo::new(), options).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        journal
+    }
+
     /// A wake for the size cap alone found the thread with appends pending
     /// that nobody had asked to sync, took them as a batch and fsynced them
     /// (the journal model test's rare "not exactly the synced prefix"). The
@@ -710,10 +720,7 @@ mod tests {
     #[test]
     fn a_size_cap_wake_writes_no_batch() {
         let dir = tempfile::tempdir().unwrap();
-        let options = JournalOptions { commit_interval_ms: 3_600_000, ..JournalOptions::default() };
-        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
-        // Let the wake at open (`cap_check_requested` starts true) pass.
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        let journal = open_idle(dir.path(), JournalOptions::default());
         let before = journal.stats();
         {
             let io_guard = journal.shared.io_lock.lock();
@@ -745,9 +752,7 @@ mod tests {
     #[test]
     fn a_commit_on_the_callers_thread_leaves_the_idle_thread_asleep() {
         let dir = tempfile::tempdir().unwrap();
-        let options = JournalOptions { commit_interval_ms: 3_600_000, ..JournalOptions::default() };
-        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        let journal = open_idle(dir.path(), JournalOptions::default());
         let before = journal.stats();
         for inc in 1..=50 {
             let ts = Timestamp::new(1_700_000_000, inc);
@@ -769,14 +774,12 @@ mod tests {
     fn a_cap_held_by_the_retain_point_is_not_looked_at_after_every_commit() {
         let dir = tempfile::tempdir().unwrap();
         let options = JournalOptions {
-            commit_interval_ms: 3_600_000,
             segment_size_bytes: 16 * 1024,
             size_cap_bytes: 16 * 1024,
             preallocate_segments: false,
             ..JournalOptions::default()
         };
-        let journal = Journal::open(dir.path(), StdIo::new(), options).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        let journal = open_idle(dir.path(), options);
         let mut wakes_over_cap = 0;
         for inc in 1..=200 {
             let ts = Timestamp::new(1_700_000_000, inc);

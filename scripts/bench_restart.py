@@ -283,7 +283,8 @@ def catch_up_split(rs, i: int) -> dict:
             except ValueError:
                 split = {"line": line[-400:]}
             break
-    repl = rs.direct(i).admin.command("serverStatus")["metrics"]["repl"]
+    status = rs.direct(i).admin.command("serverStatus")
+    repl = status["metrics"]["repl"]
     split["apply_batches"] = repl["apply"]["batches"]["num"]
     split["apply_ms"] = repl["apply"]["batches"]["totalMillis"]
     split["apply_ops"] = repl["apply"]["ops"]
@@ -291,7 +292,7 @@ def catch_up_split(rs, i: int) -> dict:
     split["getmore_ms"] = repl["network"]["getmores"]["totalMillis"]
     # Checkpoints the member took since it started (one during the catch-up
     # is counted in its restart time).
-    split["checkpoints"] = rs.direct(i).admin.command("serverStatus")["slipstream"]["checkpoint"]["count"]
+    split["checkpoints"] = status["slipstream"]["checkpoint"]["count"]
     return split
 
 

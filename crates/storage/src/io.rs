@@ -94,6 +94,10 @@ pub trait IoBackend: Send + Sync {
     /// pieces of `ZERO_FILL_PIECE_BYTES`; when it turns true the file is
     /// removed and the answer is false.
     fn create_zeroed(&self, path: &Path, len: u64, cancelled: &dyn Fn() -> bool) -> io::Result<bool>;
+    /// Creates `path` (an error if it exists) holding `bytes`, without any
+    /// fsync: for a file whose loss or tearing costs only time, because
+    /// its reader checks it whole (a journal segment's index file).
+    fn write_unsynced_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     /// Opens an existing file for writing that bypasses the page cache
     /// (`O_DIRECT`): every write's buffer address, offset and length must
     /// be multiples of `DIRECT_IO_ALIGN`. `None` when the backend or the
@@ -269,6 +273,11 @@ impl IoBackend for StdIo {
         File::open(dir)?.sync_all()
     }
 
+    fn write_unsynced_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        OpenOptions::new().write(true).create_new(true).open(path)?.write_all(bytes)
+    }
+
     fn create_zeroed(&self, path: &Path, len: u64, cancelled: &dyn Fn() -> bool) -> io::Result<bool> {
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
         let zeros = vec![0u8; ZERO_FILL_PIECE_BYTES];
@@ -393,10 +402,12 @@ struct FaultState {
 /// preallocated journal segment, the checkpoint's pages) are undone too:
 /// each write remembers the bytes it replaced until the next fsync.
 ///
-/// `create_zeroed` is not a fault point: it runs on a background thread at
-/// times no test can count on, and a failure there loses nothing (the
-/// journal creates its next segment the old way). Its files are modelled
-/// like any other.
+/// `create_zeroed` and `write_unsynced_file` are not fault points: they
+/// run on background threads at times no test can count on, and a failure
+/// there loses nothing (the journal creates its next segment the old way;
+/// a segment without its index file is scanned at open). Their files are
+/// modelled like any other: a crash leaves of an unsynced file nothing
+/// (its name is lost) or an empty file.
 #[derive(Clone)]
 pub struct FaultyIo {
     inner: Arc<dyn IoBackend>,
@@ -853,6 +864,13 @@ impl IoBackend for FaultyIo {
             self.state.lock().files.insert(path.to_path_buf(), model);
         }
         Ok(finished)
+    }
+
+    fn write_unsynced_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.check_power()?;
+        self.inner.write_unsynced_file(path, bytes)?;
+        self.state.lock().files.insert(path.to_path_buf(), FileModel::default());
+        Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -599,11 +599,14 @@ fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
     batch.done = true;
     let mut released = 0;
     let mut moved = false;
+    // A batch ended in a sealed segment: it may be fsynced whole now.
+    let mut seal_completed = false;
     while state.in_flight.front().is_some_and(|batch| batch.done) {
         let batch = state.in_flight.pop_front().unwrap();
         for (seq, chunk_end) in batch.chunk_ends {
             let segment = segment_mut(state, seq);
             segment.durable_end = segment.durable_end.max(chunk_end);
+            seal_completed |= seq != state.segments.back().unwrap().seq;
         }
         assert!(batch.last_ts >= state.durable_ts);
         state.durable_ts = batch.last_ts;
@@ -625,6 +628,9 @@ fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
         }
         shared.durable_tx.send_replace(state.durable_ts);
         shared.progress.notify_all();
+    }
+    if seal_completed {
+        crate::journal::indexer::notify_if_wanted(shared, state);
     }
     // A slot is free again, and the cap may need a look: wake the
     // group-commit thread when that matters to it (it waits for a slot,
@@ -685,6 +691,14 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
     }
     for segment in &doomed {
         shared.io.remove_file(&segment.path)?;
+        // Not durably, and a failure only logged: one left behind belongs
+        // to no segment and is removed at the next open.
+        let index_files_guard = shared.index_files.lock();
+        if let Err(err) = crate::journal::index_file::remove_index_file(&shared.io, &shared.dir, segment.seq) {
+            let seq = segment.seq;
+            tracing::warn!(target: "journal", seq, error = %err, "removing a segment's index file failed");
+        }
+        drop(index_files_guard);
         tracing::info!(target: "journal", file = %segment.path.display(), "journal segment deleted by the size cap");
     }
     shared.io.sync_dir(&shared.dir)?;

@@ -83,6 +83,13 @@ impl Index {
         }
     }
 
+    /// Every entry of segment `seq`: its timestamp and payload length.
+    pub fn segment_entries(&self, seq: u64) -> Vec<(Timestamp, u32)> {
+        let start = self.entries.partition_point(|(_, location)| location.seq < seq);
+        let end = self.entries.partition_point(|(_, location)| location.seq <= seq);
+        self.entries.range(start..end).map(|(ts, location)| (*ts, location.len)).collect()
+    }
+
     /// The newest entry of segment `seq`, scanning back from the end.
     pub fn last_in_segment(&self, seq: u64) -> Option<Timestamp> {
         self.entries.iter().rev().find(|(_, location)| location.seq <= seq).filter(|(_, l)| l.seq == seq).map(|(ts, _)| *ts)

@@ -26,10 +26,15 @@
 //! Read path: an index `ts -> (segment, offset, len)` covers every entry;
 //! recent entries are served from a bounded cache, older ones are read from
 //! their segment with positional reads and checked again (CRC, timestamp).
+//! The index of a sealed segment is also kept in a file beside it
+//! (`index_file.rs`, written by `indexer.rs`), so that opening the journal
+//! reads only the last segment whole, however much oplog it holds.
 
 mod frame;
 mod group_commit;
 mod index;
+mod index_file;
+mod indexer;
 mod recovery;
 mod segment;
 mod spare;
@@ -156,6 +161,13 @@ pub struct JournalStats {
     /// Times the group-commit thread woke from a wait for work since open
     /// (a notification or the end of a timed wait).
     pub group_commit_wakes: u64,
+    /// Segments read and checked frame by frame when the journal was
+    /// opened (the last one, and sealed ones without a usable index file).
+    pub segments_scanned_at_open: u64,
+    /// Sealed segments taken from their index file at open, unread.
+    pub segments_indexed_at_open: u64,
+    /// Index files of sealed segments written since open (`indexer.rs`).
+    pub index_files_written: u64,
 }
 
 /// What the journal keeps of an entry besides its timestamp: the term and
@@ -320,6 +332,13 @@ pub(crate) struct Shared {
     /// Wakes the spare thread when a spare may be wanted, or the journal
     /// closes (guarded by `state`).
     pub spare_work: Condvar,
+    /// Wakes the indexer thread when a sealed segment may want its index
+    /// file, or the journal closes (guarded by `state`).
+    pub index_work: Condvar,
+    /// Held while an index file is written or removed, so that a
+    /// truncation's removal never races the indexer's write of a file for
+    /// the segment's old content (`indexer.rs`).
+    pub index_files: Mutex<()>,
     /// Held by whoever does segment I/O that must not interleave with a
     /// batch write: the group-commit thread and `truncate_after`. Taken
     /// before `state`, never after.
@@ -400,11 +419,15 @@ impl Journal {
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
         let segment_count = recovered.segments.len();
+        let segments_indexed = recovered.segments.iter().filter(|segment| segment.from_index).count() as u64;
         for (position, found) in recovered.segments.into_iter().enumerate() {
             // The previous process may have died before its last writes
             // reached the disk; fsync what recovery accepted before calling
-            // it durable.
-            found.file.sync_all().map_err(StorageError::Io)?;
+            // it durable. A segment taken from its index file was fsynced
+            // whole before that file was written.
+            if !found.from_index {
+                found.file.sync_all().map_err(StorageError::Io)?;
+            }
             // The last segment takes the next appends: its sync workers'
             // handles are opened now, before anything is written to it.
             let sync_files = if position + 1 == segment_count {
@@ -422,6 +445,8 @@ impl Journal {
                 file_bytes: found.file_bytes,
                 first_ts: found.first_ts,
                 last_ts: found.last_ts,
+                // The last segment takes appends: its index file was removed.
+                indexed: found.from_index && position + 1 != segment_count,
             });
         }
         if segments.is_empty() {
@@ -432,7 +457,12 @@ impl Journal {
             index.push(ts, location);
         }
         let durable_ts = index.last().unwrap_or(Timestamp::ZERO);
-        let stats = JournalStats { torn_bytes_cut_at_open: recovered.torn_bytes_cut, ..JournalStats::default() };
+        let stats = JournalStats {
+            torn_bytes_cut_at_open: recovered.torn_bytes_cut,
+            segments_scanned_at_open: recovered.segments_scanned,
+            segments_indexed_at_open: segments_indexed,
+            ..JournalStats::default()
+        };
         let state = State {
             segments,
             index,
@@ -477,6 +507,8 @@ impl Journal {
             sync_work: std::array::from_fn(|_| Condvar::new()),
             progress: Condvar::new(),
             spare_work: Condvar::new(),
+            index_work: Condvar::new(),
+            index_files: Mutex::new(()),
             io_lock: Mutex::new(()),
             fail_next_sync: AtomicBool::new(false),
             durable_tx,
@@ -500,6 +532,11 @@ impl Journal {
         let spare_shared = shared.clone();
         let spawned =
             std::thread::Builder::new().name("journal-spare".to_string()).spawn(move || spare::run_guarded(spare_shared));
+        journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
+        let indexer_shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("journal-indexer".to_string())
+            .spawn(move || indexer::run_guarded(indexer_shared));
         journal.threads.lock().push(spawned.map_err(StorageError::Io)?);
         // Everything found at open is durable: the newest entry's meta is
         // the durable position's.
@@ -576,6 +613,8 @@ impl Journal {
         if current.has_entries() && (full || leave_for_spare) {
             let next = SegmentState::planned(&shared.dir, current.seq + 1);
             state.segments.push_back(next);
+            // The segment just sealed may be fsynced whole already.
+            indexer::notify_if_wanted(shared, state);
         }
         let segment = state.segments.back_mut().unwrap();
         let location = Location { seq: segment.seq, offset: segment.end, len: entry.len() as u32 };
@@ -817,6 +856,8 @@ impl Journal {
         // journal leaves it for a spare (`spare.rs`).
         segment.file_bytes = cut.offset;
         segment.last_ts = new_last;
+        // It takes appends again: an index file would describe it wrongly.
+        segment.indexed = false;
         if new_last.is_none() {
             segment.first_ts = None;
         }
@@ -830,7 +871,7 @@ impl Journal {
         let durable_ts = state.durable_ts;
         drop(state);
 
-        let result = truncate_files(shared, &removed, &cut_file, cut.offset);
+        let result = truncate_files(shared, &removed, cut.seq, &cut_file, cut.offset);
         // The cut segment takes the next appends; if it was not the last
         // one before, its sync workers' handles are opened now, before
         // anything new is written to it.
@@ -925,6 +966,7 @@ impl Journal {
             state.closing = true;
             self.shared.work.notify_all();
             self.shared.spare_work.notify_all();
+            self.shared.index_work.notify_all();
         }
         let threads = std::mem::take(&mut *self.threads.lock());
         for thread in threads {
@@ -950,9 +992,18 @@ impl Drop for Journal {
 fn truncate_files(
     shared: &Shared,
     removed: &[SegmentState],
+    cut_seq: u64,
     cut_file: &Arc<dyn IoFile>,
     cut_offset: u64,
 ) -> std::io::Result<()> {
+    // The index files go first, durably: a segment number used again after
+    // the cut must never meet an index of its old content.
+    let index_files_guard = shared.index_files.lock();
+    for seq in removed.iter().map(|segment| segment.seq).chain([cut_seq]) {
+        index_file::remove_index_file(&shared.io, &shared.dir, seq)?;
+    }
+    shared.io.sync_dir(&shared.dir)?;
+    drop(index_files_guard);
     // Newest first, so that a crash midway never leaves a gap in the
     // sequence numbers (recovery would call that corruption).
     for segment in removed {

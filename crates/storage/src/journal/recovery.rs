@@ -1,10 +1,12 @@
-//! Opening a journal: scan every segment, check every frame, cut a torn
-//! tail, refuse anything else.
+//! Opening a journal: scan every segment that has no usable index file,
+//! check every frame, cut a torn tail, refuse anything else.
 //!
 //! Steps (a crash between any two leaves a journal this scan accepts):
 //! 1. List `oplog-<seq>.seg` files; their sequence numbers must be
 //!    consecutive (a gap means a lost segment: corruption).
-//! 2. For each segment in order, check the header, then walk the frames:
+//! 2. For each segment in order: a sealed one (not the last) whose index
+//!    file passes its checks (`index_file.rs`) is taken from it unread.
+//!    Of any other, check the header, then walk the frames:
 //!    each must be whole, pass its CRC, and carry a timestamp above the one
 //!    before it (across segments too).
 //!    A frame that fails where the rest of the file is zero is where the
@@ -31,6 +33,9 @@
 //! 5. A leftover spare file (`SPARE_FILE_NAME`: the next segment being
 //!    zero-filled, finished or not, when the process stopped) is removed;
 //!    the journal prepares a new one when it needs it.
+//! 6. Index files of no sealed segment (the last segment's, which may take
+//!    more frames, or a segment's the size cap deleted) are removed; one
+//!    that failed its checks is left for the indexer to replace.
 //!
 //! No length read from a file is trusted before it is checked: a segment
 //! file larger than any the journal writes is refused before it is read,
@@ -43,6 +48,7 @@ use std::sync::Arc;
 use crate::io::{IoBackend, IoFile};
 use crate::journal::frame::{check_frame, is_valid_frame_start, FrameCheck, FRAME_HEADER_BYTES};
 use crate::journal::index::Location;
+use crate::journal::index_file::{parse_index_file_name, read_index_file, remove_index_file, SegmentIndex};
 use crate::journal::frame::{ENTRY_BYTES_MAX, ENTRY_BYTES_MIN};
 use crate::journal::segment::{
     check_header, parse_segment_file_name, segment_path, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
@@ -62,6 +68,9 @@ pub struct RecoveredSegment {
     pub file_bytes: u64,
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
+    /// Taken from its index file, unread (its frames were fsynced before
+    /// the index was written).
+    pub from_index: bool,
 }
 
 /// What the scan found.
@@ -70,6 +79,8 @@ pub struct Recovered {
     pub entries: Vec<(Timestamp, Location)>,
     /// Bytes cut from a torn tail (0 if none).
     pub torn_bytes_cut: u64,
+    /// Segments read and checked frame by frame.
+    pub segments_scanned: u64,
 }
 
 fn io_error(path: &Path, what: &str, err: std::io::Error) -> StorageError {
@@ -155,6 +166,7 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         let spare = dir.join(SPARE_FILE_NAME);
         io.remove_file(&spare).map_err(|err| io_error(&spare, "removing the leftover spare segment", err))?;
     }
+    let index_files: Vec<u64> = names.iter().filter_map(|name| parse_index_file_name(name)).collect();
     let mut seqs: Vec<u64> = names.iter().filter_map(|name| parse_segment_file_name(name)).collect();
     seqs.sort_unstable();
     for pair in seqs.windows(2) {
@@ -169,12 +181,32 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
         }
     }
 
-    let mut recovered = Recovered { segments: Vec::new(), entries: Vec::new(), torn_bytes_cut: 0 };
+    let mut recovered = Recovered { segments: Vec::new(), entries: Vec::new(), torn_bytes_cut: 0, segments_scanned: 0 };
     let mut previous_ts: Option<Timestamp> = None;
     for (position, &seq) in seqs.iter().enumerate() {
         let is_last = position + 1 == seqs.len();
         let path = segment_path(dir, seq);
         let file = io.open(&path).map_err(|err| io_error(&path, "opening journal segment", err))?;
+        if !is_last && index_files.contains(&seq) {
+            if let Some(index) = usable_index(dir, io, &path, &*file, seq, previous_ts) {
+                previous_ts = Some(index.last_ts());
+                recovered.entries.extend(
+                    index.with_offsets().map(|(ts, offset, len)| (ts, Location { seq, offset, len })),
+                );
+                recovered.segments.push(RecoveredSegment {
+                    seq,
+                    path,
+                    file,
+                    end: index.end,
+                    file_bytes: index.file_bytes,
+                    first_ts: Some(index.first_ts()),
+                    last_ts: Some(index.last_ts()),
+                    from_index: true,
+                });
+                continue;
+            }
+        }
+        recovered.segments_scanned += 1;
         let len = file.size_bytes().map_err(|err| io_error(&path, "reading the length of", err))?;
         if len > SEGMENT_FILE_BYTES_MAX {
             let limit = SEGMENT_FILE_BYTES_MAX;
@@ -219,9 +251,55 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
             file_bytes,
             first_ts: segment.first_ts,
             last_ts: segment.last_ts,
+            from_index: false,
         });
     }
+    remove_stray_index_files(dir, io, &index_files, &recovered.segments);
     Ok(recovered)
+}
+
+/// The index of sealed segment `seq` if its file passes every check
+/// (`index_file.rs`); otherwise None, logged: the segment is scanned.
+fn usable_index(
+    dir: &Path,
+    io: &Arc<dyn IoBackend>,
+    path: &Path,
+    file: &dyn IoFile,
+    seq: u64,
+    previous_ts: Option<Timestamp>,
+) -> Option<SegmentIndex> {
+    let checked = read_index_file(io, dir, seq).and_then(|index| match index {
+        Some(index) => index.check_against(file, previous_ts).map(|()| Some(index)),
+        None => Ok(None),
+    });
+    match checked {
+        Ok(index) => index,
+        Err(reason) => {
+            tracing::warn!(
+                target: "journal",
+                file = %path.display(),
+                reason = %reason,
+                "the segment's index file cannot be used; scanning the segment"
+            );
+            None
+        }
+    }
+}
+
+/// Removes index files that belong to no sealed segment: the last
+/// segment's (it may take more frames) and those of segments no longer
+/// there. Best effort: one left behind fails its checks at a later open.
+fn remove_stray_index_files(dir: &Path, io: &Arc<dyn IoBackend>, index_files: &[u64], segments: &[RecoveredSegment]) {
+    let last = segments.last().map(|segment| segment.seq);
+    for &seq in index_files {
+        let sealed = segments.iter().any(|segment| segment.seq == seq) && Some(seq) != last;
+        if sealed {
+            continue;
+        }
+        if let Err(err) = remove_index_file(io, dir, seq) {
+            tracing::warn!(target: "journal", seq, error = %err, "removing a stray segment index file failed");
+        }
+    }
 }
 
 /// Removes the torn bytes `[offset, dirty_end)` of a last segment that is

@@ -135,6 +135,9 @@ pub struct SegmentState {
     pub file_bytes: u64,
     pub first_ts: Option<Timestamp>,
     pub last_ts: Option<Timestamp>,
+    /// Its index file was written for its present content (`indexer.rs`),
+    /// or writing it failed, which is not retried: the next open scans it.
+    pub indexed: bool,
 }
 
 impl SegmentState {
@@ -150,6 +153,7 @@ impl SegmentState {
             file_bytes: 0,
             first_ts: None,
             last_ts: None,
+            indexed: false,
         }
     }
 

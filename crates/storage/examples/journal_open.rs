@@ -7,7 +7,9 @@
 //!
 //! `cargo run --release -p slipstream-storage --example journal_open -- [sizes_mb] [trials] [dir]`
 //!
-//! `sizes_mb` is a comma-separated list (default `64,256,1024`). A
+//! `sizes_mb` is a comma-separated list (default `64,256,1024`).
+//! `journal_open --existing DIR [trials]` times opening a copy of an
+//! existing journal directory instead (a member's `<dbpath>/journal`). A
 //! restarted member opens its journal before anything else; how long that
 //! takes should not grow with how much oplog it holds.
 
@@ -79,8 +81,33 @@ fn median(values: &[f64]) -> f64 {
     sorted[sorted.len() / 2]
 }
 
+/// Opens a copy of `dir` (an open may cut a torn tail or write index
+/// files; the original is left alone) warm `trials` times.
+fn existing(dir: &Path, trials: usize) {
+    let scratch = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), scratch.path().join(entry.file_name())).unwrap();
+    }
+    let opens: Vec<(f64, u64)> = (0..trials).map(|_| open_ms(scratch.path())).collect();
+    let warm: Vec<f64> = opens.iter().map(|(ms, _)| *ms).collect();
+    let line = serde_json::json!({
+        "bench": "journal-open",
+        "existing": dir.display().to_string(),
+        "segments_scanned": opens.last().map(|(_, scanned)| *scanned),
+        "warm_ms": warm,
+        "warm_median_ms": median(&warm),
+    });
+    println!("{line}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--existing") {
+        let trials = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+        existing(Path::new(args.get(2).expect("--existing DIR")), trials);
+        return;
+    }
     let sizes: Vec<u64> =
         args.get(1).map_or("64,256,1024", String::as_str).split(',').map(|s| s.parse().expect("sizes_mb")).collect();
     let trials: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);

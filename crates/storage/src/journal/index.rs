@@ -48,6 +48,13 @@ impl Index {
         self.entries[position]
     }
 
+    /// The index of `entries`, which recovery found in strictly increasing
+    /// timestamp order (taken over without a copy).
+    pub fn from_sorted(entries: Vec<(Timestamp, Location)>) -> Index {
+        assert!(entries.windows(2).all(|pair| pair[0].0 < pair[1].0), "journal index out of order");
+        Index { entries: VecDeque::from(entries) }
+    }
+
     pub fn push(&mut self, ts: Timestamp, location: Location) {
         if let Some(last) = self.last() {
             assert!(ts > last, "journal index out of order: {ts} after {last}");

@@ -30,6 +30,7 @@
 //! (`index_file.rs`, written by `indexer.rs`), so that opening the journal
 //! reads only the last segment whole, however much oplog it holds.
 
+mod clean_scan;
 mod frame;
 mod group_commit;
 mod index;
@@ -452,10 +453,7 @@ impl Journal {
         if segments.is_empty() {
             segments.push_back(SegmentState::planned(dir, 1));
         }
-        let mut index = Index::default();
-        for (ts, location) in recovered.entries {
-            index.push(ts, location);
-        }
+        let index = Index::from_sorted(recovered.entries);
         let durable_ts = index.last().unwrap_or(Timestamp::ZERO);
         let stats = JournalStats {
             torn_bytes_cut_at_open: recovered.torn_bytes_cut,

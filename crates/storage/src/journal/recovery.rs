@@ -6,7 +6,9 @@
 //!    consecutive (a gap means a lost segment: corruption).
 //! 2. For each segment in order: a sealed one (not the last) whose index
 //!    file passes its checks (`index_file.rs`) is taken from it unread.
-//!    Of any other, check the header, then walk the frames:
+//!    Any other is read piece by piece while it holds only valid frames
+//!    and then zeros (`clean_scan.rs`); if it holds anything else it is
+//!    read whole: check the header, then walk the frames:
 //!    each must be whole, pass its CRC, and carry a timestamp above the one
 //!    before it (across segments too).
 //!    A frame that fails where the rest of the file is zero is where the
@@ -46,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::io::{IoBackend, IoFile};
+use crate::journal::clean_scan;
 use crate::journal::frame::{check_frame, is_valid_frame_start, FrameCheck, FRAME_HEADER_BYTES};
 use crate::journal::index::Location;
 use crate::journal::index_file::{parse_index_file_name, read_index_file, remove_index_file, SegmentIndex};
@@ -99,9 +102,15 @@ fn find_valid_frame_after(data: &[u8], from: usize, dirty_end: usize) -> Option<
     (from..last_start).find(|&start| is_valid_frame_start(&data[start..]))
 }
 
-/// The offset just past the last nonzero byte of `data` (0 if all zero).
+/// The offset just past the last nonzero byte of `data` (0 if all zero):
+/// zero blocks skipped from the end a word at a time, then byte by byte.
 fn dirty_end(data: &[u8]) -> usize {
-    data.iter().rposition(|&byte| byte != 0).map_or(0, |last| last + 1)
+    const BLOCK_BYTES: usize = 256;
+    let mut end = data.len();
+    while end >= BLOCK_BYTES && clean_scan::all_zero(&data[end - BLOCK_BYTES..end]) {
+        end -= BLOCK_BYTES;
+    }
+    data[..end].iter().rposition(|&byte| byte != 0).map_or(0, |last| last + 1)
 }
 
 fn read_u32_le(bytes: &[u8]) -> usize {
@@ -212,6 +221,22 @@ pub fn recover(dir: &Path, io: &Arc<dyn IoBackend>) -> Result<Recovered, Storage
             let limit = SEGMENT_FILE_BYTES_MAX;
             let reason = format!("the file is {len} bytes, larger than any segment the journal writes ({limit} bytes)");
             return Err(corruption(&path, 0, &reason));
+        }
+        let clean = clean_scan::scan(&*file, len, seq, previous_ts).map_err(|err| io_error(&path, "reading", err))?;
+        if let Some(clean) = clean {
+            previous_ts = clean.last_ts.or(previous_ts);
+            recovered.entries.extend(clean.entries);
+            recovered.segments.push(RecoveredSegment {
+                seq,
+                path,
+                file,
+                end: clean.end,
+                file_bytes: len,
+                first_ts: clean.first_ts,
+                last_ts: clean.last_ts,
+                from_index: false,
+            });
+            continue;
         }
         let mut data = vec![0u8; len as usize];
         file.read_exact_at(&mut data, 0).map_err(|err| io_error(&path, "reading", err))?;

@@ -246,6 +246,63 @@ def journal_segments(dbpath):
     return [(name, os.path.getsize(os.path.join(directory, name))) for name in names]
 
 
+def test_a_restart_reads_sealed_segments_from_their_index_files(fresh_node):
+    """Issue 8 (fast restart): each sealed journal segment gets an index
+    file, and a node restarted after SIGKILL takes those segments from it
+    instead of reading them (serverStatus.slipstream.journal counts both
+    kinds of segment at open). A damaged index file is scanned around,
+    not trusted, and no acknowledged write is lost either way."""
+    fresh_node.extra_args = ["--oplog-size-mb", "8"]  # 1 MiB segments
+    fresh_node.start()
+    client = connect(fresh_node)
+    coll = client.test.get_collection("indexed", write_concern=WriteConcern(j=True))
+
+    def journal_status():
+        return client.admin.command("serverStatus")["slipstream"]["journal"]
+
+    def index_files():
+        directory = os.path.join(fresh_node.dbpath, "journal")
+        return sorted(name for name in os.listdir(directory) if name.endswith(".idx"))
+
+    acknowledged = 0
+    deadline = time.monotonic() + 120
+    while journal_status()["indexFilesWritten"] < 3:
+        assert time.monotonic() < deadline, (journal_status(), journal_segments(fresh_node.dbpath))
+        coll.insert_many([{"_id": acknowledged + i, "pad": "p" * 1024} for i in range(100)])
+        acknowledged += 100
+    # The indexer writes a sealed segment's file soon after: every one but
+    # the last segment's before the kill.
+    while len(index_files()) != len(journal_segments(fresh_node.dbpath)) - 1:
+        assert time.monotonic() < deadline, (index_files(), journal_segments(fresh_node.dbpath))
+        time.sleep(0.05)
+    fresh_node.kill()
+    client.close()
+
+    fresh_node.start()
+    client = connect(fresh_node)
+    sealed = len(journal_segments(fresh_node.dbpath)) - 1
+    status = journal_status()
+    assert (status["segmentsIndexedAtOpen"], status["segmentsScannedAtOpen"]) == (sealed, 1), status
+    assert client.test.indexed.count_documents({}) == acknowledged
+    client.close()
+    fresh_node.stop()
+
+    # One index file damaged: that segment is read whole, the rest is not.
+    damaged = os.path.join(fresh_node.dbpath, "journal", index_files()[0])
+    with open(damaged, "r+b") as file:
+        file.seek(60)
+        byte = file.read(1)
+        file.seek(60)
+        file.write(bytes([byte[0] ^ 0x01]))
+    fresh_node.start()
+    client = connect(fresh_node)
+    status = journal_status()
+    sealed = len(journal_segments(fresh_node.dbpath)) - 1
+    assert (status["segmentsIndexedAtOpen"], status["segmentsScannedAtOpen"]) == (sealed - 1, 2), status
+    assert client.test.indexed.count_documents({}) == acknowledged
+    client.close()
+
+
 def test_journal_rolls_into_a_preallocated_segment_and_survives_sigkill(fresh_node):
     """Issue 7: the journal prepares its next segment ahead (zero-filled,
     fsynced) and rolls over into it, so that appends never grow a file;

@@ -238,6 +238,12 @@ pub struct EngineStats {
     pub journal_preallocated_bytes: u64,
     /// Spare journal segments prepared since open.
     pub journal_spares_prepared: u64,
+    /// Journal segments read whole when the node started, and sealed ones
+    /// taken from their index files unread (`journal/index_file.rs`).
+    pub journal_segments_scanned_at_open: u64,
+    pub journal_segments_indexed_at_open: u64,
+    /// Index files of sealed journal segments written since open.
+    pub journal_index_files_written: u64,
     /// Bytes the checkpoint store's page cache holds now.
     pub kv_cache_bytes_used: u64,
     /// Its bound (`EngineOptions::kv_cache_bytes`).
@@ -1306,6 +1312,9 @@ impl Engine {
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
             journal_preallocated_bytes: journal.preallocated_bytes,
             journal_spares_prepared: journal.spares_prepared,
+            journal_segments_scanned_at_open: journal.segments_scanned_at_open,
+            journal_segments_indexed_at_open: journal.segments_indexed_at_open,
+            journal_index_files_written: journal.index_files_written,
             kv_cache_bytes_used: self.inner.kv.cache_bytes_used() as u64,
             kv_cache_bytes_max: self.inner.options.kv_cache_bytes as u64,
             journal_cache_bytes: journal.cache_bytes,

@@ -297,6 +297,9 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
                 "oldestUnsyncedWriteAgeMillis": stats.oldest_unsynced_write_age_ms as i64,
                 "preallocatedBytes": stats.journal_preallocated_bytes as i64,
                 "sparesPrepared": stats.journal_spares_prepared as i64,
+                "segmentsScannedAtOpen": stats.journal_segments_scanned_at_open as i64,
+                "segmentsIndexedAtOpen": stats.journal_segments_indexed_at_open as i64,
+                "indexFilesWritten": stats.journal_index_files_written as i64,
             },
             "checkpoint": {
                 "count": stats.checkpoints as i64,

@@ -692,13 +692,15 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
     for segment in &doomed {
         shared.io.remove_file(&segment.path)?;
         // Not durably, and a failure only logged: one left behind belongs
-        // to no segment and is removed at the next open.
-        let index_files_guard = shared.index_files.lock();
+        // to no segment and is removed at the next open. Without the
+        // indexer's lock, which would hold this thread (and every write)
+        // for an index file's write: an indexer that writes this
+        // segment's file after this removal leaves such a stray too, and a
+        // deleted front segment's number never comes back.
         if let Err(err) = crate::journal::index_file::remove_index_file(&shared.io, &shared.dir, segment.seq) {
             let seq = segment.seq;
             tracing::warn!(target: "journal", seq, error = %err, "removing a segment's index file failed");
         }
-        drop(index_files_guard);
         tracing::info!(target: "journal", file = %segment.path.display(), "journal segment deleted by the size cap");
     }
     shared.io.sync_dir(&shared.dir)?;

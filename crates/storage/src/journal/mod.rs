@@ -336,9 +336,10 @@ pub(crate) struct Shared {
     /// Wakes the indexer thread when a sealed segment may want its index
     /// file, or the journal closes (guarded by `state`).
     pub index_work: Condvar,
-    /// Held while an index file is written or removed, so that a
-    /// truncation's removal never races the indexer's write of a file for
-    /// the segment's old content (`indexer.rs`).
+    /// Held while the indexer writes an index file and while a truncation
+    /// removes them, so that the removal never races the write of a file
+    /// for a segment's old content (`indexer.rs`). The size cap does not
+    /// take it (`group_commit::enforce_size_cap`).
     pub index_files: Mutex<()>,
     /// Held by whoever does segment I/O that must not interleave with a
     /// batch write: the group-commit thread and `truncate_after`. Taken

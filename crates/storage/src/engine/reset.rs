@@ -206,29 +206,29 @@ pub(crate) fn finish_interrupted(io: &Arc<dyn IoBackend>, dbpath: &Path) -> Resu
     if !reset {
         return Ok(false);
     }
-    let segments = wipe_checkpoint_and_journal(io, dbpath)?;
+    let journal_files = wipe_checkpoint_and_journal(io, dbpath)?;
     remove_marker(&**io, dbpath)?;
-    tracing::warn!(target: "storage", journal_files_removed = segments,
+    tracing::warn!(target: "storage", journal_files_removed = journal_files,
         "a reset to empty interrupted by a restart finished: the checkpoint and the journal are deleted");
     Ok(true)
 }
 
-/// Deletes the checkpoint file and every journal segment; returns the
-/// segments deleted.
+/// Deletes the checkpoint file and every file of the journal (its
+/// segments, their index files, a spare); returns how many journal files.
 fn wipe_checkpoint_and_journal(io: &Arc<dyn IoBackend>, dbpath: &Path) -> Result<usize> {
     let checkpoint = dbpath.join(CHECKPOINT_FILE_NAME);
     if io.exists(&checkpoint)? {
         io.remove_file(&checkpoint)?;
     }
     let journal = dbpath.join(JOURNAL_DIR_NAME);
-    let mut segments = 0;
+    let mut files = 0;
     if io.exists(&journal)? {
         for name in io.list_dir(&journal)? {
             io.remove_file(&journal.join(name))?;
-            segments += 1;
+            files += 1;
         }
         io.sync_dir(&journal)?;
     }
     io.sync_dir(dbpath)?;
-    Ok(segments)
+    Ok(files)
 }

@@ -53,7 +53,9 @@ use std::sync::Arc;
 
 use crate::io::{IoBackend, IoFile};
 use crate::journal::frame::{check_frame, FrameCheck, ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
-use crate::journal::segment::{check_header, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES};
+use crate::journal::segment::{
+    check_header, numbered_file_name, parse_numbered_file_name, SEGMENT_FILE_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
 use crate::Timestamp;
 
 pub const INDEX_MAGIC: [u8; 8] = *b"SLIPJIDX";
@@ -67,11 +69,10 @@ const CRC_BYTES: usize = 4;
 const ENTRIES_MAX: u64 = SEGMENT_FILE_BYTES_MAX / (FRAME_HEADER_BYTES + ENTRY_BYTES_MIN) as u64;
 pub const INDEX_FILE_BYTES_MAX: u64 = (HEADER_BYTES + CRC_BYTES) as u64 + ENTRIES_MAX * ENTRY_BYTES as u64;
 
-const NAME_PREFIX: &str = "oplog-";
-const NAME_SUFFIX: &str = ".idx";
+const INDEX_SUFFIX: &str = ".idx";
 
 pub fn index_file_name(seq: u64) -> String {
-    format!("{NAME_PREFIX}{seq:020}{NAME_SUFFIX}")
+    numbered_file_name(seq, INDEX_SUFFIX)
 }
 
 pub fn index_path(dir: &Path, seq: u64) -> PathBuf {
@@ -80,11 +81,7 @@ pub fn index_path(dir: &Path, seq: u64) -> PathBuf {
 
 /// The sequence number in an index file name, or None for other files.
 pub fn parse_index_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(NAME_PREFIX)?.strip_suffix(NAME_SUFFIX)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    parse_numbered_file_name(name, INDEX_SUFFIX)
 }
 
 /// What an index file says about its segment.

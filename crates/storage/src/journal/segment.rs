@@ -50,14 +50,31 @@ pub const SEGMENT_MAGIC: [u8; 8] = *b"SLIPJRNL";
 pub const FORMAT_VERSION: u32 = 1;
 
 const NAME_PREFIX: &str = "oplog-";
-const NAME_SUFFIX: &str = ".seg";
+const SEGMENT_SUFFIX: &str = ".seg";
 /// The next segment's file while it is prepared and until the journal
 /// rolls over to it. Not a segment name (`parse_segment_file_name` skips
 /// it): recovery removes a leftover one, whole or half written.
 pub const SPARE_FILE_NAME: &str = "oplog-spare.tmp";
 
+/// `oplog-<seq><suffix>`, the sequence number as 20 decimal digits (so
+/// that names sort in sequence order): a segment's name, or the name of a
+/// file that belongs to one (its index file, `index_file.rs`).
+pub fn numbered_file_name(seq: u64, suffix: &str) -> String {
+    format!("{NAME_PREFIX}{seq:020}{suffix}")
+}
+
+/// The sequence number in a `numbered_file_name` with `suffix`, or None
+/// for other files.
+pub fn parse_numbered_file_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_prefix(NAME_PREFIX)?.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 pub fn segment_file_name(seq: u64) -> String {
-    format!("{NAME_PREFIX}{seq:020}{NAME_SUFFIX}")
+    numbered_file_name(seq, SEGMENT_SUFFIX)
 }
 
 pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -66,11 +83,7 @@ pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
 
 /// The sequence number in a segment file name, or None for other files.
 pub fn parse_segment_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(NAME_PREFIX)?.strip_suffix(NAME_SUFFIX)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    parse_numbered_file_name(name, SEGMENT_SUFFIX)
 }
 
 pub fn encode_header(seq: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {

@@ -33,6 +33,8 @@ before the restart (a node whose volume comes back on a new machine), with
 --warm it is read into it (a node restarted where it ran a while; without
 either, the page cache holds what the member read since its initial sync,
 which by the default method wrote the file around the page cache); `restart_s` is then the median and
+`logged_restart_s` the median of the same interval read from the member's log (its first line to its
+SECONDARY line, to the millisecond, where the poll moves in steps of 50 ms), and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
 getMore totals of the fresh process). --keep DIR keeps each size's cluster
@@ -45,6 +47,7 @@ binaries can be compared on the same data, run after run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -63,6 +66,8 @@ POLL_S = 0.05
 # What a kept cluster remembers of its first run (load, initial sync).
 KEPT_FILE = "bench-restart.json"
 CATCH_UP_LINE = "restart catch-up finished"
+START_LINE = '"msg":"Slipstream starting"'
+STATE_LINE = '"msg":"member state changed"'
 
 
 def member_pid(rs, i: int) -> int:
@@ -153,6 +158,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             kept["runs_so_far"] = first + trials
             (kept_dir / KEPT_FILE).write_text(json.dumps(kept))
         walls = sorted(run["restart_s"] for run in runs)
+        logged = sorted(run["logged_restart_s"] for run in runs if run["logged_restart_s"] is not None)
         result.update({
             "missed_writes": writes,
             "replayed_writes": replayed,
@@ -162,6 +168,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             "restart_cpu_s": sorted(run["restart_cpu_s"] for run in runs)[len(runs) // 2],
             "restart_s_min": walls[0],
             "restart_s_max": walls[-1],
+            "logged_restart_s": logged[len(logged) // 2] if logged else None,
             "restart_states": sorted(runs, key=lambda run: run["restart_s"])[len(runs) // 2]["restart_states"],
             "restart_trials": runs,
             "load_average_1m": round(os.getloadavg()[0], 1),
@@ -253,13 +260,38 @@ def restart_once(rs, added: int, documents: int, writes: int, replayed: int, run
     restart_states = time_states(rs, added, started)
     restart_s = time.monotonic() - started
     restart_cpu_s = cpu_seconds(pid)
+    logged = logged_states(rs, added)
     return {
         "restart_s": round(restart_s, 2),
         "restart_cpu_s": round(restart_cpu_s, 2),
         "restart_states": restart_states,
+        "logged_states": logged,
+        "logged_restart_s": logged.get("SECONDARY"),
         "catch_up": catch_up_split(rs, added),
         "io": process_io(pid),
     }
+
+
+def logged_states(rs, i: int) -> dict[str, float]:
+    """The seconds from the member's last "Slipstream starting" log line to
+    the first "member state changed" line of each state after it: the same
+    intervals as the polled ones, to the millisecond instead of in steps of
+    the poll (the process's start before its first line is not in them)."""
+    def seconds(line: str) -> float:
+        stamp = json.loads(line)["t"]["$date"]
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+    lines = Path(rs.log_path(i)).read_text(errors="replace").splitlines()
+    starts = [n for n, line in enumerate(lines) if START_LINE in line]
+    if not starts:
+        return {}
+    started = seconds(lines[starts[-1]])
+    states: dict[str, float] = {}
+    for line in lines[starts[-1]:]:
+        if STATE_LINE in line:
+            state = json.loads(line)["attr"]["state"]
+            states.setdefault(state, round(seconds(line) - started, 3))
+    return states
 
 
 def process_io(pid: int) -> dict:

@@ -13,7 +13,7 @@
 //! tail or reports the corruption.
 
 use crate::io::IoFile;
-use crate::journal::frame::{check_frame, FrameCheck, FRAME_HEADER_BYTES};
+use crate::journal::frame::{check_frame, FrameCheck, ENTRY_BYTES_MAX, ENTRY_BYTES_MIN, FRAME_HEADER_BYTES};
 use crate::journal::index::Location;
 use crate::journal::segment::{check_header, SEGMENT_HEADER_BYTES};
 use crate::Timestamp;
@@ -105,7 +105,10 @@ pub fn scan(
     while offset < len {
         let header_bytes = ((len - offset) as usize).min(FRAME_HEADER_BYTES);
         let header = window.get(offset, header_bytes)?;
+        // A length is checked against its range before anything is read
+        // for it (`recovery.rs`: no length from a file is trusted first).
         let declared = header.get(0..4).map(|bytes| u32::from_le_bytes(bytes.try_into().unwrap()) as usize);
+        let declared = declared.filter(|len| (ENTRY_BYTES_MIN..=ENTRY_BYTES_MAX).contains(len));
         let frame_bytes = declared.map(|payload| FRAME_HEADER_BYTES + payload);
         let valid = match frame_bytes.filter(|&bytes| offset + bytes as u64 <= len) {
             Some(bytes) => match check_frame(window.get(offset, bytes)?) {

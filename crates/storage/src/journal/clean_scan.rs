@@ -30,12 +30,15 @@ pub struct CleanSegment {
     pub last_ts: Option<Timestamp>,
 }
 
-/// The file's bytes `[start, start + bytes.len())`, read forward.
+/// The file's bytes `[start, start + filled)`, read forward into one
+/// buffer that is allocated (and zeroed) once and then reused: a refill
+/// moves the bytes still wanted to its front and reads over the rest.
 struct Window<'a> {
     file: &'a dyn IoFile,
     len: u64,
     start: u64,
-    bytes: Vec<u8>,
+    buffer: Vec<u8>,
+    filled: usize,
 }
 
 impl Window<'_> {
@@ -44,22 +47,26 @@ impl Window<'_> {
     /// `offset` never goes back: bytes before it are dropped.
     fn get(&mut self, offset: u64, need: usize) -> std::io::Result<&[u8]> {
         assert!(offset >= self.start && offset + need as u64 <= self.len);
-        let window_end = self.start + self.bytes.len() as u64;
+        let window_end = self.start + self.filled as u64;
         if offset + need as u64 > window_end {
-            if offset >= window_end {
-                self.bytes.clear();
+            let kept = if offset >= window_end {
+                0
             } else {
-                self.bytes.drain(..(offset - self.start) as usize);
-            }
+                let from = (offset - self.start) as usize;
+                self.buffer.copy_within(from..self.filled, 0);
+                self.filled - from
+            };
             self.start = offset;
-            let have = self.bytes.len();
             let want = (need.max(PIECE_BYTES) as u64).min(self.len - self.start) as usize;
-            self.bytes.resize(want, 0);
-            let read_at = self.start + have as u64;
-            self.file.read_exact_at(&mut self.bytes[have..], read_at)?;
+            if self.buffer.len() < want {
+                self.buffer.resize(want, 0);
+            }
+            let read_at = self.start + kept as u64;
+            self.file.read_exact_at(&mut self.buffer[kept..want], read_at)?;
+            self.filled = want;
         }
         let from = (offset - self.start) as usize;
-        Ok(&self.bytes[from..from + need])
+        Ok(&self.buffer[from..from + need])
     }
 
     /// Whether every byte from `offset` to the end of the file is zero.
@@ -95,7 +102,7 @@ pub fn scan(
     if len < SEGMENT_HEADER_BYTES {
         return Ok(None);
     }
-    let mut window = Window { file, len, start: 0, bytes: Vec::new() };
+    let mut window = Window { file, len, start: 0, buffer: Vec::new(), filled: 0 };
     if check_header(window.get(0, SEGMENT_HEADER_BYTES as usize)?, seq).is_err() {
         return Ok(None);
     }

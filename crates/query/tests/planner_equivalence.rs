@@ -477,6 +477,31 @@ fn ranges_on_a_multikey_field_are_not_intersected() {
 }
 
 #[test]
+fn missing_matching_predicates_do_not_bound_a_sparse_multikey_index() {
+    // {a: [{a: 0}, {}]} has only the key 0 on a sparse "a.a", yet {} meets `$gte: null` and {a: 0}
+    // meets `$lte: 0`: the scan must come from `$lte: 0`, not from `[undefined, null]`.
+    let docs = vec![doc! {"_id": 0}, doc! {"_id": 1, "a": [{"b": 0, "a": 0}, {}]}];
+    for filter in [
+        doc! {"a.a": {"$gte": null, "$lte": 0}},
+        doc! {"a.a": {"$exists": false, "$lte": 0}},
+        doc! {"a.a": {"$ne": 0, "$lte": 0}},
+        doc! {"$and": [{"a.a": null}, {"a.a": {"$gte": -5}}]},
+    ] {
+        let filter = Filter::parse(&filter).unwrap();
+        let indexes = vec![IndexCandidate {
+            name: "ix".into(),
+            key: doc! {"a.a": 1},
+            multikey: true,
+            unique: false,
+            sparse: true,
+        }];
+        let chosen = plan(&filter, None, &indexes, None).unwrap();
+        assert_eq!(chosen.explain.get_str("stage").unwrap(), "FETCH", "{}", chosen.explain);
+        check_plan(&chosen, &filter, None, &indexes, &docs).unwrap();
+    }
+}
+
+#[test]
 fn elem_match_bounds_intersect_on_one_element() {
     // MongoDB docs "Multikey Index Bounds": $elemMatch lets the bounds be intersected.
     let filter = Filter::parse(&doc! {"a": {"$elemMatch": {"$gte": 3, "$lte": 5}}}).unwrap();

@@ -27,6 +27,10 @@
 //!    with an earlier field (`a.b` after `a.c`) ends the compound bounds:
 //!    the key generator correlates such fields per array element, while
 //!    the filter may be satisfied by two different elements.
+//! 8. On a sparse multikey index, predicates that a missing field satisfies
+//!    do not bound a field: array elements lacking every indexed field get
+//!    no key (`{a: [{a: 0}, {}]}` has only the key 0 on a sparse `a.a`),
+//!    yet `{"a.a": {$gte: null}}` matches the document through `{}`.
 
 mod bounds;
 mod implies;
@@ -240,17 +244,30 @@ fn has_numeric_component(path: &str) -> bool {
     path.split('.').any(|part| array_offset(part).is_some())
 }
 
-/// Byte ranges of one field from the conditions on it; `None` when they do
-/// not bound it. An empty vector means nothing can match.
+/// Whether a condition may bound a field of `index`. On a sparse multikey
+/// index an array element that lacks every indexed field has no key, so a
+/// condition that a missing field satisfies (`$gte: null`, `$exists: false`,
+/// `$ne`) may be met only through such an element: it cannot bound the scan
+/// (rule 8).
+fn may_bound(condition: &Condition, index: &IndexCandidate) -> bool {
+    !(index.sparse && index.multikey && condition.matches_missing())
+}
+
+/// Byte ranges of one field from the conditions on it, with the positions
+/// of the conditions they came from; `None` when they do not bound it. An
+/// empty vector of ranges means nothing can match.
 fn field_ranges(
     field: &KeyField,
     conditions: &[Condition],
     index: &IndexCandidate,
-) -> Option<Vec<ByteRange>> {
-    let mut sets: Vec<Vec<ByteRange>> = Vec::new();
-    for condition in conditions {
+) -> Option<(Vec<ByteRange>, Vec<usize>)> {
+    let mut sets: Vec<(usize, Vec<ByteRange>)> = Vec::new();
+    for (position, condition) in conditions.iter().enumerate() {
+        if !may_bound(condition, index) {
+            continue;
+        }
         if let Some(ranges) = condition_ranges(condition, field) {
-            sets.push(ranges);
+            sets.push((position, ranges));
         }
     }
     if sets.is_empty() {
@@ -260,15 +277,18 @@ fn field_ranges(
         // Rule 1: prefer an all-points set (equality), else the first.
         let chosen = sets
             .iter()
-            .position(|set| set.iter().all(|r| r.point.is_some()))
+            .position(|(_, set)| set.iter().all(|r| r.point.is_some()))
             .unwrap_or(0);
-        return Some(sets.swap_remove(chosen));
+        let (position, ranges) = sets.swap_remove(chosen);
+        return Some((ranges, vec![position]));
     }
-    let mut current = sets.remove(0);
+    let used = sets.iter().map(|(position, _)| *position).collect();
+    let mut sets = sets.into_iter().map(|(_, set)| set);
+    let mut current = sets.next().unwrap_or_default();
     for set in sets {
         current = intersect_sets(&current, &set);
     }
-    Some(current)
+    Some((current, used))
 }
 
 /// Bounds of one index for the filter: ranges over whole keys, how many
@@ -313,7 +333,7 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
         } else {
             None
         };
-        let Some(ranges) = ranges else {
+        let Some((ranges, used)) = ranges else {
             open = false;
             explain.insert(
                 field.path.clone(),
@@ -322,7 +342,8 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
             continue;
         };
         bounded_fields += 1;
-        explain.insert(field.path.clone(), describe(&on_field, index, field));
+        let texts: Vec<Bson> = used.iter().flat_map(|&i| describe_condition(&on_field[i])).collect();
+        explain.insert(field.path.clone(), texts);
         let all_points = ranges.iter().all(|r| r.point.is_some());
         if all_points && !ranges.is_empty() && prefixes.len() * ranges.len() <= INTERVALS_MAX {
             if ranges.len() == 1 && single_point_fields + 1 == bounded_fields {
@@ -368,19 +389,6 @@ fn index_bounds(root: &Node, index: &IndexCandidate, fields: &[KeyField]) -> Ind
         explain,
         whole_key_points,
     }
-}
-
-fn describe(conditions: &[Condition], index: &IndexCandidate, field: &KeyField) -> Vec<Bson> {
-    let mut texts = Vec::new();
-    for condition in conditions {
-        if condition_ranges(condition, field).is_some() {
-            texts.extend(describe_condition(condition));
-            if index.multikey {
-                break;
-            }
-        }
-    }
-    texts
 }
 
 /// Rule 3: some predicate on an index field rejects documents that lack it.

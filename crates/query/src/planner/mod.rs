@@ -16,8 +16,9 @@
 //! 3. A sparse index is used only when some predicate on one of its fields
 //!    cannot match a missing field (or when hinted).
 //! 4. Indexes with a numeric path component (`a.0`) are only used when
-//!    hinted, and then as a full scan: the matcher reads `0` both as a
-//!    position and as a field name, the key generator only as a position.
+//!    hinted, and then as a full scan that never provides a sort: the
+//!    matcher and the sort read `0` both as a position and as a field
+//!    name, the key generator only as a position.
 //! 5. Null equality also covers `undefined` and missing fields, which the
 //!    key generator stores as null, including for array elements that
 //!    lack the field (`{a: [{}, {b: 1}]}` has keys null and 1 on `a.b`,
@@ -589,7 +590,8 @@ fn plan_hinted(
         QueryError::bad_value(format!("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index: {hint}"))
     })?;
     let fields = key_fields(&index.key)?;
-    let bounds = if fields.iter().any(|f| has_numeric_component(&f.path)) {
+    let numeric_path = fields.iter().any(|f| has_numeric_component(&f.path));
+    let bounds = if numeric_path {
         // Rule 4: a full scan of a non-sparse index still sees every document.
         IndexBounds {
             ranges: vec![ByteRange::full()],
@@ -602,7 +604,8 @@ fn plan_hinted(
         index_bounds(filter.root(), index, &fields)
     };
     let sort_dir = match sort {
-        Some(sort) if !index.multikey => sort_direction(sort, &fields, bounds.single_point_fields),
+        // Rule 4: nor does its order follow the sort's, which reads `0` as the matcher does.
+        Some(sort) if !index.multikey && !numeric_path => sort_direction(sort, &fields, bounds.single_point_fields),
         _ => None,
     };
     Ok(index_plan(

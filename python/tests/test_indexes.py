@@ -75,6 +75,23 @@ def test_multikey_index_answers_element_queries(coll):
     assert "IXSCAN" in str(plan) and "tags_1" in str(plan)
 
 
+def test_sparse_multikey_index_finds_documents_through_elements_missing_the_field(coll):
+    # A sparse index gives {} no key, yet {} meets `$gte: null` while {a: 0} meets `$lte: 0`.
+    coll.create_index("a.a", sparse=True)
+    coll.insert_many([{"_id": 0}, {"_id": 1, "a": [{"b": 0, "a": 0}, {}]}, {"_id": 2, "a": [{"a": 5}]}])
+    for query in ({"a.a": {"$gte": None, "$lte": 0}}, {"$and": [{"a.a": None}, {"a.a": {"$gte": -5}}]}):
+        assert [d["_id"] for d in coll.find(query)] == [1], query
+        assert [d["_id"] for d in coll.find(query).hint([("$natural", 1)])] == [1], query
+
+
+def test_a_hinted_index_on_a_numeric_path_keeps_the_sort(coll):
+    coll.create_index("a.0")
+    coll.insert_many([{"_id": 0, "a": [0]}, {"_id": 1, "a": [{"b": 0}, {"b": 0}]}])
+    natural = [d["_id"] for d in coll.find().sort("a.0", 1).hint([("$natural", 1)])]
+    hinted = [d["_id"] for d in coll.find().sort("a.0", 1).hint("a.0_1")]
+    assert hinted == natural
+
+
 def winning(cursor):
     return str(cursor.explain()["queryPlanner"]["winningPlan"])
 

@@ -440,6 +440,11 @@ fn hints_choose_the_index_or_the_collection() {
     );
 }
 
+/// One non-unique index named "ix".
+fn one_index(key: Document, multikey: bool, sparse: bool) -> Vec<IndexCandidate> {
+    vec![IndexCandidate { name: "ix".into(), key, multikey, unique: false, sparse }]
+}
+
 /// Runs the same check as the property on one fixed case.
 fn check_case(docs: Vec<Document>, filter: Document, key: Document, multikey: bool) {
     let filter = Filter::parse(&filter).unwrap();
@@ -488,13 +493,7 @@ fn missing_matching_predicates_do_not_bound_a_sparse_multikey_index() {
         doc! {"$and": [{"a.a": null}, {"a.a": {"$gte": -5}}]},
     ] {
         let filter = Filter::parse(&filter).unwrap();
-        let indexes = vec![IndexCandidate {
-            name: "ix".into(),
-            key: doc! {"a.a": 1},
-            multikey: true,
-            unique: false,
-            sparse: true,
-        }];
+        let indexes = one_index(doc! {"a.a": 1}, true, true);
         let chosen = plan(&filter, None, &indexes, None).unwrap();
         assert_eq!(chosen.explain.get_str("stage").unwrap(), "FETCH", "{}", chosen.explain);
         check_plan(&chosen, &filter, None, &indexes, &docs).unwrap();
@@ -508,8 +507,7 @@ fn a_hinted_index_on_a_numeric_path_never_provides_the_sort() {
     let docs = vec![doc! {"_id": 0, "a": [0]}, doc! {"_id": 1, "a": [{"b": 0}, {"b": 0}]}];
     let filter = Filter::parse(&doc! {"_id": {"$exists": true}}).unwrap();
     let sort = SortSpec::parse(&doc! {"a.0": 1}).unwrap();
-    let indexes =
-        vec![IndexCandidate { name: "ix".into(), key: doc! {"a.0": 1}, multikey: false, unique: false, sparse: false }];
+    let indexes = one_index(doc! {"a.0": 1}, false, false);
     let chosen = plan(&filter, Some(&sort), &indexes, Some(&Bson::String("ix".into()))).unwrap();
     assert!(!chosen.provides_sort, "{}", chosen.explain);
     check_plan(&chosen, &filter, Some(&sort), &indexes, &docs).unwrap();

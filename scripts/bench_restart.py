@@ -37,7 +37,11 @@ which by the default method wrote the file around the page cache); `restart_s` i
 SECONDARY line, to the millisecond, where the poll moves in steps of 50 ms), and
 `restart_trials` holds every run, each with the member's own split of the
 catch-up (`catch_up`: its log line's phases, and `serverStatus` apply and
-getMore totals of the fresh process). --keep DIR keeps each size's cluster
+getMore totals of the fresh process). `page_touch` is this machine's cost
+of a random 4 KB page-cache read spread over the member's whole checkpoint
+file, first touch and second (`scripts/page_touch_probe.py`): the catch-up
+reads about two such pages per missed update, and on this VM that cost
+grows with the file. --keep DIR keeps each size's cluster
 in DIR/<size> (stopped, not removed) and, when it is already there, reuses
 it: the load and the initial sync are skipped (their figures come from the
 first run), the members restart on the binary of --bin, so that two
@@ -172,6 +176,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             "restart_states": sorted(runs, key=lambda run: run["restart_s"])[len(runs) // 2]["restart_states"],
             "restart_trials": runs,
             "load_average_1m": round(os.getloadavg()[0], 1),
+            "page_touch": page_touch(Path(rs.member(added)["dbpath"]) / "checkpoint.redb"),
         })
         return result
     finally:
@@ -179,6 +184,21 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             rs.cleanup()
         else:
             rs.stop()
+
+
+def page_touch(path: Path) -> dict:
+    """What this machine charges for one random page-cache read spread over
+    the member's whole checkpoint file (`page_touch_probe.py`): the
+    catch-up reads about two such pages per missed update, so this is the
+    part of a restart that grows with the data whatever the member does."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from page_touch_probe import probe
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return probe(fd, os.path.getsize(path) // 4096 * 4096, 20000, seed=1)
+    finally:
+        os.close(fd)
 
 
 def load_and_sync(rs, size_mb: float, doc_bytes: int) -> dict:

@@ -318,29 +318,42 @@ async fn freeze(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError
     Ok(Document::new())
 }
 
+/// `replSetSyncFrom`, refused as MongoDB's `prepareSyncFromResponse`
+/// refuses it, in its order: an arbiter or a primary does not sync; the
+/// target must be another configured member that holds data, builds
+/// indexes as this one does, votes if this one votes, and is reachable.
 async fn sync_from(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     let config = initialized(set)?;
     let host = match body.get("replSetSyncFrom") {
         Some(Bson::String(host)) => host.clone(),
         _ => return Err(ReplError::type_mismatch("replSetSyncFrom takes a host:port string")),
     };
+    let snapshot = set.shared().snapshot();
+    let me = snapshot.me.and_then(|me| config.member(me));
+    if me.is_some_and(|me| me.arbiter_only) {
+        return Err(ReplError::coded(95, "arbiters don't sync"));
+    }
+    if snapshot.state == MemberState::Primary {
+        return Err(ReplError::coded(95, "primaries don't sync"));
+    }
     let member = config
         .members
         .iter()
         .find(|m| m.host == host)
         .ok_or_else(|| ReplError::NodeNotFound(format!("Could not find member \"{host}\" in replica set")))?;
-    if member.arbiter_only {
-        return Err(ReplError::coded(
-            93,
-            format!("Cannot sync from \"{host}\" because it is an arbiter"),
-        ));
+    if snapshot.me == Some(member.id) {
+        return Err(ReplError::invalid_options("I cannot sync from myself"));
     }
-    let previous = set
-        .shared()
-        .snapshot()
-        .sync_source
-        .and_then(|s| config.member(s))
-        .map(|m| m.host.clone());
+    if member.arbiter_only {
+        return Err(ReplError::invalid_options(format!("Cannot sync from \"{host}\" because it is an arbiter")));
+    }
+    if me.is_some_and(|me| me.is_voter()) && !member.is_voter() {
+        return Err(ReplError::invalid_options(format!("Cannot sync from \"{host}\" because it is not a voter")));
+    }
+    if snapshot.members.iter().any(|view| view.id == member.id && !view.health) {
+        return Err(ReplError::coded(6, format!("I cannot reach the requested member: {host}")));
+    }
+    let previous = snapshot.sync_source.and_then(|s| config.member(s)).map(|m| m.host.clone());
     let event = Event::SyncFrom {
         member: Some(member.id),
     };

@@ -58,6 +58,13 @@ def test_sync_from_answers_and_refuses_strangers(members):
         with pytest.raises(OperationFailure) as raised:
             client.admin.command("replSetSyncFrom", "nowhere:1")
         assert raised.value.code == 74
+        # MongoDB's refusals: itself (InvalidOptions), and on a primary (NotSecondary).
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetSyncFrom", members.host(a))
+        assert raised.value.code == 72 and "myself" in str(raised.value)
+    with members.direct(primary) as client, pytest.raises(OperationFailure) as raised:
+        client.admin.command("replSetSyncFrom", members.host(a))
+    assert raised.value.code == 95 and "primaries don't sync" in str(raised.value)
 
 
 def test_maintenance_mode(members):

@@ -333,3 +333,31 @@ def test_compact_needs_force_on_the_primary_and_runs_on_secondaries(members):
     with members.direct(secondary) as client:
         assert client.t.command("compact", "c")["bytesFreed"] >= 0
         assert client.t.get_collection("c", read_preference=ReadPreference.SECONDARY_PREFERRED).count_documents({}) == 1
+
+
+def test_catalog_commands_never_change_the_oplog_or_the_replication_state(members):
+    # Neither is in the catalog: `drop` answered ok as for an absent collection while nothing
+    # happened. Every catalog change now answers IllegalOperation, and both stay as they were.
+    primary = members.primary()
+    with members.direct(primary) as client:
+        local = client.local
+        before = sorted(local.list_collection_names())
+        for name in ("oplog.rs", "system.replset", "replset.election", "replset.rbid"):
+            for command in (
+                {"drop": name},
+                {"collMod": name},
+                {"create": name},
+                {"createIndexes": name, "indexes": [{"key": {"x": 1}, "name": "x_1"}]},
+                {"dropIndexes": name, "index": "*"},
+                {"convertToCapped": name, "size": 4096},
+            ):
+                with pytest.raises(OperationFailure) as raised:
+                    local.command(command)
+                assert raised.value.code == 20, (command, raised.value.details)
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command({"renameCollection": f"local.{name}", "to": "test.renamed"})
+            assert raised.value.code == 20
+        assert sorted(local.list_collection_names()) == before
+        assert local.system.replset.find_one()["_id"] == "commands"
+        client.test.after.insert_one({"x": 1})
+        assert local.oplog.rs.find_one({"ns": "test.after"}) is not None

@@ -16,6 +16,7 @@ pub mod compact;
 pub mod crud;
 pub mod diagnostic_stages;
 pub mod diagnostics;
+pub mod engine_owned;
 pub mod explain;
 pub mod find;
 pub mod fsync;

@@ -63,6 +63,14 @@ fn stand_in(dbpath: &Path) -> Child {
         .expect("spawn sh")
 }
 
+/// Panics with the stand-in's exit status if it is no longer running: a
+/// `cluster` command that finds the member gone then says why.
+fn still_running(child: &mut Child) {
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the stand-in member (pid {}) exited before the test acted on it: {status}", child.id());
+    }
+}
+
 fn gone(child: &mut Child) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -72,6 +80,12 @@ fn gone(child: &mut Child) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+fn cmdline(pid: u32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline")).map_or_else(|err| err.to_string(), |bytes| {
+        String::from_utf8_lossy(&bytes).replace('\0', " ")
+    })
 }
 
 fn proc_state(pid: u32) -> String {
@@ -186,7 +200,10 @@ fn kill_pause_resume_and_stop_act_on_the_member_process() {
     write_state(dir.path(), "/bin/false", &[(1, first.id()), (2, second.id())], 40011);
 
     let output = cluster(dir.path(), &["pause", "1"]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    if !output.status.success() {
+        still_running(&mut first);
+    }
+    assert!(output.status.success(), "{} (/proc/{}/cmdline: {:?})", stderr(&output), first.id(), cmdline(first.id()));
     assert_eq!(proc_state(first.id()), "T", "SIGSTOP stops the process");
     let status = summary(&cluster(dir.path(), &["status"]));
     assert_eq!(status["members"][0]["state"], "PAUSED");

@@ -130,13 +130,11 @@ async fn run(
         }
         return Some(CommandError::from(error).to_reply());
     }
+    let deadline = max_time_deadline(&request.body);
     if access == CommandAccess::Write {
         if let Err(error) = crate::commands::engine_owned::check(&state.engine, request) {
             return Some(error.to_reply());
         }
-    }
-    let deadline = max_time_deadline(&request.body);
-    if access == CommandAccess::Write {
         state.flow_control.admit(&state.engine, deadline).await;
     }
     let read = match concern::decide_read(spec, &request.body, topology, deadline).await {

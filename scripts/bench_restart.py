@@ -41,7 +41,8 @@ getMore totals of the fresh process). `page_touch` is this machine's cost
 of a random 4 KB page-cache read spread over the member's whole checkpoint
 file, first touch and second (`scripts/page_touch_probe.py`): the catch-up
 reads about two such pages per missed update, and on this VM that cost
-grows with the file. --keep DIR keeps each size's cluster
+grows with the file; `anon_touch` is its cost of a first write to a page of fresh
+anonymous memory (`page_touch_probe.py --anon-mb`). --keep DIR keeps each size's cluster
 in DIR/<size> (stopped, not removed) and, when it is already there, reuses
 it: the load and the initial sync are skipped (their figures come from the
 first run), the members restart on the binary of --bin, so that two
@@ -177,6 +178,7 @@ def one_size(size_mb: float, doc_bytes: int, writes: int, trials: int, keep: str
             "restart_trials": runs,
             "load_average_1m": round(os.getloadavg()[0], 1),
             "page_touch": page_touch(Path(rs.member(added)["dbpath"]) / "checkpoint.redb"),
+            "anon_touch": anon_touch_probe(),
         })
         return result
     finally:
@@ -199,6 +201,18 @@ def page_touch(path: Path) -> dict:
         return probe(fd, os.path.getsize(path) // 4096 * 4096, 20000, seed=1)
     finally:
         os.close(fd)
+
+
+def anon_touch_probe() -> dict:
+    """What this machine charges per page of fresh anonymous memory
+    (`page_touch_probe.anon_touch`, 256 MB: the checkpoint store's cache):
+    each page-cache read of the catch-up lands in a buffer of the new
+    process, and on this VM a page the host took back costs several times
+    one it still backs."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from page_touch_probe import anon_touch
+
+    return anon_touch(256)
 
 
 def load_and_sync(rs, size_mb: float, doc_bytes: int) -> dict:

@@ -11,9 +11,17 @@ read of both passes and the kernel's pgpgin delta (KB read from devices:
 0 means every read was served from memory). A restarted member's catch-up
 reads about one or two random pages per missed update, so the first pass is
 what each such update pays on this machine for the data's size.
+
+`anon_touch` (also `--anon-mb`) times the first write to each page of
+fresh anonymous memory: what a new process pays per page its caches grow
+by. On this Firecracker VM free pages of 8 MB blocks go back to the host
+(`page_reporting.page_reporting_order=11` on the kernel command line), so
+memory freed a few seconds ago costs several times a host-backed page
+again, and a restarted member pays it for every buffer its catch-up fills.
 """
 import argparse
 import json
+import mmap
 import os
 import random
 import time
@@ -42,12 +50,33 @@ def probe(fd: int, span: int, reads: int, seed: int) -> dict:
     return result
 
 
+def anon_touch(mb: int) -> dict:
+    """Microseconds per 4 KB page of the first write to `mb` MB of fresh
+    anonymous memory, and of a second write to the same pages (resident
+    by then: the loop's own cost)."""
+    size = mb << 20
+    area = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        result = {"mb": mb}
+        for label in ("first", "second"):
+            started = time.perf_counter()
+            for offset in range(0, size, 4096):
+                area[offset] = 1
+            result[f"{label}_write_us_per_page"] = round((time.perf_counter() - started) / (size // 4096) * 1e6, 2)
+        return result
+    finally:
+        area.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file")
     parser.add_argument("--reads", type=int, default=20000)
     parser.add_argument("--spans-gb", default="0.25,1,2,4,8")
+    parser.add_argument("--anon-mb", type=int, default=256, help="fresh anonymous memory to time (0: none)")
     args = parser.parse_args()
+    if args.anon_mb > 0:
+        print(json.dumps({"bench": "anon-touch-probe", **anon_touch(args.anon_mb)}), flush=True)
     size = os.path.getsize(args.file)
     fd = os.open(args.file, os.O_RDONLY)
     try:

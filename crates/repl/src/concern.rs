@@ -2,6 +2,8 @@
 //! syntax only. Whether a topology can honour them (`w: 3` on a standalone,
 //! `linearizable` on a secondary) is the `Topology`'s decision.
 
+use std::time::{Duration, Instant};
+
 use bson::{Bson, Document};
 use slipstream_clock::Timestamp;
 
@@ -26,8 +28,10 @@ pub struct WriteConcern {
     /// client did not say; majority writes are journaled either way
     /// (`writeConcernMajorityJournalDefault`).
     pub journal: Option<bool>,
-    /// `wtimeout` in milliseconds; 0 waits without limit.
-    pub wtimeout_ms: u64,
+    /// `wtimeout` in milliseconds; 0 waits without limit, and a negative
+    /// one ends the wait at once when the concern does not hold yet
+    /// (MongoDB's deadline is `now + wtimeout`).
+    pub wtimeout_ms: i64,
     /// True when the command carried no `writeConcern` (or no `w`), so the
     /// topology's default applies (`provenance: "implicitDefault"`).
     pub implicit: bool,
@@ -42,6 +46,12 @@ impl WriteConcern {
     /// `{w: "majority"}`.
     pub fn majority() -> WriteConcern {
         WriteConcern { w: W::Majority, journal: None, wtimeout_ms: 0, implicit: false }
+    }
+
+    /// When a wait for this concern that starts at `from` gives up (None:
+    /// never).
+    pub fn wtimeout_deadline(&self, from: Instant) -> Option<Instant> {
+        (self.wtimeout_ms != 0).then(|| from + Duration::from_millis(self.wtimeout_ms.max(0) as u64))
     }
 
     /// Whether the write must be in the journal before the reply.
@@ -103,8 +113,7 @@ impl WriteConcern {
         let wtimeout_ms = match spec.get("wtimeout") {
             None | Some(Bson::Null) => 0,
             Some(value) => match integral(value) {
-                Some(ms) if ms <= 0 => 0,
-                Some(ms) => ms as u64,
+                Some(ms) => ms,
                 None => return Err(ReplError::failed_to_parse("wtimeout must be a number")),
             },
         };
@@ -122,7 +131,7 @@ impl WriteConcern {
         if let Some(journal) = self.journal {
             doc.insert("j", journal);
         }
-        doc.insert("wtimeout", self.wtimeout_ms as i64 as i32);
+        doc.insert("wtimeout", self.wtimeout_ms as i32);
         doc.insert("provenance", if self.implicit { "implicitDefault" } else { "clientSupplied" });
         doc
     }
@@ -248,9 +257,10 @@ impl ReadConcernArgs {
                 "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed",
             ));
         }
-        if self.after_cluster_time.is_some() && level == ReadConcernLevel::Linearizable {
+        let causal_levels = [ReadConcernLevel::Local, ReadConcernLevel::Majority, ReadConcernLevel::Snapshot];
+        if self.after_cluster_time.is_some() && !causal_levels.contains(&level) {
             return Err(ReplError::invalid_options(
-                "afterClusterTime is not allowed with readConcern level linearizable",
+                "afterClusterTime field can be set only if level is equal to majority, local, or snapshot",
             ));
         }
         if self.after_cluster_time.is_some_and(|ts| ts.is_zero()) {
@@ -313,6 +323,12 @@ mod tests {
         let tag = WriteConcern::parse(&doc! {"writeConcern": {"w": "dc1"}}).unwrap().unwrap();
         assert_eq!(tag.w, W::Tag("dc1".into()));
         assert!(WriteConcern::parse(&doc! {"writeConcern": {"w": 0}}).unwrap().unwrap().is_unacknowledged());
+        // MongoDB's deadline is now + wtimeout: a negative one has passed.
+        let now = Instant::now();
+        let negative = WriteConcern::parse(&doc! {"writeConcern": {"w": 2, "wtimeout": -5}}).unwrap().unwrap();
+        assert_eq!(negative.wtimeout_deadline(now), Some(now));
+        assert_eq!(majority.wtimeout_deadline(now), Some(now + Duration::from_millis(500)));
+        assert_eq!(WriteConcern::majority().wtimeout_deadline(now), None);
     }
 
     #[test]
@@ -363,12 +379,13 @@ mod tests {
         ReadConcernArgs::parse(&doc! {"readConcern": {"level": "majority", "provenance": "clientSupplied"}}).unwrap();
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"level": 1}}).unwrap_err()), 14);
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"atClusterTime": ts}}).unwrap_err()), 72);
-        assert_eq!(
-            code(
-                ReadConcernArgs::parse(&doc! {"readConcern": {"level": "linearizable", "afterClusterTime": ts}})
-                    .unwrap_err()
-            ),
-            72
-        );
+        // afterClusterTime only with local, majority or snapshot.
+        for level in ["linearizable", "available"] {
+            let args = doc! {"readConcern": {"level": level, "afterClusterTime": ts}};
+            assert_eq!(code(ReadConcernArgs::parse(&args).unwrap_err()), 72, "{level}");
+        }
+        for level in ["local", "majority", "snapshot"] {
+            ReadConcernArgs::parse(&doc! {"readConcern": {"level": level, "afterClusterTime": ts}}).unwrap();
+        }
     }
 }

@@ -731,7 +731,7 @@ impl Coordinator {
                 }
                 WriteConcernStatus::Satisfied => Ok(()),
                 WriteConcernStatus::TimedOut => Err(ReplError::WriteConcernTimeout {
-                    wtimeout_ms: waiter.concern.wtimeout_ms.unwrap_or(0),
+                    wtimeout_ms: waiter.concern.wtimeout_ms.unwrap_or(0) as i64,
                 }),
                 WriteConcernStatus::Unsatisfiable => Err(ReplError::UnsatisfiableWriteConcern(
                     "Not enough data-bearing nodes".into(),

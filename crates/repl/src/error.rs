@@ -23,7 +23,7 @@ pub enum ReplError {
     InterruptedDueToReplStateChange,
     /// The write concern was not satisfied within `wtimeout` (64); the
     /// write itself happened.
-    WriteConcernTimeout { wtimeout_ms: u64 },
+    WriteConcernTimeout { wtimeout_ms: i64 },
     /// More members asked for than the set has (100).
     UnsatisfiableWriteConcern(String),
     /// A `w` tag the configuration does not define (79).

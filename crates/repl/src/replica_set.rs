@@ -465,7 +465,7 @@ impl ReplicaSet {
     /// term (or none) means `op` was rolled back, as a write can be when
     /// its primary steps down before its wait begins.
     async fn wait_committed_for_concern(&self, op: OpTime, concern: &WriteConcern) -> Result<(), ReplError> {
-        let deadline = (concern.wtimeout_ms > 0).then(|| Instant::now() + Duration::from_millis(concern.wtimeout_ms));
+        let deadline = concern.wtimeout_deadline(Instant::now());
         match self.wait_committed(op.ts, deadline).await {
             Ok(_) if op.is_null() => Ok(()),
             Ok(_) => {
@@ -497,9 +497,10 @@ impl ReplicaSet {
     /// write's branch, whatever this member's role is by now); interrupted
     /// once this member is no longer primary in that term (a stepdown moves
     /// the topology counter).
-    async fn wait_majority_as_primary(&self, optime: OpTime, wtimeout_ms: u64) -> Result<(), ReplError> {
+    async fn wait_majority_as_primary(&self, optime: OpTime, concern: &WriteConcern) -> Result<(), ReplError> {
         let started = Instant::now();
-        let deadline = (wtimeout_ms > 0).then(|| started + Duration::from_millis(wtimeout_ms));
+        let deadline = concern.wtimeout_deadline(started);
+        let wtimeout_ms = concern.wtimeout_ms;
         let mut commit = self.shared.commit_point_changed.subscribe();
         let mut topology = self.shared.topology.subscribe();
         let metrics = &self.shared.metrics;
@@ -716,7 +717,7 @@ impl Topology for ReplicaSet {
                 W::Nodes(n) => CoreWriteConcern {
                     w: CoreW::Nodes(*n),
                     journal: concern.journal == Some(true),
-                    wtimeout_ms: Some(concern.wtimeout_ms),
+                    wtimeout_ms: Some(concern.wtimeout_ms.max(0) as u64),
                 },
                 W::Majority => {
                     let snapshot = self.shared.snapshot();
@@ -739,16 +740,23 @@ impl Topology for ReplicaSet {
                     // for the local fsync first woke every writer at every
                     // fsync, and cost a hop when it finished last).
                     self.shared.engine.request_durable(last_write.ts, true)?;
-                    return self.wait_majority_as_primary(last_write, concern.wtimeout_ms).await;
+                    return self.wait_majority_as_primary(last_write, concern).await;
                 }
                 W::Tag(_) => unreachable!("unsatisfiable() refused every tag"),
             };
-            self.ask_stepping(|reply| Input::WaitWriteConcern {
+            let wait = self.ask_stepping(|reply| Input::WaitWriteConcern {
                 optime: last_write,
                 concern: core,
                 reply,
-            })
-            .await?
+            });
+            if concern.wtimeout_ms >= 0 {
+                return wait.await?;
+            }
+            // A negative wtimeout: what holds now, or a timeout.
+            match tokio::time::timeout(Duration::ZERO, wait).await {
+                Ok(result) => result?,
+                Err(_) => Err(ReplError::WriteConcernTimeout { wtimeout_ms: concern.wtimeout_ms }),
+            }
         })
     }
 

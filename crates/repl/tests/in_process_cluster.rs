@@ -635,7 +635,7 @@ fn majority_acknowledgement_follows_durable_positions_only() {
         let (primary, _) = cluster.wait_for_primary(&[1, 2, 3], 0).await;
         let secondaries: Vec<u16> = (1..=MEMBERS).filter(|&p| p != primary).collect();
         let majority = WriteConcern {
-            wtimeout_ms: WAIT_TIMEOUT.as_millis() as u64,
+            wtimeout_ms: WAIT_TIMEOUT.as_millis() as i64,
             ..WriteConcern::majority()
         };
         let set = cluster.set(primary);

@@ -179,7 +179,15 @@ async fn run(
                 .lock()
                 .last_write
                 .unwrap_or_else(|| topology.last_applied());
-            let waited = topology.wait_for_write_concern(last_write, concern).await;
+            // maxTimeMS bounds the wait too (MongoDB waits with the
+            // operation's deadline): MaxTimeMSExpired as writeConcernError.
+            let wait = topology.wait_for_write_concern(last_write, concern);
+            let waited = match deadline {
+                None => wait.await,
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
+                    .await
+                    .unwrap_or(Err(ReplError::MaxTimeMsExpired)),
+            };
             waited.err().map(|error| concern::write_concern_error(error, concern))
         }
         (None, _) => None,

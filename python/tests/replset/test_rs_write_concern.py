@@ -65,6 +65,36 @@ def test_w_all_and_wtimeout(rs):
     coll.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 4})
 
 
+def test_a_negative_wtimeout_or_max_time_ms_ends_the_wait(rs):
+    """With a member paused, w:3 cannot hold. MongoDB's wait ends at
+    now + wtimeout, so a negative wtimeout times out at once (64), and it
+    waits under the operation's deadline, so maxTimeMS ends a wait that
+    wtimeout 0 would make endless (50, as writeConcernError). Both waits
+    hung before; the write itself happened each time."""
+    # A wait without end fails the test as a socket timeout.
+    client = MongoClient(f"mongodb://{rs.host(rs.primary())}/?directConnection=true", socketTimeoutMS=20_000)
+    primary = client.t
+    primary.wc_limits.drop()
+    secondary = rs.secondaries()[0]
+    rs.pause(secondary)
+    try:
+        cases = [({"w": 3, "wtimeout": -1}, {}, 64), ({"w": 3, "wtimeout": 0}, {"maxTimeMS": 500}, 50),
+                 ({"w": 3}, {"maxTimeMS": 500}, 50), ({"w": 3, "wtimeout": 300}, {"maxTimeMS": 60_000}, 64)]
+        for n, (concern, extra, code) in enumerate(cases):
+            reply = primary.command({"insert": "wc_limits", "documents": [{"_id": n}], "writeConcern": concern,
+                                     **extra})
+            assert reply["n"] == 1, (concern, reply)
+            assert reply["writeConcernError"]["code"] == code, (concern, extra, reply)
+        # A negative wtimeout that already holds is no error.
+        reply = primary.command({"insert": "wc_limits", "documents": [{"_id": "w1"}],
+                                 "writeConcern": {"w": 1, "wtimeout": -1}})
+        assert "writeConcernError" not in reply, reply
+    finally:
+        rs.resume(secondary)
+    assert primary.wc_limits.count_documents({}) == 5
+    client.close()
+
+
 def test_an_unsatisfiable_concern_writes_then_reports_a_write_concern_error(rs):
     """MongoDB runs the write and answers ok: 1 with a writeConcernError:
     100 for more members than the set has, 79 for a tag it does not define

@@ -37,7 +37,8 @@ pub enum ReconfigError {
     Incompatible(Incompatibility),
     /// A non-force reconfig would leave this primary unelectable (code 104 NodeNotElectable).
     NotElectable,
-    /// This member is not in the new configuration (code 74 NodeNotFound).
+    /// This member is not in the new configuration (code 103
+    /// NewReplicaSetConfigurationIncompatible).
     SelfNotFound,
     /// Fewer than a majority of the new configuration's voters are up
     /// (code 74 NodeNotFound, MongoDB's quorum check).

@@ -16,7 +16,7 @@ use bson::{doc, Bson, Document};
 use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
 
-use crate::config_document::{config_document, parse_config};
+use crate::config_document::{config_document, parse_config, parse_reconfig};
 use crate::coordinator::Input;
 use crate::error::ReplError;
 use crate::heartbeat_sender::fetch_initial_config;
@@ -153,11 +153,28 @@ async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, m
 fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     let config = initialized(set)?;
     let document = config_document(&config);
-    if matches!(body.get("commitmentStatus"), Some(Bson::Boolean(true))) {
-        let committed = set.shared().snapshot().config_committed;
-        return Ok(doc! {"config": document, "commitmentStatus": committed});
+    if bool_option(body, "commitmentStatus")? {
+        // Only a primary tracks who holds its configuration.
+        let snapshot = set.shared().snapshot();
+        if !snapshot.writable_primary {
+            return Err(ReplError::coded(10107, "commitmentStatus is only supported on primary."));
+        }
+        return Ok(doc! {"config": document, "commitmentStatus": snapshot.config_committed});
     }
     Ok(doc! {"config": document})
+}
+
+/// A boolean option as MongoDB's `bsonExtractBooleanFieldWithDefault`
+/// reads one: a boolean or a number (non-zero is true), false when absent.
+fn bool_option(body: &Document, name: &str) -> Result<bool, ReplError> {
+    match body.get(name) {
+        None => Ok(false),
+        Some(Bson::Boolean(on)) => Ok(*on),
+        Some(Bson::Int32(n)) => Ok(*n != 0),
+        Some(Bson::Int64(n)) => Ok(*n != 0),
+        Some(Bson::Double(n)) => Ok(*n != 0.0),
+        Some(_) => Err(ReplError::type_mismatch(format!("Expected boolean or number type for field \"{name}\""))),
+    }
 }
 
 /// With `initialSyncStatus` while an initial sync runs (or after one,
@@ -168,7 +185,7 @@ fn get_status(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> 
     if let Some(last) = set.shared().rollback.last() {
         reply.insert("lastRollback", crate::rollback::status_document(&last));
     }
-    let asked = body.get("initialSync").is_some_and(|v| crate::protocol::integral(v).unwrap_or(0) != 0);
+    let asked = bool_option(body, "initialSync")?;
     if let Some(initial_sync) = set.shared().initial_sync.document(asked) {
         reply.insert("initialSyncStatus", initial_sync);
     }
@@ -185,7 +202,8 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
             ))
         }
     };
-    let config = parse_config(document)?;
+    let config = parse_reconfig(document)?;
+    check_self_in(set, &config)?;
     let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
     let force = if force {
         // MongoDB adds 10,000 plus a random number below 100,000.
@@ -197,20 +215,84 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
         wait_config_committed(set, body).await?;
         None
     };
+    let version = config.version;
     set.ask(|reply| Input::Command {
         event: Event::Reconfig { config, force },
         reply,
     })
     .await??;
+    if force.is_none() {
+        wait_new_config_committed(set, version, body).await?;
+    }
     Ok(Document::new())
+}
+
+/// After a safe reconfig MongoDB answers once a majority of the new
+/// configuration's voters hold it (`awaitConfigCommitment`), so that an
+/// `ok` means the configuration stays whatever member wins next; until
+/// `maxTimeMS` (or `RECONFIG_COMMIT_WAIT_MS_DEFAULT`). A member that is no
+/// longer primary (a priority takeover the new configuration asked for)
+/// cannot see the commitment and answers at once: the configuration is
+/// installed and spreads by heartbeat.
+async fn wait_new_config_committed(set: &ReplicaSet, version: i64, body: &Document) -> Result<(), ReplError> {
+    let deadline = reconfig_deadline(body);
+    loop {
+        let snapshot = set.shared().snapshot();
+        let current = snapshot.config.as_ref().map_or(0, |config| config.version);
+        if current > version || (current == version && snapshot.config_committed) || !snapshot.writable_primary {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(ReplError::coded(
+                50,
+                format!(
+                    "Reconfig finished but failed to propagate to a majority: version {version} is not held by a \
+                     majority of its voters within the time limit"
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(RECONFIG_COMMIT_POLL_MS)).await;
+    }
+}
+
+/// `maxTimeMS` from now, or `RECONFIG_COMMIT_WAIT_MS_DEFAULT` without one.
+fn reconfig_deadline(body: &Document) -> Instant {
+    let wait_ms = body.get("maxTimeMS").and_then(integral).filter(|ms| *ms > 0);
+    Instant::now() + Duration::from_millis(wait_ms.map_or(RECONFIG_COMMIT_WAIT_MS_DEFAULT, |ms| ms as u64))
+}
+
+/// The new configuration names this member, once, by a host that is ours
+/// and under the `_id` it has now (MongoDB's `findSelfInConfig` in
+/// `validateConfigForReconfig`, 103): a primary whose own entry moved to
+/// another host would advertise a `me` and `primary` that no driver can
+/// reach, and the core finds itself by `_id` alone.
+fn check_self_in(set: &ReplicaSet, config: &ReplSetConfig) -> Result<(), ReplError> {
+    let shared = set.shared();
+    let incompatible = |why: String| {
+        ReplError::NewReplicaSetConfigurationIncompatible(format!(
+            "{why} in the new configuration version {} for replica set {}",
+            config.version, config.set_name
+        ))
+    };
+    let mine: Vec<_> = config.members.iter().filter(|member| shared.is_me(&member.host)).collect();
+    let me = match mine.as_slice() {
+        [] => return Err(incompatible(format!("No host maps to this node ({})", shared.me_host()))),
+        [me] => me,
+        _ => return Err(incompatible("Found multiple hosts that map to this node".into())),
+    };
+    match shared.snapshot().me {
+        Some(current) if current != me.id => Err(incompatible(format!(
+            "This node's _id is {current}, not {}, as host {}",
+            me.id, me.host
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// MongoDB first waits (up to `maxTimeMS`) until the configuration in
 /// force is committed.
 async fn wait_config_committed(set: &ReplicaSet, body: &Document) -> Result<(), ReplError> {
-    let wait_ms = body.get("maxTimeMS").and_then(integral).filter(|ms| *ms > 0);
-    let deadline =
-        Instant::now() + Duration::from_millis(wait_ms.map_or(RECONFIG_COMMIT_WAIT_MS_DEFAULT, |ms| ms as u64));
+    let deadline = reconfig_deadline(body);
     loop {
         let result = set.ask(|reply| Input::CheckReconfig { reply }).await?;
         match result {
@@ -372,6 +454,10 @@ async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, Repl
         Some(value) => integral(value).is_some_and(|n| n != 0),
         None => return Err(ReplError::type_mismatch("replSetMaintenance takes a boolean")),
     };
+    let snapshot = set.shared().snapshot();
+    if !on && !snapshot.in_maintenance && snapshot.state != MemberState::Primary {
+        return Err(ReplError::coded(96, "already out of maintenance mode"));
+    }
     let state = if on {
         MemberState::Recovering
     } else {

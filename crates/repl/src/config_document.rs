@@ -7,7 +7,7 @@
 //! like any other.
 
 use bson::{doc, Bson, Document};
-use slipstream_consensus::config::{MemberConfig, ReplSetConfig, Settings, MEMBERS_MAX};
+use slipstream_consensus::config::{ConfigError, MemberConfig, ReplSetConfig, Settings, MEMBERS_MAX};
 
 use crate::error::ReplError;
 
@@ -15,9 +15,36 @@ use crate::error::ReplError;
 /// configuration small).
 pub const MEMBER_TAGS_MAX: usize = 32;
 
-/// Reads a configuration document. `version` defaults to 1 and `term` to
-/// the caller's (`replSetInitiate` sets 0; a stored one keeps its own).
+/// Reads a configuration document and checks it as a whole
+/// (`ReplSetConfig::validate`): every failure is 93, as `replSetInitiate`
+/// answers. `version` defaults to 1 and `term` to 0.
 pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
+    let config = parse_config_fields(document)?;
+    config.validate().map_err(|err| invalid(err.to_string()))?;
+    Ok(config)
+}
+
+/// `replSetReconfig`'s reading: what fails to parse is 93, as for
+/// `parse_config`, but the checks of the configuration as a whole (two
+/// members with one `_id` or host, too many voters, none) are 103
+/// NewReplicaSetConfigurationIncompatible, as MongoDB's reconfig wraps
+/// its `validate()`; deployment scripts match 103 to see that a member is
+/// already in the set.
+pub fn parse_reconfig(document: &Document) -> Result<ReplSetConfig, ReplError> {
+    let config = parse_config_fields(document)?;
+    config.validate().map_err(|err| match err {
+        ConfigError::NoMembers
+        | ConfigError::TooManyVoters(_)
+        | ConfigError::NoVoters
+        | ConfigError::DuplicateId(_)
+        | ConfigError::DuplicateHost(_) => ReplError::NewReplicaSetConfigurationIncompatible(err.to_string()),
+        _ => invalid(err.to_string()),
+    })?;
+    Ok(config)
+}
+
+/// Reads a configuration document's fields, each checked on its own.
+fn parse_config_fields(document: &Document) -> Result<ReplSetConfig, ReplError> {
     let set_name = match document.get("_id") {
         Some(Bson::String(name)) if !name.is_empty() => name.clone(),
         Some(Bson::String(_)) => return Err(invalid("_id of a replica set configuration must not be empty")),
@@ -28,6 +55,11 @@ pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
         None => 1,
         Some(value) => integral(value).ok_or_else(|| invalid("version must be a number"))?,
     };
+    // MongoDB's bounds (an int, above 0): a larger one would wrap where
+    // it is shown as an int (`hello.setVersion`).
+    if version > i64::from(i32::MAX) {
+        return Err(invalid(format!("version field value of {version} is out of range")));
+    }
     let term = match document.get("term") {
         None => 0,
         Some(value) => integral(value).ok_or_else(|| invalid("term must be a number"))?,
@@ -56,15 +88,13 @@ pub fn parse_config(document: &Document) -> Result<ReplSetConfig, ReplError> {
         Some(Bson::Document(settings)) => parse_settings(settings)?,
         Some(_) => return Err(invalid("settings must be an object")),
     };
-    let config = ReplSetConfig {
+    Ok(ReplSetConfig {
         set_name,
         version,
         term,
         members,
         settings,
-    };
-    config.validate().map_err(|err| invalid(err.to_string()))?;
-    Ok(config)
+    })
 }
 
 /// The fields of a configuration document (MongoDB 7.0's
@@ -123,6 +153,7 @@ fn parse_member(member: &Document) -> Result<MemberConfig, ReplError> {
         Some(Bson::String(host)) if !host.is_empty() => normalize_host(host),
         _ => return Err(invalid(format!("member {id} needs a host string"))),
     };
+    check_host(&host).map_err(|why| invalid(format!("member {id}: host \"{host}\" {why}")))?;
     let mut config = MemberConfig::new(id, host);
     config.arbiter_only = flag(member, "arbiterOnly")?.unwrap_or(false);
     config.hidden = flag(member, "hidden")?.unwrap_or(false);
@@ -348,6 +379,31 @@ pub fn normalize_host(host: &str) -> String {
     }
 }
 
+/// `name:port` (`[address]:port` for IPv6), as drivers parse a member's
+/// host from `hello.hosts`: a name without blanks and a port from 1 to
+/// 65535 (a driver that cannot parse one stops monitoring the member).
+fn check_host(host: &str) -> Result<(), &'static str> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (address, after) = rest.split_once(']').ok_or("has no closing ']'")?;
+        (address, after.strip_prefix(':').ok_or("has no port after ']'")?)
+    } else {
+        host.rsplit_once(':').ok_or("has no port")?
+    };
+    if name.is_empty() {
+        return Err("has no host name");
+    }
+    if name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/' || c == ',') {
+        return Err("is not a host name");
+    }
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("has a port that is not a number");
+    }
+    match port.parse::<u32>() {
+        Ok(1..=65535) => Ok(()),
+        _ => Err("has a port out of range [1, 65535]"),
+    }
+}
+
 fn invalid(message: impl Into<String>) -> ReplError {
     ReplError::InvalidReplicaSetConfig(message.into())
 }
@@ -519,12 +575,36 @@ mod tests {
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"catchUpTimeoutMillis": -2}},
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"catchUpTakeoverDelayMillis": -5}},
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"replicaSetId": "x"}},
+            doc! {"_id": "rs", "version": 2_147_483_648_i64, "members": [{"_id": 0, "host": "a:1"}]},
         ];
+        let hosts = [
+            "a:b", "a:", ":1", "a:0", "a:65536", "a:99999", "a b:1", "a:1 ", "[::1", "[::1]", "[::1]x", "a:-1",
+        ];
+        let with_host = |host: &&str| doc! {"_id": "rs", "members": [{"_id": 0, "host": *host}]};
+        let cases = cases.into_iter().chain(hosts.iter().map(with_host));
         for case in cases {
             match parse_config(&case) {
                 Err(ReplError::InvalidReplicaSetConfig(_)) => {}
                 other => panic!("{case}: {other:?}"),
             }
         }
+        for host in ["a:1", "a.b-c:65535", "[::1]:27017", "10.0.0.1:5", "a"] {
+            parse_config(&doc! {"_id": "rs", "version": i64::from(i32::MAX), "members": [{"_id": 0, "host": host}]})
+                .unwrap_or_else(|err| panic!("{host}: {err}"));
+        }
+    }
+
+    #[test]
+    fn a_reconfig_answers_103_for_checks_of_the_whole_configuration() {
+        let duplicate_id = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}, {"_id": 0, "host": "b:1"}]};
+        let duplicate_host = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "a:1"}]};
+        for case in [duplicate_id, duplicate_host] {
+            match parse_reconfig(&case) {
+                Err(ReplError::NewReplicaSetConfigurationIncompatible(_)) => {}
+                other => panic!("{case}: {other:?}"),
+            }
+        }
+        let bad_votes = doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1", "votes": 2}]};
+        assert!(matches!(parse_reconfig(&bad_votes), Err(ReplError::InvalidReplicaSetConfig(_))));
     }
 }

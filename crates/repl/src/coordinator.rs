@@ -854,7 +854,8 @@ pub fn reconfig_error(err: ReconfigError) -> ReplError {
             ReplError::NewReplicaSetConfigurationIncompatible(message)
         }
         ReconfigError::NotElectable => ReplError::coded(104, message),
-        ReconfigError::SelfNotFound | ReconfigError::QuorumCheckFailed { .. } => ReplError::NodeNotFound(message),
+        ReconfigError::SelfNotFound => ReplError::NewReplicaSetConfigurationIncompatible(message),
+        ReconfigError::QuorumCheckFailed { .. } => ReplError::NodeNotFound(message),
         ReconfigError::ConfigNotCommitted | ReconfigError::OplogNotCommitted => ReplError::coded(308, message),
     }
 }

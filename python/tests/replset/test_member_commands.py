@@ -4,6 +4,9 @@ then a priority takeover), appendOplogNote, replSetGetRBID."""
 
 from __future__ import annotations
 
+import copy
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -361,3 +364,106 @@ def test_catalog_commands_never_change_the_oplog_or_the_replication_state(member
         assert local.system.replset.find_one()["_id"] == "commands"
         client.test.after.insert_one({"x": 1})
         assert local.oplog.rs.find_one({"ns": "test.after"}) is not None
+
+
+def test_reconfig_refuses_configs_that_drivers_could_not_use(members):
+    """What MongoDB refuses before installing anything: a configuration in
+    which no member is this primary (its own entry moved to another host,
+    or removed) or two members share an _id or a host (103), an
+    unparseable host or a version past an int (93). Each was taken before:
+    a primary advertising a `me` no driver reaches, a member whose host
+    pymongo could not parse, a version shown as -2147483648 that wedged
+    every later reconfig."""
+    primary = members.primary()
+    me = members.host(primary)
+    with members.direct(primary) as client:
+        config = client.admin.command("replSetGetConfig")["config"]
+        version = config["version"]
+
+        def attempt(change):
+            changed = copy.deepcopy(config)
+            changed["version"] = version + 1
+            change(changed)
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("replSetReconfig", changed)
+            return raised.value
+
+        def own(changed):
+            return next(m for m in changed["members"] if m["host"] == me)
+
+        def other(changed):
+            return next(m for m in changed["members"] if m["host"] != me)
+
+        refusals = [
+            ("own host moved", lambda c: own(c).update(host="127.0.0.1:1"), 103),
+            ("own entry removed", lambda c: c.update(members=[m for m in c["members"] if m["host"] != me]), 103),
+            ("duplicate host", lambda c: other(c).update(host=me), 103),
+            ("duplicate _id", lambda c: other(c).update(_id=own(c)["_id"]), 103),
+            ("port not a number", lambda c: other(c).update(host="notahost:abc"), 93),
+            ("port out of range", lambda c: other(c).update(host="somehost:99999"), 93),
+            ("blank in the host", lambda c: other(c).update(host="some host:1"), 93),
+            ("version past an int", lambda c: c.update(version=2**31), 93),
+        ]
+        for what, change, code in refusals:
+            error = attempt(change)
+            assert error.code == code, (what, error.details)
+        assert client.admin.command("replSetGetConfig")["config"]["version"] == version
+        assert client.admin.command("hello")["me"] == me
+        client.admin.command("replSetReconfig", {**config, "version": version + 1})
+        assert client.admin.command("replSetGetConfig")["config"]["version"] == version + 1
+
+
+def test_reconfig_answers_once_a_majority_holds_the_new_config():
+    """MongoDB's reconfig waits for the new configuration to reach a
+    majority of its voters (awaitConfigCommitment): an ok means it is
+    committed; with both secondaries stopped (SIGSTOP) the wait ends at
+    maxTimeMS with an error, and the configuration still spreads once they
+    resume. (A long election timeout keeps the primary primary meanwhile.)"""
+    with Members(3, "commitment") as members:
+        members.initiate(electionTimeoutMillis=60_000)
+
+        def stepped_up():
+            with members.direct(0) as client:
+                if client.admin.command("hello").get("isWritablePrimary"):
+                    return True
+                return client.admin.command("replSetStepUp")["ok"] == 1.0
+
+        # The first election would wait out the long timeout: ask for one.
+        members.wait_for("member 0 to step up", stepped_up)
+        primary = members.primary()
+        secondaries = [i for i in range(3) if i != primary]
+        with members.direct(primary) as client:
+            config = client.admin.command("replSetGetConfig")["config"]
+            client.admin.command("replSetReconfig", {**config, "version": config["version"] + 1})
+            reply = client.admin.command("replSetGetConfig", commitmentStatus=True)
+            assert reply["commitmentStatus"] is True, reply
+            for i in secondaries:
+                os.kill(members.nodes[i].process.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(OperationFailure) as raised:
+                    client.admin.command("replSetReconfig", {**config, "version": config["version"] + 2},
+                                         maxTimeMS=1500)
+                assert raised.value.code == 50 and "failed to propagate" in str(raised.value), raised.value.details
+                assert client.admin.command("replSetGetConfig", commitmentStatus=True)["commitmentStatus"] is False
+            finally:
+                for i in secondaries:
+                    os.kill(members.nodes[i].process.pid, signal.SIGCONT)
+            members.wait_for("the new configuration to commit", lambda: client.admin.command(
+                "replSetGetConfig", commitmentStatus=True)["commitmentStatus"])
+        # Only a primary tracks who holds its configuration (pymongo raises
+        # NotPrimaryError for 10107).
+        with members.direct(secondaries[0]) as client, pytest.raises(PyMongoError) as raised:
+            client.admin.command("replSetGetConfig", commitmentStatus=True)
+        assert raised.value.details["code"] == 10107
+
+
+def test_maintenance_off_when_not_in_maintenance_is_refused(members):
+    primary = members.primary()
+    secondary = (primary + 1) % 3
+    with members.direct(secondary) as client:
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetMaintenance", False)
+        assert raised.value.code == 96
+        client.admin.command("replSetMaintenance", True)
+        client.admin.command("replSetMaintenance", False)
+        assert client.admin.command("replSetGetStatus")["myState"] == 2

@@ -287,6 +287,7 @@ EXPECTED = {
     "createIndexes key": 67,  # key pattern values cannot be documents
     "error message quoting a deep update": ("write", 9),
     "error message quoting a stored document": 40228,
+    "hello with deep client metadata": 186,  # only a connection's first hello may carry it
 }
 
 # Families that run against the admin database.

@@ -3,6 +3,7 @@
 import pytest
 from bson import Int64, ObjectId
 from pymongo.errors import OperationFailure
+from slipstream_testing.wire import raw_command
 
 
 def test_hello_reports_a_writable_standalone(client):
@@ -131,3 +132,60 @@ def test_end_sessions_is_accepted(client):
     session = client.start_session()
     session.end_session()
     assert client.admin.command("ping")["ok"] == 1.0
+
+
+DRIVER_METADATA = {"driver": {"name": "probe", "version": "1"}, "os": {"type": "Linux"}}
+
+
+def test_client_metadata_is_checked_and_only_taken_in_the_first_hello(client, node):
+    """MongoDB's ClientMetadata rules: driver.name, driver.version and
+    os.type are required (183), application.name is at most 128 bytes
+    (184), the document at most 512 (185); and it may only come with a
+    connection's first hello (186): pymongo's pooled connection has sent
+    its own already."""
+    def first_hello(metadata):
+        return raw_command(node.port, {"hello": 1, "client": metadata, "$db": "admin"})
+
+    assert first_hello(DRIVER_METADATA)["ok"] == 1.0
+    assert first_hello({**DRIVER_METADATA, "application": {"name": "a" * 128}})["ok"] == 1.0
+    refusals = [
+        ({"os": {"type": "Linux"}}, 183),
+        ({"driver": {"name": "probe"}, "os": {"type": "Linux"}}, 183),
+        ({"driver": {"name": "probe", "version": "1"}}, 183),
+        ({**DRIVER_METADATA, "application": {"name": "a" * 129}}, 184),
+        ({**DRIVER_METADATA, "platform": "p" * 600}, 185),
+        ("not a document", 14),
+    ]
+    for metadata, code in refusals:
+        reply = first_hello(metadata)
+        assert reply["ok"] == 0.0 and reply["code"] == code, (metadata, reply)
+    with pytest.raises(OperationFailure) as raised:
+        client.admin.command({"hello": 1, "client": DRIVER_METADATA})
+    assert raised.value.code == 186
+    assert client.admin.command("hello")["ok"] == 1.0
+
+
+def test_awaitable_hello_arguments_are_checked_and_max_time_ms_ends_the_wait(client):
+    """MongoDB's codes for a streaming hello's arguments (31368: one of
+    topologyVersion and maxAwaitTimeMS without the other; 31372: a
+    negative counter; 31373: a negative wait; 31382: a counter this server
+    has not reached), and maxTimeMS bounds the wait (50) instead of
+    leaving it to maxAwaitTimeMS."""
+    version = client.admin.command("hello")["topologyVersion"]
+    future = {"processId": version["processId"], "counter": Int64(version["counter"] + 5)}
+    negative = {"processId": version["processId"], "counter": Int64(-1)}
+    cases = [
+        ({"maxAwaitTimeMS": 100}, 31368),
+        ({"topologyVersion": version}, 31368),
+        ({"topologyVersion": negative, "maxAwaitTimeMS": 100}, 31372),
+        ({"topologyVersion": version, "maxAwaitTimeMS": -1}, 31373),
+        ({"topologyVersion": future, "maxAwaitTimeMS": 100}, 31382),
+        ({"topologyVersion": version, "maxAwaitTimeMS": 50_000, "maxTimeMS": 200}, 50),
+    ]
+    for arguments, code in cases:
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command({"hello": 1, **arguments})
+        assert raised.value.code == code, (arguments, raised.value.details)
+    # Another process's topologyVersion is answered at once.
+    other = {"processId": ObjectId(), "counter": Int64(0)}
+    assert client.admin.command({"hello": 1, "topologyVersion": other, "maxAwaitTimeMS": 50_000})["ok"] == 1.0

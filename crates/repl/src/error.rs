@@ -57,8 +57,9 @@ pub enum ReplError {
     ReadConcernMajorityNotAvailableYet,
     /// A snapshot read below the retained history (239).
     SnapshotTooOld(String),
-    /// A received `$clusterTime` past the drift limit (262 in MongoDB's
-    /// rate limiter is ExceededTimeLimit; MongoDB 7.0 uses code 262 too).
+    /// A received `$clusterTime` past the drift limit (205
+    /// ClusterTimeFailsRateLimiter, MongoDB's `_ensurePassesRateLimiter`;
+    /// not 262, which drivers retry).
     ClusterTimeDrift(String),
     /// A malformed argument: the MongoDB code of the specific complaint
     /// (2 BadValue, 9 FailedToParse, 14 TypeMismatch, 72 InvalidOptions, ...).

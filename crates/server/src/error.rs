@@ -147,7 +147,8 @@ impl From<ReplError> for CommandError {
             ReplError::InvalidReplicaSetConfig(_) => 93,
             ReplError::NewReplicaSetConfigurationIncompatible(_) => 103,
             ReplError::NodeNotFound(_) => 74,
-            ReplError::ExceededTimeLimit(_) | ReplError::ClusterTimeDrift(_) => 262,
+            ReplError::ExceededTimeLimit(_) => 262,
+            ReplError::ClusterTimeDrift(_) => 205,
             ReplError::MaxTimeMsExpired => 50,
             ReplError::ConflictingOperationInProgress(_) => 117,
             ReplError::ShutdownInProgress => 91,
@@ -237,7 +238,7 @@ mod tests {
             (ReplError::NoReplicationEnabled, 76, "NoReplicationEnabled"),
             (ReplError::NotAReplicaSet("x".into()), 123, "NotAReplicaSet"),
             (ReplError::IllegalOperation("x".into()), 20, "IllegalOperation"),
-            (ReplError::ClusterTimeDrift("x".into()), 262, "ExceededTimeLimit"),
+            (ReplError::ClusterTimeDrift("x".into()), 205, "ClusterTimeFailsRateLimiter"),
             (ReplError::invalid_options("x"), 72, "InvalidOptions"),
             (ReplError::Storage(Box::new(StorageError::ShuttingDown)), 91, "ShutdownInProgress"),
         ];

@@ -271,7 +271,8 @@ fn note_handshake(ctx: &CommandContext, request: &CommandRequest) {
         .and_then(|client| client.get_document("application"))
         .and_then(|application| application.get_str("name"));
     if let Ok(name) = name {
-        *ctx.app_name.lock() = Some(name.to_owned());
+        // The first handshake's: the metadata cannot change afterwards.
+        ctx.app_name.lock().get_or_insert_with(|| name.to_owned());
     }
     if let Ok(member) = request.body.get_str("slipstreamMember") {
         *ctx.member.lock() = Some(member.to_owned());

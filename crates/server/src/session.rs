@@ -25,6 +25,9 @@ pub struct SessionArguments {
     pub txn_number: Option<i64>,
     pub start_transaction: bool,
     pub autocommit: bool,
+    /// `autocommit: true`, which MongoDB refuses (only `false` starts or
+    /// continues a transaction).
+    pub autocommit_true: bool,
 }
 
 impl SessionArguments {
@@ -35,11 +38,17 @@ impl SessionArguments {
             Some(Bson::Int32(n)) => Some(i64::from(*n)),
             Some(_) => return Err(CommandError::type_mismatch("txnNumber must be a 64-bit integer")),
         };
+        let autocommit_true = match body.get("autocommit") {
+            None | Some(Bson::Boolean(false)) => false,
+            Some(Bson::Boolean(true)) => true,
+            Some(_) => return Err(CommandError::type_mismatch("autocommit must be a boolean")),
+        };
         Ok(SessionArguments {
             has_lsid: body.contains_key("lsid"),
             txn_number,
             start_transaction: body.contains_key("startTransaction"),
             autocommit: body.contains_key("autocommit"),
+            autocommit_true,
         })
     }
 
@@ -89,6 +98,16 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
     }
     if txn_number < 0 {
         return Err(CommandError::bad_value("Transaction number cannot be negative"));
+    }
+    // MongoDB's argument checks come before its transaction machinery.
+    if session.autocommit_true {
+        return Err(CommandError::new(72, "Specifying autocommit=true is not allowed."));
+    }
+    if session.start_transaction && !session.autocommit {
+        return Err(CommandError::new(
+            72,
+            "'startTransaction' field requires 'autocommit' field to also be specified",
+        ));
     }
     if session.is_transaction() {
         return Err(CommandError::new(
@@ -151,6 +170,10 @@ mod tests {
         assert_eq!(code("find", doc! {"autocommit": false}, true), Some(72));
         assert_eq!(code("insert", txn(doc! {}), true), None);
         assert_eq!(code("find", doc! {"lsid": {}}, true), None);
+        // MongoDB's argument checks before its transaction machinery.
+        assert_eq!(code("insert", txn(doc! {"autocommit": true}), true), Some(72));
+        assert_eq!(code("insert", txn(doc! {"startTransaction": true}), true), Some(72));
+        assert_eq!(SessionArguments::of(&txn(doc! {"autocommit": 1})).unwrap_err().code, 14);
         assert!(SessionArguments::of(&txn(doc! {})).unwrap().is_retryable_write());
     }
 }

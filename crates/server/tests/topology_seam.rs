@@ -340,7 +340,7 @@ fn received_cluster_time_is_gossiped_and_drift_refused() {
         let drift = node
             .run(doc! {"ping": 1, "$db": "admin", "$clusterTime": gossip(DRIFT_LIMIT_SECS + 1)})
             .await;
-        assert_eq!(code(&drift), Some(262), "{drift}");
+        assert_eq!(code(&drift), Some(205), "{drift}");
         let observed = node.set.calls.lock().observed_cluster_times.clone();
         assert_eq!(
             observed,

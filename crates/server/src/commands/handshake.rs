@@ -9,7 +9,8 @@
 //! this into a stream: it re-runs the command after each reply and flags
 //! every reply moreToCome (`connection::stream_exhaust`).
 
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, DateTime, Document};
 use slipstream_wire::{MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
@@ -25,17 +26,38 @@ pub const MAX_WRITE_BATCH_SIZE: i32 = 100_000;
 pub const LOGICAL_SESSION_TIMEOUT_MINUTES: i32 = 30;
 /// The longest a streaming `hello` waits, whatever the client asks.
 pub const MAX_AWAIT_TIME_MS_LIMIT: u64 = 60_000;
+/// MongoDB's bounds on the client metadata document and its application name.
+pub const CLIENT_METADATA_BYTES_MAX: usize = 512;
+pub const APP_NAME_BYTES_MAX: usize = 128;
 
 pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let state = &ctx.state;
     let topology = &state.topology;
+    let seen_before = ctx.hello_seen.swap(true, Ordering::SeqCst);
+    if let Some(client) = req.body.get("client") {
+        if seen_before {
+            return Err(CommandError::new(
+                186,
+                "The client metadata document may only be sent in the first hello",
+            ));
+        }
+        check_client_metadata(client)?;
+    }
     if let Some(wait) = awaitable_wait(ctx, &req.body)? {
         // Answered when the topology changes, the wait ends, or the node
-        // shuts down, whichever is first.
+        // shuts down, whichever is first; maxTimeMS ends it with an error,
+        // as MongoDB's wait runs under the operation's deadline.
+        let deadline = async {
+            match max_time_ms(&req.body) {
+                Some(ms) => tokio::time::sleep_until((Instant::now() + Duration::from_millis(ms)).into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait.wait_ms)) => {}
             _ = topology.topology_changed(wait.seen_counter) => {}
             _ = state.shutdown.wait() => {}
+            () = deadline => return Err(CommandError::new(50, "operation exceeded time limit")),
         }
     }
     let legacy = req.name != "hello";
@@ -55,6 +77,67 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     reply.insert("maxWireVersion", MAX_WIRE_VERSION);
     reply.insert("readOnly", false);
     Ok(reply)
+}
+
+/// A positive `maxTimeMS` (the argument's own checks are the dispatcher's).
+fn max_time_ms(body: &Document) -> Option<u64> {
+    let ms = match body.get("maxTimeMS")? {
+        Bson::Int32(ms) => i64::from(*ms),
+        Bson::Int64(ms) => *ms,
+        Bson::Double(ms) if ms.fract() == 0.0 => *ms as i64,
+        _ => return None,
+    };
+    (ms > 0).then_some(ms as u64)
+}
+
+/// MongoDB's `ClientMetadata::parse`: a document of at most 512 bytes with
+/// `driver.name`, `driver.version` and `os.type` strings (183
+/// ClientMetadataMissingField), and an `application.name` of at most 128
+/// bytes (184 ClientMetadataAppNameTooLarge).
+fn check_client_metadata(client: &Bson) -> Result<(), CommandError> {
+    let Bson::Document(client) = client else {
+        return Err(CommandError::type_mismatch("The client metadata document must be a document"));
+    };
+    let bytes = crate::exec::size::document_size(client);
+    if bytes > CLIENT_METADATA_BYTES_MAX {
+        return Err(CommandError::new(
+            185,
+            format!("The client metadata document must be less then or equal to {CLIENT_METADATA_BYTES_MAX} bytes"),
+        ));
+    }
+    if let Some(application) = client.get("application") {
+        let Bson::Document(application) = application else {
+            return Err(CommandError::type_mismatch("The 'application' field must be a document"));
+        };
+        match application.get("name") {
+            None => {}
+            Some(Bson::String(name)) if name.len() <= APP_NAME_BYTES_MAX => {}
+            Some(Bson::String(_)) => {
+                return Err(CommandError::new(
+                    184,
+                    format!("The 'name' field must be less then or equal to {APP_NAME_BYTES_MAX} bytes in length"),
+                ))
+            }
+            Some(_) => return Err(CommandError::type_mismatch("The 'application.name' field must be a string")),
+        }
+    }
+    for (section, fields) in [("driver", &["name", "version"][..]), ("os", &["type"][..])] {
+        let Some(Bson::Document(part)) = client.get(section) else {
+            return Err(CommandError::new(
+                183,
+                format!("Missing required sub-document '{section}' in the client metadata document"),
+            ));
+        };
+        for field in fields {
+            if !matches!(part.get(*field), Some(Bson::String(_))) {
+                return Err(CommandError::new(
+                    183,
+                    format!("Missing required field '{section}.{field}' in the client metadata document"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// This process's `topologyVersion` with `counter`.
@@ -86,28 +169,50 @@ struct AwaitableWait {
 fn awaitable_wait(ctx: &CommandContext, body: &Document) -> Result<Option<AwaitableWait>, CommandError> {
     let max_await = body.get("maxAwaitTimeMS");
     let topology = body.get("topologyVersion");
+    // MongoDB's checks and codes (replication_info.cpp).
     let (max_await, topology) = match (max_await, topology) {
         (None, None) => return Ok(None),
         (Some(max_await), Some(Bson::Document(topology))) => (max_await, topology),
-        (Some(_), None) | (None, Some(_)) => {
-            return Err(CommandError::bad_value("topologyVersion must be sent together with maxAwaitTimeMS"))
+        (Some(_), None) => {
+            return Err(CommandError::new(31368, "A request with 'maxAwaitTimeMS' must include a 'topologyVersion'"))
+        }
+        (None, Some(_)) => {
+            return Err(CommandError::new(31368, "A request with a 'topologyVersion' must include 'maxAwaitTimeMS'"))
         }
         (Some(_), Some(_)) => return Err(CommandError::type_mismatch("topologyVersion must be a document")),
     };
-    let wait_ms = match max_await {
-        Bson::Int32(ms) if *ms >= 0 => *ms as u64,
-        Bson::Int64(ms) if *ms >= 0 => *ms as u64,
-        Bson::Double(ms) if *ms >= 0.0 && ms.fract() == 0.0 => *ms as u64,
-        _ => return Err(CommandError::bad_value("maxAwaitTimeMS must be a non-negative integer")),
-    };
-    let same_process = topology.get_object_id("processId").ok() == Some(ctx.state.process_id);
     let seen_counter = match topology.get("counter") {
         Some(Bson::Int64(counter)) => *counter,
         Some(Bson::Int32(counter)) => i64::from(*counter),
         _ => return Err(CommandError::type_mismatch("topologyVersion.counter must be an integer")),
     };
-    if !same_process || seen_counter < ctx.state.topology.topology_counter() {
+    if seen_counter < 0 {
+        return Err(CommandError::new(31372, "topologyVersion must have a non-negative counter"));
+    }
+    let wait_ms = match max_await {
+        Bson::Int32(ms) => i64::from(*ms),
+        Bson::Int64(ms) => *ms,
+        Bson::Double(ms) if ms.fract() == 0.0 && ms.abs() < 9.0e15 => *ms as i64,
+        Bson::Double(_) => return Err(CommandError::bad_value("maxAwaitTimeMS must be an integer")),
+        _ => return Err(CommandError::type_mismatch("maxAwaitTimeMS must be a number")),
+    };
+    if wait_ms < 0 {
+        return Err(CommandError::new(31373, "maxAwaitTimeMS must be a non-negative integer"));
+    }
+    let wait_ms = wait_ms as u64;
+    let same_process = topology.get_object_id("processId").ok() == Some(ctx.state.process_id);
+    let server_counter = ctx.state.topology.topology_counter();
+    if !same_process || seen_counter < server_counter {
         return Ok(None);
+    }
+    if seen_counter > server_counter {
+        return Err(CommandError::new(
+            31382,
+            format!(
+                "Received a topology version with counter: {seen_counter} which is greater than the server topology \
+                 version counter: {server_counter}"
+            ),
+        ));
     }
     Ok(Some(AwaitableWait {
         wait_ms: wait_ms.min(MAX_AWAIT_TIME_MS_LIMIT),

@@ -62,6 +62,9 @@ pub struct CommandContext {
     /// client: the member this connection comes from, so that the
     /// `blockMembers` fault hook can cut it off. Owned by the connection.
     pub member: parking_lot::Mutex<Option<String>>,
+    /// A `hello` (or `isMaster`) already ran on this connection: only the
+    /// first may carry the client metadata (`handshake.rs`).
+    pub hello_seen: std::sync::atomic::AtomicBool,
     /// The command running on this connection (a connection runs one at a
     /// time): reset by `operation::execute` before each handler, read and
     /// updated by the handler.
@@ -89,6 +92,7 @@ impl CommandContext {
             client_address,
             app_name: parking_lot::Mutex::new(None),
             member: parking_lot::Mutex::new(None),
+            hello_seen: std::sync::atomic::AtomicBool::new(false),
             operation: parking_lot::Mutex::new(Operation::default()),
             session: parking_lot::Mutex::new(None),
         }

@@ -280,9 +280,10 @@ fn note_handshake(ctx: &CommandContext, request: &CommandRequest) {
 }
 
 /// The deadline `maxTimeMS` sets for waits before and after the handler
-/// (a read point, a linearizable read). The handlers check the argument
+/// (a read point, a linearizable read, the write concern) and for a
+/// handler's own waits (a streaming hello, a commit quorum). The handlers check the argument
 /// itself; a malformed one only sets no deadline here.
-fn max_time_deadline(body: &Document) -> Option<Instant> {
+pub(crate) fn max_time_deadline(body: &Document) -> Option<Instant> {
     let ms = match body.get("maxTimeMS")? {
         Bson::Int32(ms) => i64::from(*ms),
         Bson::Int64(ms) => *ms,

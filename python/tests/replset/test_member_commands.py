@@ -208,6 +208,21 @@ def test_create_indexes_commit_quorum_waits_for_the_members_it_names(members):
         with members.direct(i) as client:
             names = [index["name"] for index in client.quorum.c.list_indexes()]
         assert names == ["_id_", "a_1"], (i, names)
+    # With a member stopped the quorum cannot hold: maxTimeMS ends the wait
+    # (it waited without limit), and the command run again says the index
+    # exists.
+    stopped = (primary + 1) % 3
+    os.kill(members.nodes[stopped].process.pid, signal.SIGSTOP)
+    try:
+        with members.direct(primary) as client:
+            command = {"createIndexes": "c", "indexes": [{"key": {"z": 1}, "name": "z_1"}],
+                       "commitQuorum": "votingMembers", "maxTimeMS": 500}
+            with pytest.raises(OperationFailure) as raised:
+                client.quorum.command(command)
+            assert raised.value.code == 50, raised.value.details
+            assert client.quorum.command({**command, "commitQuorum": 1})["note"] == "all indexes already exist"
+    finally:
+        os.kill(members.nodes[stopped].process.pid, signal.SIGCONT)
 
 
 def test_append_oplog_note_and_rbid(members):

@@ -10,7 +10,7 @@
 //! every reply moreToCome (`connection::stream_exhaust`).
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bson::{doc, Bson, DateTime, Document};
 use slipstream_wire::{MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
@@ -48,8 +48,8 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
         // shuts down, whichever is first; maxTimeMS ends it with an error,
         // as MongoDB's wait runs under the operation's deadline.
         let deadline = async {
-            match max_time_ms(&req.body) {
-                Some(ms) => tokio::time::sleep_until((Instant::now() + Duration::from_millis(ms)).into()).await,
+            match crate::operation::max_time_deadline(&req.body) {
+                Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
                 None => std::future::pending().await,
             }
         };
@@ -57,7 +57,7 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
             _ = tokio::time::sleep(Duration::from_millis(wait.wait_ms)) => {}
             _ = topology.topology_changed(wait.seen_counter) => {}
             _ = state.shutdown.wait() => {}
-            () = deadline => return Err(CommandError::new(50, "operation exceeded time limit")),
+            () = deadline => return Err(crate::exec::query::max_time_expired()),
         }
     }
     let legacy = req.name != "hello";
@@ -77,17 +77,6 @@ pub async fn hello(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
     reply.insert("maxWireVersion", MAX_WIRE_VERSION);
     reply.insert("readOnly", false);
     Ok(reply)
-}
-
-/// A positive `maxTimeMS` (the argument's own checks are the dispatcher's).
-fn max_time_ms(body: &Document) -> Option<u64> {
-    let ms = match body.get("maxTimeMS")? {
-        Bson::Int32(ms) => i64::from(*ms),
-        Bson::Int64(ms) => *ms,
-        Bson::Double(ms) if ms.fract() == 0.0 => *ms as i64,
-        _ => return None,
-    };
-    (ms > 0).then_some(ms as u64)
 }
 
 /// MongoDB's `ClientMetadata::parse`: a document of at most 512 bytes with

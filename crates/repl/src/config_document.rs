@@ -239,12 +239,20 @@ fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
     if let Some(chaining) = flag(settings, "chainingAllowed")? {
         parsed.chaining_allowed = chaining;
     }
+    // Each is shown (`replSetGetConfig`, the stored configuration, the
+    // one a heartbeat carries) as an int, as MongoDB shows them: a larger
+    // value would come back negative, be refused by the members it is sent
+    // to, and leave a configuration that never commits.
     let millis = |name: &str| -> Result<Option<i64>, ReplError> {
         match settings.get(name) {
             None => Ok(None),
-            Some(value) => integral(value)
-                .map(Some)
-                .ok_or_else(|| invalid(format!("settings.{name} must be a number"))),
+            Some(value) => match integral(value) {
+                Some(n) if n > i64::from(i32::MAX) => {
+                    Err(invalid(format!("settings.{name} must be at most {}", i32::MAX)))
+                }
+                Some(n) => Ok(Some(n)),
+                None => Err(invalid(format!("settings.{name} must be a number"))),
+            },
         }
     };
     if let Some(ms) = millis("heartbeatIntervalMillis")? {
@@ -469,6 +477,15 @@ mod tests {
         assert_eq!(shown.get_document("settings").unwrap().get_i32("heartbeatTimeoutSecs").unwrap(), 4);
         let again = parse_config(&shown).unwrap();
         assert_eq!(again, config);
+        // The largest values taken come back as they went in.
+        let max = i32::MAX;
+        let extreme = doc! {
+            "_id": "rs0", "version": max, "members": [{"_id": 0, "host": "a:1"}],
+            "settings": {"heartbeatIntervalMillis": max, "electionTimeoutMillis": max, "heartbeatTimeoutSecs": max,
+                         "catchUpTimeoutMillis": max, "catchUpTakeoverDelayMillis": max},
+        };
+        let config = parse_config(&extreme).unwrap();
+        assert_eq!(parse_config(&config_document(&config)).unwrap(), config);
     }
 
     #[test]
@@ -576,6 +593,9 @@ mod tests {
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"catchUpTakeoverDelayMillis": -5}},
             doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"replicaSetId": "x"}},
             doc! {"_id": "rs", "version": 2_147_483_648_i64, "members": [{"_id": 0, "host": "a:1"}]},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}], "settings": {"electionTimeoutMillis": i64::MAX}},
+            doc! {"_id": "rs", "members": [{"_id": 0, "host": "a:1"}],
+                  "settings": {"heartbeatIntervalMillis": 2_147_483_648_i64}},
         ];
         let hosts = [
             "a:b", "a:", ":1", "a:0", "a:65536", "a:99999", "a b:1", "a:1 ", "[::1", "[::1]", "[::1]x", "a:-1",

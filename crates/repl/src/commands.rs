@@ -304,11 +304,14 @@ async fn wait_config_committed(set: &ReplicaSet, body: &Document) -> Result<(), 
     }
 }
 
+/// A count of seconds, at most an int's worth (as MongoDB's
+/// `safeNumberInt` clamps): in milliseconds past the node's clock, a
+/// larger one overflowed (a panic caught as an internal error).
 fn seconds(body: &Document, name: &str, default: u64) -> Result<u64, ReplError> {
     match body.get(name) {
         None | Some(Bson::Null) => Ok(default),
         Some(value) => match integral(value) {
-            Some(secs) if secs >= 0 => Ok(secs as u64),
+            Some(secs) if secs >= 0 => Ok((secs as u64).min(i32::MAX as u64)),
             Some(_) => Err(ReplError::bad_value(format!("{name} must be non-negative"))),
             None => Err(ReplError::type_mismatch(format!("{name} must be a number"))),
         },

@@ -51,7 +51,10 @@ impl WriteConcern {
     /// When a wait for this concern that starts at `from` gives up (None:
     /// never).
     pub fn wtimeout_deadline(&self, from: Instant) -> Option<Instant> {
-        (self.wtimeout_ms != 0).then(|| from + Duration::from_millis(self.wtimeout_ms.max(0) as u64))
+        // One past what the clock can add is no limit either.
+        (self.wtimeout_ms != 0)
+            .then(|| from.checked_add(Duration::from_millis(self.wtimeout_ms.max(0) as u64)))
+            .flatten()
     }
 
     /// Whether the write must be in the journal before the reply.
@@ -131,7 +134,11 @@ impl WriteConcern {
         if let Some(journal) = self.journal {
             doc.insert("j", journal);
         }
-        doc.insert("wtimeout", self.wtimeout_ms as i32);
+        // An int as MongoDB shows it, a long when it does not fit.
+        match i32::try_from(self.wtimeout_ms) {
+            Ok(ms) => doc.insert("wtimeout", ms),
+            Err(_) => doc.insert("wtimeout", self.wtimeout_ms),
+        };
         doc.insert("provenance", if self.implicit { "implicitDefault" } else { "clientSupplied" });
         doc
     }
@@ -329,6 +336,9 @@ mod tests {
         assert_eq!(negative.wtimeout_deadline(now), Some(now));
         assert_eq!(majority.wtimeout_deadline(now), Some(now + Duration::from_millis(500)));
         assert_eq!(WriteConcern::majority().wtimeout_deadline(now), None);
+        let huge = WriteConcern::parse(&doc! {"writeConcern": {"w": 2, "wtimeout": i64::MAX}}).unwrap().unwrap();
+        assert!(huge.wtimeout_deadline(now).is_none_or(|deadline| deadline > now));
+        assert_eq!(huge.to_document().get_i64("wtimeout").unwrap(), i64::MAX);
     }
 
     #[test]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bson import Int64
 from pymongo import ReadPreference
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -47,6 +48,14 @@ def test_freeze_and_step_up(members):
     with members.direct(chosen) as client, pytest.raises(OperationFailure) as raised:
         client.admin.command("replSetFreeze", 10)
     assert raised.value.code == 95
+    # Seconds past an int are an int's worth, as MongoDB clamps them (they
+    # overflowed the member's clock before: an internal error).
+    with members.direct(frozen) as client:
+        assert client.admin.command("replSetFreeze", Int64(2**62))["ok"] == 1.0
+        assert client.admin.command("replSetFreeze", 0)["info"] == "unfreezing"
+    with members.direct(chosen) as client:
+        client.admin.command("replSetStepDown", Int64(2**62), secondaryCatchUpPeriodSecs=Int64(2**61))
+    members.wait_for("another primary", lambda: members.primary() != chosen)
 
 
 def test_sync_from_answers_and_refuses_strangers(members):

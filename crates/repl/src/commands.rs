@@ -208,6 +208,13 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     let force = if force {
         // MongoDB adds 10,000 plus a random number below 100,000.
         let random = set.shared().started.elapsed().as_nanos() as i64 % 100_000;
+        let current = set.shared().snapshot().config.as_ref().map_or(0, |config| config.version);
+        if current.max(config.version) + 10_000 + random > i64::from(i32::MAX) {
+            return Err(ReplError::InvalidReplicaSetConfig(format!(
+                "a force reconfig raises the version past {} (an int's largest)",
+                i32::MAX
+            )));
+        }
         Some(ForceReconfig {
             version_increment: 10_000 + random,
         })
@@ -475,13 +482,15 @@ async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, Repl
 }
 
 async fn append_oplog_note(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
+    // MongoDB's bsonExtractTypedField: 4 NoSuchKey, 14 TypeMismatch.
     let data = match body.get("data") {
         Some(Bson::Document(data)) => data.clone(),
-        _ => {
-            return Err(ReplError::coded(
-                40414,
-                "BSON field 'appendOplogNote.data' is missing but a required field",
-            ))
+        None => return Err(ReplError::coded(4, "Missing expected field \"data\"")),
+        Some(other) => {
+            return Err(ReplError::type_mismatch(format!(
+                "\"data\" had the wrong type. Expected object, found {:?}",
+                other.element_type()
+            )))
         }
     };
     if !set.shared().snapshot().writable_primary {

@@ -241,6 +241,10 @@ def test_append_oplog_note_and_rbid(members):
         entry = client.local["oplog.rs"].find_one({"o.note": "hello from the test"})
         assert entry is not None and entry["op"] == "n"
         assert isinstance(client.admin.command("replSetGetRBID")["rbid"], int)
+        for arguments, code in (({}, 4), ({"data": "text"}, 14), ({"data": [1]}, 14)):
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command({"appendOplogNote": 1, **arguments})
+            assert raised.value.code == code, (arguments, raised.value.details)
     secondary = (primary + 1) % 3
     with members.direct(secondary) as client, pytest.raises(PyMongoError) as raised:
         client.admin.command("appendOplogNote", data={"x": 1})

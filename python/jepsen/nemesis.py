@@ -210,8 +210,11 @@ class Nemesis:
         victim = others[int(window["pick"] * len(others))]
         keep = sorted(i for i in cluster.members if i != victim and i not in cluster.removed)
         record["detail"] = {"removed": victim, "via": primary}
-        cluster.reconfig(primary, keep)
+        # Counted as removed before the answer: a reconfig that timed out
+        # waiting for a majority to hold the new config (50) has installed
+        # it, and the heal adds every member back either way.
         cluster.removed.add(victim)
+        cluster.reconfig(primary, keep)
 
         def add_back():
             now_primary = cluster.primary(timeout=20)

@@ -11,6 +11,11 @@ use bson::{doc, Bson, Document};
 use common::{Client, Node};
 use slipstream_wire::{encode_op_msg, encode_op_query, msg_flags, reply_flags, Message};
 
+/// What a driver's first hello says of itself (MongoDB requires these).
+fn driver_metadata() -> Document {
+    doc! {"driver": {"name": "test", "version": "1"}, "os": {"type": "Linux"}}
+}
+
 fn check_hello_fields(reply: &Document) {
     assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
     assert_eq!(reply.get_i32("minWireVersion").ok(), Some(0));
@@ -42,7 +47,7 @@ fn handshake_and_admin_commands() {
 
     // pymongo's first message: isMaster with helloOk.
     let reply = client
-        .command(&doc! {"ismaster": 1, "helloOk": true, "client": {"driver": {"name": "test"}}, "compression": [], "$db": "admin"})
+        .command(&doc! {"ismaster": 1, "helloOk": true, "client": driver_metadata(), "compression": [], "$db": "admin"})
         .unwrap();
     check_hello_fields(&reply);
     assert_eq!(reply.get_bool("ismaster").ok(), Some(true));
@@ -118,7 +123,8 @@ fn legacy_op_query_is_answered_with_op_reply() {
     let node = Node::start(&[]);
     let mut client = node.client();
     let request_id = client.request_id();
-    client.send(&encode_op_query(request_id, 0, "admin.$cmd", 0, -1, &doc! {"isMaster": 1, "client": {}}).unwrap()).unwrap();
+    let is_master = doc! {"isMaster": 1, "client": driver_metadata()};
+    client.send(&encode_op_query(request_id, 0, "admin.$cmd", 0, -1, &is_master).unwrap()).unwrap();
     let Message::Reply(reply) = client.receive().unwrap() else { panic!("expected OP_REPLY") };
     assert_eq!(reply.header.response_to, request_id);
     assert_eq!(reply.response_flags & reply_flags::QUERY_FAILURE, 0);

@@ -433,6 +433,27 @@ impl ReplicaSet {
         }
     }
 
+    /// MongoDB's `waitForReadConcern`: a time past this member's cluster
+    /// time (after the request's own `$clusterTime` gossip) is refused
+    /// (72) rather than waited for: no write has it yet, and a wait
+    /// without `maxTimeMS` would never end.
+    fn check_not_past_cluster_time(&self, concern: &ReadConcernArgs) -> Result<(), ReplError> {
+        let asked = match (concern.after_cluster_time, concern.at_cluster_time) {
+            (Some(ts), _) => ("afterClusterTime", ts),
+            (None, Some(ts)) => ("atClusterTime", ts),
+            (None, None) => return Ok(()),
+        };
+        let current = self.shared.engine.cluster_time();
+        if asked.1 > current {
+            return Err(ReplError::invalid_options(format!(
+                "readConcern {} value must not be greater than the current clusterTime. Requested clusterTime: {}; \
+                 current clusterTime: {current}",
+                asked.0, asked.1
+            )));
+        }
+        Ok(())
+    }
+
     /// Waits until this member has applied `ts` (afterClusterTime); a
     /// primary behind it writes a no-op to get there (seed 001 A2.2).
     async fn wait_applied(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<(), ReplError> {
@@ -766,6 +787,7 @@ impl Topology for ReplicaSet {
         deadline: Option<Instant>,
     ) -> BoxFuture<'a, Result<ReadAt, ReplError>> {
         Box::pin(async move {
+            self.check_not_past_cluster_time(concern)?;
             match concern.effective_level() {
                 ReadConcernLevel::Local | ReadConcernLevel::Available => {
                     if let Some(ts) = concern.after_cluster_time {

@@ -62,7 +62,12 @@ pub async fn decide_read(
 /// levels.
 fn check_supported(spec: &CommandSpec, args: &ReadConcernArgs) -> Result<(), CommandError> {
     let level = args.effective_level();
-    if spec.read_concern != ReadConcernUse::AnyLevel && level != ReadConcernLevel::Local {
+    let any_level = match spec.read_concern {
+        ReadConcernUse::AnyLevel => true,
+        ReadConcernUse::AnyLevelButSnapshot => level != ReadConcernLevel::Snapshot,
+        ReadConcernUse::LocalOnly | ReadConcernUse::CursorOwn => false,
+    };
+    if !any_level && level != ReadConcernLevel::Local {
         return Err(CommandError::new(
             72,
             format!(

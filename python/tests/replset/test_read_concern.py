@@ -74,6 +74,32 @@ def test_linearizable_reads_need_the_primary(members):
         assert raised.value.details["code"] == 10107
 
 
+def test_a_time_past_the_cluster_time_is_refused_not_waited_for(members):
+    """MongoDB's waitForReadConcern refuses an afterClusterTime or
+    atClusterTime past the member's cluster time (after the request's own
+    $clusterTime gossip) with 72: no write has it yet, and without
+    maxTimeMS the read waited for ever. A time it has reached is read as
+    before. count refuses level snapshot (72), as MongoDB's does."""
+    primary = members.primary()
+    secondary = (primary + 1) % 3
+    for member in (primary, secondary):
+        with members.direct(member) as client:
+            db = client.get_database("rc", read_preference=ReadPreference.SECONDARY_PREFERRED)
+            now = client.admin.command("ping")["$clusterTime"]["clusterTime"]
+            future = Timestamp(now.time + 3600, 1)
+            for concern in ({"afterClusterTime": future}, {"level": "majority", "afterClusterTime": future},
+                            {"level": "snapshot", "afterClusterTime": future},
+                            {"level": "snapshot", "atClusterTime": future}):
+                with pytest.raises(PyMongoError) as raised:
+                    db.command("find", "m", readConcern=concern)
+                assert raised.value.details["code"] == 72, (member, concern, raised.value.details)
+            assert db.command("find", "m", readConcern={"afterClusterTime": now})["ok"] == 1.0
+            with pytest.raises(PyMongoError) as raised:
+                db.command("count", "m", readConcern={"level": "snapshot"})
+            assert raised.value.details["code"] == 72, raised.value.details
+            assert db.command("count", "m", readConcern={"level": "majority"})["ok"] == 1.0
+
+
 def test_snapshot_read_below_history_is_snapshot_too_old(members):
     primary = members.primary()
     with members.direct(primary) as client:

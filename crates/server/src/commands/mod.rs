@@ -138,9 +138,12 @@ pub enum Access {
 /// Which `readConcern` a command takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadConcernUse {
-    /// Reads at the read point every level gives (find, aggregate, count,
+    /// Reads at the read point every level gives (find, aggregate,
     /// distinct).
     AnyLevel,
+    /// Every level but `snapshot`, which MongoDB's `count` refuses ("read
+    /// concern snapshot not supported", 72).
+    AnyLevelButSnapshot,
     /// MongoDB's default for other commands: only `local` (or no level);
     /// `afterClusterTime` is waited for (causal sessions send it on writes).
     LocalOnly,
@@ -199,6 +202,10 @@ impl CommandSpec {
     /// Reads at a read point: every read concern level.
     const fn at_read_point(self) -> Self {
         CommandSpec { read_concern: ReadConcernUse::AnyLevel, ..self }
+    }
+
+    const fn at_read_point_but_snapshot(self) -> Self {
+        CommandSpec { read_concern: ReadConcernUse::AnyLevelButSnapshot, ..self }
     }
 
     const fn access_by(self, access: fn(&Document) -> CommandAccess) -> Self {
@@ -327,7 +334,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     reads("find", handler!(find::find)).at_read_point(),
     always("getMore", handler!(find::get_more)).continues_cursor(),
     always("killCursors", handler!(find::kill_cursors)),
-    reads("count", handler!(find::count)).at_read_point(),
+    reads("count", handler!(find::count)).at_read_point_but_snapshot(),
     reads("distinct", handler!(find::distinct)).at_read_point(),
     // Aggregation (commands/aggregate.rs): `$out` / `$merge` write
     reads("aggregate", handler!(aggregate::aggregate))

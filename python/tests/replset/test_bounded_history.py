@@ -110,3 +110,43 @@ def test_stalled_commit_point_keeps_history_bounded(make_replset):
     on_secondary = rs.direct(secondary).hb.docs
     assert on_secondary.count_documents({}) == total
     assert on_secondary.find_one({"_id": 5})["batch"] == BATCHES - 1
+
+
+def test_a_primary_past_its_commit_point_rolls_back_below_its_checkpoint(make_replset):
+    """The primary of a P-S-A set whose secondary is down takes w:1 writes
+    until its checkpoint passes the commit point; it then dies, the
+    secondary comes back and wins with the arbiter, and writes. The old
+    primary, restarted, must roll back to the common point, which is below
+    its checkpoint and above its history floor, and become SECONDARY (it
+    refused and exited at every start)."""
+    rs = make_replset(nodes=2, arbiter=True, serve_args=[f"--cache-size-mb={CACHE_SIZE_MB}"])
+    old = rs.primary()
+    other = next(i for i in rs.data_members() if i != old)
+    client = rs.client()
+    client.hb.get_collection("docs", write_concern=WriteConcern(w="majority", wtimeout=60_000)).insert_one(
+        {"_id": "before"})
+    rs.kill(other)
+    docs = client.hb.get_collection("docs", write_concern=WriteConcern(w=1))
+    direct = rs.direct(old)
+    padding = "x" * DOC_BYTES
+    batch = 0
+    while history(direct)["checkpointsPastStable"] == 0:
+        assert batch < 4 * BATCHES, history(direct)
+        docs.insert_many([{"_id": batch * BATCH_DOCS + i, "pad": padding} for i in range(BATCH_DOCS)])
+        batch += 1
+        time.sleep(0.2)
+    held = history(direct)
+    assert held["floor"] is not None, held
+    rs.kill(old)
+    rs.restart(other)
+    new = rs.primary(exclude=(old,), timeout=CATCH_UP_TIMEOUT_S)
+    assert new == other
+    rs.direct(new).hb.docs.insert_one({"_id": "diverged"})
+    rs.restart(old)
+    rs.wait_state(old, "SECONDARY", timeout=CATCH_UP_TIMEOUT_S)
+    status = rs.direct(old).admin.command("replSetGetStatus")
+    assert status["lastRollback"]["undoneEntries"] >= batch, status["lastRollback"]
+    rs.wait_quiet([new, old], timeout=CATCH_UP_TIMEOUT_S)
+    on_old = rs.direct(old).hb.docs
+    assert sorted(d["_id"] for d in on_old.find({}, {"_id": 1})) == ["before", "diverged"]
+    rs.assert_db_hash_agree(timeout=CATCH_UP_TIMEOUT_S)

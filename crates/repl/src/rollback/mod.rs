@@ -195,15 +195,28 @@ fn run_steps(shared: &Arc<Shared>, common_point: OpTime, sync_source: String) ->
     engine.last_applied_wall().1
 }
 
-/// Step 2: a rollback never goes below the member's durable commit point.
+/// Step 2: a rollback never goes below the member's durable commit point
+/// (MongoDB's fassert that the common point is at least the stable
+/// timestamp). A checkpoint past the common point is no reason to stop:
+/// with the commit point stalled the checkpoint goes past it, and the
+/// engine rolls back to any timestamp from its history floor up
+/// (`Engine::rollback_to`); refusing there made a primary that took `w: 1`
+/// writes past its checkpoint exit at every start once another member won.
 fn check_above_commit_point(engine: &Engine, common_point: OpTime) {
     let stable = engine.stable_timestamp().unwrap_or(slipstream_clock::Timestamp::ZERO);
-    let checkpoint = engine.checkpoint_timestamp();
-    if common_point.ts < stable || common_point.ts < checkpoint {
+    if common_point.ts < stable {
         fatal(&format!(
-            "refusing to roll back to {}: it is below this member's commit point (stable timestamp {stable}, \
-             checkpoint {checkpoint}); committed writes would be undone",
+            "refusing to roll back to {}: it is below this member's commit point (stable timestamp {stable}); \
+             committed writes would be undone",
             optime_text(common_point)
+        ));
+    }
+    let oldest = engine.oldest_timestamp();
+    if common_point.ts < oldest {
+        fatal(&format!(
+            "cannot roll back to {}: the oldest timestamp this member holds is {oldest} (checkpoint {})",
+            optime_text(common_point),
+            engine.checkpoint_timestamp()
         ));
     }
 }

@@ -60,6 +60,11 @@ def test_read_concerns_that_need_a_set_are_refused(db, coll, level):
                     {"distinct": "c", "key": "_id"}):
         with pytest.raises(OperationFailure) as failure:
             db.command({**command, "readConcern": {"level": level}})
+        if "count" in command and level == "snapshot":
+            # MongoDB checks what the command supports first: count never
+            # takes snapshot (72), on a standalone too.
+            assert failure.value.code == 72, failure.value.details
+            continue
         assert failure.value.code == 123, command
         assert failure.value.details["codeName"] == "NotAReplicaSet"
 

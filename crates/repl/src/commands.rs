@@ -202,6 +202,8 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
             ))
         }
     };
+    // maxTimeMS bounds both waits below together, as it bounds MongoDB's command.
+    let deadline = reconfig_deadline(body);
     let config = parse_reconfig(document)?;
     check_self_in(set, &config)?;
     let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
@@ -219,7 +221,7 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
             version_increment: 10_000 + random,
         })
     } else {
-        wait_config_committed(set, body).await?;
+        wait_config_committed(set, deadline).await?;
         None
     };
     let version = config.version;
@@ -229,7 +231,7 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     })
     .await??;
     if force.is_none() {
-        wait_new_config_committed(set, version, body).await?;
+        wait_new_config_committed(set, version, deadline).await?;
     }
     Ok(Document::new())
 }
@@ -241,8 +243,7 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
 /// longer primary (a priority takeover the new configuration asked for)
 /// cannot see the commitment and answers at once: the configuration is
 /// installed and spreads by heartbeat.
-async fn wait_new_config_committed(set: &ReplicaSet, version: i64, body: &Document) -> Result<(), ReplError> {
-    let deadline = reconfig_deadline(body);
+async fn wait_new_config_committed(set: &ReplicaSet, version: i64, deadline: Instant) -> Result<(), ReplError> {
     loop {
         let snapshot = set.shared().snapshot();
         let current = snapshot.config.as_ref().map_or(0, |config| config.version);
@@ -262,7 +263,8 @@ async fn wait_new_config_committed(set: &ReplicaSet, version: i64, body: &Docume
     }
 }
 
-/// `maxTimeMS` from now, or `RECONFIG_COMMIT_WAIT_MS_DEFAULT` without one.
+/// `maxTimeMS` from the command's start, or `RECONFIG_COMMIT_WAIT_MS_DEFAULT`
+/// without one.
 fn reconfig_deadline(body: &Document) -> Instant {
     let wait_ms = body.get("maxTimeMS").and_then(integral).filter(|ms| *ms > 0);
     Instant::now() + Duration::from_millis(wait_ms.map_or(RECONFIG_COMMIT_WAIT_MS_DEFAULT, |ms| ms as u64))
@@ -298,8 +300,7 @@ fn check_self_in(set: &ReplicaSet, config: &ReplSetConfig) -> Result<(), ReplErr
 
 /// MongoDB first waits (up to `maxTimeMS`) until the configuration in
 /// force is committed.
-async fn wait_config_committed(set: &ReplicaSet, body: &Document) -> Result<(), ReplError> {
-    let deadline = reconfig_deadline(body);
+async fn wait_config_committed(set: &ReplicaSet, deadline: Instant) -> Result<(), ReplError> {
     loop {
         let result = set.ask(|reply| Input::CheckReconfig { reply }).await?;
         match result {

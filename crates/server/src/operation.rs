@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use serde_json::json;
-use slipstream_repl::{CommandAccess, ReplError, Topology};
+use slipstream_repl::{CommandAccess, ReplError, Topology, WriteConcern};
 use slipstream_storage::{bson_timestamp, from_bson_timestamp, OpTime};
 
 use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
@@ -179,15 +179,7 @@ async fn run(
                 .lock()
                 .last_write
                 .unwrap_or_else(|| topology.last_applied());
-            // maxTimeMS bounds the wait too (MongoDB waits with the
-            // operation's deadline): MaxTimeMSExpired as writeConcernError.
-            let wait = topology.wait_for_write_concern(last_write, concern);
-            let waited = match deadline {
-                None => wait.await,
-                Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
-                    .await
-                    .unwrap_or(Err(ReplError::MaxTimeMsExpired)),
-            };
+            let waited = wait_for_write_concern_until(topology, last_write, concern, deadline).await;
             waited.err().map(|error| concern::write_concern_error(error, concern))
         }
         (None, _) => None,
@@ -276,6 +268,25 @@ fn note_handshake(ctx: &CommandContext, request: &CommandRequest) {
     }
     if let Ok(member) = request.body.get_str("slipstreamMember") {
         *ctx.member.lock() = Some(member.to_owned());
+    }
+}
+
+/// `Topology::wait_for_write_concern` under the command's `maxTimeMS`
+/// deadline, as MongoDB waits with the operation's deadline: past it,
+/// MaxTimeMSExpired (the reply's `writeConcernError`, or a command's own
+/// error for a `commitQuorum`).
+pub(crate) async fn wait_for_write_concern_until(
+    topology: &dyn Topology,
+    last_write: OpTime,
+    concern: &WriteConcern,
+    deadline: Option<Instant>,
+) -> Result<(), ReplError> {
+    let wait = topology.wait_for_write_concern(last_write, concern);
+    match deadline {
+        None => wait.await,
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
+            .await
+            .unwrap_or(Err(ReplError::MaxTimeMsExpired)),
     }
 }
 

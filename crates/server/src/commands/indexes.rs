@@ -366,15 +366,10 @@ pub async fn create_indexes(ctx: &CommandContext, req: &CommandRequest) -> Comma
         // The build is done here and replayed by each member from the
         // oplog: the quorum holds once that many members applied it.
         let concern = WriteConcern { w: quorum, journal: None, wtimeout_ms: 0, implicit: false };
-        let wait = ctx.state.topology.wait_for_write_concern(optime, &concern);
-        // Bounded by maxTimeMS as MongoDB's wait is; the index stays, and
-        // the command run again answers that it exists.
-        match crate::operation::max_time_deadline(&req.body) {
-            None => wait.await?,
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
-                .await
-                .map_err(|_| crate::exec::query::max_time_expired())??,
-        }
+        // Bounded by maxTimeMS; past it the index stays, and the command
+        // run again answers that it exists.
+        let deadline = crate::operation::max_time_deadline(&req.body);
+        crate::operation::wait_for_write_concern_until(&*ctx.state.topology, optime, &concern, deadline).await?;
     }
     Ok(doc! {
         "numIndexesBefore": before as i32,

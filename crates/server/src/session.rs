@@ -24,10 +24,9 @@ pub struct SessionArguments {
     pub has_lsid: bool,
     pub txn_number: Option<i64>,
     pub start_transaction: bool,
-    pub autocommit: bool,
-    /// `autocommit: true`, which MongoDB refuses (only `false` starts or
-    /// continues a transaction).
-    pub autocommit_true: bool,
+    /// `autocommit`, when given: only `false` starts or continues a
+    /// transaction; MongoDB refuses `true`.
+    pub autocommit: Option<bool>,
 }
 
 impl SessionArguments {
@@ -38,28 +37,27 @@ impl SessionArguments {
             Some(Bson::Int32(n)) => Some(i64::from(*n)),
             Some(_) => return Err(CommandError::type_mismatch("txnNumber must be a 64-bit integer")),
         };
-        let autocommit_true = match body.get("autocommit") {
-            None | Some(Bson::Boolean(false)) => false,
-            Some(Bson::Boolean(true)) => true,
+        let autocommit = match body.get("autocommit") {
+            None => None,
+            Some(Bson::Boolean(autocommit)) => Some(*autocommit),
             Some(_) => return Err(CommandError::type_mismatch("autocommit must be a boolean")),
         };
         Ok(SessionArguments {
             has_lsid: body.contains_key("lsid"),
             txn_number,
             start_transaction: body.contains_key("startTransaction"),
-            autocommit: body.contains_key("autocommit"),
-            autocommit_true,
+            autocommit,
         })
     }
 
     /// A retryable write: `txnNumber` without `autocommit` (MongoDB's
     /// rule for the RetryableWriteError label).
     pub fn is_retryable_write(&self) -> bool {
-        self.txn_number.is_some() && !self.autocommit
+        self.txn_number.is_some() && self.autocommit.is_none()
     }
 
     fn is_transaction(&self) -> bool {
-        self.start_transaction || self.autocommit
+        self.start_transaction || self.autocommit.is_some()
     }
 }
 
@@ -76,7 +74,7 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
         return Ok(());
     }
     let Some(txn_number) = session.txn_number else {
-        if session.autocommit {
+        if session.autocommit.is_some() {
             return Err(CommandError::new(
                 72,
                 "'autocommit' field requires a transaction number to also be specified",
@@ -100,10 +98,10 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
         return Err(CommandError::bad_value("Transaction number cannot be negative"));
     }
     // MongoDB's argument checks come before its transaction machinery.
-    if session.autocommit_true {
+    if session.autocommit == Some(true) {
         return Err(CommandError::new(72, "Specifying autocommit=true is not allowed."));
     }
-    if session.start_transaction && !session.autocommit {
+    if session.start_transaction && session.autocommit.is_none() {
         return Err(CommandError::new(
             72,
             "'startTransaction' field requires 'autocommit' field to also be specified",

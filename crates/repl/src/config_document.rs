@@ -387,16 +387,22 @@ pub fn normalize_host(host: &str) -> String {
     }
 }
 
+/// A member's `name:port` (`[address]:port` for IPv6) as its name (without
+/// brackets) and its port text.
+pub fn split_host(host: &str) -> Result<(&str, &str), &'static str> {
+    if let Some(rest) = host.strip_prefix('[') {
+        let (address, after) = rest.split_once(']').ok_or("has no closing ']'")?;
+        Ok((address, after.strip_prefix(':').ok_or("has no port after ']'")?))
+    } else {
+        host.rsplit_once(':').ok_or("has no port")
+    }
+}
+
 /// `name:port` (`[address]:port` for IPv6), as drivers parse a member's
 /// host from `hello.hosts`: a name without blanks and a port from 1 to
 /// 65535 (a driver that cannot parse one stops monitoring the member).
 fn check_host(host: &str) -> Result<(), &'static str> {
-    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
-        let (address, after) = rest.split_once(']').ok_or("has no closing ']'")?;
-        (address, after.strip_prefix(':').ok_or("has no port after ']'")?)
-    } else {
-        host.rsplit_once(':').ok_or("has no port")?
-    };
+    let (name, port) = split_host(host)?;
     if name.is_empty() {
         return Err("has no host name");
     }

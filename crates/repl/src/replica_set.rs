@@ -236,13 +236,12 @@ impl Shared {
     }
 
     pub fn is_me(&self, host: &str) -> bool {
-        let Some((name, port)) = host.rsplit_once(':') else {
+        let Ok((name, port)) = crate::config_document::split_host(host) else {
             return false;
         };
         if port.parse::<u16>().ok() != Some(self.options.port) {
             return false;
         }
-        let name = name.trim_start_matches('[').trim_end_matches(']');
         matches!(name, "localhost" | "127.0.0.1" | "::1") || self.options.host_names.iter().any(|h| h == name)
     }
 }

@@ -49,14 +49,14 @@ impl Node {
             return;
         }
         if self.election.is_some() {
-            self.step_up_waiting = true;
+            self.step_up_waiting += 1;
             return;
         }
         if !self.can_stand() {
             self.out.push(Action::StepUpFinished(Err(StepUpError::NotElectable)));
             return;
         }
-        self.step_up_waiting = true;
+        self.step_up_waiting += 1;
         self.start_election(true, ElectionReason::StepUpRequest);
     }
 }

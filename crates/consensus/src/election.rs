@@ -42,12 +42,8 @@ impl Node {
             // An election that has not finished within an election timeout
             // is abandoned; the timer then decides when to try again.
             if self.now >= self.election_deadline {
-                if self.role == Role::Candidate {
-                    self.become_secondary();
-                } else {
-                    self.end_election(false);
-                    self.reset_election_timer();
-                }
+                self.lose_election();
+                self.reset_election_timer();
             }
             return;
         }
@@ -149,6 +145,7 @@ impl Node {
             dry_run,
             reason,
             granted: vec![self.me],
+            refused: Vec::new(),
         });
         self.priority_takeover_at = None;
         self.catch_up_takeover_at = None;
@@ -205,7 +202,7 @@ impl Node {
         if !won && !election.dry_run {
             self.election_metrics = None;
         }
-        if std::mem::take(&mut self.step_up_waiting) {
+        for _ in 0..std::mem::take(&mut self.step_up_waiting) {
             let result = if won { Ok(()) } else { Err(StepUpError::ElectionLost) };
             self.out.push(Action::StepUpFinished(result));
         }
@@ -286,22 +283,44 @@ impl Node {
     }
 
     pub(crate) fn on_vote_response(&mut self, from: MemberId, response: VoteResponse) {
+        self.record_vote(from, response.request_term, response.dry_run, response.granted);
+    }
+
+    /// A request the I/O layer could not get answered is a vote not granted.
+    pub(crate) fn on_vote_request_failed(&mut self, voter: MemberId, term: i64, dry_run: bool) {
+        self.record_vote(voter, term, dry_run, false);
+    }
+
+    fn record_vote(&mut self, from: MemberId, term: i64, dry_run: bool, granted: bool) {
         let Some(election) = &mut self.election else { return };
-        if !response.granted || response.dry_run != election.dry_run || response.request_term != election.term {
+        if dry_run != election.dry_run || term != election.term {
             return;
         }
         if !self.config.member(from).is_some_and(|m| m.is_voter()) {
             return;
         }
-        if !election.granted.contains(&from) {
+        if election.granted.contains(&from) || election.refused.contains(&from) {
+            return;
+        }
+        if granted {
             election.granted.push(from);
+        } else {
+            election.refused.push(from);
         }
         self.count_votes();
     }
 
+    /// Won with a majority of grants; lost as soon as every voter has
+    /// answered without one (MongoDB's vote requester stops once all
+    /// responses are in), so that neither the next attempt nor a waiting
+    /// `replSetStepUp` waits out the election's deadline.
     fn count_votes(&mut self) {
         let Some(election) = &self.election else { return };
         if election.granted.len() < self.config.majority() {
+            let voters = self.config.members.iter().filter(|m| m.is_voter()).count();
+            if election.granted.len() + election.refused.len() >= voters {
+                self.lose_election();
+            }
             return;
         }
         if election.dry_run {
@@ -319,6 +338,16 @@ impl Node {
             assert_eq!(election.term, self.term);
             assert_eq!(self.voted_for, Some(self.me));
             self.become_primary();
+        }
+    }
+
+    /// A dry run lost leaves the member as it was; a real election lost
+    /// makes the candidate a secondary again, as at the election deadline.
+    fn lose_election(&mut self) {
+        if self.role == Role::Candidate {
+            self.become_secondary();
+        } else {
+            self.end_election(false);
         }
     }
 

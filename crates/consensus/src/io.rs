@@ -20,6 +20,13 @@ pub struct PullBatch {
     pub first: Option<OpTime>,
     /// Last entry of the batch; `None` if the batch is empty.
     pub last: Option<OpTime>,
+    /// The source's last entry when it answered (MongoDB's
+    /// `$oplogQueryData.lastOpApplied`): past `last` when the batch is not
+    /// the end of the source's oplog. Whether the source is ahead of a
+    /// member whose log it does not continue is judged by this, not by the
+    /// batch: OpTimes order by term first, and a full batch of an older
+    /// term's entries says nothing of what follows it.
+    pub source_last: OpTime,
     /// The source's commit point when it answered.
     pub source_commit_point: OpTime,
     /// The source's term when it answered.
@@ -87,6 +94,19 @@ pub enum Event {
     PullFailed {
         /// The member that did not answer.
         source: MemberId,
+    },
+    /// A `RequestVote` to `voter` got no answer (timeout, connection
+    /// refused, an error reply such as a voter without a configuration).
+    /// The election counts it as a vote not granted, as MongoDB's vote
+    /// requester counts a failed response, so that an election every voter
+    /// has answered ends at once instead of at its deadline.
+    VoteRequestFailed {
+        /// The voter asked.
+        voter: MemberId,
+        /// The term of the request.
+        term: i64,
+        /// Whether the request was a dry run.
+        dry_run: bool,
     },
     /// `Action::FindCommonPoint` found the last entry both logs share. The
     /// source's last entry and commit point must be read together with the

@@ -109,6 +109,8 @@ pub(crate) struct Election {
     pub reason: ElectionReason,
     /// Voters that granted, the candidate included.
     pub granted: Vec<MemberId>,
+    /// Voters that refused, or whose request failed.
+    pub refused: Vec<MemberId>,
 }
 
 /// Primary catch-up (seed 000 section 4.3) in progress.
@@ -190,8 +192,9 @@ pub struct Node {
     pub(crate) config_oplog_commitment: OpTime,
     /// The newest configuration asked for with `Action::FetchConfig`, and when.
     pub(crate) config_fetch: Option<(ConfigVersionAndTerm, Millis)>,
-    /// A `replSetStepUp` waits for the election in progress to end.
-    pub(crate) step_up_waiting: bool,
+    /// How many `replSetStepUp`s wait for the election in progress to end:
+    /// each gets its answer.
+    pub(crate) step_up_waiting: usize,
     pub(crate) election_metrics: Option<ElectionCandidateMetrics>,
     pub(crate) out: Vec<Action>,
 }
@@ -252,7 +255,7 @@ impl Node {
             catch_up_takeover_at: None,
             config_oplog_commitment: OpTime::NULL,
             config_fetch: None,
-            step_up_waiting: false,
+            step_up_waiting: 0,
             election_metrics: None,
             out: Vec::new(),
             config: config.clone(),
@@ -295,6 +298,7 @@ impl Node {
             Event::Durable { last_durable, wall_ms } => self.on_durable(last_durable, wall_ms),
             Event::Pulled(batch) => self.on_pulled(batch),
             Event::PullFailed { source } => self.on_pull_failed(source),
+            Event::VoteRequestFailed { voter, term, dry_run } => self.on_vote_request_failed(voter, term, dry_run),
             Event::CommonPointFound {
                 source,
                 common_point,

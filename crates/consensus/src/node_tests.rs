@@ -2,6 +2,7 @@
 //! behaviour is tested by the scenario scripts and the simulator.
 
 use crate::config::{MemberConfig, ReplSetConfig};
+use crate::error::StepUpError;
 use crate::io::{Action, Event, PullBatch};
 use crate::message::{Heartbeat, MemberPosition, Message, UpdatePosition, VoteRequest, VoteResponse};
 use crate::millis::Millis;
@@ -203,6 +204,78 @@ fn an_empty_member_that_heard_of_entries_does_not_stand_until_it_holds_one() {
     receive(&mut fresh, 1, Message::HeartbeatRequest(hb), 10);
     let actions = fresh.step(Event::Tick { election_jitter_ms: 0 }, Millis(5_000));
     assert!(stands(&actions), "an empty set never elects: {actions:?}");
+}
+
+#[test]
+fn an_election_every_voter_refused_or_failed_ends_at_once_and_answers_each_step_up() {
+    let refused = |term: i64, dry_run: bool| VoteResponse {
+        term: 1,
+        request_term: term,
+        dry_run,
+        granted: false,
+        reason: "candidate oplog behind",
+    };
+    let lost = |actions: &[Action]| actions.iter().any(|a| matches!(a, Action::ElectionFinished { won: false, .. }));
+    let step_up_answers = |actions: &[Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::StepUpFinished(Err(StepUpError::ElectionLost))))
+            .count()
+    };
+    let mut c = node(3, 1, op(1, 5));
+    let actions = c.step(Event::StepUpRequest, Millis(10));
+    assert!(actions.iter().any(|a| matches!(a, Action::ElectionStarted { dry_run: true, .. })), "{actions:?}");
+    // A second administrator's request waits for the same election.
+    assert!(c.step(Event::StepUpRequest, Millis(11)).is_empty());
+    // One voter unreachable (its request failed): not over yet.
+    let failed = Event::VoteRequestFailed {
+        voter: 2,
+        term: 2,
+        dry_run: true,
+    };
+    let actions = c.step(failed.clone(), Millis(12));
+    assert!(!lost(&actions), "{actions:?}");
+    // A repeated failure of the same voter does not count twice.
+    assert!(!lost(&c.step(failed, Millis(13))));
+    // The last voter refuses: lost now, not at the election's deadline,
+    // and both waiting requests are answered.
+    let actions = receive(&mut c, 3, Message::VoteResponse(refused(2, true)), 14);
+    assert!(lost(&actions), "{actions:?}");
+    assert_eq!(step_up_answers(&actions), 2, "{actions:?}");
+    assert_eq!(c.term(), 1, "a dry run leaves the term");
+    // A real election lost the same way leaves a secondary at once.
+    c.step(Event::StepUpRequest, Millis(20));
+    let granted = VoteResponse {
+        term: 1,
+        request_term: 2,
+        dry_run: true,
+        granted: true,
+        reason: "",
+    };
+    let actions = receive(&mut c, 2, Message::VoteResponse(granted), 21);
+    assert!(actions.iter().any(|a| matches!(a, Action::ElectionStarted { dry_run: false, .. })), "{actions:?}");
+    assert_eq!(c.term(), 2);
+    let failed = Event::VoteRequestFailed {
+        voter: 2,
+        term: 2,
+        dry_run: false,
+    };
+    assert!(!lost(&c.step(failed, Millis(22))));
+    // A failure reported for the dry run, late, is not an answer to the
+    // real election.
+    let late = Event::VoteRequestFailed {
+        voter: 3,
+        term: 2,
+        dry_run: true,
+    };
+    assert!(!lost(&c.step(late, Millis(23))));
+    let actions = receive(&mut c, 3, Message::VoteResponse(refused(2, false)), 24);
+    assert!(lost(&actions), "{actions:?}");
+    assert_eq!(step_up_answers(&actions), 1, "{actions:?}");
+    assert_eq!(c.state(), MemberState::Secondary);
+    // Nothing is left running: the next request starts a new attempt.
+    let actions = c.step(Event::StepUpRequest, Millis(30));
+    assert!(actions.iter().any(|a| matches!(a, Action::ElectionStarted { dry_run: true, .. })), "{actions:?}");
 }
 
 #[test]
@@ -509,6 +582,7 @@ fn diverged_secondary(term: i64, source_last: OpTime, batch_commit_point: OpTime
         source: 3,
         first: Some(op(1, 10)),
         last: Some(source_last),
+        source_last,
         source_commit_point: batch_commit_point,
         source_term: term,
     };
@@ -531,6 +605,35 @@ fn found(s: &mut Node, source_last: OpTime, source_commit_point: OpTime) -> bool
     let rolled_back = actions.contains(&Action::Rollback { common_point });
     assert_eq!(s.state() == MemberState::Rollback, rolled_back);
     rolled_back
+}
+
+#[test]
+fn a_full_batch_of_older_entries_from_a_source_ahead_leads_to_the_common_point_search() {
+    // Our last entry 2.20 is of term 2; the source's oplog holds term 1's
+    // entries at those seconds (1.10 .. 1.40, one full batch), then term
+    // 3's. By OpTime order the batch ends before 2.20; the source does not.
+    let mut s = node(3, 2, op(2, 20));
+    let hb = heartbeat(3, MemberState::Secondary, op(3, 50), OpTime::NULL);
+    let mut actions = receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    actions.extend(s.step(Event::Tick { election_jitter_ms: 0 }, Millis(20)));
+    assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+    let batch = |source_last| PullBatch {
+        source: 3,
+        first: Some(op(1, 10)),
+        last: Some(op(1, 40)),
+        source_last,
+        source_commit_point: OpTime::NULL,
+        source_term: 3,
+    };
+    let actions = s.step(Event::Pulled(batch(op(3, 50))), Millis(21));
+    assert!(actions.contains(&Action::FindCommonPoint { source: 3 }), "{actions:?}");
+    // A source whose whole oplog is behind ours is left for another.
+    let mut s = node(3, 2, op(2, 20));
+    let hb = heartbeat(3, MemberState::Secondary, op(3, 50), OpTime::NULL);
+    receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    s.step(Event::Tick { election_jitter_ms: 0 }, Millis(20));
+    let actions = s.step(Event::Pulled(batch(op(1, 40))), Millis(21));
+    assert!(actions.contains(&Action::SetSyncSource(None)), "{actions:?}");
 }
 
 #[test]

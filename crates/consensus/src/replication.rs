@@ -44,7 +44,8 @@ impl Node {
                 self.sync_source_idle_since.get_or_insert(self.now);
                 self.learn_commit_point(batch.source_commit_point, true);
             }
-        } else if last <= self.last_applied {
+        } else if batch.source_last.max(last) <= self.last_applied {
+            // The source does not continue our log and holds nothing newer.
             self.deny(batch.source);
             self.clear_sync_source();
         } else if self.role != Role::Secondary {

@@ -2,7 +2,9 @@
 //! as `replSetRequestVotes` and feeds the answer back as
 //! `Receive { VoteResponse }`; and `Send StepUp` (election handoff) as
 //! `replSetStepUp {skipDryRun: true}`. The node counts the votes and
-//! decides; an unanswered request is simply no vote.
+//! decides; a request that fails (no answer within `VOTE_TIMEOUT_MS`, a
+//! refused connection, an error reply) goes back as `VoteRequestFailed`, a
+//! vote not granted, so that an election every voter has answered ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,14 +35,12 @@ impl ElectionRunner {
             tracing::debug!(target: "repl", host = %host, term = request.term, dry_run = request.dry_run, "vote request sent");
             let body = encode_vote_request(&set_name, my_index, &request);
             let timeout = Duration::from_millis(VOTE_TIMEOUT_MS);
-            let reply = match shared.network.run(&host, "admin", body, timeout).await {
-                Ok(reply) => reply,
-                Err(err) => {
-                    tracing::info!(target: "repl", host = %host, error = %err, "vote request failed");
-                    return;
-                }
+            let reply = shared.network.run(&host, "admin", body, timeout).await;
+            let response = match reply {
+                Ok(reply) => decode_vote_response(&reply, &request).map_err(|err| err.to_string()),
+                Err(err) => Err(err.to_string()),
             };
-            match decode_vote_response(&reply, &request) {
+            let event = match response {
                 Ok(response) => {
                     tracing::debug!(
                         target: "repl",
@@ -50,11 +50,21 @@ impl ElectionRunner {
                         granted = response.granted,
                         "vote answered"
                     );
-                    let message = Message::VoteResponse(response);
-                    shared.input(Input::Event(Event::Receive { from: to, message }));
+                    Event::Receive {
+                        from: to,
+                        message: Message::VoteResponse(response),
+                    }
                 }
-                Err(err) => tracing::warn!(target: "repl", host = %host, error = %err, "malformed vote response"),
-            }
+                Err(err) => {
+                    tracing::info!(target: "repl", host = %host, error = %err, "vote request failed");
+                    Event::VoteRequestFailed {
+                        voter: to,
+                        term: request.term,
+                        dry_run: request.dry_run,
+                    }
+                }
+            };
+            shared.input(Input::Event(event));
         });
     }
 

@@ -105,6 +105,8 @@ struct Reply {
     entries: Vec<RawDocumentBuf>,
     commit_point: OpTime,
     term: i64,
+    /// The source's last entry (`$oplogQueryData.lastOpApplied`).
+    source_last: OpTime,
 }
 
 /// Fetches until an error; returns it.
@@ -213,6 +215,7 @@ fn reply_meta(reply: &Reply) -> Reply {
         entries: Vec::new(),
         commit_point: reply.commit_point,
         term: reply.term,
+        source_last: reply.source_last,
     }
 }
 
@@ -231,6 +234,7 @@ async fn deliver(
         source,
         first,
         last,
+        source_last: meta.source_last,
         source_commit_point: meta.commit_point,
         source_term: meta.term,
     };
@@ -290,11 +294,17 @@ fn parse_reply(reply: &RawDocumentBuf) -> Result<Reply, String> {
         Some(Bson::Int32(term)) => i64::from(*term),
         _ => return Err("$replData without a term".into()),
     };
+    let query_data = reply
+        .get_document("$oplogQueryData")
+        .map_err(|_| "reply without $oplogQueryData".to_owned())?;
+    let query_data = Document::try_from(query_data).map_err(|err| err.to_string())?;
+    let source_last = parse_optime(query_data.get("lastOpApplied"), "lastOpApplied").map_err(|e| e.to_string())?;
     Ok(Reply {
         cursor_id,
         entries,
         commit_point,
         term,
+        source_last,
     })
 }
 

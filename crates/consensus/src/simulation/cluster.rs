@@ -27,6 +27,8 @@ pub const PULL_BATCH_ENTRIES_MAX: usize = 16;
 pub const PULL_AWAIT_MS: u64 = 50;
 /// How long a pull may stay unanswered before it counts as failed.
 pub const PULL_TIMEOUT_MS: u64 = 400;
+/// A vote request unanswered that long fails (`Event::VoteRequestFailed`).
+pub const VOTE_TIMEOUT_MS: u64 = 400;
 /// Most messages in flight; beyond it new ones are dropped (a full socket).
 pub const IN_FLIGHT_MAX: usize = 100_000;
 /// Most majority writes waiting for acknowledgement at once.
@@ -45,16 +47,7 @@ pub enum Payload {
         after: OpTime,
     },
     /// The answer to a pull.
-    PullResponse {
-        /// Echo of the request's `after`.
-        after: OpTime,
-        /// The entries.
-        entries: Vec<OpTime>,
-        /// The source's commit point.
-        commit_point: OpTime,
-        /// The source's term.
-        term: i64,
-    },
+    PullResponse(PullReply),
     /// A request for the receiver's configuration (`Action::FetchConfig`;
     /// in MongoDB it rides on a heartbeat response).
     ConfigRequest,
@@ -62,17 +55,33 @@ pub enum Payload {
     ConfigResponse(ReplSetConfig),
 }
 
+/// The answer to a pull: a batch and the source's state when it answered
+/// (what MongoDB's `$replData` and `$oplogQueryData` carry).
+#[derive(Clone, Debug)]
+pub struct PullReply {
+    /// Echo of the request's `after`.
+    pub after: OpTime,
+    /// The entries (at most `PULL_BATCH_ENTRIES_MAX`).
+    pub entries: Vec<OpTime>,
+    /// The source's commit point.
+    pub commit_point: OpTime,
+    /// The source's term.
+    pub term: i64,
+    /// The source's last entry, past the batch when the batch is full.
+    pub source_last: OpTime,
+}
+
 impl std::fmt::Display for Payload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Payload::Consensus(m) => write!(f, "{m}"),
             Payload::PullRequest { after } => write!(f, "PullRequest after={}", ShortOpTime(*after)),
-            Payload::PullResponse {
+            Payload::PullResponse(PullReply {
                 entries,
                 commit_point,
                 term,
                 ..
-            } => {
+            }) => {
                 write!(f, "PullResponse term={term} commit={} [", ShortOpTime(*commit_point))?;
                 for (i, e) in entries.iter().enumerate() {
                     write!(f, "{}{}", if i > 0 { " " } else { "" }, ShortOpTime(*e))?;
@@ -395,6 +404,10 @@ impl Cluster {
             Action::Send { to, message } => {
                 self.checker.on_send(id, self.members[i].persisted, to, &message);
                 let to = self.index(to);
+                if let Message::RequestVote(request) = &message {
+                    let m = &mut self.members[i];
+                    m.votes_in_flight.push((to, request.term, request.dry_run, m.clock));
+                }
                 self.send(i, to, Payload::Consensus(message));
             }
             Action::PersistTermAndVote { term, voted_for } => {
@@ -587,6 +600,19 @@ impl Cluster {
     fn after_step(&mut self, i: usize) {
         self.check_pending_writes(i);
         self.drive_fetcher(i);
+        self.fail_unanswered_votes(i);
+    }
+
+    /// Vote requests of member `i` unanswered for `VOTE_TIMEOUT_MS` fail.
+    fn fail_unanswered_votes(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        let clock = m.clock;
+        let Some(at) = m.votes_in_flight.iter().position(|v| clock.saturating_sub(v.3) >= VOTE_TIMEOUT_MS) else {
+            return;
+        };
+        let (voter, term, dry_run, _) = m.votes_in_flight.swap_remove(at);
+        let voter = self.members[voter].id;
+        self.step(i, Event::VoteRequestFailed { voter, term, dry_run });
     }
 
     /// Checks the invariants that span all members.
@@ -781,15 +807,14 @@ impl Cluster {
             self.deliver_to_uninitiated(from, to, payload);
             return;
         }
+        if let Payload::Consensus(Message::VoteResponse(r)) = &payload {
+            let answered = (from, r.request_term, r.dry_run);
+            self.members[to].votes_in_flight.retain(|v| (v.0, v.1, v.2) != answered);
+        }
         match payload {
             Payload::Consensus(message) => self.step(to, Event::Receive { from: from_id, message }),
             Payload::PullRequest { after } => self.serve_pull(to, from, after),
-            Payload::PullResponse {
-                after,
-                entries,
-                commit_point,
-                term,
-            } => self.on_pull_response(to, from, after, entries, commit_point, term),
+            Payload::PullResponse(reply) => self.on_pull_response(to, from, reply),
             Payload::ConfigRequest => {
                 let config = self.members[to].node.as_ref().expect("running").config().clone();
                 self.send(to, from, Payload::ConfigResponse(config));
@@ -806,24 +831,24 @@ impl Cluster {
         let start = m.log.partition_point(|e| e.ts < after.ts);
         let end = (start + PULL_BATCH_ENTRIES_MAX).min(m.log.len());
         let entries = m.log[start..end].to_vec();
-        let payload = Payload::PullResponse {
+        let payload = Payload::PullResponse(PullReply {
             after,
             entries,
             commit_point: node.commit_point(),
             term: node.term(),
-        };
+            source_last: m.last(),
+        });
         self.send(source, puller, payload);
     }
 
-    fn on_pull_response(
-        &mut self,
-        i: usize,
-        source: usize,
-        after: OpTime,
-        entries: Vec<OpTime>,
-        commit_point: OpTime,
-        term: i64,
-    ) {
+    fn on_pull_response(&mut self, i: usize, source: usize, reply: PullReply) {
+        let PullReply {
+            after,
+            entries,
+            commit_point,
+            term,
+            source_last,
+        } = reply;
         let m = &mut self.members[i];
         match m.pull_in_flight {
             Some((s, a, _)) if s == source && a == after && m.last() == after => {}
@@ -836,6 +861,7 @@ impl Cluster {
             source: self.members[source].id,
             first: entries.first().copied(),
             last: entries.last().copied(),
+            source_last,
             source_commit_point: commit_point,
             source_term: term,
         };

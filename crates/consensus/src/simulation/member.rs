@@ -44,6 +44,9 @@ pub struct SimMember {
     pub pull_in_flight: Option<(usize, OpTime, u64)>,
     /// Earliest time of the next pull.
     pub next_pull_at: u64,
+    /// Vote requests awaiting an answer: (voter index, term, dry run, sent
+    /// at). One unanswered for `VOTE_TIMEOUT_MS` fails, as the I/O layer's.
+    pub votes_in_flight: Vec<(usize, i64, bool, u64)>,
     /// The last pull's entries, kept until the node says append or not.
     pub pending_batch: Vec<OpTime>,
     /// Commit point seen at the last check (this incarnation).
@@ -69,6 +72,7 @@ impl SimMember {
             fetch_source: None,
             pull_in_flight: None,
             next_pull_at: 0,
+            votes_in_flight: Vec::new(),
             pending_batch: Vec::new(),
             last_commit_point: OpTime::NULL,
         }
@@ -117,6 +121,7 @@ impl SimMember {
         self.running = false;
         self.fetch_source = None;
         self.pull_in_flight = None;
+        self.votes_in_flight.clear();
         self.pending_batch.clear();
     }
 }

@@ -130,7 +130,13 @@ enum Kind {
     ReportState,
 }
 
-/// Commands waiting for the node's `*Finished` action, oldest first.
+/// Commands waiting for the node's `*Finished` action, oldest first. Each
+/// answer goes to the oldest waiting command of its kind, which is the right
+/// one only while a kind's answers come in request order: the node answers
+/// reconfig, freeze and state reports in the step of their own request, and
+/// every `replSetStepUp` waiting for one election with that election's
+/// outcome; a stepdown waits, so a second one is refused before it reaches
+/// the node (whose refusal would go to the first).
 #[derive(Default)]
 struct Pending {
     step_down: VecDeque<CommandReply>,
@@ -352,6 +358,10 @@ impl Coordinator {
                 if *state != slipstream_consensus::MemberState::Startup2 && self.initial_sync.is_running() =>
             {
                 let _ = reply.send(Err(ReplError::coded(95, "initial sync in progress")));
+                return;
+            }
+            Event::StepDown(_) if !self.pending.step_down.is_empty() => {
+                let _ = reply.send(Err(step_down_error(StepDownError::AlreadyInProgress)));
                 return;
             }
             Event::StepDown(_) => self.pending.step_down.push_back(reply),

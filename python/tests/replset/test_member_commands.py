@@ -8,11 +8,12 @@ import copy
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from bson import Int64
-from pymongo import ReadPreference
+from pymongo import MongoClient, ReadPreference, WriteConcern
 from pymongo.errors import OperationFailure, PyMongoError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -483,6 +484,99 @@ def test_reconfig_answers_once_a_majority_holds_the_new_config():
         with members.direct(secondaries[0]) as client, pytest.raises(PyMongoError) as raised:
             client.admin.command("replSetGetConfig", commitmentStatus=True)
         assert raised.value.details["code"] == 10107
+
+
+def test_step_up_that_no_voter_can_grant_fails_at_once_and_answers_every_caller():
+    """MongoDB's vote requester ends an election once every voter has
+    answered, a failed request counting as an answer: replSetStepUp on a
+    member cut off from both voters fails (125) at once, not after the
+    election timeout (60 s here; the client gives up after 20 s), and two
+    callers waiting on the same attempt both get the answer."""
+    with Members(3, "stepup") as members:
+        members.initiate(electionTimeoutMillis=60_000)
+        members.wait_for("every member to hold the configuration",
+                         lambda: all(members.state(i) == 2 for i in range(3)))
+        members.isolate(0)
+        errors = []
+
+        def step_up():
+            with MongoClient(f"mongodb://{members.host(0)}/?directConnection=true",
+                             socketTimeoutMS=20_000) as client:
+                try:
+                    client.admin.command("replSetStepUp")
+                    errors.append(None)
+                except PyMongoError as err:
+                    errors.append(err)
+
+        callers = [threading.Thread(target=step_up) for _ in range(2)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        assert len(errors) == 2, errors
+        for err in errors:
+            assert isinstance(err, OperationFailure) and err.code == 125, repr(err)
+        assert members.state(0) == 2
+        members.heal()
+
+        def stepped_up():
+            with members.direct(0) as client:
+                return client.admin.command("replSetStepUp")["ok"] == 1.0
+
+        members.wait_for("member 0 to step up once healed", stepped_up)
+        assert members.primary() == 0
+
+
+def test_a_second_step_down_is_refused_and_the_first_gets_its_own_answer():
+    """While a stepdown waits for a secondary to catch up, a second one is
+    refused with 117 ConflictingOperationInProgress, as MongoDB's; the
+    first, not the second, gets the wait's outcome (262 at its deadline,
+    with both secondaries stopped)."""
+    with Members(3, "stepdowns") as members:
+        members.initiate(electionTimeoutMillis=60_000)
+
+        def stepped_up():
+            with members.direct(0) as client:
+                if client.admin.command("hello").get("isWritablePrimary"):
+                    return True
+                return client.admin.command("replSetStepUp")["ok"] == 1.0
+
+        members.wait_for("member 0 to step up", stepped_up)
+        # Elected is not yet writable: the new primary catches up first.
+        assert members.primary() == 0
+        secondaries = [members.nodes[i].process.pid for i in (1, 2)]
+        for pid in secondaries:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with members.direct(0) as client:
+                client.t.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"behind": True})
+            answers = {}
+            first_waiting = threading.Event()
+
+            def step_down(name):
+                with MongoClient(f"mongodb://{members.host(0)}/?directConnection=true",
+                                 socketTimeoutMS=30_000) as client:
+                    if name == "first":
+                        first_waiting.set()
+                    try:
+                        client.admin.command("replSetStepDown", 60, secondaryCatchUpPeriodSecs=5)
+                        answers[name] = None
+                    except OperationFailure as err:
+                        answers[name] = err.code
+
+            first = threading.Thread(target=step_down, args=("first",))
+            first.start()
+            first_waiting.wait()
+            # The first is waiting once the primary refuses writes.
+            members.wait_for("the first stepdown to wait", lambda: not members.hello(0).get("isWritablePrimary"))
+            step_down("second")
+            assert answers == {"second": 117}, answers
+            first.join()
+            assert answers == {"second": 117, "first": 262}, answers
+        finally:
+            for pid in secondaries:
+                os.kill(pid, signal.SIGCONT)
+        assert members.hello(0)["isWritablePrimary"]
 
 
 def test_maintenance_off_when_not_in_maintenance_is_refused(members):

@@ -365,7 +365,7 @@ impl Node {
             started_at: self.now,
             started_from: self.last_applied,
             target: self.last_applied,
-            responded: vec![self.me],
+            heard: vec![self.me],
         });
         // Heartbeat at once to learn how far behind the freshest member we are.
         self.next_heartbeat_at = self.now;
@@ -375,20 +375,36 @@ impl Node {
     }
 
     pub(crate) fn note_catch_up_response(&mut self, index: usize, heartbeat: &Heartbeat) {
-        let voter = self.config.members[index].is_voter();
         let id = self.config.members[index].id;
         let Some(catch_up) = &mut self.catch_up else { return };
         if heartbeat.term > self.term {
             return;
         }
         catch_up.target = catch_up.target.max(heartbeat.last_applied);
-        if voter && !catch_up.responded.contains(&id) {
-            catch_up.responded.push(id);
+        if !catch_up.heard.contains(&id) {
+            catch_up.heard.push(id);
         }
     }
 
-    /// Catch-up ends when a majority has answered and we have the freshest
-    /// entry any of them had, or when `catchUpTimeoutMillis` passes. The
+    /// `Event::HeartbeatFailed`: the member is heard from (down), with no
+    /// position to catch up to.
+    pub(crate) fn note_catch_up_failure(&mut self, member: MemberId) {
+        if self.config.member(member).is_none() {
+            return;
+        }
+        let Some(catch_up) = &mut self.catch_up else { return };
+        if !catch_up.heard.contains(&member) {
+            catch_up.heard.push(member);
+        }
+    }
+
+    /// Catch-up ends when every member has answered a heartbeat or failed
+    /// to since the election, and we have the freshest entry any of them
+    /// had (MongoDB's `latestKnownOpTimeSinceHeartbeatRestart`), or when
+    /// `catchUpTimeoutMillis` passes. A majority is not enough: a member
+    /// up and ahead of us (an old primary's `w: 1` writes) may be slower to
+    /// answer than the members that elected us, and its entries would be
+    /// rolled back for nothing. The
     /// primary then raises its configuration's term to its own (MongoDB's
     /// step-up reconfig: a configuration of an older primary can no longer
     /// win), opens writes and writes the first entry of its term.
@@ -399,7 +415,8 @@ impl Node {
         }
         let timeout = self.config.settings.catch_up_timeout_ms;
         let timed_out = timeout.is_some_and(|t| self.now.since(catch_up.started_at) >= t);
-        let caught_up = catch_up.responded.len() >= self.config.majority() && self.last_applied >= catch_up.target;
+        let all_heard = self.config.members.iter().all(|m| catch_up.heard.contains(&m.id));
+        let caught_up = all_heard && self.last_applied >= catch_up.target;
         if !(timed_out || caught_up) {
             return;
         }

@@ -95,6 +95,19 @@ pub enum Event {
         /// The member that did not answer.
         source: MemberId,
     },
+    /// A heartbeat request to `member` got no answer (timeout, refused
+    /// connection, an error reply). Like a response, it tells a new
+    /// primary's catch-up that the member has been heard from since the
+    /// election (MongoDB marks it updated since the heartbeat restart), so
+    /// that catch-up waits for every member's answer or failure, not for a
+    /// majority that may lack the freshest one. The I/O layer drops the
+    /// answers and failures of heartbeats sent before this member became
+    /// primary (MongoDB cancels them), so that what catch-up hears is
+    /// fresh.
+    HeartbeatFailed {
+        /// The member that did not answer.
+        member: MemberId,
+    },
     /// A `RequestVote` to `voter` got no answer (timeout, connection
     /// refused, an error reply such as a voter without a configuration).
     /// The election counts it as a vote not granted, as MongoDB's vote

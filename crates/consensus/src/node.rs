@@ -121,8 +121,9 @@ pub(crate) struct CatchUp {
     pub started_from: OpTime,
     /// The freshest last applied OpTime heard since the election.
     pub target: OpTime,
-    /// Voters whose heartbeat responses arrived since the election.
-    pub responded: Vec<MemberId>,
+    /// Members whose heartbeats were answered, or failed, since the
+    /// election (this member included).
+    pub heard: Vec<MemberId>,
 }
 
 /// A `replSetStepDown` in progress.
@@ -299,6 +300,7 @@ impl Node {
             Event::Pulled(batch) => self.on_pulled(batch),
             Event::PullFailed { source } => self.on_pull_failed(source),
             Event::VoteRequestFailed { voter, term, dry_run } => self.on_vote_request_failed(voter, term, dry_run),
+            Event::HeartbeatFailed { member } => self.note_catch_up_failure(member),
             Event::CommonPointFound {
                 source,
                 common_point,

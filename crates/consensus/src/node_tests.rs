@@ -278,6 +278,59 @@ fn an_election_every_voter_refused_or_failed_ends_at_once_and_answers_each_step_
     assert!(actions.iter().any(|a| matches!(a, Action::ElectionStarted { dry_run: true, .. })), "{actions:?}");
 }
 
+/// Member 1 of 3 at `last`, elected in term 2 by member 2 alone, with a
+/// catch-up timeout long enough not to matter.
+fn elected_by_member_2(last: OpTime) -> Node {
+    let mut c = config(3);
+    c.settings.catch_up_timeout_ms = Some(60_000);
+    let persisted = Persisted {
+        term: 1,
+        voted_for: None,
+    };
+    let mut p = Node::new(c, 1, persisted, OplogPositions::at(last, wall(last)), 0, Millis(0)).unwrap();
+    p.step(Event::Tick { election_jitter_ms: 0 }, Millis(1_000));
+    for dry_run in [true, false] {
+        let granted = VoteResponse {
+            term: 1,
+            request_term: 2,
+            dry_run,
+            granted: true,
+            reason: "",
+        };
+        receive(&mut p, 2, Message::VoteResponse(granted), 1_001);
+    }
+    assert_eq!(p.state(), MemberState::Primary);
+    assert!(!p.is_writable_primary(), "catching up");
+    p
+}
+
+#[test]
+fn catch_up_waits_for_every_member_to_answer_or_fail_not_for_a_majority() {
+    let last = op(1, 5);
+    let hb = |applied| Message::HeartbeatResponse(heartbeat(2, MemberState::Secondary, applied, OpTime::NULL));
+    // Member 2 (with member 1, a majority) answers first; member 3, which
+    // holds more (an old primary's w:1 writes), is not heard from yet.
+    let mut p = elected_by_member_2(last);
+    receive(&mut p, 2, hb(last), 1_002);
+    assert!(!p.is_writable_primary(), "a majority answered, but not member 3");
+    // Member 3 answers ahead: catch-up goes on until we hold its entry.
+    receive(&mut p, 3, hb(op(1, 9)), 1_003);
+    assert!(!p.is_writable_primary(), "behind member 3");
+    p.step(
+        Event::Appended {
+            last_applied: op(1, 9),
+            wall_ms: wall(op(1, 9)),
+        },
+        Millis(1_004),
+    );
+    assert!(p.is_writable_primary(), "caught up with every member");
+    // A member whose heartbeat fails (down, refused) is heard from too.
+    let mut p = elected_by_member_2(last);
+    receive(&mut p, 2, hb(last), 1_002);
+    let actions = p.step(Event::HeartbeatFailed { member: 3 }, Millis(1_003));
+    assert!(actions.contains(&Action::AcceptWrites(true)), "{actions:?}");
+}
+
 #[test]
 fn dry_run_changes_neither_term_nor_vote() {
     let mut voter = node(3, 2, op(1, 5));

@@ -284,9 +284,7 @@ impl Node {
             self.requested_sync_source = None;
         }
         if let Some(catch_up) = &mut self.catch_up {
-            catch_up
-                .responded
-                .retain(|&m| config.member(m).is_some_and(|c| c.is_voter()));
+            catch_up.heard.retain(|&m| config.index_of(m).is_some());
         }
         if self.sync_source.is_some_and(|m| self.config.index_of(m).is_none()) {
             self.clear_sync_source();

@@ -25,7 +25,11 @@ impl Node {
                 self.rolling_back = false;
                 self.report_state();
             }
-            Event::Pulled(_) | Event::PullFailed { .. } | Event::VoteRequestFailed { .. } | Event::SyncFrom { .. } => {}
+            Event::Pulled(_)
+            | Event::PullFailed { .. }
+            | Event::VoteRequestFailed { .. }
+            | Event::HeartbeatFailed { .. }
+            | Event::SyncFrom { .. } => {}
             Event::StepDown(_) => self.out.push(Action::StepDownFinished(Err(StepDownError::NotPrimary))),
             Event::StepUpRequest => self.out.push(Action::StepUpFinished(Err(StepUpError::NotElectable))),
             Event::ReportState(state) => self.on_report_state(state),

@@ -65,6 +65,11 @@ pub type CommandReply = oneshot::Sender<Result<(), ReplError>>;
 pub enum Input {
     /// An event with nobody waiting for an answer.
     Event(Event),
+    /// The outcome of a heartbeat this member sent (the response, or
+    /// `HeartbeatFailed`), dropped unless sent since this member last became
+    /// primary: a new primary's catch-up must hear fresh answers, as MongoDB
+    /// cancels its heartbeats on taking office.
+    Heartbeat { generation: u64, event: Event },
     /// Another member's request the node answers (heartbeat, vote): the
     /// reply is the node's `Send` back to `from`, or `None`.
     Receive {
@@ -181,6 +186,8 @@ pub struct Coordinator {
     /// in (metrics: stepdowns for a higher term).
     last_state: Option<slipstream_consensus::MemberState>,
     primary_term: i64,
+    /// Raised each time this member becomes primary (`Input::Heartbeat`).
+    heartbeat_generation: u64,
     /// Whether this term's catch-up outcome was counted.
     catch_up_counted_term: i64,
 }
@@ -211,6 +218,7 @@ impl Coordinator {
             last_sync_source: None,
             last_state: None,
             primary_term: 0,
+            heartbeat_generation: 0,
             catch_up_counted_term: 0,
         }
     }
@@ -268,6 +276,13 @@ impl Coordinator {
     pub(crate) fn handle(&mut self, input: Input) {
         match input {
             Input::Event(event) => self.step(event, None),
+            Input::Heartbeat { generation, event } => {
+                if generation == self.heartbeat_generation {
+                    self.step(event, None);
+                } else {
+                    tracing::trace!(target: "repl", "a heartbeat outcome from before this member became primary");
+                }
+            }
             Input::Receive {
                 from,
                 from_host,
@@ -579,6 +594,7 @@ impl Coordinator {
                 }
                 if state == slipstream_consensus::MemberState::Primary {
                     self.primary_term = term;
+                    self.heartbeat_generation += 1;
                 } else {
                     self.fail_waiters(|| ReplError::PrimarySteppedDown);
                 }
@@ -681,7 +697,7 @@ impl Coordinator {
         match message {
             Message::HeartbeatRequest(hb) => {
                 self.last_heartbeat = Some(hb.clone());
-                self.heartbeats.send(to, host, hb, set_name, me);
+                self.heartbeats.send(to, host, hb, set_name, me, self.heartbeat_generation);
             }
             Message::RequestVote(request) => self.elections.request_vote(to, host, request, set_name, my_index),
             Message::UpdatePosition(update) => self.positions.report(host, update, config_version, me),

@@ -1,7 +1,9 @@
 //! The heartbeat sender: carries the node's `Send HeartbeatRequest` to a
 //! member as `replSetHeartbeat` and feeds the response back as
-//! `Receive { HeartbeatResponse }`; a failure or a timeout is just no
-//! response (the node counts silence itself). It also fetches
+//! `Receive { HeartbeatResponse }`, a failure or a timeout as
+//! `HeartbeatFailed` (the node counts silence itself; a new primary's
+//! catch-up counts the failure as the member heard from), each tagged with
+//! the coordinator's heartbeat generation (`Input::Heartbeat`). It also fetches
 //! configurations: `Action::FetchConfig` (a member reported a newer one)
 //! and, on a member without any, the configuration of the member whose
 //! heartbeat showed one.
@@ -48,31 +50,37 @@ impl HeartbeatSender {
             .map_or_else(default_timeout, |c| Duration::from_millis(c.settings.silence_limit_ms()))
     }
 
-    pub fn send(&self, to: MemberId, host: String, hb: Heartbeat, set_name: String, me: MemberId) {
+    pub fn send(&self, to: MemberId, host: String, hb: Heartbeat, set_name: String, me: MemberId, generation: u64) {
         let shared = self.shared.clone();
         let timeout = self.timeout();
         self.shared.runtime.spawn(async move {
             let body = encode_heartbeat_request(&set_name, &shared.me_host(), Some(me), &hb);
-            let reply = match shared.network.run(&host, "admin", body, timeout).await {
-                Ok(reply) => reply,
+            let failed = Event::HeartbeatFailed { member: to };
+            let event = match shared.network.run(&host, "admin", body, timeout).await {
                 Err(err) => {
                     tracing::trace!(target: "repl", host = %host, error = %err, "heartbeat failed");
                     shared.note_heartbeat(to, Err(err.to_string()));
-                    return;
+                    failed
                 }
+                Ok(reply) => match decode_heartbeat_reply(&reply) {
+                    Ok(reply) if reply.set_name == set_name => {
+                        let primary = reply.heartbeat.state == MemberState::Primary;
+                        shared.note_heartbeat(to, Ok(reply.election_time.filter(|_| primary)));
+                        let message = Message::HeartbeatResponse(reply.heartbeat);
+                        Event::Receive { from: to, message }
+                    }
+                    Ok(reply) => {
+                        let set = reply.set_name;
+                        tracing::warn!(target: "repl", host = %host, set = %set, "heartbeat from another set");
+                        failed
+                    }
+                    Err(err) => {
+                        tracing::warn!(target: "repl", host = %host, error = %err, "malformed heartbeat response");
+                        failed
+                    }
+                },
             };
-            match decode_heartbeat_reply(&reply) {
-                Ok(reply) if reply.set_name == set_name => {
-                    let primary = reply.heartbeat.state == MemberState::Primary;
-                    shared.note_heartbeat(to, Ok(reply.election_time.filter(|_| primary)));
-                    let message = Message::HeartbeatResponse(reply.heartbeat);
-                    shared.input(Input::Event(Event::Receive { from: to, message }));
-                }
-                Ok(reply) => {
-                    tracing::warn!(target: "repl", host = %host, set = %reply.set_name, "heartbeat from another set")
-                }
-                Err(err) => tracing::warn!(target: "repl", host = %host, error = %err, "malformed heartbeat response"),
-            }
+            shared.input(Input::Heartbeat { generation, event });
         });
     }
 

@@ -3,7 +3,10 @@ holds no data; a majority write needs both data-bearing members."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pymongo
@@ -43,3 +46,53 @@ def test_primary_secondary_arbiter():
                 client.psa.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=500)).insert_one(
                     {"_id": 2})
             assert raised.value.code == 64
+
+
+def test_a_secondary_elected_by_the_arbiter_catches_up_with_the_old_primary_first():
+    """The secondary, held back by stopReplProducer while the primary takes
+    w:1 writes, is elected with the arbiter's vote while the old primary is
+    stopped (SIGSTOP) for a moment. Its catch-up waits for every member's
+    heartbeat answer or failure (MongoDB's
+    latestKnownOpTimeSinceHeartbeatRestart), not for a majority that the
+    arbiter alone completes: once the old primary resumes and answers, the
+    new primary fetches those writes, and nothing is rolled back."""
+    with Members(3, "psacatchup") as members:
+        members.initiate([
+            {"_id": 0, "host": members.host(0)},
+            {"_id": 1, "host": members.host(1)},
+            {"_id": 2, "host": members.host(2), "arbiterOnly": True},
+        ])
+        old = members.primary([0, 1])
+        new = 1 - old
+        members.wait_for("the arbiter to report ARBITER", lambda: members.state(2) == 7)
+        with members.direct(old) as client:
+            client.psa.c.insert_one({"_id": "majority"})
+            rbid = client.admin.command("replSetGetRBID")["rbid"]
+        with members.direct(new) as client:
+            client.admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+        with members.direct(old) as client:
+            client.psa.get_collection("c", write_concern=WriteConcern(w=1)).insert_many(
+                [{"_id": i} for i in range(50)])
+        with members.direct(new) as client:
+            assert client.psa.c.count_documents({}) == 1, "the held secondary fetched"
+        os.kill(members.nodes[old].process.pid, signal.SIGSTOP)
+        try:
+            with members.direct(new) as client:
+                client.admin.command("configureFailPoint", "stopReplProducer", mode="off")
+                # The arbiter's vote is enough; the old primary is silent.
+                members.wait_for("the held secondary to be elected",
+                                 lambda: client.admin.command("replSetStepUp")["ok"] == 1.0)
+            # The arbiter has answered the new primary's heartbeats: a
+            # majority, but not everyone.
+            time.sleep(0.3)
+        finally:
+            os.kill(members.nodes[old].process.pid, signal.SIGCONT)
+        members.wait_for("the new primary to open for writes", lambda: members.hello(new).get("isWritablePrimary"))
+        with members.direct(new) as client:
+            assert client.psa.c.count_documents({}) == 51, "the old primary's w:1 writes were not fetched"
+            client.psa.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=20_000)).insert_one(
+                {"_id": "after"})
+        members.wait_for("the old primary to follow", lambda: members.state(old) == 2)
+        with members.direct(old) as client:
+            assert client.psa.c.count_documents({}) == 52
+            assert client.admin.command("replSetGetRBID")["rbid"] == rbid, "the old primary rolled back"

@@ -12,7 +12,7 @@ use crate::io::{Action, Event, PullBatch};
 use crate::message::Message;
 use crate::millis::{Millis, ShortOpTime};
 use crate::simulation::checker::{Checker, Quorum};
-use crate::simulation::member::SimMember;
+use crate::simulation::member::{Outstanding, Request, SimMember};
 use crate::simulation::rng::Rng;
 use crate::state::MemberState;
 use crate::write_concern::{WriteConcern, WriteConcernStatus, W};
@@ -106,6 +106,9 @@ pub struct Envelope {
     pub to: usize,
     /// The sender's cluster time (`$clusterTime`, gossiped with every message).
     pub cluster_time: Timestamp,
+    /// A heartbeat request's `heartbeat_generation`, echoed by its response
+    /// (the I/O layer knows which request an answer belongs to).
+    pub tag: u64,
     /// Content.
     pub payload: Payload,
 }
@@ -185,6 +188,9 @@ pub struct Cluster {
     pub reconfigs_accepted: u64,
     /// Wall-clock date (ms) of every entry ever written, by OpTime (unique).
     pub(crate) walls: HashMap<OpTime, i64>,
+    /// While a member steps on a heartbeat request: the requester and the
+    /// request's tag, for the response.
+    answering: Option<(usize, u64)>,
 }
 
 impl Cluster {
@@ -216,6 +222,7 @@ impl Cluster {
             crashes_in_step: 0,
             reconfigs_accepted: 0,
             walls: HashMap::new(),
+            answering: None,
         };
         for m in &config.members {
             cluster.add_process(m.id, m.host.clone(), Some(config.clone()));
@@ -404,9 +411,23 @@ impl Cluster {
             Action::Send { to, message } => {
                 self.checker.on_send(id, self.members[i].persisted, to, &message);
                 let to = self.index(to);
-                if let Message::RequestVote(request) = &message {
-                    let m = &mut self.members[i];
-                    m.votes_in_flight.push((to, request.term, request.dry_run, m.clock));
+                let m = &mut self.members[i];
+                let request = match &message {
+                    Message::RequestVote(r) => Some(Request::Vote {
+                        term: r.term,
+                        dry_run: r.dry_run,
+                    }),
+                    Message::HeartbeatRequest(_) => Some(Request::Heartbeat {
+                        generation: m.heartbeat_generation,
+                    }),
+                    _ => None,
+                };
+                if let Some(request) = request {
+                    m.outstanding.push(Outstanding {
+                        to,
+                        request,
+                        sent: m.clock,
+                    });
                 }
                 self.send(i, to, Payload::Consensus(message));
             }
@@ -432,6 +453,8 @@ impl Cluster {
             Action::StateChanged { state, term } => {
                 if state == MemberState::Primary {
                     self.checker.on_primary(id, term, &self.members[i].log);
+                    // Catch-up hears only heartbeats sent from now on.
+                    self.members[i].heartbeat_generation += 1;
                 }
             }
             Action::WriteNoop => {
@@ -600,19 +623,42 @@ impl Cluster {
     fn after_step(&mut self, i: usize) {
         self.check_pending_writes(i);
         self.drive_fetcher(i);
-        self.fail_unanswered_votes(i);
+        self.fail_unanswered_requests(i);
     }
 
-    /// Vote requests of member `i` unanswered for `VOTE_TIMEOUT_MS` fail.
-    fn fail_unanswered_votes(&mut self, i: usize) {
+    /// Requests of member `i` unanswered for their timeout fail: a vote
+    /// request after `VOTE_TIMEOUT_MS`, a heartbeat after the silence limit
+    /// (the I/O layer's heartbeat timeout), either at once if the member
+    /// asked is down (a refused connection); a heartbeat of an earlier
+    /// generation is forgotten.
+    fn fail_unanswered_requests(&mut self, i: usize) {
+        let running: Vec<bool> = self.members.iter().map(|m| m.running).collect();
         let m = &mut self.members[i];
-        let clock = m.clock;
-        let Some(at) = m.votes_in_flight.iter().position(|v| clock.saturating_sub(v.3) >= VOTE_TIMEOUT_MS) else {
+        let Some(node) = m.node.as_ref() else { return };
+        let heartbeat_timeout = node.config().settings.silence_limit_ms();
+        let (clock, generation) = (m.clock, m.heartbeat_generation);
+        m.outstanding.retain(|o| !matches!(o.request, Request::Heartbeat { generation: g } if g != generation));
+        let timed_out = |o: &Outstanding| {
+            let timeout = match o.request {
+                Request::Vote { .. } => VOTE_TIMEOUT_MS,
+                Request::Heartbeat { .. } => heartbeat_timeout,
+            };
+            !running[o.to] || clock.saturating_sub(o.sent) >= timeout
+        };
+        let Some(at) = m.outstanding.iter().position(timed_out) else {
             return;
         };
-        let (voter, term, dry_run, _) = m.votes_in_flight.swap_remove(at);
-        let voter = self.members[voter].id;
-        self.step(i, Event::VoteRequestFailed { voter, term, dry_run });
+        let failed = m.outstanding.swap_remove(at);
+        let member = self.members[failed.to].id;
+        let event = match failed.request {
+            Request::Vote { term, dry_run } => Event::VoteRequestFailed {
+                voter: member,
+                term,
+                dry_run,
+            },
+            Request::Heartbeat { .. } => Event::HeartbeatFailed { member },
+        };
+        self.step(i, event);
     }
 
     /// Checks the invariants that span all members.
@@ -745,10 +791,19 @@ impl Cluster {
         }
         let sender = &self.members[from];
         let cluster_time = sender.oplog_clock.max(sender.cluster_time);
+        let tag = match &payload {
+            Payload::Consensus(Message::HeartbeatRequest(_)) => sender.heartbeat_generation,
+            Payload::Consensus(Message::HeartbeatResponse(_)) => match self.answering {
+                Some((requester, tag)) if requester == to => tag,
+                _ => 0,
+            },
+            _ => 0,
+        };
         let envelope = Envelope {
             from,
             to,
             cluster_time,
+            tag,
             payload,
         };
         if self.manual {
@@ -791,6 +846,7 @@ impl Cluster {
             from,
             to,
             cluster_time,
+            tag,
             payload,
         } = envelope;
         if !self.is_alive(to) || !self.link[from][to] {
@@ -807,11 +863,31 @@ impl Cluster {
             self.deliver_to_uninitiated(from, to, payload);
             return;
         }
-        if let Payload::Consensus(Message::VoteResponse(r)) = &payload {
-            let answered = (from, r.request_term, r.dry_run);
-            self.members[to].votes_in_flight.retain(|v| (v.0, v.1, v.2) != answered);
+        let answered = match &payload {
+            Payload::Consensus(Message::VoteResponse(r)) => Some(Request::Vote {
+                term: r.request_term,
+                dry_run: r.dry_run,
+            }),
+            Payload::Consensus(Message::HeartbeatResponse(_)) => Some(Request::Heartbeat { generation: tag }),
+            _ => None,
+        };
+        if let Some(request) = answered {
+            let receiver = &mut self.members[to];
+            if request == (Request::Heartbeat { generation: tag }) && tag != receiver.heartbeat_generation {
+                // The answer to a heartbeat sent before the receiver became
+                // primary (or before it restarted): dropped.
+                return;
+            }
+            if let Some(at) = receiver.outstanding.iter().position(|o| o.to == from && o.request == request) {
+                receiver.outstanding.remove(at);
+            }
         }
         match payload {
+            Payload::Consensus(message @ Message::HeartbeatRequest(_)) => {
+                self.answering = Some((from, tag));
+                self.step(to, Event::Receive { from: from_id, message });
+                self.answering = None;
+            }
             Payload::Consensus(message) => self.step(to, Event::Receive { from: from_id, message }),
             Payload::PullRequest { after } => self.serve_pull(to, from, after),
             Payload::PullResponse(reply) => self.on_pull_response(to, from, reply),

@@ -7,6 +7,26 @@ use crate::config::{MemberId, ReplSetConfig};
 use crate::node::{Node, Persisted};
 use slipstream_clock::{OpTime, Timestamp};
 
+/// A request of the member's I/O layer that expects an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `RequestVote` for this term and kind.
+    Vote { term: i64, dry_run: bool },
+    /// A heartbeat sent under this `heartbeat_generation`.
+    Heartbeat { generation: u64 },
+}
+
+/// A request awaiting its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Outstanding {
+    /// The index of the member asked.
+    pub to: usize,
+    /// What was asked.
+    pub request: Request,
+    /// When (the member's clock).
+    pub sent: u64,
+}
+
 /// One simulated member process.
 #[derive(Debug)]
 pub struct SimMember {
@@ -44,9 +64,14 @@ pub struct SimMember {
     pub pull_in_flight: Option<(usize, OpTime, u64)>,
     /// Earliest time of the next pull.
     pub next_pull_at: u64,
-    /// Vote requests awaiting an answer: (voter index, term, dry run, sent
-    /// at). One unanswered for `VOTE_TIMEOUT_MS` fails, as the I/O layer's.
-    pub votes_in_flight: Vec<(usize, i64, bool, u64)>,
+    /// Vote and heartbeat requests awaiting an answer; one unanswered for
+    /// its timeout fails, as the I/O layer's.
+    pub outstanding: Vec<Outstanding>,
+    /// Raised when the member becomes primary, and at each start: answers
+    /// to heartbeats sent before are dropped, as the I/O layer drops them
+    /// (`Event::HeartbeatFailed`). Survives crashes, so that answers meant
+    /// for an earlier incarnation are dropped too.
+    pub heartbeat_generation: u64,
     /// The last pull's entries, kept until the node says append or not.
     pub pending_batch: Vec<OpTime>,
     /// Commit point seen at the last check (this incarnation).
@@ -72,7 +97,8 @@ impl SimMember {
             fetch_source: None,
             pull_in_flight: None,
             next_pull_at: 0,
-            votes_in_flight: Vec::new(),
+            outstanding: Vec::new(),
+            heartbeat_generation: 0,
             pending_batch: Vec::new(),
             last_commit_point: OpTime::NULL,
         }
@@ -121,7 +147,8 @@ impl SimMember {
         self.running = false;
         self.fetch_source = None;
         self.pull_in_flight = None;
-        self.votes_in_flight.clear();
+        self.outstanding.clear();
+        self.heartbeat_generation += 1;
         self.pending_batch.clear();
     }
 }

@@ -91,6 +91,20 @@ class Members:
 
         return self.wait_for(f"a primary among {among}", find) - 1
 
+    def elect(self, i: int) -> None:
+        """Asks member `i` to stand (`replSetStepUp`) until it is the
+        writable primary: a set with a long election timeout would wait it
+        out otherwise."""
+
+        def stepped_up():
+            with self.direct(i) as client:
+                if client.admin.command("hello").get("isWritablePrimary"):
+                    return True
+                client.admin.command("replSetStepUp")
+                return False
+
+        self.wait_for(f"member {i} to be elected and open for writes", stepped_up)
+
     def block(self, i: int, hosts: list[str]) -> None:
         with self.direct(i) as client:
             client.admin.command("configureFailPoint", "blockMembers", mode="alwaysOn", data={"hosts": hosts})

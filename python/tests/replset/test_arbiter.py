@@ -20,13 +20,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from repl_members import Members  # noqa: E402
 
 
+def initiate_with_arbiter(members: Members) -> None:
+    """Members 0 and 1 hold data, member 2 is the arbiter."""
+    members.initiate([
+        {"_id": 0, "host": members.host(0)},
+        {"_id": 1, "host": members.host(1)},
+        {"_id": 2, "host": members.host(2), "arbiterOnly": True},
+    ])
+
+
 def test_primary_secondary_arbiter():
     with Members(3, "psa") as members:
-        members.initiate([
-            {"_id": 0, "host": members.host(0)},
-            {"_id": 1, "host": members.host(1)},
-            {"_id": 2, "host": members.host(2), "arbiterOnly": True},
-        ])
+        initiate_with_arbiter(members)
         primary = members.primary([0, 1])
         members.wait_for("the arbiter to report ARBITER", lambda: members.state(2) == 7)
         hello = members.hello(2)
@@ -57,11 +62,7 @@ def test_a_secondary_elected_by_the_arbiter_catches_up_with_the_old_primary_firs
     arbiter alone completes: once the old primary resumes and answers, the
     new primary fetches those writes, and nothing is rolled back."""
     with Members(3, "psacatchup") as members:
-        members.initiate([
-            {"_id": 0, "host": members.host(0)},
-            {"_id": 1, "host": members.host(1)},
-            {"_id": 2, "host": members.host(2), "arbiterOnly": True},
-        ])
+        initiate_with_arbiter(members)
         old = members.primary([0, 1])
         new = 1 - old
         members.wait_for("the arbiter to report ARBITER", lambda: members.state(2) == 7)

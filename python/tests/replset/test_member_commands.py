@@ -450,15 +450,7 @@ def test_reconfig_answers_once_a_majority_holds_the_new_config():
     resume. (A long election timeout keeps the primary primary meanwhile.)"""
     with Members(3, "commitment") as members:
         members.initiate(electionTimeoutMillis=60_000)
-
-        def stepped_up():
-            with members.direct(0) as client:
-                if client.admin.command("hello").get("isWritablePrimary"):
-                    return True
-                return client.admin.command("replSetStepUp")["ok"] == 1.0
-
-        # The first election would wait out the long timeout: ask for one.
-        members.wait_for("member 0 to step up", stepped_up)
+        members.elect(0)
         primary = members.primary()
         secondaries = [i for i in range(3) if i != primary]
         with members.direct(primary) as client:
@@ -518,13 +510,7 @@ def test_step_up_that_no_voter_can_grant_fails_at_once_and_answers_every_caller(
             assert isinstance(err, OperationFailure) and err.code == 125, repr(err)
         assert members.state(0) == 2
         members.heal()
-
-        def stepped_up():
-            with members.direct(0) as client:
-                return client.admin.command("replSetStepUp")["ok"] == 1.0
-
-        members.wait_for("member 0 to step up once healed", stepped_up)
-        assert members.primary() == 0
+        members.elect(0)
 
 
 def test_a_second_step_down_is_refused_and_the_first_gets_its_own_answer():
@@ -534,16 +520,7 @@ def test_a_second_step_down_is_refused_and_the_first_gets_its_own_answer():
     with both secondaries stopped)."""
     with Members(3, "stepdowns") as members:
         members.initiate(electionTimeoutMillis=60_000)
-
-        def stepped_up():
-            with members.direct(0) as client:
-                if client.admin.command("hello").get("isWritablePrimary"):
-                    return True
-                return client.admin.command("replSetStepUp")["ok"] == 1.0
-
-        members.wait_for("member 0 to step up", stepped_up)
-        # Elected is not yet writable: the new primary catches up first.
-        assert members.primary() == 0
+        members.elect(0)
         secondaries = [members.nodes[i].process.pid for i in (1, 2)]
         for pid in secondaries:
             os.kill(pid, signal.SIGSTOP)

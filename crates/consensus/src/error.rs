@@ -15,6 +15,10 @@ pub enum StepDownError {
     ExceededTimeLimit,
     /// A stepdown is already in progress (code 117 ConflictingOperationInProgress).
     AlreadyInProgress,
+    /// The member stopped being primary for another reason (a higher term,
+    /// a lost majority, a reconfig) while the stepdown waited (code 189
+    /// PrimarySteppedDown, as MongoDB's).
+    SteppedDownForOtherReasons,
 }
 
 /// Why a `replSetReconfig` was refused.

@@ -389,9 +389,11 @@ impl Node {
         self.catch_up_takeover_at = None;
         self.reset_election_timer();
         self.report_state();
-        // Answered once the new state is published.
+        // A stepdown still waiting did not cause this one (`check_step_down`
+        // takes it first): answered once the new state is published.
         if self.step_down.take().is_some() {
-            self.out.push(Action::StepDownFinished(Ok(())));
+            self.out
+                .push(Action::StepDownFinished(Err(crate::error::StepDownError::SteppedDownForOtherReasons)));
         }
     }
 
@@ -424,6 +426,12 @@ impl Node {
         let refused = match self.role {
             Role::Primary => Some(crate::error::NotSecondary::Primary),
             Role::Candidate => Some(crate::error::NotSecondary::RunningForElection),
+            // A dry run is running for election too (MongoDB's candidate
+            // role starts with it): maintenance waits for its outcome. The
+            // I/O layer's STARTUP2 ends it instead (below).
+            _ if self.election.is_some() && state != MemberState::Startup2 => {
+                Some(crate::error::NotSecondary::RunningForElection)
+            }
             _ => None,
         };
         if let Some(reason) = refused {

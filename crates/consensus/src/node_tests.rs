@@ -2,8 +2,8 @@
 //! behaviour is tested by the scenario scripts and the simulator.
 
 use crate::config::{MemberConfig, ReplSetConfig};
-use crate::error::StepUpError;
-use crate::io::{Action, Event, PullBatch};
+use crate::error::{NotSecondary, StepDownError, StepUpError};
+use crate::io::{Action, Event, PullBatch, StepDownRequest};
 use crate::message::{Heartbeat, MemberPosition, Message, UpdatePosition, VoteRequest, VoteResponse};
 use crate::millis::Millis;
 use crate::node::{Node, OplogPositions, Persisted};
@@ -329,6 +329,32 @@ fn catch_up_waits_for_every_member_to_answer_or_fail_not_for_a_majority() {
     receive(&mut p, 2, hb(last), 1_002);
     let actions = p.step(Event::HeartbeatFailed { member: 3 }, Millis(1_003));
     assert!(actions.contains(&Action::AcceptWrites(true)), "{actions:?}");
+}
+
+#[test]
+fn maintenance_is_refused_during_a_dry_run_and_the_election_goes_on() {
+    let mut c = node(3, 1, op(1, 5));
+    let actions = c.step(Event::StepUpRequest, Millis(10));
+    assert!(actions.iter().any(|a| matches!(a, Action::ElectionStarted { dry_run: true, .. })));
+    let actions = c.step(Event::ReportState(MemberState::Recovering), Millis(11));
+    let refused = Action::ReportStateFinished(Err(NotSecondary::RunningForElection));
+    assert!(actions.contains(&refused), "{actions:?}");
+    assert!(!actions.iter().any(|a| matches!(a, Action::ElectionFinished { .. })), "{actions:?}");
+}
+
+#[test]
+fn a_waiting_step_down_ends_in_an_error_when_a_newer_term_deposes_the_primary() {
+    let (mut p, noop) = primary(3, op(0, 1));
+    let request = StepDownRequest {
+        step_down_ms: 60_000,
+        secondary_catch_up_period_ms: 10_000,
+        force: false,
+    };
+    p.step(Event::StepDown(request), Millis(1_010));
+    let hb = heartbeat(2, MemberState::Primary, noop, OpTime::NULL);
+    let actions = receive(&mut p, 2, Message::HeartbeatRequest(hb), 1_020);
+    let other_reasons = Action::StepDownFinished(Err(StepDownError::SteppedDownForOtherReasons));
+    assert!(actions.contains(&other_reasons), "{actions:?}");
 }
 
 #[test]

@@ -49,7 +49,10 @@ impl Node {
         }
         let term = self.term;
         self.no_election_until = self.now.plus(state.request.step_down_ms);
+        self.step_down = None;
         self.become_secondary();
+        // Answered once the new state is published.
+        self.out.push(Action::StepDownFinished(Ok(())));
         if let Some(to) = successor {
             self.out.push(Action::Send {
                 to,

@@ -458,6 +458,10 @@ async fn sync_from(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     Ok(reply)
 }
 
+/// `replSetMaintenance`, as MongoDB's `setMaintenanceMode`: refused while
+/// running for election or primary (the node says which); otherwise a
+/// counter of calls in force, RECOVERING from the first `true` until the
+/// matching last `false`.
 async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
     let on = match body.get("replSetMaintenance") {
@@ -465,20 +469,34 @@ async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, Repl
         Some(value) => integral(value).is_some_and(|n| n != 0),
         None => return Err(ReplError::type_mismatch("replSetMaintenance takes a boolean")),
     };
-    let snapshot = set.shared().snapshot();
-    if !on && !snapshot.in_maintenance && snapshot.state != MemberState::Primary {
-        return Err(ReplError::coded(96, "already out of maintenance mode"));
+    let shared = set.shared();
+    let mut calls = shared.maintenance_calls.lock().await;
+    let snapshot = shared.snapshot();
+    if !snapshot.in_maintenance {
+        // Left by another way (an initial sync, a resync): no call in force.
+        *calls = 0;
     }
-    let state = if on {
-        MemberState::Recovering
-    } else {
-        MemberState::Secondary
+    let report = |state| async move {
+        set.ask(|reply| Input::Command {
+            event: Event::ReportState(state),
+            reply,
+        })
+        .await?
     };
-    set.ask(|reply| Input::Command {
-        event: Event::ReportState(state),
-        reply,
-    })
-    .await??;
+    if on {
+        if *calls == 0 {
+            report(MemberState::Recovering).await?;
+        }
+        *calls += 1;
+    } else if *calls == 0 && snapshot.state != MemberState::Primary {
+        return Err(ReplError::coded(96, "already out of maintenance mode"));
+    } else if *calls <= 1 {
+        // The last call in force (or a primary, which the node refuses).
+        report(MemberState::Secondary).await?;
+        *calls = 0;
+    } else {
+        *calls -= 1;
+    }
     Ok(Document::new())
 }
 

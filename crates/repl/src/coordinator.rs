@@ -868,6 +868,10 @@ fn step_down_error(err: StepDownError) -> ReplError {
         StepDownError::AlreadyInProgress => {
             ReplError::ConflictingOperationInProgress("a stepdown is already in progress".into())
         }
+        StepDownError::SteppedDownForOtherReasons => ReplError::coded(
+            189,
+            "while waiting for a secondary to catch up, this node stepped down for other reasons",
+        ),
     }
 }
 

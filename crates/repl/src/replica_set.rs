@@ -96,6 +96,10 @@ pub struct Shared {
     process_id: bson::oid::ObjectId,
     /// True while a member without a configuration asks a peer for one
     /// (`heartbeat_sender::fetch_initial_config`).
+    /// `replSetMaintenance` calls in force: MongoDB's counter, so that the
+    /// member leaves RECOVERING only when every `true` has had its `false`.
+    /// Held across the call, which serializes them.
+    pub maintenance_calls: tokio::sync::Mutex<u32>,
     pub config_fetch_in_flight: std::sync::atomic::AtomicBool,
     /// True once `stop` began.
     stopping: std::sync::atomic::AtomicBool,
@@ -328,6 +332,7 @@ impl ReplicaSet {
             stopping: std::sync::atomic::AtomicBool::new(false),
             initial_sync: Arc::default(),
             config_fetch_in_flight: std::sync::atomic::AtomicBool::new(false),
+            maintenance_calls: tokio::sync::Mutex::new(0),
             fail_points: crate::fail_points::ReplFailPoints::default(),
             resync: crate::resync::ResyncState::default(),
         });

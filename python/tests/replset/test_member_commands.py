@@ -566,3 +566,56 @@ def test_maintenance_off_when_not_in_maintenance_is_refused(members):
         client.admin.command("replSetMaintenance", True)
         client.admin.command("replSetMaintenance", False)
         assert client.admin.command("replSetGetStatus")["myState"] == 2
+
+
+def test_maintenance_mode_counts_its_calls(members):
+    """MongoDB's maintenance mode is a counter: the member stays RECOVERING
+    until every `true` has had its `false`, so that one caller ending its
+    maintenance does not end another's."""
+    secondary = (members.primary() + 1) % 3
+    with members.direct(secondary) as client:
+        client.admin.command("replSetMaintenance", True)
+        client.admin.command("replSetMaintenance", True)
+        client.admin.command("replSetMaintenance", False)
+        assert client.admin.command("replSetGetStatus")["myState"] == 3, "one call is still in force"
+        client.admin.command("replSetMaintenance", False)
+        assert client.admin.command("replSetGetStatus")["myState"] == 2
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetMaintenance", False)
+        assert raised.value.code == 96
+
+
+def test_a_waiting_step_down_fails_when_the_member_steps_down_for_another_reason():
+    """A stepdown waiting for a secondary to catch up, on a primary that
+    another member's election deposes meanwhile, fails with 189
+    PrimarySteppedDown as MongoDB's: its own condition (a caught-up
+    secondary) never held. While it waits, `hello` calls the member neither
+    writable primary nor secondary (MongoDB's member state)."""
+    with Members(3, "deposed") as members:
+        members.initiate(electionTimeoutMillis=60_000)
+        members.elect(0)
+        members.isolate(0)
+        with members.direct(0) as client:
+            client.t.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"only on": 0})
+        answers = []
+
+        def step_down():
+            with MongoClient(f"mongodb://{members.host(0)}/?directConnection=true",
+                             socketTimeoutMS=40_000) as client:
+                try:
+                    client.admin.command("replSetStepDown", 60, secondaryCatchUpPeriodSecs=20)
+                    answers.append(None)
+                except PyMongoError as err:
+                    # pymongo raises NotPrimaryError for 189.
+                    answers.append((err.details or {}).get("code"))
+
+        waiting = threading.Thread(target=step_down)
+        waiting.start()
+        members.wait_for("the stepdown to wait", lambda: not members.hello(0).get("isWritablePrimary"))
+        hello = members.hello(0)
+        assert hello["secondary"] is False and hello["isWritablePrimary"] is False, hello
+        members.elect(1)
+        members.heal()
+        waiting.join()
+        assert answers == [189], answers
+

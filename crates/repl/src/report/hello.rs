@@ -130,9 +130,12 @@ fn roles(snapshot: &ReplSnapshot, set: &SetView) -> (bool, bool) {
     if snapshot.extras.in_shutdown {
         return (false, false);
     }
+    // MongoDB's `isSecondary` is the member state: a primary still catching
+    // up, or pausing writes for a stepdown, is neither (drivers see
+    // RSOther and send it no secondary reads).
     match set.state {
-        MemberState::Primary if set.writable_primary => (true, false),
-        MemberState::Primary | MemberState::Secondary => (false, true),
+        MemberState::Primary => (set.writable_primary, false),
+        MemberState::Secondary => (false, true),
         _ => (false, false),
     }
 }
@@ -318,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn primary_still_catching_up_answers_as_secondary_with_election_id() {
+    fn primary_still_catching_up_answers_as_neither_with_election_id() {
         let mut snapshot = primary_snapshot(3);
         snapshot.set.as_mut().expect("configured").writable_primary = false;
         let reply = hello_fields(&snapshot, true);
@@ -327,7 +330,7 @@ mod tests {
             reply.get("isWritablePrimary").is_none(),
             "legacy callers get ismaster only"
         );
-        assert_eq!(reply.get("secondary"), Some(&Bson::Boolean(true)));
+        assert_eq!(reply.get("secondary"), Some(&Bson::Boolean(false)));
         assert_eq!(reply.get("electionId"), Some(&Bson::ObjectId(election_id(3))));
     }
 

@@ -480,15 +480,18 @@ def test_reconfig_answers_once_a_majority_holds_the_new_config():
 
 def test_step_up_that_no_voter_can_grant_fails_at_once_and_answers_every_caller():
     """MongoDB's vote requester ends an election once every voter has
-    answered, a failed request counting as an answer: replSetStepUp on a
-    member cut off from both voters fails (125) at once, not after the
-    election timeout (60 s here; the client gives up after 20 s), and two
-    callers waiting on the same attempt both get the answer."""
+    answered: replSetStepUp on a member whose log is behind both voters'
+    (held back by stopReplProducer) fails (125) as soon as they refuse, not
+    after the election timeout (60 s here; the client gives up after 20 s),
+    and two callers waiting on the same attempt both get the answer."""
     with Members(3, "stepup") as members:
         members.initiate(electionTimeoutMillis=60_000)
-        members.wait_for("every member to hold the configuration",
-                         lambda: all(members.state(i) == 2 for i in range(3)))
-        members.isolate(0)
+        members.elect(1)
+        with members.direct(0) as client:
+            client.admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+        with members.direct(1) as client:
+            majority = WriteConcern(w="majority", wtimeout=20_000)
+            client.t.get_collection("c", write_concern=majority).insert_one({"not on": 0})
         errors = []
 
         def step_up():
@@ -509,7 +512,8 @@ def test_step_up_that_no_voter_can_grant_fails_at_once_and_answers_every_caller(
         for err in errors:
             assert isinstance(err, OperationFailure) and err.code == 125, repr(err)
         assert members.state(0) == 2
-        members.heal()
+        with members.direct(0) as client:
+            client.admin.command("configureFailPoint", "stopReplProducer", mode="off")
         members.elect(0)
 
 

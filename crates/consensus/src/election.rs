@@ -317,8 +317,7 @@ impl Node {
     fn count_votes(&mut self) {
         let Some(election) = &self.election else { return };
         if election.granted.len() < self.config.majority() {
-            let voters = self.config.members.iter().filter(|m| m.is_voter()).count();
-            if election.granted.len() + election.refused.len() >= voters {
+            if election.granted.len() + election.refused.len() >= self.config.voter_count() {
                 self.lose_election();
             }
             return;

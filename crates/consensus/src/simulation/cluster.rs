@@ -632,23 +632,23 @@ impl Cluster {
     /// asked is down (a refused connection); a heartbeat of an earlier
     /// generation is forgotten.
     fn fail_unanswered_requests(&mut self, i: usize) {
-        let running: Vec<bool> = self.members.iter().map(|m| m.running).collect();
         let m = &mut self.members[i];
         let Some(node) = m.node.as_ref() else { return };
         let heartbeat_timeout = node.config().settings.silence_limit_ms();
         let (clock, generation) = (m.clock, m.heartbeat_generation);
         m.outstanding.retain(|o| !matches!(o.request, Request::Heartbeat { generation: g } if g != generation));
+        let members = &self.members;
         let timed_out = |o: &Outstanding| {
             let timeout = match o.request {
                 Request::Vote { .. } => VOTE_TIMEOUT_MS,
                 Request::Heartbeat { .. } => heartbeat_timeout,
             };
-            !running[o.to] || clock.saturating_sub(o.sent) >= timeout
+            !members[o.to].running || clock.saturating_sub(o.sent) >= timeout
         };
-        let Some(at) = m.outstanding.iter().position(timed_out) else {
+        let Some(at) = members[i].outstanding.iter().position(timed_out) else {
             return;
         };
-        let failed = m.outstanding.swap_remove(at);
+        let failed = self.members[i].outstanding.swap_remove(at);
         let member = self.members[failed.to].id;
         let event = match failed.request {
             Request::Vote { term, dry_run } => Event::VoteRequestFailed {

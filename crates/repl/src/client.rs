@@ -2,10 +2,11 @@
 //! OP_MSG on the `wire` crate's framing. It opens with the internal
 //! handshake (`hello` with `internalClient` and `slipstreamMember`, so that
 //! the other side knows which member it talks to and can apply the
-//! `blockMembers` fault hook), then runs one command at a time.
+//! `blockMembers` fault hook), then runs one command at a time, or sends
+//! one without waiting for an answer (`send_one_way`).
 
 use bson::{doc, Bson, Document, RawBsonRef, RawDocumentBuf};
-use slipstream_wire::{check_frame, encode_op_msg, parse_message, Message, WireError, HEADER_LEN_BYTES};
+use slipstream_wire::{check_frame, encode_op_msg, msg_flags, parse_message, Message, WireError, HEADER_LEN_BYTES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -77,6 +78,28 @@ impl Connection {
             }
         };
         command_result_raw(reply)
+    }
+
+    /// Sends one command with OP_MSG's moreToCome flag: the other side
+    /// runs it and answers nothing, so the caller learns only that the
+    /// bytes left. For reports whose answer nobody acts on (the position
+    /// reporter): no reply to write on the other side, none to wait for
+    /// and read here.
+    pub async fn send_one_way(&mut self, db: &str, mut body: Document) -> Result<(), NetError> {
+        body.insert("$db", db);
+        let request_id = self.next_request_id;
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        let bytes = encode_op_msg(request_id, 0, msg_flags::MORE_TO_COME, &body, &[]).map_err(wire)?;
+        self.stream.write_all(&bytes).await.map_err(io)
+    }
+
+    /// Whether an idle connection still looks usable: nothing to read on
+    /// it, not closed. A one-way send on a connection the other side has
+    /// closed would "succeed" into the socket buffer and be lost, where a
+    /// command would see the close when reading its reply.
+    pub fn idle_and_open(&mut self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.stream.try_read(&mut probe), Err(err) if err.kind() == std::io::ErrorKind::WouldBlock)
     }
 
     async fn read_reply(&mut self) -> Result<Document, NetError> {
@@ -251,6 +274,57 @@ mod tests {
         let range = raw_body_range(&frame).unwrap();
         let owned = raw_body_owned(frame, range).unwrap();
         assert_eq!(Document::try_from(owned.as_ref()).unwrap(), big);
+    }
+
+    /// A one-way command leaves with moreToCome set and waits for no
+    /// reply; an idle connection reads as open until the other side
+    /// closes it.
+    #[tokio::test]
+    async fn a_one_way_command_waits_for_nothing_and_a_closed_idle_connection_is_noticed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (close, closed) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = Vec::new();
+            let length = loop {
+                if let Ok(length) = check_frame(&buffer) {
+                    break length;
+                }
+                assert!(socket.read_buf(&mut buffer).await.unwrap() > 0, "closed before a whole frame");
+            };
+            let frame = buffer[..length].to_vec();
+            // Nothing is answered; the socket closes when told to.
+            closed.await.unwrap();
+            frame
+        });
+        let mut connection = Connection {
+            me: "test".into(),
+            stream: TcpStream::connect(address).await.unwrap(),
+            buffer: Vec::new(),
+            next_request_id: 1,
+        };
+        connection
+            .send_one_way("admin", doc! {"replSetUpdatePosition": 1, "optimes": []})
+            .await
+            .unwrap();
+        assert!(connection.idle_and_open());
+        close.send(()).unwrap();
+        let frame = server.await.unwrap();
+        let Message::Msg(msg) = parse_message(&frame).unwrap() else { panic!("not OP_MSG") };
+        assert!(msg.more_to_come());
+        assert_eq!(msg.body.get_str("$db").unwrap(), "admin");
+        assert!(msg.body.contains_key("replSetUpdatePosition"));
+        // The close reaches this side a moment later.
+        let mut open = true;
+        for _ in 0..100 {
+            open = connection.idle_and_open();
+            if !open {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!open, "a connection the other side closed still reads as open");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `trait Network`: how the companions reach other members, one command
-//! at a time. `TcpNetwork` is the real one (the internal client over TCP,
+//! at a time, answered or one-way. `TcpNetwork` is the real one (the internal client over TCP,
 //! connections reused per host, a timeout on every command, and the
 //! `MemberBlocklist` fault hook refusing blocked hosts); tests put an
 //! in-memory one in its place.
@@ -79,6 +79,23 @@ pub trait Network: Send + Sync {
             RawDocumentBuf::try_from(&reply).map_err(|err| NetError::Protocol(err.to_string()))
         })
     }
+    /// Sends `body` to `host` expecting no reply (OP_MSG moreToCome): Ok
+    /// once the bytes left, whatever the other side makes of them. By
+    /// default `run`, its reply dropped (the in-memory test network).
+    fn send_one_way<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), NetError>> {
+        Box::pin(async move {
+            match self.run(host, db, body, timeout).await {
+                Ok(_) | Err(NetError::Command { .. }) => Ok(()),
+                Err(err) => Err(err),
+            }
+        })
+    }
 }
 
 /// The real network: TCP to each member.
@@ -138,6 +155,25 @@ impl TcpNetwork {
             self.put_idle(host, connection);
         }
         result
+    }
+
+    /// `send_one_way` without the blocklist check and the timeout: on an
+    /// idle connection that still looks open, else on a fresh one.
+    async fn send_once(&self, host: &str, db: &str, body: Document) -> Result<(), NetError> {
+        while let Some(mut connection) = self.take_idle(host) {
+            if !connection.idle_and_open() {
+                continue;
+            }
+            if connection.send_one_way(db, body.clone()).await.is_ok() {
+                self.put_idle(host, connection);
+                return Ok(());
+            }
+        }
+        let me = self.me.read().clone();
+        let mut connection = Connection::open(host, &me).await?;
+        connection.send_one_way(db, body).await?;
+        self.put_idle(host, connection);
+        Ok(())
     }
 
     async fn run_checked(
@@ -202,6 +238,25 @@ impl Network for TcpNetwork {
             match self.run_checked(host, db, body, timeout, true).await? {
                 Reply::Raw(reply) => Ok(reply),
                 Reply::Document(_) => unreachable!("asked for raw BSON"),
+            }
+        })
+    }
+
+    fn send_one_way<'a>(
+        &'a self,
+        host: &'a str,
+        db: &'a str,
+        body: Document,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), NetError>> {
+        Box::pin(async move {
+            if self.blocklist.is_blocked(host) {
+                self.idle.lock().remove(host);
+                return Err(NetError::Blocked);
+            }
+            match tokio::time::timeout(timeout, self.send_once(host, db, body)).await {
+                Ok(result) => result,
+                Err(_) => Err(NetError::Timeout),
             }
         })
     }

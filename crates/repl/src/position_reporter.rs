@@ -1,9 +1,9 @@
 //! The position reporter: carries the node's `Send UpdatePosition` to the
-//! sync source as `replSetUpdatePosition`. At most
-//! `UPDATE_POSITIONS_IN_FLIGHT_MAX` are in flight; one asked for while all
-//! senders are busy replaces any still waiting (the newest positions
-//! include the older ones), so reports coalesce under load instead of
-//! queueing (seed 000 3.2.3).
+//! sync source as `replSetUpdatePosition`, one-way (OP_MSG moreToCome: the
+//! source answers nothing). At most `UPDATE_POSITIONS_IN_FLIGHT_MAX` are
+//! being sent at once; one asked for while all senders are busy replaces any
+//! still waiting (the newest positions include the older ones), so reports
+//! coalesce under load instead of queueing (seed 000 3.2.3).
 //!
 //! ```text
 //!   Idle --report--> Sending(1) --report--> Sending(2) --report--> Sending(2) + Waiting
@@ -12,13 +12,21 @@
 //!        waiting           <--done, nothing----+
 //! ```
 //!
-//! Why two: a secondary reports its applied position as soon as a batch is
-//! applied and its durable position one fsync later. With one sender, the
-//! durable report (the one a majority write waits for) left only once the
-//! applied report's answer was back, a round trip plus the sync source's
-//! scheduling later. The second sender sends it at once. Two reports in
-//! flight may arrive out of order; the receiver keeps the highest applied
-//! and durable position of each member, so order does not matter.
+//! Why one-way: nothing here acts on the answer (a failed report was only
+//! logged; the next one, at the latest the keep-alive a heartbeat period
+//! later, carries the same positions). Waiting for it cost a reply written
+//! by the source and read here for every report, on the path of every
+//! majority write: one of each five messages the primary handled per
+//! 1-connection majority write. A send is done once its bytes are in the
+//! socket; a connection that the source closed while idle is noticed
+//! before the send (`Connection::idle_and_open`).
+//!
+//! Why two senders: a secondary reports its applied position as soon as a
+//! batch is applied and its durable position one fsync later. While one
+//! send waits (a connection being opened, a full socket) the durable
+//! report goes on a second connection at once. Two reports in flight may
+//! arrive out of order; the receiver keeps the highest applied and durable
+//! position of each member, so order does not matter.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +39,7 @@ use slipstream_consensus::UpdatePosition;
 use crate::protocol::encode_update_position;
 use crate::replica_set::Shared;
 
-/// Longest one report waits for its answer.
+/// Longest one report's send may take (connecting included).
 pub const UPDATE_POSITION_TIMEOUT_MS: u64 = 5_000;
 /// Reports in flight at once, at most.
 pub const UPDATE_POSITIONS_IN_FLIGHT_MAX: usize = 2;
@@ -105,7 +113,7 @@ async fn send_until_none_waits(shared: Arc<Shared>, state: Arc<Mutex<State>>) {
         let (host, body) = next;
         let timeout = Duration::from_millis(UPDATE_POSITION_TIMEOUT_MS);
         shared.metrics.record_update_position_sent();
-        if let Err(err) = shared.network.run(&host, "admin", body, timeout).await {
+        if let Err(err) = shared.network.send_one_way(&host, "admin", body, timeout).await {
             tracing::debug!(target: "repl", host = %host, error = %err, "replSetUpdatePosition failed");
         }
     }

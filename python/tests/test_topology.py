@@ -29,6 +29,13 @@ def test_replication_commands_answer_no_replication_enabled(client, name):
     assert failure.value.details["codeName"] == "NoReplicationEnabled"
 
 
+def test_resizing_the_oplog_of_a_standalone_finds_none(client):
+    # A mongod without --replSet has no oplog to resize (NamespaceNotFound).
+    with pytest.raises(OperationFailure) as failure:
+        client.admin.command({"replSetResizeOplog": 1, "size": 2000.0})
+    assert failure.value.code == 26
+
+
 def test_w_above_one_is_refused_before_writing(coll):
     with pytest.raises(OperationFailure) as failure:
         coll.with_options(write_concern=WriteConcern(w=2)).insert_one({"_id": 1})

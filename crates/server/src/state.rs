@@ -27,6 +27,8 @@ pub struct ServerOptions {
     pub dbpath: PathBuf,
     pub journal_commit_interval_ms: u64,
     pub oplog_size_mb: u64,
+    /// `--oplogMinRetentionHours` (0: none).
+    pub oplog_min_retention_hours: f64,
     /// Test-only commands (fail points) exist only when this is set.
     pub enable_test_commands: bool,
     pub logpath: Option<PathBuf>,
@@ -45,6 +47,7 @@ impl ServerOptions {
             dbpath: dbpath.into(),
             journal_commit_interval_ms: 100,
             oplog_size_mb: 1024,
+            oplog_min_retention_hours: 0.0,
             enable_test_commands: false,
             logpath: None,
             max_connections: MAX_CONNECTIONS_DEFAULT,

@@ -57,6 +57,11 @@ pub struct ServeArgs {
     #[arg(long = "oplog-size-mb", alias = "oplogSize", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub oplog_size_mb: u64,
+    /// Oplog entries younger than this many hours stay even over the size
+    /// cap (MongoDB's `oplogMinRetentionHours`; 0, the default: none).
+    #[arg(long = "oplog-min-retention-hours", alias = "oplogMinRetentionHours", default_value_t = 0.0,
+          value_parser = parse_retention_hours)]
+    pub oplog_min_retention_hours: f64,
     /// Memory for the storage engine's caches, in megabytes (as MongoDB's
     /// `wiredTigerCacheSizeGB`): a quarter for the checkpoint store's page
     /// cache, a quarter for the versions above the checkpoint (past it a
@@ -110,4 +115,14 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
     }
+}
+
+/// `--oplog-min-retention-hours`: a number of hours, at least 0 (MongoDB
+/// refuses a negative one at startup).
+fn parse_retention_hours(value: &str) -> Result<f64, String> {
+    let hours: f64 = value.parse().map_err(|_| format!("'{value}' is not a number of hours"))?;
+    if !(hours >= 0.0 && hours.is_finite()) {
+        return Err(format!("oplogMinRetentionHours must be a finite number >= 0, got {value}"));
+    }
+    Ok(hours)
 }

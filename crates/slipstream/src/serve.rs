@@ -94,6 +94,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         dbpath: args.dbpath.clone(),
         journal_commit_interval_ms: args.journal_commit_interval_ms,
         oplog_size_mb: args.oplog_size_mb,
+        oplog_min_retention_hours: args.oplog_min_retention_hours,
         enable_test_commands,
         logpath: args.logpath.clone(),
         max_connections: args.max_connections.max(1),
@@ -182,6 +183,7 @@ async fn serve(
     let mut engine_options = EngineOptions::new(options.dbpath.clone());
     engine_options.journal_commit_interval_ms = options.journal_commit_interval_ms;
     engine_options.oplog_size_bytes = options.oplog_size_mb * 1024 * 1024;
+    engine_options.oplog_min_retention_hours = options.oplog_min_retention_hours;
     engine_options.accept_journal_loss = accept_journal_loss;
     engine_options.replicated = repl_set.is_some();
     // One place sizes everything that follows the cache (`memory.rs`); the

@@ -97,8 +97,13 @@ pub struct EngineOptions {
     /// Longest a `j: false` write waits for the group commit (MongoDB's
     /// `--journalCommitInterval`, default 100 ms).
     pub journal_commit_interval_ms: u64,
-    /// The oplog's size cap; it is never truncated past the checkpoint.
+    /// The oplog's size cap; it is never truncated past the checkpoint. A
+    /// cap set by `resize_oplog` and kept in the data directory wins over
+    /// it, as MongoDB's stored oplog size wins over `--oplogSize`.
     pub oplog_size_bytes: u64,
+    /// MongoDB's `oplogMinRetentionHours`: entries younger than this stay
+    /// even over the cap (0: none is kept for its age).
+    pub oplog_min_retention_hours: f64,
     /// How often the state at the stable timestamp is checkpointed
     /// (`CHECKPOINT_INTERVAL_MS_DEFAULT` unless set).
     pub checkpoint_interval_ms: u64,
@@ -145,6 +150,7 @@ impl EngineOptions {
             dbpath: dbpath.into(),
             journal_commit_interval_ms: 100,
             oplog_size_bytes: 1024 * 1024 * 1024,
+            oplog_min_retention_hours: 0.0,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             poison_policy: PoisonPolicy::default(),
             accept_journal_loss: false,
@@ -226,9 +232,14 @@ pub struct EngineStats {
     pub oplog_first: Timestamp,
     pub oplog_last: Timestamp,
     pub oplog_size_bytes: u64,
-    /// The oplog's size cap (`--oplogSize`); it may hold more while a
-    /// checkpoint still needs older entries.
+    /// The oplog's size cap (`--oplogSize`, or `replSetResizeOplog`'s); it
+    /// may hold more while a checkpoint still needs older entries, or while
+    /// they are younger than the minimum retention.
     pub oplog_size_cap_bytes: u64,
+    /// The minimum retention of oplog entries, in hours (0: none).
+    pub oplog_min_retention_hours: f64,
+    /// Oplog segments deleted by the size cap since open.
+    pub oplog_segments_truncated: u64,
     /// How long the oldest write that is not yet fsynced has waited (a
     /// `w: 1` write is acknowledged before its fsync); zero when every
     /// write is durable.
@@ -312,6 +323,9 @@ pub(crate) struct Inner {
     pub catalog: RwLock<CatalogHistory>,
     /// The oplog (locks internally).
     pub journal: Journal,
+    /// The minimum retention of oplog entries in hours, as set (f64 bits;
+    /// the journal keeps it in seconds).
+    pub oplog_min_retention_hours: AtomicU64,
     /// The durable documents of `local` that are not oplog entries (locks
     /// internally).
     pub local: LocalStore,
@@ -630,12 +644,13 @@ impl Inner {
         self.journal.entry_at_or_before(wanted).unwrap_or(Timestamp::ZERO)
     }
 
-    /// Whether the journal holds more than its size cap (`oplog_size_bytes`):
+    /// Whether the journal holds more than its size cap:
     /// the snapshot window then stops holding checkpoints back, so that the
     /// capped oplog can shrink again (a lagging member must still be able to
     /// fall off it and report "too stale").
     pub(crate) fn journal_over_cap(&self) -> bool {
-        self.journal.stats().size_bytes > self.options.oplog_size_bytes
+        let stats = self.journal.stats();
+        stats.size_bytes > stats.size_cap_bytes
     }
 
     /// The stable timestamp a checkpoint may cover now.
@@ -644,6 +659,33 @@ impl Inner {
         match *self.stable_ts.lock() {
             Some(stable) => stable.min(limit),
             None => limit,
+        }
+    }
+}
+
+/// The local document that keeps a size cap set by `resize_oplog`
+/// (`local.replset.oplogSize`).
+pub const OPLOG_SIZE_DOCUMENT: &str = "replset.oplogSize";
+
+/// Hours of minimum retention in whole seconds, rounded up (negative or
+/// NaN: none).
+fn retention_secs(hours: f64) -> u64 {
+    if hours > 0.0 {
+        (hours * 3600.0).ceil() as u64
+    } else {
+        0
+    }
+}
+
+/// The size cap `resize_oplog` stored, if any (one without a positive
+/// `sizeBytes` is ignored, with a warning: the option's cap applies).
+fn stored_oplog_size(local: &LocalStore) -> Result<Option<u64>> {
+    let Some(document) = local.read(OPLOG_SIZE_DOCUMENT)? else { return Ok(None) };
+    match document.get("sizeBytes") {
+        Some(bson::Bson::Int64(bytes)) if *bytes > 0 => Ok(Some(*bytes as u64)),
+        _ => {
+            tracing::warn!(target: "storage", document = %document, "stored oplog size not positive: ignored");
+            Ok(None)
         }
     }
 }
@@ -673,17 +715,19 @@ impl Engine {
         // A reset to empty a crash interrupted is finished before anything
         // reads the files it empties (`engine/reset.rs`).
         reset::finish_interrupted(&io, &options.dbpath)?;
+        let local = LocalStore::open(&options.dbpath, io.clone(), options.poison_policy)?;
+        let size_cap_bytes = stored_oplog_size(&local)?.unwrap_or(options.oplog_size_bytes);
         let journal_options = JournalOptions {
             commit_interval_ms: options.journal_commit_interval_ms,
             segment_size_bytes: (options.oplog_size_bytes / 8).clamp(JOURNAL_SEGMENT_BYTES_MIN, JOURNAL_SEGMENT_BYTES_MAX),
-            size_cap_bytes: options.oplog_size_bytes,
+            size_cap_bytes,
+            min_retention_secs: retention_secs(options.oplog_min_retention_hours),
             poison_policy: options.poison_policy,
             preallocate_segments: true,
             recent_cache_bytes_max: options.journal_recent_cache_bytes,
             pending_bytes_max: options.journal_pending_bytes,
         };
         let recovered = crate::recovery::recover(&options, io.clone(), journal_options)?;
-        let local = LocalStore::open(&options.dbpath, io.clone(), options.poison_policy)?;
         let last_applied = recovered.last_applied;
         let (visible_tx, _) = tokio::sync::watch::channel(last_applied.optime.ts);
         // A member takes no client write until replication opens the gate
@@ -695,6 +739,7 @@ impl Engine {
         let oldest = recovered.store.base().oldest_readable();
         let stable_ts = options.replicated.then_some(oldest);
         let snapshot_window_secs = options.snapshot_history_window_secs;
+        let min_retention_hours = options.oplog_min_retention_hours.max(0.0);
         let window_marks = crate::window_marks::WindowMarks::starting_at(recovered.store.base().ts);
         let inner = Arc::new(Inner {
             options,
@@ -702,6 +747,7 @@ impl Engine {
             kv: recovered.kv,
             store: recovered.store,
             catalog: RwLock::new(recovered.catalog),
+            oplog_min_retention_hours: AtomicU64::new(min_retention_hours.to_bits()),
             journal: recovered.journal,
             local,
             write: Mutex::new(WriteState { clock: OplogClock::new(last_applied.optime.ts), gate }),
@@ -810,6 +856,25 @@ impl Engine {
 
     pub fn local(&self) -> &LocalStore {
         &self.inner.local
+    }
+
+    /// MongoDB's `replSetResizeOplog`: a new size cap, kept in the data
+    /// directory (durable before it applies; later opens use it rather
+    /// than `oplog_size_bytes`), and a new minimum retention, for this
+    /// process only (as MongoDB's, which starts again from
+    /// `--oplogMinRetentionHours`). A smaller cap deletes old entries at the
+    /// journal's next look, never past what a checkpoint needs.
+    pub fn resize_oplog(&self, size_bytes: Option<u64>, min_retention_hours: Option<f64>) -> Result<()> {
+        if let Some(bytes) = size_bytes {
+            let document = bson::doc! {"_id": OPLOG_SIZE_DOCUMENT, "sizeBytes": bytes as i64};
+            self.inner.local.write(OPLOG_SIZE_DOCUMENT, &document)?;
+            self.inner.journal.set_size_cap(bytes);
+        }
+        if let Some(hours) = min_retention_hours {
+            self.inner.journal.set_min_retention_secs(retention_secs(hours));
+            self.inner.oplog_min_retention_hours.store(hours.max(0.0).to_bits(), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Logs `{op: "c", o: {create: coll, ...options}}`. `NamespaceExists` if present.
@@ -1308,7 +1373,9 @@ impl Engine {
             oplog_first: journal.first_ts.unwrap_or_default(),
             oplog_last: journal.last_ts.unwrap_or_default(),
             oplog_size_bytes: journal.size_bytes,
-            oplog_size_cap_bytes: self.inner.options.oplog_size_bytes,
+            oplog_size_cap_bytes: journal.size_cap_bytes,
+            oplog_min_retention_hours: f64::from_bits(self.inner.oplog_min_retention_hours.load(Ordering::Relaxed)),
+            oplog_segments_truncated: journal.segments_deleted,
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
             journal_preallocated_bytes: journal.preallocated_bytes,
             journal_spares_prepared: journal.spares_prepared,

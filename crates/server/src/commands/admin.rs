@@ -78,6 +78,10 @@ pub async fn get_cmd_line_opts(ctx: &CommandContext, _req: &CommandRequest) -> C
         },
         "replication": {"oplogSizeMB": options.oplog_size_mb as i64},
     };
+    if options.oplog_min_retention_hours > 0.0 {
+        let storage = parsed.get_document_mut("storage").expect("built above");
+        storage.insert("oplogMinRetentionHours", options.oplog_min_retention_hours);
+    }
     if options.enable_test_commands {
         parsed.insert("setParameter", doc! {"enableTestCommands": "1"});
     }
@@ -326,9 +330,15 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         },
         "flowControl": state.flow_control.server_status(&state.engine),
     };
-    // MongoDB reports `repl` only on a replica set member.
+    // MongoDB reports `repl` and `oplogTruncation` only on a replica set
+    // member (a standalone has no oplog).
     if let Some(repl) = state.topology.server_status() {
         status.insert("repl", repl);
+        let mut truncation = doc! {"truncateCount": stats.oplog_segments_truncated as i64};
+        if stats.oplog_min_retention_hours > 0.0 {
+            truncation.insert("oplogMinRetentionHours", stats.oplog_min_retention_hours);
+        }
+        status.insert("oplogTruncation", truncation);
     }
     for (name, section) in state.topology.server_status_sections() {
         // A section the server has too (`metrics`) gains the topology's fields.

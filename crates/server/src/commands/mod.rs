@@ -24,6 +24,7 @@ pub mod handshake;
 pub mod indexes;
 pub mod oplog_collection;
 pub mod repl;
+pub mod resize_oplog;
 
 use std::sync::Arc;
 
@@ -367,6 +368,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     replication("replSetInitialSyncHold"),
     replication("replSetCheckpointCopy"),
     replication("appendOplogNote").write_concern(WriteConcernUse::Always),
+    // The oplog's cap and retention (commands/resize_oplog.rs)
+    always("replSetResizeOplog", handler!(resize_oplog::resize_oplog)),
 ];
 
 /// The table row of a command name, if this node runs it.

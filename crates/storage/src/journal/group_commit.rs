@@ -623,7 +623,10 @@ fn complete_batch(shared: &Shared, state: &mut State, batch_no: u64) {
         // retain point (which asks for its own look when it moves): a
         // journal held over its cap by the snapshot window would otherwise
         // wake the group-commit thread for a vain look at every commit.
-        if state.size_bytes() > shared.options.size_cap_bytes && !state.cap_blocked_by_retain {
+        if state.size_bytes() > state.size_cap_bytes
+            && !state.cap_blocked_by_retain
+            && (state.retained_until_secs == 0 || wall_clock_secs() >= state.retained_until_secs)
+        {
             state.cap_check_requested = true;
         }
         shared.durable_tx.send_replace(state.durable_ts);
@@ -651,8 +654,17 @@ fn segment_mut(state: &mut State, seq: u64) -> &mut SegmentState {
     segment
 }
 
+/// Seconds since the Unix epoch by the wall clock (oplog timestamps count
+/// the same seconds).
+fn wall_clock_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
 /// Deletes the oldest whole segments while the journal is over its cap and
-/// they hold nothing at or above the retain point. Called with `io_lock`.
+/// they hold nothing at or above the retain point, nor anything younger
+/// than the minimum retention. Called with `io_lock`.
 fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
     let doomed = {
         let mut state = shared.state.lock();
@@ -661,7 +673,10 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
         }
         state.cap_check_requested = false;
         let mut doomed = Vec::new();
-        while state.size_bytes() > shared.options.size_cap_bytes && state.segments.len() > 1 {
+        let retention_secs = state.min_retention_secs;
+        let now_secs = if retention_secs > 0 { wall_clock_secs() } else { 0 };
+        state.retained_until_secs = 0;
+        while state.size_bytes() > state.size_cap_bytes && state.segments.len() > 1 {
             let front = state.segments.front().unwrap();
             // The next segment must start at or below the retain point: then
             // every entry of the front one is below it, and the journal
@@ -675,6 +690,18 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
                 // (a segment with none yet may take one below it).
                 state.cap_blocked_by_retain = state.segments[1].first_ts.is_some_and(|first| first > state.retain_from);
                 break;
+            }
+            // MongoDB's oplogMinRetentionHours: an entry is deleted only
+            // once the oplog is over its cap and the entry is older than
+            // the retention, by its timestamp's seconds. Segments go oldest
+            // first, so the first one still too young ends the look.
+            if retention_secs > 0 {
+                let newest_secs = front.last_ts.map_or(0, |ts| u64::from(ts.secs));
+                let kept_until = newest_secs.saturating_add(retention_secs);
+                if kept_until > now_secs {
+                    state.retained_until_secs = kept_until;
+                    break;
+                }
             }
             let front = state.segments.pop_front().unwrap();
             state.index.remove_segment_front(front.seq);
@@ -822,5 +849,52 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(journal.stats().segments_deleted > 0, "a moved retain point lets old segments go");
+    }
+
+    /// MongoDB's oplogMinRetentionHours: over the cap, a segment whose
+    /// newest entry is younger than the retention stays; a cap or a
+    /// retention changed while open applies at the next look.
+    #[test]
+    fn the_minimum_retention_keeps_young_segments_over_the_cap_until_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = JournalOptions {
+            segment_size_bytes: 16 * 1024,
+            size_cap_bytes: 16 * 1024,
+            min_retention_secs: 3600,
+            preallocate_segments: false,
+            ..JournalOptions::default()
+        };
+        let journal = open_idle(dir.path(), options);
+        // Entries stamped now (their seconds are the wall clock's).
+        let now = super::wall_clock_secs() as u32;
+        let mut last = Timestamp::ZERO;
+        for inc in 1..=200 {
+            last = Timestamp::new(now, inc);
+            let o = bson::doc! { "msg": "x".repeat(1000) };
+            let padded = bson::doc! { "ts": last.to_bson(), "t": 1i64, "op": "n", "ns": "", "o": o };
+            journal.append(last, &padded.to_vec().unwrap()).unwrap();
+            journal.sync_through(last).unwrap();
+        }
+        journal.set_retain_from(last);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let held = journal.stats();
+        assert!(held.size_bytes > 4 * 16 * 1024, "the test must run well over the cap: {} bytes", held.size_bytes);
+        assert_eq!(held.segments_deleted, 0, "segments younger than the retention were deleted");
+        assert_eq!(held.min_retention_secs, 3600);
+        // A bigger cap: nothing to delete either way.
+        journal.set_size_cap(u64::MAX);
+        journal.set_min_retention_secs(0);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(journal.stats().segments_deleted, 0);
+        assert_eq!(journal.stats().size_cap_bytes, u64::MAX);
+        // The cap back and no retention: old segments go.
+        journal.set_size_cap(16 * 1024);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while journal.stats().size_bytes > 2 * 16 * 1024 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let after = journal.stats();
+        assert!(after.segments_deleted > 0 && after.size_bytes <= 2 * 16 * 1024, "{after:?}");
+        assert_eq!(after.last_ts, Some(last));
     }
 }

@@ -88,9 +88,15 @@ pub struct JournalOptions {
     /// A segment is closed and a new one started when the next frame would
     /// take it past this size.
     pub segment_size_bytes: u64,
-    /// The oplog's size cap (`--oplog-size-mb`): whole old segments are
-    /// deleted to stay near it, never past the retain point.
+    /// The oplog's size cap at open (`--oplog-size-mb`): whole old
+    /// segments are deleted to stay near it, never past the retain point
+    /// (`Journal::set_size_cap` changes it while open).
     pub size_cap_bytes: u64,
+    /// MongoDB's `oplogMinRetentionHours` at open, in seconds: a segment
+    /// whose newest entry is younger than this (by its timestamp's
+    /// wall-clock seconds) is kept even over the cap; 0 keeps nothing for
+    /// its age.
+    pub min_retention_secs: u64,
     /// What a failed write or fsync, or a panic in one of the journal's
     /// threads, does (by default: log and abort the process).
     pub poison_policy: PoisonPolicy,
@@ -112,6 +118,7 @@ impl Default for JournalOptions {
             commit_interval_ms: 100,
             segment_size_bytes: 64 * 1024 * 1024,
             size_cap_bytes: 1024 * 1024 * 1024,
+            min_retention_secs: 0,
             poison_policy: PoisonPolicy::default(),
             preallocate_segments: true,
             recent_cache_bytes_max: RECENT_CACHE_BYTES_MAX,
@@ -141,6 +148,10 @@ pub struct JournalStats {
     pub size_bytes: u64,
     /// Segments deleted by the size cap since open.
     pub segments_deleted: u64,
+    /// The size cap now.
+    pub size_cap_bytes: u64,
+    /// The minimum retention now, in seconds.
+    pub min_retention_secs: u64,
     pub cache_entries: u64,
     pub cache_bytes: u64,
     /// Bytes of the in-memory index (one slot per entry held).
@@ -262,6 +273,17 @@ pub(crate) struct State {
     /// The last look at the size cap stopped at the retain point: growth
     /// alone cannot free a segment until the retain point moves.
     pub cap_blocked_by_retain: bool,
+    /// The size cap now (`JournalOptions::size_cap_bytes`, then
+    /// `Journal::set_size_cap`).
+    pub size_cap_bytes: u64,
+    /// The minimum retention now, in seconds
+    /// (`JournalOptions::min_retention_secs`, then
+    /// `Journal::set_min_retention_secs`).
+    pub min_retention_secs: u64,
+    /// The last look at the size cap stopped at a segment still inside the
+    /// minimum retention: until this wall-clock second no commit asks for
+    /// another look (growth alone frees nothing before then).
+    pub retained_until_secs: u64,
     /// The group-commit thread waits for a free sync slot (untimed): a
     /// completed batch must wake it.
     pub waiting_for_slot: bool,
@@ -486,6 +508,9 @@ impl Journal {
             last_commit_micros: 0,
             cap_check_requested: true,
             cap_blocked_by_retain: false,
+            size_cap_bytes: options.size_cap_bytes,
+            min_retention_secs: options.min_retention_secs,
+            retained_until_secs: 0,
             waiting_for_slot: false,
             poisoned: None,
             closing: false,
@@ -921,6 +946,25 @@ impl Journal {
         }
     }
 
+    /// Changes the size cap (MongoDB's `replSetResizeOplog` size); a smaller
+    /// one deletes old segments at the next look, as the cap always does.
+    pub fn set_size_cap(&self, bytes: u64) {
+        let mut state = self.shared.state.lock();
+        state.size_cap_bytes = bytes;
+        state.cap_check_requested = true;
+        self.shared.work.notify_one();
+    }
+
+    /// Changes the minimum retention (MongoDB's `replSetResizeOplog`
+    /// minRetentionHours, in seconds).
+    pub fn set_min_retention_secs(&self, secs: u64) {
+        let mut state = self.shared.state.lock();
+        state.min_retention_secs = secs;
+        state.retained_until_secs = 0;
+        state.cap_check_requested = true;
+        self.shared.work.notify_one();
+    }
+
     /// A fail point for tests through the real binary: when `armed`, the
     /// next batch fsync fails as a failing disk's would (the journal is
     /// poisoned; by default the process aborts). Only reachable with test
@@ -935,6 +979,8 @@ impl Journal {
         stats.entries = state.index.len() as u64;
         stats.segments = state.segments.iter().filter(|segment| segment.file.is_some() || segment.has_entries()).count() as u64;
         stats.size_bytes = state.size_bytes();
+        stats.size_cap_bytes = state.size_cap_bytes;
+        stats.min_retention_secs = state.min_retention_secs;
         stats.cache_entries = state.cache.len() as u64;
         stats.cache_bytes = state.cache.bytes() as u64;
         stats.index_bytes = state.index.bytes() as u64;

@@ -51,7 +51,7 @@ impl Node {
     pub(crate) fn on_heartbeat_request(&mut self, index: usize, heartbeat: Heartbeat) {
         self.members[index].heartbeat_request_at = Some(self.now);
         self.record_peer(index, &heartbeat);
-        self.act_on_heartbeat(index, &heartbeat);
+        self.act_on_heartbeat(index, &heartbeat, false);
         let to = self.config.members[index].id;
         self.out.push(Action::Send {
             to,
@@ -62,7 +62,7 @@ impl Node {
     pub(crate) fn on_heartbeat_response(&mut self, index: usize, heartbeat: Heartbeat) {
         self.note_heartbeat_response(index);
         self.record_peer(index, &heartbeat);
-        self.act_on_heartbeat(index, &heartbeat);
+        self.act_on_heartbeat(index, &heartbeat, true);
         self.note_catch_up_response(index, &heartbeat);
     }
 
@@ -91,17 +91,22 @@ impl Node {
     }
 
     /// Step 3 and MongoDB's additions: a primary of our term is believed
-    /// (a candidate gives up), the commit point is learned, and the sender's
-    /// own positions count like an UpdatePosition from it.
-    fn act_on_heartbeat(&mut self, index: usize, heartbeat: &Heartbeat) {
+    /// (a candidate gives up), the commit point of a response is learned,
+    /// and the sender's own positions count like an UpdatePosition from it.
+    /// A request's commit point is not: MongoDB's heartbeat request carries
+    /// none, and a member learns the commit point only from its sync source
+    /// and from answers to the heartbeats it sent itself (a request can come
+    /// from anyone who names a member).
+    fn act_on_heartbeat(&mut self, index: usize, heartbeat: &Heartbeat, learn_commit_point: bool) {
         if heartbeat.state == MemberState::Primary && heartbeat.term == self.term {
             // Two primaries in one term would mean two majorities voted for
-            // different candidates in the same term: a broken vote rule.
-            assert!(
-                self.role != Role::Primary,
-                "NoTwoPrimariesInSameTerm: term {}",
-                self.term
-            );
+            // different candidates in the same term: a broken vote rule. A
+            // primary told so by a peer keeps its role (the simulation's
+            // checker catches the broken rule; a forged message must not
+            // stop the process).
+            if self.role == Role::Primary {
+                return;
+            }
             if self.role == Role::Candidate {
                 self.become_secondary();
             }
@@ -109,7 +114,9 @@ impl Node {
             // against a live primary on purpose.
             self.reset_election_timer();
         }
-        self.learn_commit_point(heartbeat.commit_point, false);
+        if learn_commit_point {
+            self.learn_commit_point(heartbeat.commit_point, false);
+        }
         // MongoDB's primary also learns positions from heartbeats, which
         // keeps commit going for members that have no sync source.
         let position = MemberPosition {

@@ -468,11 +468,57 @@ fn an_older_term_entry_on_a_majority_is_not_committed_by_counting() {
 fn commit_point_from_a_heartbeat_needs_our_last_entry_in_its_term() {
     let mut s = node(3, 2, op(1, 5));
     let hb = heartbeat(2, MemberState::Secondary, op(2, 9), op(2, 8));
-    receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    receive(&mut s, 3, Message::HeartbeatResponse(hb), 10);
     assert_eq!(s.commit_point(), OpTime::NULL, "our 1.5 may be on a dead branch");
     let hb = heartbeat(2, MemberState::Secondary, op(1, 9), op(1, 8));
-    receive(&mut s, 3, Message::HeartbeatRequest(hb), 11);
+    receive(&mut s, 3, Message::HeartbeatResponse(hb), 11);
     assert_eq!(s.commit_point(), op(1, 5), "never past our last applied");
+}
+
+/// MongoDB's heartbeat request carries no commit point, and anyone who
+/// names a member can send one: a deposed primary told by a request that
+/// its own uncommitted entry is committed would serve it to majority reads.
+#[test]
+fn a_heartbeat_request_moves_no_commit_point() {
+    let mut s = node(3, 2, op(1, 5));
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 5), op(1, 5));
+    receive(&mut s, 3, Message::HeartbeatRequest(hb.clone()), 10);
+    assert_eq!(s.commit_point(), OpTime::NULL);
+    receive(&mut s, 3, Message::HeartbeatResponse(hb), 11);
+    assert_eq!(s.commit_point(), op(1, 5), "an answer to our own heartbeat still counts");
+}
+
+/// Positions reported past the primary's own last entry (no member can
+/// hold them: a forged or corrupt report) move the commit point no further
+/// than that entry; the core used to assert, which aborted the process.
+#[test]
+fn reports_past_the_primarys_last_entry_commit_no_further_than_it() {
+    let (mut p, noop) = primary(3, op(0, 1));
+    let ahead = op(1, noop.ts.secs + 1_000);
+    let update = UpdatePosition {
+        term: 1,
+        positions: vec![position(2, ahead), position(3, ahead)],
+    };
+    receive(&mut p, 2, Message::UpdatePosition(update), 1_100);
+    assert_eq!(p.commit_point(), noop);
+    let hb = heartbeat(1, MemberState::Secondary, op(1, noop.ts.secs + 2_000), ahead);
+    receive(&mut p, 3, Message::HeartbeatRequest(hb), 1_101);
+    assert_eq!(p.commit_point(), noop);
+    assert_eq!(p.state(), MemberState::Primary);
+}
+
+/// A peer that claims to be primary in our term while we are (which the
+/// vote rule rules out: a forged or corrupt message) leaves us primary; the
+/// core used to assert on it, which aborted the process. The simulation's
+/// checker still reports two primaries in one term.
+#[test]
+fn a_peer_claiming_our_term_as_primary_leaves_the_primary_in_office() {
+    let (mut p, noop) = primary(3, op(0, 1));
+    let hb = heartbeat(1, MemberState::Primary, noop, noop);
+    receive(&mut p, 2, Message::HeartbeatRequest(hb.clone()), 1_100);
+    receive(&mut p, 2, Message::HeartbeatResponse(hb), 1_101);
+    assert_eq!(p.state(), MemberState::Primary);
+    assert_eq!(p.term(), 1);
 }
 
 #[test]

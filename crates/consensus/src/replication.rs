@@ -340,7 +340,10 @@ impl Node {
         if self.role != Role::Primary || !self.may_commit_in_config() {
             return;
         }
-        let candidate = self.majority_durable();
+        // No member holds an entry of our term past our own last one: a
+        // report that says otherwise is not believed beyond it (MongoDB's
+        // commit point never passes the primary's last applied entry).
+        let candidate = self.majority_durable().min(self.last_applied);
         // Only an entry of our own term commits by counting (seed 000 3.3);
         // earlier entries commit with it.
         if candidate.term == self.term {

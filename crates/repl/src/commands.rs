@@ -531,7 +531,7 @@ async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     };
     if request.set_name != config.set_name {
         return Err(ReplError::coded(
-            185,
+            108,
             format!(
                 "Our set name of {} does not match name {} reported by remote node",
                 config.set_name, request.set_name
@@ -605,7 +605,7 @@ async fn request_votes(set: &ReplicaSet, body: &Document) -> Result<Document, Re
     let (set_name, request) = decode_vote_request(body, &config)?;
     if set_name != config.set_name {
         return Err(ReplError::coded(
-            185,
+            108,
             format!("vote request for set {set_name}, not {}", config.set_name),
         ));
     }

@@ -89,7 +89,7 @@ impl ReplError {
 
     /// A replSet command's refusal with MongoDB's code for it, for codes
     /// no variant names (95 NotSecondary, 104 NodeNotElectable, 125
-    /// CommandFailed, 308 CurrentConfigNotCommittedYet, 185
+    /// CommandFailed, 308 CurrentConfigNotCommittedYet, 108
     /// InconsistentReplicaSetNames): carried as `BadArgument`, which the
     /// server's table passes through with its code.
     pub fn coded(code: i32, message: impl Into<String>) -> ReplError {

@@ -143,13 +143,18 @@ impl Node {
     }
 
     /// Rule 1: a majority of the configuration's voters (this member
-    /// included) have reported holding exactly it.
+    /// included) have reported holding it: the same version and term, or
+    /// the same version where either side is a force reconfig's (term -1),
+    /// as MongoDB's `ConfigVersionAndTerm` equality has it. A primary
+    /// elected after a force reconfig raises the term of the same
+    /// configuration; the others never fetch it (it is not newer by that
+    /// order), and an exact match refused every later reconfig (308).
     pub fn is_config_committed(&self) -> bool {
         let Some(my_index) = self.my_index else { return false };
         let ours = self.config.version_and_term();
         let holders = (0..self.config.members.len())
             .filter(|&i| self.config.members[i].is_voter())
-            .filter(|&i| i == my_index || self.members[i].config == Some(ours))
+            .filter(|&i| i == my_index || self.members[i].config.is_some_and(|theirs| theirs.compare(ours).is_eq()))
             .count();
         holders >= self.config.majority()
     }

@@ -181,6 +181,30 @@ fn a_force_reconfig_runs_anywhere_raises_the_version_and_drops_the_term() {
         .any(|a| matches!(a, Action::PersistConfig(c) if c.version == 12_346)));
 }
 
+/// After a force reconfig (term -1) and an election, the new primary's
+/// configuration has the same version and its term; the others keep the
+/// force one, which is not older by MongoDB's order, so they never fetch
+/// it. They hold the same configuration: it counts as committed, and safe
+/// reconfigs go on (an exact match refused them for good).
+#[test]
+fn a_force_configuration_counts_as_the_same_one_with_the_primarys_term() {
+    let (mut p, noop) = primary(3, op(0, 1));
+    for member in 2..=3 {
+        let hb = heartbeat_with_config(1, MemberState::Secondary, noop, 1, -1);
+        receive(&mut p, member, Message::HeartbeatResponse(hb), 1_010);
+    }
+    assert_eq!(p.config().term, 1);
+    assert!(p.is_config_committed());
+    assert_eq!(p.check_reconfig_allowed(), Ok(()));
+    // Another version is still another configuration.
+    let hb = heartbeat_with_config(1, MemberState::Secondary, noop, 2, -1);
+    let (mut q, _) = primary(3, op(0, 1));
+    for member in 2..=3 {
+        receive(&mut q, member, Message::HeartbeatResponse(hb.clone()), 1_010);
+    }
+    assert!(!q.is_config_committed());
+}
+
 #[test]
 fn a_newer_config_seen_in_a_heartbeat_is_fetched_persisted_and_adopted() {
     let mut s = node(3, 2, op(1, 5));

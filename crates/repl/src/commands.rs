@@ -106,6 +106,35 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     Ok(Document::new())
 }
 
+/// MongoDB's checks of each `replSetUpdatePosition` entry: its `cfgver`
+/// is our configuration's version (93 InvalidReplicaSetConfig otherwise: a
+/// position reported under another configuration may name another member
+/// by the same id), and its member is in our configuration (74
+/// NodeNotFound). Positions of a command that fails a check are not used.
+fn check_positions_in_config(body: &Document, config: &ReplSetConfig) -> Result<(), ReplError> {
+    let Some(Bson::Array(entries)) = body.get("optimes") else { return Ok(()) };
+    for entry in entries.iter().filter_map(Bson::as_document) {
+        let member = entry.get("memberId").and_then(integral).unwrap_or(-1);
+        let version = match entry.get("cfgver").and_then(integral) {
+            Some(version) => version,
+            None => return Err(ReplError::failed_to_parse("replSetUpdatePosition entry needs cfgver (a number)")),
+        };
+        if version != config.version {
+            return Err(ReplError::InvalidReplicaSetConfig(format!(
+                "Received replSetUpdatePosition for node with memberId {member} whose config version of {version} \
+                 doesn't match our config version of {}",
+                config.version
+            )));
+        }
+        if !config.members.iter().any(|m| i64::from(m.id) == member) {
+            return Err(ReplError::NodeNotFound(format!(
+                "Received replSetUpdatePosition for node with memberId {member} which doesn't exist in our config"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// MongoDB's initiate quorum check: every other member answers, and none
 /// already belongs to a set.
 async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, me: MemberId) -> Result<(), ReplError> {
@@ -376,7 +405,7 @@ async fn step_up(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErro
             .get("fromId")
             .and_then(integral)
             .map_or(u32::MAX, |id| id as MemberId);
-        let term = body.get("term").and_then(integral).unwrap_or(0);
+        let term = crate::protocol::check_term(body.get("term").and_then(integral).unwrap_or(0), "term")?;
         let message = Message::StepUp { term };
         set.ask(|reply| Input::Receive {
             from,
@@ -464,9 +493,17 @@ async fn sync_from(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
 /// matching last `false`.
 async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
+    // MongoDB reads the value with `trueValue()`: false only for false,
+    // zero, null and undefined; any other number (NaN too), string or
+    // object is true.
     let on = match body.get("replSetMaintenance") {
         Some(Bson::Boolean(on)) => *on,
-        Some(value) => integral(value).is_some_and(|n| n != 0),
+        Some(Bson::Int32(n)) => *n != 0,
+        Some(Bson::Int64(n)) => *n != 0,
+        Some(Bson::Double(n)) => *n != 0.0,
+        Some(Bson::Decimal128(n)) => !n.to_string().parse::<f64>().is_ok_and(|n| n == 0.0),
+        Some(Bson::Null | Bson::Undefined) => false,
+        Some(_) => true,
         None => return Err(ReplError::type_mismatch("replSetMaintenance takes a boolean")),
     };
     let shared = set.shared();
@@ -639,8 +676,9 @@ async fn request_votes(set: &ReplicaSet, body: &Document) -> Result<Document, Re
 }
 
 async fn update_position(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
-    initialized(set)?;
+    let config = initialized(set)?;
     let update = decode_update_position(body)?;
+    check_positions_in_config(body, &config)?;
     let from = match body.get("fromId").and_then(integral) {
         Some(id @ 0..=255) => id as MemberId,
         _ => update

@@ -294,6 +294,7 @@ fn parse_reply(reply: &RawDocumentBuf) -> Result<Reply, String> {
         Some(Bson::Int32(term)) => i64::from(*term),
         _ => return Err("$replData without a term".into()),
     };
+    let term = crate::protocol::check_term(term, "$replData.term").map_err(|err| err.to_string())?;
     let query_data = reply
         .get_document("$oplogQueryData")
         .map_err(|_| "reply without $oplogQueryData".to_owned())?;

@@ -50,6 +50,26 @@ pub fn optime_document(op: OpTime) -> Document {
     doc! {"ts": bson_timestamp(op.ts), "t": op.term}
 }
 
+/// The largest term a message may carry: beyond any set's elections (one
+/// a nanosecond for over a century) and far enough below `i64::MAX` that a
+/// candidate's next term never wraps. A larger one is refused (BadValue)
+/// rather than adopted: adopted and made durable, a term of `i64::MAX` left
+/// a set that could never elect again, restarts included (every
+/// candidate's next term wrapped to a negative one).
+pub const TERM_MAX: i64 = 1 << 62;
+
+/// `term` refused above `TERM_MAX`.
+pub fn check_term(term: i64, name: &str) -> Result<i64, ReplError> {
+    if term > TERM_MAX {
+        return Err(ReplError::coded(2, format!("{name} {term} is out of range (at most {TERM_MAX})")));
+    }
+    Ok(term)
+}
+
+fn required_term(body: &Document, name: &str) -> Result<i64, ReplError> {
+    check_term(required_integral(body, name)?, name)
+}
+
 pub fn parse_optime(value: Option<&Bson>, name: &str) -> Result<OpTime, ReplError> {
     let Some(Bson::Document(op)) = value else {
         return Err(malformed(format!("{name} must be an object {{ts, t}}")));
@@ -62,6 +82,7 @@ pub fn parse_optime(value: Option<&Bson>, name: &str) -> Result<OpTime, ReplErro
         .get("t")
         .and_then(integral)
         .ok_or_else(|| malformed(format!("{name}.t must be a number")))?;
+    let term = check_term(term, &format!("{name}.t"))?;
     Ok(OpTime::new(ts, term))
 }
 
@@ -99,9 +120,9 @@ fn parse_heartbeat_fields(body: &Document) -> Result<Heartbeat, ReplError> {
         Some(id) => return Err(malformed(format!("syncSourceId {id} out of range"))),
     };
     Ok(Heartbeat {
-        term: required_integral(body, "term")?,
+        term: required_term(body, "term")?,
         config_version: required_integral(body, "configVersion")?,
-        config_term: body.get("configTerm").and_then(integral).unwrap_or(-1),
+        config_term: check_term(body.get("configTerm").and_then(integral).unwrap_or(-1), "configTerm")?,
         state,
         last_applied: parse_optime(body.get("opTime"), "opTime")?,
         last_applied_wall_ms: parse_date(body, "wallTime")?,
@@ -225,11 +246,11 @@ pub fn decode_vote_request(body: &Document, config: &ReplSetConfig) -> Result<(S
         _ => return Err(malformed("replSetRequestVotes needs dryRun")),
     };
     let request = VoteRequest {
-        term: required_integral(body, "term")?,
+        term: required_term(body, "term")?,
         candidate,
         last_applied: parse_optime(body.get("lastAppliedOpTime"), "lastAppliedOpTime")?,
         config_version: required_integral(body, "configVersion")?,
-        config_term: body.get("configTerm").and_then(integral).unwrap_or(-1),
+        config_term: check_term(body.get("configTerm").and_then(integral).unwrap_or(-1), "configTerm")?,
         dry_run,
     };
     Ok((set_name, request))
@@ -251,7 +272,7 @@ pub fn decode_vote_response(body: &Document, request: &VoteRequest) -> Result<Vo
         _ => "",
     };
     Ok(VoteResponse {
-        term: required_integral(body, "term")?,
+        term: required_term(body, "term")?,
         request_term: request.term,
         dry_run: request.dry_run,
         granted,
@@ -308,7 +329,7 @@ pub fn decode_update_position(body: &Document) -> Result<UpdatePosition, ReplErr
         )));
     }
     let term = match body.get("$replData") {
-        Some(Bson::Document(data)) => required_integral(data, "term")?,
+        Some(Bson::Document(data)) => required_term(data, "term")?,
         _ => return Err(malformed("replSetUpdatePosition needs $replData.term")),
     };
     let mut positions = Vec::with_capacity(optimes.len());
@@ -600,5 +621,19 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A term past `TERM_MAX` in any member message is refused (BadValue)
+    /// rather than adopted: `i64::MAX`, adopted and made durable, left a set
+    /// whose every candidate's next term wrapped.
+    #[test]
+    fn terms_past_the_bound_are_refused() {
+        let too_big = TERM_MAX + 1;
+        let update = doc! {"optimes": [], "$replData": {"term": too_big}};
+        assert!(matches!(decode_update_position(&update), Err(ReplError::BadArgument { code: 2, .. })), "update");
+        let optime = doc! {"ts": bson::Timestamp {time: 1, increment: 1}, "t": i64::MAX};
+        assert!(parse_optime(Some(&Bson::Document(optime)), "opTime").is_err());
+        let fine = doc! {"optimes": [], "$replData": {"term": TERM_MAX}};
+        assert!(decode_update_position(&fine).is_ok());
     }
 }

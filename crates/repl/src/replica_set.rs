@@ -827,8 +827,14 @@ impl Topology for ReplicaSet {
                         self.wait_applied(ts, deadline).await?;
                     }
                     match concern.at_cluster_time {
+                        // A snapshot read is a majority read at a chosen
+                        // time: MongoDB waits until the commit point reaches
+                        // it (else maxTimeMS). Read once applied only, a
+                        // write not yet on a majority, later rolled back,
+                        // was returned.
                         Some(ts) => {
                             self.wait_applied(ts, deadline).await?;
+                            self.wait_committed(ts, deadline).await?;
                             let oldest = self.shared.engine.oldest_snapshot_timestamp();
                             if ts < oldest {
                                 return Err(ReplError::SnapshotTooOld(format!(

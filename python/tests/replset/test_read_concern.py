@@ -223,3 +223,31 @@ def test_a_majority_cursors_next_batch_reads_past_a_checkpoint(members):
             rest = client.rc.command("getMore", cursor_id, collection="batches", batchSize=100)
             seen = [d["_id"] for d in first["cursor"]["firstBatch"] + rest["cursor"]["nextBatch"]]
             assert sorted(seen)[:10] == list(range(10)), "every document committed before the first batch"
+
+
+def test_snapshot_read_at_a_time_waits_for_the_commit_point_to_reach_it(members):
+    """A snapshot read at an explicit atClusterTime is a majority read at
+    that time: MongoDB waits until the commit point reaches it. Answered
+    once the member had applied the time, it returned a w:1 write held back
+    from every secondary (later rolled back in the probe that found it)."""
+    primary = members.primary()
+    secondaries = [i for i in range(3) if i != primary]
+    with members.direct(primary) as client:
+        client.rc.get_collection("snapdirty", write_concern=WriteConcern(w="majority")).insert_one({"_id": "base"})
+        for i in secondaries:
+            with members.direct(i) as secondary:
+                secondary.admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+        try:
+            reply = client.rc.command("insert", "snapdirty", documents=[{"_id": "held"}], writeConcern={"w": 1})
+            at = reply["operationTime"]
+            with pytest.raises(PyMongoError) as raised:
+                client.rc.command("find", "snapdirty", readConcern={"level": "snapshot", "atClusterTime": at},
+                                  maxTimeMS=1_000)
+            assert raised.value.details["code"] == 50, raised.value.details
+        finally:
+            for i in secondaries:
+                with members.direct(i) as secondary:
+                    secondary.admin.command("configureFailPoint", "stopReplProducer", mode="off")
+        reply = client.rc.command("find", "snapdirty", readConcern={"level": "snapshot", "atClusterTime": at},
+                                  maxTimeMS=30_000)
+        assert sorted(d["_id"] for d in reply["cursor"]["firstBatch"]) == ["base", "held"]

@@ -160,3 +160,18 @@ def test_raw_find_and_modify_reply(coll):
                                    "update": {"$set": {"v": 2}}, "new": True})
     assert reply["value"] == {"_id": 1, "v": 2}
     assert reply["lastErrorObject"] == {"n": 1, "updatedExisting": True}
+
+
+def test_a_failed_statement_counts_in_no_total(coll):
+    # MongoDB's n and nModified leave a failed statement out (found by an
+    # outside probe: each failure counted one match).
+    coll.insert_many([{"_id": i, "v": 0} for i in range(5)])
+    updates = [{"q": {"_id": 1}, "u": {"$inc": {"v": 1}}},
+               {"q": {"_id": 2}, "u": {"$set": {"_id": 99}}},
+               {"q": {"_id": 3}, "u": {"$inc": {"v": 1}}}]
+    for ordered, expected in ((False, 2), (True, 1)):
+        reply = coll.database.command({"update": coll.name, "updates": updates, "ordered": ordered})
+        assert reply["n"] == expected and reply["nModified"] == expected, reply
+        assert [e["index"] for e in reply["writeErrors"]] == [1]
+    reply = coll.database.command({"update": coll.name, "updates": [updates[1]]})
+    assert reply["n"] == 0 and reply["nModified"] == 0, reply

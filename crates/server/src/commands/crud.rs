@@ -658,11 +658,16 @@ fn run_updates(
             UpdateStatement::parse(value, lets, &default_collation)
                 .and_then(|statement| run_update(engine, ns, &statement, session, &mut counts, validation))
         });
-        totals.matched += counts.matched;
-        totals.modified += counts.modified;
+        // What a statement wrote before it failed still waits for the write
+        // concern, but a failed statement counts in none of the totals
+        // (MongoDB's `n` and `nModified` leave it out).
         totals.last_write = counts.last_write.or(totals.last_write);
-        if let Some(id) = counts.upserted_id {
-            totals.upserted.push(doc! {"index": index as i32, "_id": id});
+        if result.is_ok() {
+            totals.matched += counts.matched;
+            totals.modified += counts.modified;
+            if let Some(id) = counts.upserted_id {
+                totals.upserted.push(doc! {"index": index as i32, "_id": id});
+            }
         }
         if let Err(error) = result {
             totals.write_errors.push(write_error(index, error));
@@ -844,7 +849,10 @@ fn run_deletes(
             DeleteStatement::parse(value, lets, &default_collation)
                 .and_then(|statement| run_delete(engine, ns, &statement, session, &mut deleted, &mut totals.last_write))
         });
-        totals.applied += deleted;
+        // A failed statement counts in no total, as for update.
+        if result.is_ok() {
+            totals.applied += deleted;
+        }
         if let Err(error) = result {
             totals.write_errors.push(write_error(index, error));
             if ordered {

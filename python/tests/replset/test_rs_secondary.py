@@ -97,6 +97,10 @@ def test_a_secondary_serves_reads_only_with_a_read_preference_that_allows_it(rs)
         assert served["cursor"]["firstBatch"] == [{"_id": 1}]
     refused = raw_command(port, {"count": "r", "$db": "t", "$readPreference": {"mode": "primary"}})
     assert refused["ok"] == 0 and refused["code"] == 13435
+    # Sizes and counts are answered on any member, as MongoDB's are.
+    for command in ({"collStats": "r"}, {"dbStats": 1}, {"dataSize": "t.r"}):
+        served = raw_command(port, {**command, "$db": "t"})
+        assert served["ok"] == 1, (command, served)
 
 
 def test_a_causal_session_reads_its_own_writes_from_a_secondary(rs):

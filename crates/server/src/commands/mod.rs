@@ -291,7 +291,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("getParameter", handler!(diagnostics::get_parameter)),
     always("setParameter", handler!(diagnostics::set_parameter)),
     always("listCommands", handler!(diagnostics::list_commands)),
-    reads("dataSize", handler!(diagnostics::data_size)).aliases(&["datasize"]),
+    // Sizes and counts MongoDB answers on any member, secondaryOk or not.
+    always("dataSize", handler!(diagnostics::data_size)).aliases(&["datasize"]),
     always("currentOp", handler!(diagnostics::current_op)),
     always("killOp", handler!(diagnostics::kill_op)),
     always("profile", handler!(diagnostics::profile)),
@@ -317,8 +318,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     writes("renameCollection", handler!(catalog::rename_collection)),
     writes("cloneCollectionAsCapped", handler!(capped::clone_collection_as_capped)),
     writes("convertToCapped", handler!(capped::convert_to_capped)),
-    reads("collStats", handler!(catalog::coll_stats)),
-    reads("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
+    always("collStats", handler!(catalog::coll_stats)),
+    always("dbStats", handler!(catalog::db_stats)).aliases(&["dbstats"]),
     always("dbHash", handler!(catalog::db_hash)).aliases(&["dbhash"]),
     always("validate", handler!(catalog::validate)),
     // Free space of the checkpoint file (commands/compact.rs): any member

@@ -363,9 +363,23 @@ fn truth_value(value: &Bson) -> bool {
         Bson::Int32(n) => *n != 0,
         Bson::Int64(n) => *n != 0,
         Bson::Double(n) => *n != 0.0,
+        Bson::Decimal128(n) => !n.to_string().parse::<f64>().is_ok_and(|n| n == 0.0),
         Bson::Null | Bson::Undefined => false,
         _ => true,
     }
+}
+
+/// MongoDB's `numberInt()` of the command's value: a number truncated
+/// toward zero (and clamped to int32), anything else 0.
+fn number_int(value: Option<&Bson>) -> i64 {
+    let n = match value {
+        Some(Bson::Int32(n)) => f64::from(*n),
+        Some(Bson::Int64(n)) => *n as f64,
+        Some(Bson::Double(n)) if n.is_finite() => *n,
+        Some(Bson::Decimal128(n)) => n.to_string().parse::<f64>().ok().filter(|n| n.is_finite()).unwrap_or(0.0),
+        _ => 0.0,
+    };
+    n.trunc().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
 }
 
 async fn step_down(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
@@ -399,7 +413,17 @@ async fn step_down(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
 
 async fn step_up(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
-    if matches!(body.get("skipDryRun"), Some(Bson::Boolean(true))) {
+    let skip_dry_run = match body.get("skipDryRun") {
+        None => false,
+        Some(Bson::Boolean(skip)) => *skip,
+        Some(other) => {
+            return Err(ReplError::type_mismatch(format!(
+                "BSON field 'replSetStepUp.skipDryRun' is the wrong type '{}', expected type 'bool'",
+                slipstream_query::compare::type_name(other)
+            )))
+        }
+    };
+    if skip_dry_run {
         // Election handoff from the stepping-down primary.
         let from = body
             .get("fromId")
@@ -426,18 +450,21 @@ async fn step_up(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErro
 
 async fn freeze(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
-    let secs = seconds(body, "replSetFreeze", 0)?;
-    let until = set.shared().now().plus(secs * 1000);
-    let until = if secs == 0 { set.shared().now() } else { until };
+    // MongoDB reads the seconds with `numberInt()`: 2.5 is 2, a string
+    // or a boolean is 0 (unfreeze); a negative count freezes until a time
+    // already past.
+    let secs = number_int(body.get("replSetFreeze"));
+    let until = set.shared().now().plus(secs.max(0) as u64 * 1000);
     set.ask(|reply| Input::Command {
         event: Event::Freeze { until },
         reply,
     })
     .await??;
-    if secs == 0 {
-        return Ok(doc! {"info": "unfreezing"});
+    match secs {
+        0 => Ok(doc! {"info": "unfreezing"}),
+        1 => Ok(doc! {"warning": "you really want to freeze for only 1 second?"}),
+        _ => Ok(Document::new()),
     }
-    Ok(Document::new())
 }
 
 /// `replSetSyncFrom`, refused as MongoDB's `prepareSyncFromResponse`
@@ -493,17 +520,9 @@ async fn sync_from(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
 /// matching last `false`.
 async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     initialized(set)?;
-    // MongoDB reads the value with `trueValue()`: false only for false,
-    // zero, null and undefined; any other number (NaN too), string or
-    // object is true.
+    // MongoDB reads the value with `trueValue()` (a string is true).
     let on = match body.get("replSetMaintenance") {
-        Some(Bson::Boolean(on)) => *on,
-        Some(Bson::Int32(n)) => *n != 0,
-        Some(Bson::Int64(n)) => *n != 0,
-        Some(Bson::Double(n)) => *n != 0.0,
-        Some(Bson::Decimal128(n)) => !n.to_string().parse::<f64>().is_ok_and(|n| n == 0.0),
-        Some(Bson::Null | Bson::Undefined) => false,
-        Some(_) => true,
+        Some(value) => truth_value(value),
         None => return Err(ReplError::type_mismatch("replSetMaintenance takes a boolean")),
     };
     let shared = set.shared();

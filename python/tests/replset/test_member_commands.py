@@ -59,6 +59,23 @@ def test_freeze_and_step_up(members):
     members.wait_for("another primary", lambda: members.primary() != chosen)
 
 
+def test_freeze_and_step_up_read_their_values_as_mongodb(members):
+    # replSetFreeze reads its seconds with numberInt(): 2.5 is 2, a string
+    # is 0 (unfreeze); one second gets MongoDB's warning. replSetStepUp's
+    # skipDryRun must be a bool.
+    primary = members.primary()
+    secondary = next(i for i in range(3) if i != primary)
+    with members.direct(secondary) as client:
+        assert "info" not in client.admin.command("replSetFreeze", 2.5)
+        assert client.admin.command("replSetFreeze", "x")["info"] == "unfreezing"
+        assert "warning" in client.admin.command("replSetFreeze", 1)
+        assert client.admin.command("replSetFreeze", 0)["info"] == "unfreezing"
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetStepUp", 1, skipDryRun="yes")
+        assert raised.value.code == 14
+    assert members.primary() == primary
+
+
 def test_sync_from_answers_and_refuses_strangers(members):
     # The core honours the request once the member is ahead of the asker
     # (seed 000: pull only from a member ahead); here only the command's

@@ -154,8 +154,10 @@ impl Node {
         if self.role != Role::Primary {
             return;
         }
+        let timeout = self.config.settings.election_timeout_ms;
+        let just_added = |i: usize| self.members[i].added_at.is_some_and(|at| self.now.since(at) < timeout);
         let visible = (0..self.config.members.len())
-            .filter(|&i| self.config.members[i].is_voter() && self.is_live(i))
+            .filter(|&i| self.config.members[i].is_voter() && (self.is_live(i) || just_added(i)))
             .count();
         if visible < self.config.majority() {
             let silent = (0..self.config.members.len())

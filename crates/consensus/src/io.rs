@@ -170,6 +170,12 @@ pub enum Event {
         config: ReplSetConfig,
         /// `force: true`, with the caller's version increment.
         force: Option<ForceReconfig>,
+        /// Members of `config` that answered the caller's heartbeat just
+        /// now (MongoDB's quorum check heartbeats the new configuration's
+        /// members): those new to the configuration, or at a new host, whose
+        /// liveness this node has not tracked. They count as up for the
+        /// quorum check.
+        answered: Vec<MemberId>,
     },
     /// A configuration fetched after `Action::FetchConfig` (from a peer's
     /// heartbeat response). Adopted if valid, of our set and newer than ours.

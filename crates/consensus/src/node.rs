@@ -85,6 +85,10 @@ pub(crate) struct MemberData {
     pub durable: OpTime,
     /// Wall-clock date of `durable`.
     pub durable_wall_ms: i64,
+    /// Added to the configuration at this time by this member as primary:
+    /// the primary's majority check counts it live for an election timeout
+    /// from then, as MongoDB resets member timeouts on a new configuration.
+    pub added_at: Option<Millis>,
 }
 
 /// The decided role; I/O-reported states override it in `state()`.
@@ -312,7 +316,7 @@ impl Node {
             Event::StepDown(request) => self.on_step_down(request),
             Event::SyncFrom { member } => self.on_sync_from(member),
             Event::ReportState(state) => self.on_report_state(state),
-            Event::Reconfig { config, force } => self.on_reconfig(config, force),
+            Event::Reconfig { config, force, answered } => self.on_reconfig(config, force, &answered),
             Event::ConfigReceived { config } => self.on_config_received(config),
             Event::Freeze { until } => self.on_freeze(until),
             Event::StepUpRequest => self.on_step_up_request(),

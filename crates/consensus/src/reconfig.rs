@@ -61,15 +61,15 @@ use slipstream_clock::UNINITIALIZED_TERM;
 
 impl Node {
     /// `replSetReconfig`.
-    pub(crate) fn on_reconfig(&mut self, proposed: ReplSetConfig, force: Option<ForceReconfig>) {
+    pub(crate) fn on_reconfig(&mut self, proposed: ReplSetConfig, force: Option<ForceReconfig>, answered: &[MemberId]) {
         let result = match force {
-            None => self.safe_reconfig(proposed),
+            None => self.safe_reconfig(proposed, answered),
             Some(force) => self.force_reconfig(proposed, force),
         };
         self.out.push(Action::ReconfigFinished(result));
     }
 
-    fn safe_reconfig(&mut self, mut config: ReplSetConfig) -> Result<(), ReconfigError> {
+    fn safe_reconfig(&mut self, mut config: ReplSetConfig, answered: &[MemberId]) -> Result<(), ReconfigError> {
         self.check_reconfig_allowed()?;
         // The configuration's term is ours, whatever the caller passed.
         config.term = self.term;
@@ -78,7 +78,7 @@ impl Node {
         if !config.members[index].is_electable() {
             return Err(ReconfigError::NotElectable);
         }
-        self.check_quorum(&config)?;
+        self.check_quorum(&config, answered)?;
         if self.config.data_voters_below_majority() && !mutation::on(Mutation::NewVoterWithoutCommitPoint) {
             self.check_new_voters_hold_commit_point(&config)?;
         }
@@ -185,12 +185,23 @@ impl Node {
     /// MongoDB heartbeats the new configuration's members before a reconfig
     /// and needs a majority of its voters to answer; recent heartbeats stand
     /// for those answers here (a member never heard from is not up).
-    fn check_quorum(&self, config: &ReplSetConfig) -> Result<(), ReconfigError> {
+    /// MongoDB's reconfig quorum check: a majority of the new
+    /// configuration's voters are up. A member counts when it answered the
+    /// caller's heartbeat just now (`answered`: new members, and members at
+    /// a new host), or when this node hears it at the same host; the
+    /// liveness of a member's old host says nothing of its new one (a
+    /// process left at the old host kept a moved voter counted up).
+    fn check_quorum(&self, config: &ReplSetConfig, answered: &[MemberId]) -> Result<(), ReconfigError> {
+        let heard_at_same_host = |m: &crate::config::MemberConfig| {
+            self.config
+                .index_of(m.id)
+                .is_some_and(|i| self.config.members[i].host == m.host && self.is_up(i))
+        };
         let up = config
             .members
             .iter()
             .filter(|m| m.is_voter())
-            .filter(|m| m.id == self.me || self.config.index_of(m.id).is_some_and(|i| self.is_up(i)))
+            .filter(|m| m.id == self.me || answered.contains(&m.id) || heard_at_same_host(m))
             .count();
         let needed = config.majority();
         if up < needed {
@@ -249,20 +260,28 @@ impl Node {
     }
 
     /// Puts `config` in force: what is known of members that stay is kept
-    /// (rebuilt by `_id`), an election in progress is abandoned (MongoDB
-    /// cancels elections around a reconfig: the candidate may not be
-    /// electable afterwards), and our role follows our entry in it.
+    /// (rebuilt by `_id`, and only at the same host: what a member's old
+    /// host said is not its new one's), an election in progress is
+    /// abandoned (MongoDB cancels elections around a reconfig: the
+    /// candidate may not be electable afterwards), and our role follows our
+    /// entry in it. On a primary, a member new to us has an election
+    /// timeout to answer before the majority check counts it down, as
+    /// MongoDB resets member timeouts on a new configuration (at once, a
+    /// primary that added the voter it needed stepped down before the
+    /// member could learn the configuration).
     pub(crate) fn install_config(&mut self, config: ReplSetConfig) {
         let old = std::mem::take(&mut self.members);
+        let added_at = (self.role == Role::Primary).then_some(self.now);
         self.members = config
             .members
             .iter()
             .map(|m| {
                 self.config
                     .index_of(m.id)
+                    .filter(|&i| self.config.members[i].host == m.host)
                     .and_then(|i| old.get(i))
                     .cloned()
-                    .unwrap_or_default()
+                    .unwrap_or_else(|| crate::node::MemberData { added_at, ..Default::default() })
             })
             .collect();
         self.config = config;

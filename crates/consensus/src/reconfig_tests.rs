@@ -37,7 +37,7 @@ fn settled_primary(n: u32) -> (Node, OpTime) {
 }
 
 fn reconfig(node: &mut Node, config: ReplSetConfig, now: u64) -> Vec<Action> {
-    node.step(Event::Reconfig { config, force: None }, Millis(now))
+    node.step(Event::Reconfig { config, force: None, answered: Vec::new() }, Millis(now))
 }
 
 fn outcome(actions: &[Action]) -> Result<(), ReconfigError> {
@@ -170,6 +170,7 @@ fn a_force_reconfig_runs_anywhere_raises_the_version_and_drops_the_term() {
             force: Some(ForceReconfig {
                 version_increment: 12_345,
             }),
+            answered: Vec::new(),
         },
         Millis(5),
     );
@@ -179,6 +180,45 @@ fn a_force_reconfig_runs_anywhere_raises_the_version_and_drops_the_term() {
     assert!(actions
         .iter()
         .any(|a| matches!(a, Action::PersistConfig(c) if c.version == 12_346)));
+}
+
+/// A fourth voter added while one of three is down (and MongoDB's
+/// tutorial, a one-member set adding a second): the new member counts as
+/// up once it answered the caller's heartbeat. The quorum check counted
+/// only members already configured, so these always failed with 74;
+/// without that answer the check still fails.
+#[test]
+fn a_new_voter_that_answered_counts_for_the_quorum() {
+    let (mut p, noop) = settled_primary(3);
+    // Member 3 falls silent; member 2 keeps answering.
+    let hb = heartbeat_with_config(1, MemberState::Secondary, noop, 1, 1);
+    receive(&mut p, 2, Message::HeartbeatResponse(hb), 2_500);
+    let four = with_member(3, 4, 2);
+    assert_eq!(
+        outcome(&reconfig(&mut p, four.clone(), 2_600)),
+        Err(ReconfigError::QuorumCheckFailed { up: 2, needed: 3 })
+    );
+    let actions = p.step(Event::Reconfig { config: four, force: None, answered: vec![4] }, Millis(2_601));
+    assert_eq!(outcome(&actions), Ok(()));
+    assert_eq!(p.config().members.len(), 4);
+}
+
+/// A voter moved to a new host counts only by an answer from that host:
+/// heartbeats from its old host say nothing of the new one.
+#[test]
+fn a_moved_voter_counts_only_by_an_answer_from_its_new_host() {
+    let (mut p, noop) = settled_primary(3);
+    let mut moved = config(3);
+    moved.version = 2;
+    moved.members[1].host = "elsewhere:1".into();
+    moved.members[2].host = "elsewhere:2".into();
+    let _ = noop;
+    assert_eq!(
+        outcome(&reconfig(&mut p, moved.clone(), 1_100)),
+        Err(ReconfigError::QuorumCheckFailed { up: 1, needed: 2 })
+    );
+    let actions = p.step(Event::Reconfig { config: moved, force: None, answered: vec![2] }, Millis(1_101));
+    assert_eq!(outcome(&actions), Ok(()));
 }
 
 /// After a force reconfig (term -1) and an election, the new primary's

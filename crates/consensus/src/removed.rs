@@ -33,7 +33,7 @@ impl Node {
             Event::StepDown(_) => self.out.push(Action::StepDownFinished(Err(StepDownError::NotPrimary))),
             Event::StepUpRequest => self.out.push(Action::StepUpFinished(Err(StepUpError::NotElectable))),
             Event::ReportState(state) => self.on_report_state(state),
-            Event::Reconfig { config, force } => self.on_reconfig(config, force),
+            Event::Reconfig { config, force, answered } => self.on_reconfig(config, force, &answered),
             Event::ConfigReceived { config } => self.on_config_received(config),
             Event::Freeze { until } => self.on_freeze(until),
         }

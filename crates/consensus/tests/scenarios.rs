@@ -322,7 +322,7 @@ impl Script {
                     version_increment: v.parse().unwrap(),
                 });
                 let i = c.index(id);
-                c.step(i, Event::Reconfig { config, force });
+                c.step(i, Event::Reconfig { config, force, answered: Vec::new() });
             }
             "freeze" => {
                 let c = self.cluster();

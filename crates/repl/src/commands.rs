@@ -253,9 +253,10 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
         wait_config_committed(set, deadline).await?;
         None
     };
+    let answered = if force.is_none() { probe_new_voters(set, &config).await } else { Vec::new() };
     let version = config.version;
     set.ask(|reply| Input::Command {
-        event: Event::Reconfig { config, force },
+        event: Event::Reconfig { config, force, answered },
         reply,
     })
     .await??;
@@ -265,19 +266,71 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     Ok(Document::new())
 }
 
+/// MongoDB's reconfig quorum check heartbeats the new configuration's
+/// members. This node already tracks the ones it configures; the voters
+/// new to it, or at a new host, are asked here, all at once, within the
+/// silence limit: those that answer (a configured member of our set, or
+/// one not yet initialized) count as up. Without this a voter could not be
+/// added when the set needed it for the quorum (a one-member set growing,
+/// a fourth voter while one of three is down).
+async fn probe_new_voters(set: &ReplicaSet, config: &ReplSetConfig) -> Vec<MemberId> {
+    let shared = set.shared();
+    let snapshot = shared.snapshot();
+    let Some(current) = snapshot.config.as_deref() else { return Vec::new() };
+    let me = current.members.iter().find(|m| m.host == *shared.me_host.read()).map(|m| m.id);
+    let probe = slipstream_consensus::Heartbeat {
+        term: 0,
+        config_version: UNINITIALIZED_CONFIG_VERSION,
+        config_term: -1,
+        state: MemberState::Startup,
+        last_applied: slipstream_clock::OpTime::NULL,
+        last_applied_wall_ms: 0,
+        last_durable: slipstream_clock::OpTime::NULL,
+        last_durable_wall_ms: 0,
+        commit_point: slipstream_clock::OpTime::NULL,
+        sync_source: None,
+    };
+    let timeout = Duration::from_millis(current.settings.silence_limit_ms());
+    let my_host = shared.me_host.read().clone();
+    let mut probes = tokio::task::JoinSet::new();
+    for member in config.members.iter().filter(|m| m.is_voter() && Some(m.id) != me) {
+        if current.member(member.id).is_some_and(|known| known.host == member.host) {
+            continue;
+        }
+        let body = encode_heartbeat_request(&config.set_name, &my_host, None, &probe);
+        let (shared, id, host, set_name) = (shared.clone(), member.id, member.host.clone(), config.set_name.clone());
+        probes.spawn(async move {
+            match shared.network.run(&host, "admin", body, timeout).await {
+                Ok(reply) if reply.get_str("set").unwrap_or(&set_name) == set_name => Some(id),
+                Err(crate::network::NetError::Command { code: 94, .. }) => Some(id),
+                _ => None,
+            }
+        });
+    }
+    let mut answered = Vec::new();
+    while let Some(outcome) = probes.join_next().await {
+        answered.extend(outcome.ok().flatten());
+    }
+    answered
+}
+
 /// After a safe reconfig MongoDB answers once a majority of the new
 /// configuration's voters hold it (`awaitConfigCommitment`), so that an
 /// `ok` means the configuration stays whatever member wins next; until
-/// `maxTimeMS` (or `RECONFIG_COMMIT_WAIT_MS_DEFAULT`). A member that is no
-/// longer primary (a priority takeover the new configuration asked for)
-/// cannot see the commitment and answers at once: the configuration is
-/// installed and spreads by heartbeat.
+/// `maxTimeMS` (or `RECONFIG_COMMIT_WAIT_MS_DEFAULT`). A member that stops
+/// being primary before it sees the commitment (cut off from the others,
+/// or deposed) fails with PrimarySteppedDown (189), as MongoDB's wait is
+/// interrupted then: an `ok` there was a configuration no other member
+/// had, which the next primary's replaced (found by probing from outside).
 async fn wait_new_config_committed(set: &ReplicaSet, version: i64, deadline: Instant) -> Result<(), ReplError> {
     loop {
         let snapshot = set.shared().snapshot();
         let current = snapshot.config.as_ref().map_or(0, |config| config.version);
-        if current > version || (current == version && snapshot.config_committed) || !snapshot.writable_primary {
+        if current > version || (current == version && snapshot.config_committed) {
             return Ok(());
+        }
+        if !snapshot.writable_primary {
+            return Err(ReplError::PrimarySteppedDown);
         }
         if Instant::now() >= deadline {
             return Err(ReplError::coded(

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from pymongo import WriteConcern
-from pymongo.errors import NotPrimaryError, PyMongoError
+from pymongo.errors import NotPrimaryError, OperationFailure, PyMongoError
 
 CATCH_UP_TIMEOUT_S = 30
 INITIAL_SYNC_TIMEOUT_S = 120
@@ -108,3 +108,27 @@ def test_reconfig_adds_and_removes_a_member(make_replset):
     assert rs.host(removed) not in hello["hosts"]
     assert len(hello["hosts"]) == 3
     coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=10_000)).insert_one({"_id": "three"})
+
+
+def test_a_one_member_set_grows_by_a_voter_and_a_moved_voter_needs_its_new_host(make_replset):
+    """MongoDB's tutorial: `rs.add` on a one-member set. The quorum check
+    heartbeats the new member, which counts once it answers (it counted
+    only members already configured, so this always failed with 74)."""
+    rs = make_replset(nodes=1)
+    primary = rs.primary()
+    rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+    added = rs.add_member()
+    config = rs.config()
+    config["version"] += 1
+    config["members"].append({"_id": added, "host": rs.host(added)})
+    rs.direct(primary).admin.command("replSetReconfig", config)
+    rs.wait_state(added, "SECONDARY", timeout=INITIAL_SYNC_TIMEOUT_S)
+    # A voter moved to a host where nothing answers is not counted up on
+    # the strength of its old host's heartbeats.
+    config = rs.config()
+    config["version"] += 1
+    moved = next(m for m in config["members"] if m["_id"] == added)
+    moved["host"] = "127.0.0.1:1"
+    with pytest.raises(OperationFailure) as raised:
+        rs.direct(primary).admin.command("replSetReconfig", config)
+    assert raised.value.code == 74, raised.value.details

@@ -489,7 +489,7 @@ fn propose_reconfig(cluster: &mut Cluster, plan: &mut Plan) {
         return;
     };
     plan.reconfigs_proposed += 1;
-    cluster.step(p, Event::Reconfig { config, force: None });
+    cluster.step(p, Event::Reconfig { config, force: None, answered: Vec::new() });
 }
 
 /// Longest the settling of configurations may take before it counts as a

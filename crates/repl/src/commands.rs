@@ -650,8 +650,13 @@ async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     let requester_config = request.heartbeat.config_version_and_term();
     let send_config = config.version_and_term().is_newer_than(requester_config)
         || request.heartbeat.config_version == UNINITIALIZED_CONFIG_VERSION;
+    // A sender whose id our configuration gives another host is not that
+    // member (MongoDB finds the sender by host): a process left at a
+    // voter's old host kept the moved voter counted up. It is answered, and
+    // learns the configuration from the answer, but counts for nothing.
+    let known_elsewhere = |from: MemberId| config.member(from).is_some_and(|m| m.host != request.from_host);
     let heartbeat = match request.from_id {
-        Some(from) if request.heartbeat.config_version != UNINITIALIZED_CONFIG_VERSION => {
+        Some(from) if request.heartbeat.config_version != UNINITIALIZED_CONFIG_VERSION && !known_elsewhere(from) => {
             let message = Message::HeartbeatRequest(request.heartbeat.clone());
             let from_host = Some(request.from_host.clone());
             match set

@@ -67,6 +67,14 @@ def test_forged_positions_heartbeats_and_terms_stop_nothing(make_replset):
     assert status["myState"] == 1 and status["term"] == term
     assert status["optimes"]["lastCommittedOpTime"]["ts"] <= status["optimes"]["appliedOpTime"]["ts"]
 
+    # A heartbeat naming a member from a host the configuration does not
+    # give it (a process left at a moved voter's old host) counts for
+    # nothing: not even its newer term reaches the primary.
+    elsewhere = {**heartbeat, "from": "127.0.0.1:1", "term": Int64(term + 1), "state": 2}
+    primary.admin.command(elsewhere)
+    status = primary.admin.command("replSetGetStatus")
+    assert status["myState"] == 1 and status["term"] == term
+
     # A term no set reaches is refused, not adopted (adopted and made
     # durable, i64::MAX left the set unable to elect, restarts included).
     vote = {"replSetRequestVotes": 1, "setName": config["_id"], "dryRun": False,

@@ -190,6 +190,10 @@ pub struct Coordinator {
     heartbeat_generation: u64,
     /// Whether this term's catch-up outcome was counted.
     catch_up_counted_term: i64,
+    /// A configuration just persisted that names this member's host under
+    /// another `_id` (removed, then added back as a new member): the node
+    /// starts again under that `_id` once the step ends.
+    new_identity: Option<(ReplSetConfig, MemberId)>,
 }
 
 impl Coordinator {
@@ -207,6 +211,7 @@ impl Coordinator {
             shared,
             node,
             follow_ups: VecDeque::new(),
+            new_identity: None,
             held_batch: None,
             waiters: Vec::new(),
             pending: Pending::default(),
@@ -482,6 +487,15 @@ impl Coordinator {
         if let Some((_, reply)) = request.take() {
             let _ = reply.send(None);
         }
+        if let Some((config, id)) = self.new_identity.take() {
+            let old = self.node.take().map(|node| node.id());
+            tracing::info!(target: "repl", old_id = ?old, new_id = id, version = config.version,
+                "this member's host is in the configuration under a new _id: starting again as that member");
+            if let Err(err) = self.start_node(config, id, false) {
+                fatal(&format!("cannot start again under _id {id}: {err}"));
+            }
+            return;
+        }
         // An event dropped as stale changed nothing to publish.
         if stepped {
             self.release_waiters();
@@ -531,6 +545,16 @@ impl Coordinator {
                 let me = self.node.as_ref().map(|n| n.id());
                 if let Some(host) = me.and_then(|me| config.member(me)).map(|m| m.host.clone()) {
                     *self.shared.me_host.write() = host;
+                }
+                // MongoDB finds itself in a configuration by host: a host
+                // removed and added back under a new `_id` is this member
+                // again. The node knows itself by `_id`, so it starts over
+                // under the new one (it stayed REMOVED until a restart).
+                let mine = me.and_then(|me| config.member(me)).is_some_and(|m| self.shared.is_me(&m.host));
+                if !mine {
+                    if let Some(id) = self.shared.find_self(&config).filter(|id| Some(*id) != me) {
+                        self.new_identity = Some((config.clone(), id));
+                    }
                 }
                 tracing::info!(target: "repl", version = config.version, term = config.term, "configuration persisted");
             }

@@ -132,3 +132,26 @@ def test_a_one_member_set_grows_by_a_voter_and_a_moved_voter_needs_its_new_host(
     with pytest.raises(OperationFailure) as raised:
         rs.direct(primary).admin.command("replSetReconfig", config)
     assert raised.value.code == 74, raised.value.details
+
+
+def test_a_removed_host_added_back_under_a_new_id_rejoins_without_a_restart(make_replset):
+    """MongoDB finds itself in a configuration by host: a member removed and
+    added back under another `_id` is a member again (it stayed REMOVED,
+    and counted as a voter on the primary, until it was restarted)."""
+    rs = make_replset()
+    coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority"))
+    coll.insert_one({"_id": "before"})
+    primary = rs.primary()
+    member = next(i for i in rs.ids() if i != primary)
+    config = rs.config()
+    old = next(m for m in config["members"] if m["host"] == rs.host(member))
+    config["version"] += 1
+    config["members"] = [m for m in config["members"] if m["_id"] != old["_id"]]
+    rs.direct(primary).admin.command("replSetReconfig", config)
+    rs.wait_state(member, "REMOVED", timeout=CATCH_UP_TIMEOUT_S)
+    config = rs.config()
+    config["version"] += 1
+    config["members"].append({"_id": old["_id"] + 10, "host": rs.host(member)})
+    rs.direct(primary).admin.command("replSetReconfig", config)
+    rs.wait_state(member, "SECONDARY", timeout=CATCH_UP_TIMEOUT_S)
+    coll.with_options(write_concern=WriteConcern(w=3, wtimeout=20_000)).insert_one({"_id": "after"})

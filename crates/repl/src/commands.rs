@@ -135,11 +135,11 @@ fn check_positions_in_config(body: &Document, config: &ReplSetConfig) -> Result<
     Ok(())
 }
 
-/// MongoDB's initiate quorum check: every other member answers, and none
-/// already belongs to a set.
-async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, me: MemberId) -> Result<(), ReplError> {
-    let shared = set.shared();
-    let probe = slipstream_consensus::Heartbeat {
+/// The heartbeat of a quorum check (initiate, reconfig): from a member
+/// without a configuration, so that the answer says only whether the
+/// target is up and what it holds.
+fn quorum_probe() -> slipstream_consensus::Heartbeat {
+    slipstream_consensus::Heartbeat {
         term: 0,
         config_version: UNINITIALIZED_CONFIG_VERSION,
         config_term: -1,
@@ -150,7 +150,14 @@ async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, m
         last_durable_wall_ms: 0,
         commit_point: slipstream_clock::OpTime::NULL,
         sync_source: None,
-    };
+    }
+}
+
+/// MongoDB's initiate quorum check: every other member answers, and none
+/// already belongs to a set.
+async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, me: MemberId) -> Result<(), ReplError> {
+    let shared = set.shared();
+    let probe = quorum_probe();
     let host = config.member(me).expect("me is in the configuration").host.clone();
     for member in config.members.iter().filter(|m| m.id != me) {
         let body = encode_heartbeat_request(&config.set_name, &host, None, &probe);
@@ -278,18 +285,7 @@ async fn probe_new_voters(set: &ReplicaSet, config: &ReplSetConfig) -> Vec<Membe
     let snapshot = shared.snapshot();
     let Some(current) = snapshot.config.as_deref() else { return Vec::new() };
     let me = current.members.iter().find(|m| m.host == *shared.me_host.read()).map(|m| m.id);
-    let probe = slipstream_consensus::Heartbeat {
-        term: 0,
-        config_version: UNINITIALIZED_CONFIG_VERSION,
-        config_term: -1,
-        state: MemberState::Startup,
-        last_applied: slipstream_clock::OpTime::NULL,
-        last_applied_wall_ms: 0,
-        last_durable: slipstream_clock::OpTime::NULL,
-        last_durable_wall_ms: 0,
-        commit_point: slipstream_clock::OpTime::NULL,
-        sync_source: None,
-    };
+    let probe = quorum_probe();
     let timeout = Duration::from_millis(current.settings.silence_limit_ms());
     let my_host = shared.me_host.read().clone();
     let mut probes = tokio::task::JoinSet::new();

@@ -79,6 +79,7 @@ pub trait Network: Send + Sync {
             RawDocumentBuf::try_from(&reply).map_err(|err| NetError::Protocol(err.to_string()))
         })
     }
+
     /// Sends `body` to `host` expecting no reply (OP_MSG moreToCome): Ok
     /// once the bytes left, whatever the other side makes of them. By
     /// default `run`, its reply dropped (the in-memory test network).

@@ -182,15 +182,14 @@ impl Node {
             .map_err(ReconfigError::Incompatible)
     }
 
-    /// MongoDB heartbeats the new configuration's members before a reconfig
-    /// and needs a majority of its voters to answer; recent heartbeats stand
-    /// for those answers here (a member never heard from is not up).
-    /// MongoDB's reconfig quorum check: a majority of the new
-    /// configuration's voters are up. A member counts when it answered the
-    /// caller's heartbeat just now (`answered`: new members, and members at
-    /// a new host), or when this node hears it at the same host; the
-    /// liveness of a member's old host says nothing of its new one (a
-    /// process left at the old host kept a moved voter counted up).
+    /// MongoDB's reconfig quorum check: it heartbeats the new
+    /// configuration's members and needs a majority of its voters to
+    /// answer. Here a member counts when it answered the caller's heartbeat
+    /// just now (`answered`: new members, and members at a new host), or
+    /// when this node has recently heard it at the same host (a member
+    /// never heard from is not up); the liveness of a member's old host
+    /// says nothing of its new one (a process left at the old host kept a
+    /// moved voter counted up).
     fn check_quorum(&self, config: &ReplSetConfig, answered: &[MemberId]) -> Result<(), ReconfigError> {
         let heard_at_same_host = |m: &crate::config::MemberConfig| {
             self.config

@@ -284,7 +284,7 @@ async fn probe_new_voters(set: &ReplicaSet, config: &ReplSetConfig) -> Vec<Membe
     let shared = set.shared();
     let snapshot = shared.snapshot();
     let Some(current) = snapshot.config.as_deref() else { return Vec::new() };
-    let me = current.members.iter().find(|m| m.host == *shared.me_host.read()).map(|m| m.id);
+    let me = shared.find_self(current);
     let probe = quorum_probe();
     let timeout = Duration::from_millis(current.settings.silence_limit_ms());
     let my_host = shared.me_host.read().clone();

@@ -177,6 +177,16 @@ impl TcpNetwork {
         Ok(())
     }
 
+    /// The fault hook's refusal of a blocked host (its idle connections
+    /// dropped), for commands and one-way sends alike.
+    fn refuse_blocked(&self, host: &str) -> Result<(), NetError> {
+        if self.blocklist.is_blocked(host) {
+            self.idle.lock().remove(host);
+            return Err(NetError::Blocked);
+        }
+        Ok(())
+    }
+
     async fn run_checked(
         &self,
         host: &str,
@@ -185,10 +195,7 @@ impl TcpNetwork {
         timeout: Duration,
         raw: bool,
     ) -> Result<Reply, NetError> {
-        if self.blocklist.is_blocked(host) {
-            self.idle.lock().remove(host);
-            return Err(NetError::Blocked);
-        }
+        self.refuse_blocked(host)?;
         // A timed-out call drops its connection with it (never pooled
         // mid-reply).
         match tokio::time::timeout(timeout, self.run_once(host, db, body, raw)).await {
@@ -251,10 +258,7 @@ impl Network for TcpNetwork {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), NetError>> {
         Box::pin(async move {
-            if self.blocklist.is_blocked(host) {
-                self.idle.lock().remove(host);
-                return Err(NetError::Blocked);
-            }
+            self.refuse_blocked(host)?;
             match tokio::time::timeout(timeout, self.send_once(host, db, body)).await {
                 Ok(result) => result,
                 Err(_) => Err(NetError::Timeout),

@@ -128,6 +128,20 @@ impl Shared {
         self.inputs.send(input);
     }
 
+    /// Resolves once `ReplicaSet::stop` has begun (at once if it has): the
+    /// waits of read and write concerns end on it with ShutdownInProgress
+    /// instead of holding their connection open through the shutdown.
+    pub async fn stopped(&self) {
+        // Subscribed before the flag is read: `stop` sets the flag, then
+        // moves the topology counter, so neither order misses it.
+        let mut topology = self.topology.subscribe();
+        while !self.stopping.load(Ordering::SeqCst) {
+            if topology.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// Hands an input to the coordinator and steps it on this thread when
     /// no other thread is stepping the coordinator: for inputs on a
     /// replicated write's path (`inputs.rs`).
@@ -466,21 +480,27 @@ impl ReplicaSet {
         if engine.last_applied().ts < ts && self.shared.snapshot().writable_primary && engine.cluster_time() >= ts {
             write_note(&self.shared, doc! {"msg": "afterClusterTime"}).await?;
         }
-        loop {
-            if engine.last_applied().ts >= ts {
-                return Ok(());
-            }
-            let changed = oplog.changed();
-            match deadline {
-                None => {
-                    let _ = changed.await;
+        let applied = async {
+            loop {
+                if engine.last_applied().ts >= ts {
+                    return Ok(());
                 }
-                Some(deadline) => {
-                    if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
-                        return Err(ReplError::MaxTimeMsExpired);
+                let changed = oplog.changed();
+                match deadline {
+                    None => {
+                        let _ = changed.await;
+                    }
+                    Some(deadline) => {
+                        if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
+                            return Err(ReplError::MaxTimeMsExpired);
+                        }
                     }
                 }
             }
+        };
+        tokio::select! {
+            result = applied => result,
+            () = self.shared.stopped() => Err(ReplError::ShutdownInProgress),
         }
     }
 
@@ -584,14 +604,19 @@ impl ReplicaSet {
     async fn wait_committed(&self, ts: Timestamp, deadline: Option<Instant>) -> Result<OpTime, ReplError> {
         let mut commit = self.shared.commit_point_changed.subscribe();
         let wait = commit.wait_for(|commit_point| commit_point.ts >= ts);
-        let result = match deadline {
-            None => wait.await.map(|c| *c),
-            Some(deadline) => match tokio::time::timeout_at(deadline.into(), wait).await {
-                Ok(result) => result.map(|c| *c),
-                Err(_) => return Err(ReplError::MaxTimeMsExpired),
-            },
+        let committed = async {
+            match deadline {
+                None => wait.await.map(|c| *c).map_err(|_| ReplError::ShutdownInProgress),
+                Some(deadline) => match tokio::time::timeout_at(deadline.into(), wait).await {
+                    Ok(result) => result.map(|c| *c).map_err(|_| ReplError::ShutdownInProgress),
+                    Err(_) => Err(ReplError::MaxTimeMsExpired),
+                },
+            }
         };
-        result.map_err(|_| ReplError::ShutdownInProgress)
+        tokio::select! {
+            result = committed => result,
+            () = self.shared.stopped() => Err(ReplError::ShutdownInProgress),
+        }
     }
 }
 

@@ -267,8 +267,23 @@ async fn serve(
     };
     let state = Arc::new(ServerState::new(engine.clone(), topology, member_blocklist, options, log));
     let signals = tokio::spawn(watch_signals(state.clone(), signals));
+    // Replication stops as soon as the shutdown begins, before the listener
+    // waits for in-flight requests: a write waiting for its write concern,
+    // or a read for its read concern, then answers ShutdownInProgress (91)
+    // instead of holding its connection until the grace period ends and
+    // being cut off without a reply.
+    let early_stop = replica_set.clone().map(|set| {
+        let state = state.clone();
+        tokio::spawn(async move {
+            state.shutdown.wait().await;
+            let _ = tokio::task::spawn_blocking(move || set.stop()).await;
+        })
+    });
     slipstream_server::serve(state.clone(), listeners).await;
     signals.abort();
+    if let Some(early_stop) = early_stop {
+        let _ = early_stop.await;
+    }
     if let Some(endpoint) = metrics_endpoint {
         endpoint.abort();
     }
@@ -397,5 +412,18 @@ async fn watch_signals(state: Arc<ServerState>, signals: Option<(Signal, Signal)
         _ = interrupt.recv() => "SIGINT",
     };
     state.log.info("CONTROL", 23377, "signalProcessingThread", "Received signal", json!({"signal": name}));
+    // A primary hands over first, as MongoDB's does on a signal: it waits
+    // (up to the `shutdown` command's default) for an electable secondary
+    // to catch up and steps down. The shutdown goes on whether or not it
+    // could; a second signal ends the wait.
+    let handover = state.topology.prepare_shutdown(false, None);
+    tokio::select! {
+        result = handover => if let Err(err) = result {
+            let attr = json!({"error": err.to_string()});
+            state.log.warning("REPL", 4719000, "signalProcessingThread", "Error stepping down during shutdown", attr);
+        },
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
     state.shutdown.trigger();
 }

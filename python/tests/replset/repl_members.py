@@ -121,6 +121,12 @@ class Members:
             with self.direct(i) as client:
                 client.admin.command("configureFailPoint", "blockMembers", mode="off")
 
+    def heal_among(self, members: list[int]) -> None:
+        """`heal` on the members named (the others may be gone)."""
+        for i in members:
+            with self.direct(i) as client:
+                client.admin.command("configureFailPoint", "blockMembers", mode="off")
+
     def uri(self) -> str:
         hosts = ",".join(self.host(i) for i in range(len(self.nodes)))
         return f"mongodb://{hosts}/?replicaSet={self.set_name}&retryWrites=false&serverSelectionTimeoutMS=20000"

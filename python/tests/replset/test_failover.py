@@ -129,6 +129,88 @@ def test_shutdown_command_steps_down_first(members):
     assert new != old
 
 
+def test_a_signalled_primary_hands_over_and_answers_the_write_waiting_on_it(members):
+    """SIGTERM on a primary steps it down first, as MongoDB's does, and a
+    write waiting for its write concern gets an answer (a write concern
+    error), not a connection closed without one."""
+    import signal
+    import threading
+    import time
+
+    from pymongo.errors import PyMongoError
+
+    old = members.primary()
+    cut, other = [i for i in range(3) if i != old]
+    members.isolate(cut)
+    outcome = {}
+
+    def write():
+        with members.direct(old) as client:
+            try:
+                client.fo.get_collection("c", write_concern=WriteConcern(w=3)).insert_one({"_id": "waits"})
+                outcome["result"] = "acknowledged"
+            except PyMongoError as err:
+                outcome["result"] = err
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(1.0)
+    assert writer.is_alive(), f"w:3 answered with a member cut off: {outcome}"
+    members.nodes[old].process.send_signal(signal.SIGTERM)
+    writer.join(timeout=60)
+    assert not writer.is_alive()
+    err = outcome["result"]
+    assert isinstance(err, WriteConcernError), repr(err)
+    assert err.code in (189, 91), err.details
+    assert members.nodes[old].process.wait(timeout=60) == 0
+    log = Path(members.nodes[old].log_path).read_text()
+    assert "Error stepping down during shutdown" not in log
+    members.heal_among([cut, other])
+    assert members.primary([cut, other]) in (cut, other)
+
+
+def test_a_signalled_secondary_answers_the_read_waiting_on_it(members):
+    """A read waiting for a cluster time this member has not reached ends
+    with ShutdownInProgress (91) when the member is told to stop."""
+    import signal
+    import threading
+    import time
+
+    from pymongo.errors import NotPrimaryError, PyMongoError
+
+    primary = members.primary()
+    behind = [i for i in range(3) if i != primary][0]
+    members.isolate(behind)
+    with MongoClient(members.uri()) as client:
+        with client.start_session(causal_consistency=True) as session:
+            coll = client.fo.get_collection("c", write_concern=WriteConcern(w="majority"))
+            coll.insert_one({"_id": "ahead"}, session=session)
+            after, cluster_time = session.operation_time, session.cluster_time
+    outcome = {}
+
+    def read():
+        with members.direct(behind) as client, client.start_session(causal_consistency=True) as session:
+            session.advance_cluster_time(cluster_time)
+            session.advance_operation_time(after)
+            try:
+                client.fo.c.find_one({}, session=session)
+                outcome["result"] = "answered"
+            except PyMongoError as err:
+                outcome["result"] = err
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(1.0)
+    assert reader.is_alive(), f"the read did not wait for the cluster time: {outcome}"
+    members.nodes[behind].process.send_signal(signal.SIGTERM)
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    err = outcome["result"]
+    assert isinstance(err, NotPrimaryError), repr(err)
+    assert err.details["code"] == 91, err.details
+    assert members.nodes[behind].process.wait(timeout=60) == 0
+
+
 def test_no_acknowledged_majority_write_is_lost_across_a_kill(members):
     import threading
     import time

@@ -35,6 +35,12 @@ pub struct MemberConfig {
     /// `tags`, kept for the `repl` layer (custom write concern modes are not
     /// evaluated here).
     pub tags: Vec<(String, String)>,
+    /// `newlyAdded`: a member a reconfig added with a vote, which counts as
+    /// a non-voter (no vote, no part of any majority, never electable)
+    /// until the primary sees it SECONDARY and reconfigures the flag away,
+    /// as MongoDB 4.4+ does. An empty member in initial sync then cannot
+    /// make a majority unreachable while it copies. Set only by the server.
+    pub newly_added: bool,
 }
 
 impl MemberConfig {
@@ -48,12 +54,14 @@ impl MemberConfig {
             arbiter_only: false,
             hidden: false,
             tags: Vec::new(),
+            newly_added: false,
         }
     }
 
-    /// True if the member counts in elections and in the commit majority.
+    /// True if the member counts in elections and in the commit majority:
+    /// it has a vote and is not `newlyAdded`.
     pub fn is_voter(&self) -> bool {
-        self.votes > 0
+        self.votes > 0 && !self.newly_added
     }
 
     /// True if the member holds an oplog (everyone except arbiters).
@@ -236,11 +244,13 @@ impl ReplSetConfig {
         if self.members.len() > MEMBERS_MAX {
             return Err(ConfigError::TooManyMembers(self.members.len()));
         }
-        let voters = self.voter_count();
+        // Members with a vote, `newlyAdded` ones too: each becomes a voter
+        // once its flag goes, with no other check of the limit then.
+        let voters = self.members.iter().filter(|m| m.votes > 0).count();
         if voters > VOTING_MEMBERS_MAX {
             return Err(ConfigError::TooManyVoters(voters));
         }
-        if voters == 0 {
+        if self.voter_count() == 0 {
             return Err(ConfigError::NoVoters);
         }
         for (i, m) in self.members.iter().enumerate() {

@@ -203,6 +203,41 @@ fn a_new_voter_that_answered_counts_for_the_quorum() {
     assert_eq!(p.config().members.len(), 4);
 }
 
+/// MongoDB's `newlyAdded`: members a reconfig adds with a vote and the
+/// mark count for no majority (two at once are no voter change), so the
+/// quorum and the configuration's commitment need only the old voters;
+/// giving one of them its vote is one voter change.
+#[test]
+fn newly_added_members_count_for_no_majority_until_given_their_vote() {
+    let (mut p, noop) = settled_primary(3);
+    let mut two = with_member(3, 4, 2);
+    two.members.push(MemberConfig::new(5, "h5"));
+    two.members.iter_mut().filter(|m| m.id >= 4).for_each(|m| m.newly_added = true);
+    assert_eq!((two.voter_count(), two.majority()), (3, 2));
+    // Neither new member was ever heard from: the old voters are the quorum.
+    assert_eq!(outcome(&reconfig(&mut p, two.clone(), 1_020)), Ok(()));
+    let hb = heartbeat_with_config(1, MemberState::Secondary, noop, 2, 1);
+    receive(&mut p, 2, Message::HeartbeatResponse(hb), 1_030);
+    assert!(p.is_config_committed());
+    let mut both = two.clone();
+    both.version = 3;
+    both.members.iter_mut().for_each(|m| m.newly_added = false);
+    assert_eq!(
+        outcome(&reconfig(&mut p, both, 1_040)),
+        Err(ReconfigError::Incompatible(Incompatibility::MoreThanOneVoterChanged {
+            added: 2,
+            removed: 0
+        }))
+    );
+    let hb = heartbeat_with_config(1, MemberState::Secondary, noop, 2, 1);
+    receive(&mut p, 4, Message::HeartbeatResponse(hb), 1_050);
+    let mut one = two;
+    one.version = 3;
+    one.members[3].newly_added = false;
+    assert_eq!(outcome(&reconfig(&mut p, one, 1_051)), Ok(()));
+    assert_eq!((p.config().voter_count(), p.config().majority()), (4, 3));
+}
+
 /// A voter moved to a new host counts only by an answer from that host:
 /// heartbeats from its old host say nothing of the new one.
 #[test]

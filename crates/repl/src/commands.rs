@@ -16,7 +16,7 @@ use bson::{doc, Bson, Document};
 use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
 
-use crate::config_document::{config_document, parse_config, parse_reconfig};
+use crate::config_document::{client_config_document, mark_newly_added, parse_config, parse_reconfig, refuse_newly_added};
 use crate::coordinator::Input;
 use crate::error::ReplError;
 use crate::heartbeat_sender::fetch_initial_config;
@@ -82,6 +82,7 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
             ))
         }
     };
+    refuse_newly_added(&document)?;
     let mut config = parse_config(&document)?;
     config.term = 0;
     if config.set_name != shared.options.set_name {
@@ -188,7 +189,7 @@ async fn check_members_uninitialized(set: &ReplicaSet, config: &ReplSetConfig, m
 
 fn get_config(set: &ReplicaSet, body: &Document) -> Result<Document, ReplError> {
     let config = initialized(set)?;
-    let document = config_document(&config);
+    let document = client_config_document(&config);
     if bool_option(body, "commitmentStatus")? {
         // Only a primary tracks who holds its configuration.
         let snapshot = set.shared().snapshot();
@@ -240,7 +241,8 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     };
     // maxTimeMS bounds both waits below together, as it bounds MongoDB's command.
     let deadline = reconfig_deadline(body);
-    let config = parse_reconfig(document)?;
+    refuse_newly_added(document)?;
+    let mut config = parse_reconfig(document)?;
     check_self_in(set, &config)?;
     let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
     let force = if force {
@@ -258,6 +260,9 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
         })
     } else {
         wait_config_committed(set, deadline).await?;
+        // A force reconfig takes the configuration as sent: it exists to
+        // rescue a set, whose new voters must count at once.
+        mark_newly_added(&initialized(set)?, &mut config);
         None
     };
     let answered = if force.is_none() { probe_new_voters(set, &config).await } else { Vec::new() };

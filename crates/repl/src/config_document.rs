@@ -157,6 +157,7 @@ fn parse_member(member: &Document) -> Result<MemberConfig, ReplError> {
     let mut config = MemberConfig::new(id, host);
     config.arbiter_only = flag(member, "arbiterOnly")?.unwrap_or(false);
     config.hidden = flag(member, "hidden")?.unwrap_or(false);
+    config.newly_added = flag(member, "newlyAdded")?.unwrap_or(false);
     if let Some(votes) = member.get("votes") {
         match integral(votes) {
             Some(votes @ 0..=1) => config.votes = votes as u8,
@@ -232,7 +233,21 @@ const MEMBER_FIELDS: &[&str] = &[
     "tags",
     "secondaryDelaySecs",
     "votes",
+    "newlyAdded",
 ];
+
+/// Refuses a `newlyAdded` field in a configuration a client sent
+/// (`replSetInitiate`, `replSetReconfig`): only the server sets it, as in
+/// MongoDB, and a client's copy would hide a new voter from the majority.
+pub fn refuse_newly_added(document: &Document) -> Result<(), ReplError> {
+    let Ok(members) = document.get_array("members") else { return Ok(()) };
+    for member in members.iter().filter_map(Bson::as_document) {
+        if member.contains_key("newlyAdded") {
+            return Err(invalid("newlyAdded is set by the server; a configuration sent by a client cannot carry it"));
+        }
+    }
+    Ok(())
+}
 
 fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
     let mut parsed = Settings::default();
@@ -332,8 +347,35 @@ fn positive(ms: i64, name: &str) -> Result<u64, ReplError> {
     Ok(ms as u64)
 }
 
-/// The configuration as MongoDB shows it (`replSetGetConfig`, storage,
-/// heartbeats).
+/// The configuration as `replSetGetConfig` shows it: without `newlyAdded`,
+/// which MongoDB keeps out of it (it stays in `local.system.replset` and
+/// member-to-member messages), so that `rs.conf()` edited and sent back is
+/// taken.
+pub fn client_config_document(config: &ReplSetConfig) -> Document {
+    let mut shown = config.clone();
+    for member in &mut shown.members {
+        member.newly_added = false;
+    }
+    config_document(&shown)
+}
+
+/// Marks the members a client's (non-force) reconfig adds with a vote as
+/// `newlyAdded`, and keeps the mark on members that still carry it in
+/// `current`, as MongoDB's reconfig does. Arbiters copy nothing and are
+/// never marked.
+pub fn mark_newly_added(current: &ReplSetConfig, config: &mut ReplSetConfig) {
+    for member in &mut config.members {
+        if member.votes == 0 || member.arbiter_only {
+            continue;
+        }
+        member.newly_added = match current.member(member.id) {
+            None => true,
+            Some(known) => known.newly_added,
+        };
+    }
+}
+
+/// The configuration as MongoDB stores it and sends it between members.
 pub fn config_document(config: &ReplSetConfig) -> Document {
     let members: Vec<Bson> = config
         .members
@@ -343,7 +385,7 @@ pub fn config_document(config: &ReplSetConfig) -> Document {
             for (key, value) in &m.tags {
                 tags.insert(key.clone(), value.clone());
             }
-            Bson::Document(doc! {
+            let mut member = doc! {
                 "_id": m.id as i32,
                 "host": m.host.clone(),
                 "arbiterOnly": m.arbiter_only,
@@ -353,7 +395,11 @@ pub fn config_document(config: &ReplSetConfig) -> Document {
                 "tags": tags,
                 "secondaryDelaySecs": 0_i64,
                 "votes": i32::from(m.votes),
-            })
+            };
+            if m.newly_added {
+                member.insert("newlyAdded", true);
+            }
+            Bson::Document(member)
         })
         .collect();
     let s = &config.settings;
@@ -454,6 +500,44 @@ fn flag(document: &Document, name: &str) -> Result<Option<bool>, ReplError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newly_added_is_kept_between_members_hidden_from_clients_and_refused_from_them() {
+        let current = parse_config(&doc! {
+            "_id": "rs0", "version": 2,
+            "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "b:2"}],
+        })
+        .unwrap();
+        let sent = doc! {
+            "_id": "rs0", "version": 3,
+            "members": [
+                {"_id": 0, "host": "a:1"},
+                {"_id": 1, "host": "b:2"},
+                {"_id": 2, "host": "c:3"},
+                {"_id": 3, "host": "d:4", "votes": 0, "priority": 0},
+                {"_id": 4, "host": "e:5", "arbiterOnly": true},
+            ],
+        };
+        let mut config = parse_reconfig(&sent).unwrap();
+        mark_newly_added(&current, &mut config);
+        let marked: Vec<bool> = config.members.iter().map(|m| m.newly_added).collect();
+        assert_eq!(marked, [false, false, true, false, false]);
+        // Between members (storage, heartbeats) the mark travels ...
+        let stored = config_document(&config);
+        assert_eq!(parse_config(&stored).unwrap(), config);
+        // ... and a later client reconfig without it keeps it.
+        let mut again = parse_reconfig(&client_config_document(&config)).unwrap();
+        assert!(again.members.iter().all(|m| !m.newly_added));
+        mark_newly_added(&config, &mut again);
+        assert!(again.members[2].newly_added);
+        let shown = client_config_document(&config);
+        let members = shown.get_array("members").unwrap();
+        assert!(members.iter().all(|m| !m.as_document().unwrap().contains_key("newlyAdded")));
+        let mut forged = sent.clone();
+        forged.insert("members", vec![Bson::Document(doc! {"_id": 0, "host": "a:1", "newlyAdded": true})]);
+        assert!(matches!(refuse_newly_added(&forged), Err(ReplError::InvalidReplicaSetConfig(_))));
+        assert!(refuse_newly_added(&sent).is_ok());
+    }
 
     #[test]
     fn a_configuration_round_trips() {

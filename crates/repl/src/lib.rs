@@ -32,6 +32,7 @@ pub mod heartbeat_sender;
 pub mod initial_sync;
 pub mod local_state;
 pub mod network;
+pub mod newly_added;
 pub mod noop_writer;
 pub mod oplog_fetcher;
 pub mod position_reporter;

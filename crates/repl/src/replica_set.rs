@@ -26,6 +26,7 @@ use crate::inputs::Inputs;
 use crate::error::ReplError;
 use crate::local_state::LocalState;
 use crate::network::{NetError, Network};
+use crate::newly_added::NewlyAddedRemover;
 use crate::noop_writer::{write_note, NoopWriter};
 use crate::position_watcher::PositionWatcher;
 use crate::protocol::optime_document;
@@ -269,6 +270,7 @@ pub struct ReplicaSet {
     coordinator: Mutex<Option<JoinHandle<()>>>,
     watcher: Mutex<PositionWatcher>,
     noop_writer: Mutex<NoopWriter>,
+    newly_added: Mutex<NewlyAddedRemover>,
 }
 
 impl ReplicaSet {
@@ -384,11 +386,13 @@ impl ReplicaSet {
         }
         let watcher = PositionWatcher::start(shared.clone());
         let noop_writer = NoopWriter::start(shared.clone());
+        let newly_added = NewlyAddedRemover::start(shared.clone());
         Ok(ReplicaSet {
             shared,
             coordinator: Mutex::new(Some(thread)),
             watcher: Mutex::new(watcher),
             noop_writer: Mutex::new(noop_writer),
+            newly_added: Mutex::new(newly_added),
         })
     }
 
@@ -403,6 +407,7 @@ impl ReplicaSet {
         self.shared.topology.send_modify(|counter| *counter += 1);
         self.watcher.lock().stop();
         self.noop_writer.lock().stop();
+        self.newly_added.lock().stop();
         self.shared.input(Input::Stop);
         if let Some(thread) = self.coordinator.lock().take() {
             let _ = thread.join();
@@ -652,6 +657,7 @@ impl Drop for ReplicaSet {
     fn drop(&mut self) {
         self.watcher.lock().stop();
         self.noop_writer.lock().stop();
+        self.newly_added.lock().stop();
         self.shared.input(Input::Stop);
     }
 }

@@ -20,7 +20,9 @@ import json
 import threading
 import time
 
+import pytest
 from pymongo import ASCENDING, WriteConcern
+from pymongo.errors import OperationFailure
 
 OPLOG_MB = 1
 # Generous: a debug build on a loaded two-core machine copies ~0.1 MB/s.
@@ -189,18 +191,62 @@ def _sync_held_after_first_users_batch(make_replset, nodes: int) -> tuple:
     return _sync_held(make_replset, nodes, "logical", batchDocuments=100, loadDocuments=200, ns="app.users")
 
 
-def _sync_held(make_replset, nodes: int, method: str | None, **hang_data) -> tuple:
+def _sync_held(make_replset, nodes: int, method: str | None, votes: int = 0, **hang_data) -> tuple:
     """A loaded set of `nodes` members (its members' initialSyncMethod
-    `method`) and a member added to it (non-voting) whose initial sync
-    hangs at initialSyncHangAfterBatch with `hang_data`."""
+    `method`) and a member added to it (non-voting unless `votes`) whose
+    initial sync hangs at initialSyncHangAfterBatch with `hang_data`."""
     rs = _set(make_replset, nodes=nodes, method=method)
     _load(rs)
     _wait_oplog_moved_on(rs)
     added = rs.add_member()
     _fail_point(rs, added, "initialSyncHangAfterBatch", True, **hang_data)
-    _reconfig_in(rs, added, votes=0)
+    _reconfig_in(rs, added, votes=votes)
     _wait_log(rs, added, "initial sync fail point reached")
     return rs, added
+
+
+def test_a_voter_added_counts_for_no_majority_until_it_is_secondary(make_replset):
+    """MongoDB 4.4+'s `newlyAdded`: a member a reconfig adds with a vote
+    counts as a non-voter while it copies, so a set of three that loses one
+    of its old members meanwhile still commits majority writes (it needed
+    three of four before); once the member is SECONDARY the primary gives
+    it its vote with a reconfig of its own."""
+    rs, added = _sync_held(make_replset, 3, "logical", votes=1, batchDocuments=100, loadDocuments=200, ns="app.users")
+    primary = rs.primary()
+    stored = rs.direct(primary).local["system.replset"].find_one()
+    version = stored["version"]
+    assert next(m for m in stored["members"] if m["_id"] == added).get("newlyAdded") is True, stored
+    # replSetGetConfig (rs.conf()) does not show it, as MongoDB's does not.
+    assert all("newlyAdded" not in m for m in rs.config()["members"])
+    status = rs.direct(primary).admin.command("replSetGetStatus")
+    assert (status["votingMembersCount"], status["majorityVoteCount"]) == (3, 2), status
+    # A client cannot set it.
+    config = rs.config()
+    config["version"] += 1
+    config["members"][0]["newlyAdded"] = True
+    with pytest.raises(OperationFailure) as raised:
+        rs.direct(primary).admin.command("replSetReconfig", config)
+    assert raised.value.code == 93
+
+    source = rs.id_of(_sync_status(rs, added)["syncSourceHost"])
+    down = next(i for i in rs.ids() if i not in (primary, added, source))
+    rs.kill(down)
+    coll = rs.client().app.get_collection("kept", write_concern=WriteConcern(w="majority", wtimeout=20_000))
+    coll.insert_one({"_id": "while one old member is down and the new one copies"})
+    rs.restart(down)
+
+    _fail_point(rs, added, "initialSyncHangAfterBatch", False)
+    rs.wait_state(added, "SECONDARY", timeout=SYNC_TIMEOUT_S)
+    deadline = time.monotonic() + 60
+    while True:
+        stored = rs.direct(rs.primary()).local["system.replset"].find_one()
+        if all("newlyAdded" not in m for m in stored["members"]):
+            break
+        assert time.monotonic() < deadline, f"newlyAdded never removed: {stored}"
+        time.sleep(0.2)
+    assert stored["version"] == version + 1
+    status = rs.direct(rs.primary()).admin.command("replSetGetStatus")
+    assert (status["votingMembersCount"], status["majorityVoteCount"]) == (4, 3), status
 
 
 def test_a_restarted_syncing_member_resumes_where_it_stopped(make_replset):

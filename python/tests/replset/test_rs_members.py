@@ -123,6 +123,12 @@ def test_a_one_member_set_grows_by_a_voter_and_a_moved_voter_needs_its_new_host(
     config["members"].append({"_id": added, "host": rs.host(added)})
     rs.direct(primary).admin.command("replSetReconfig", config)
     rs.wait_state(added, "SECONDARY", timeout=INITIAL_SYNC_TIMEOUT_S)
+    # Once SECONDARY, the primary gives it its vote (MongoDB's newlyAdded):
+    # until then it counts for no quorum, moved or not.
+    deadline = time.monotonic() + 30
+    while any("newlyAdded" in m for m in rs.direct(primary).local["system.replset"].find_one()["members"]):
+        assert time.monotonic() < deadline, "the new member never got its vote"
+        time.sleep(0.1)
     # A voter moved to a host where nothing answers is not counted up on
     # the strength of its old host's heartbeats.
     config = rs.config()

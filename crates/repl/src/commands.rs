@@ -16,7 +16,9 @@ use bson::{doc, Bson, Document};
 use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
 
-use crate::config_document::{client_config_document, mark_newly_added, parse_config, parse_reconfig, refuse_newly_added};
+use crate::config_document::{
+    client_config_document, mark_newly_added, parse_config, parse_reconfig, refuse_newly_added,
+};
 use crate::coordinator::Input;
 use crate::error::ReplError;
 use crate::heartbeat_sender::fetch_initial_config;

@@ -152,6 +152,14 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
         };
         let mut has_new = prev_last > first || last.is_null();
         let meta = reply_meta(&reply);
+        // The source's commit point as it last told us: its `getMore`
+        // answers at once, empty if need be, when its own moves past it
+        // (MongoDB's `lastKnownCommittedOpTime`), so that a majority write
+        // is majority-readable here within a round trip, not at the next
+        // write or wait. The source's word, not our own commit point: ours
+        // may stop short of it, and the source would then answer at once
+        // for ever.
+        let mut known_commit = meta.commit_point;
         let entries = reply.entries;
         let mut cursor_id = reply.cursor_id;
         let mut outcome = deliver(shared, source, Some(first), Some(prev_last), &meta, entries).await;
@@ -173,6 +181,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
                 "batchSize": FETCH_BATCH_ENTRIES,
                 "maxTimeMS": FETCH_AWAIT_MS,
                 "term": term,
+                "lastKnownCommittedOpTime": {"ts": bson_timestamp(known_commit.ts), "t": known_commit.term},
                 "$replData": 1,
                 "$oplogQueryData": 1,
             };
@@ -184,6 +193,7 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
                 Ok(next) => next,
                 Err(err) => return err,
             };
+            known_commit = next.commit_point;
             if has_new && !appended {
                 tracing::debug!(target: "repl", source = %host, "the node passed on a batch: query again");
                 break;

@@ -684,6 +684,15 @@ impl Topology for ReplicaSet {
         (!snapshot.writable_primary).then_some(snapshot.topology_counter)
     }
 
+    fn commit_point_passed(&self, known: OpTime) -> BoxFuture<'_, ()> {
+        let mut commit = self.shared.commit_point_changed.subscribe();
+        Box::pin(async move {
+            if commit.wait_for(|commit_point| *commit_point > known).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
     fn topology_changed(&self, seen: i64) -> BoxFuture<'_, ()> {
         let mut changes = self.shared.topology.subscribe();
         Box::pin(async move {

@@ -147,6 +147,14 @@ pub trait Topology: Send + Sync {
     /// (`operation.rs`).
     fn oplog_query_metadata(&self) -> Option<Document>;
 
+    /// Resolves once this member's commit point is past `known` (another
+    /// member's oplog fetcher's `lastKnownCommittedOpTime`): its awaitData
+    /// `getMore` then answers at once with the new commit point. Never on
+    /// a standalone.
+    fn commit_point_passed(&self, _known: OpTime) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+
     /// Runs a replication command (`replSetInitiate`, `replSetGetStatus`,
     /// `replSetHeartbeat`, ... `appendOplogNote`; the list is
     /// `commands::COMMANDS`), sent to the admin database (`commands/repl.rs`).

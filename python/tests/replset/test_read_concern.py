@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from bson import Timestamp
 from pymongo import MongoClient, ReadPreference
-from pymongo.errors import PyMongoError
+from pymongo.errors import OperationFailure, PyMongoError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
@@ -251,3 +251,41 @@ def test_snapshot_read_at_a_time_waits_for_the_commit_point_to_reach_it(members)
         reply = client.rc.command("find", "snapdirty", readConcern={"level": "snapshot", "atClusterTime": at},
                                   maxTimeMS=30_000)
         assert sorted(d["_id"] for d in reply["cursor"]["firstBatch"]) == ["base", "held"]
+
+
+def test_an_oplog_fetchers_wait_ends_when_the_commit_point_passes_what_it_knows(members):
+    """MongoDB's `lastKnownCommittedOpTime`: a member's awaitData `getMore`
+    on the oplog answers at once, empty, when the source's commit point is
+    past the one the fetcher says it knows, so that secondaries learn a new
+    commit point within a round trip (a causal majority read on a
+    secondary right after a majority write waited up to a second for it).
+    A fetcher that knows the newest commit point waits as before."""
+    primary = members.primary()
+    host = members.host(primary)
+    # The socket timeout is shorter than the idle primary's no-op interval
+    # (10 s), so nothing new is written while the getMores below run.
+    with MongoClient(f"mongodb://{host}/?directConnection=true", socketTimeoutMS=5_000) as client:
+        local = client.local
+        last = local["oplog.rs"].find_one(sort=[("$natural", -1)])["ts"]
+        fetch = {"$replData": 1, "$oplogQueryData": 1}
+        opened = local.command("find", "oplog.rs", filter={"ts": {"$gt": last}}, tailable=True, awaitData=True,
+                               batchSize=100, **fetch)
+        known = opened["$replData"]["lastOpCommitted"]
+        cursor = opened["cursor"]["id"]
+        client.rc.get_collection("fetch", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+        first = local.command("getMore", cursor, collection="oplog.rs", maxTimeMS=1_000, **fetch)
+        assert first["cursor"]["nextBatch"], first
+        assert first["$replData"]["lastOpCommitted"]["ts"] > known["ts"]
+        # Past the client's socket timeout if it waited its maxTimeMS.
+        woke = local.command("getMore", cursor, collection="oplog.rs", maxTimeMS=60_000,
+                             lastKnownCommittedOpTime=known, **fetch)
+        assert woke["cursor"]["nextBatch"] == []
+        assert woke["$replData"]["lastOpCommitted"] == first["$replData"]["lastOpCommitted"]
+        current = woke["$replData"]["lastOpCommitted"]
+        waited = local.command("getMore", cursor, collection="oplog.rs", maxTimeMS=300,
+                               lastKnownCommittedOpTime=current, **fetch)
+        assert waited["cursor"]["nextBatch"] == []
+        # A wrongly typed one is refused, as MongoDB's parser does.
+        with pytest.raises(OperationFailure) as raised:
+            local.command("getMore", cursor, collection="oplog.rs", lastKnownCommittedOpTime="x", **fetch)
+        assert raised.value.code == 14

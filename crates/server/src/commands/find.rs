@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
+use slipstream_storage::OpTime;
 use slipstream_query::collation::{compare_with, Collation, CollationRef};
 use slipstream_query::filter::Filter;
 use slipstream_query::path::{any_candidate, FieldPath, LeafArrays};
@@ -705,9 +706,26 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
             await_data_wait: Duration::ZERO,
         }
     };
-    let result = body
-        .next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing)
-        .await;
+    // Another member's oplog fetcher: its wait also ends, with an empty
+    // batch, when this member's commit point passes the one it knows, so
+    // that it learns a new commit point within a round trip.
+    let commit_moved = match arguments.last_known_committed {
+        Some(known) if matches!(body, CursorBody::Oplog(_)) && body.is_await_data() => {
+            Some(ctx.state.topology.commit_point_passed(known))
+        }
+        _ => None,
+    };
+    let batch = body.next_batch(&ctx.state.engine, BatchLimits::get_more(batch_size, None), timing);
+    let result = match commit_moved {
+        // An empty fill leaves the cursor where it was; the wait is the
+        // only await point, so giving it up loses nothing.
+        Some(commit_moved) => tokio::select! {
+            biased;
+            result = batch => result,
+            () = commit_moved => Ok((Vec::new(), false)),
+        },
+        None => batch.await,
+    };
     let mut cursor = checked_out.cursor.take().expect("still checked out");
     cursor.time_left = time_left.map(|left| left.saturating_sub(start.elapsed()));
     let (documents, finished) = match result {
@@ -739,6 +757,8 @@ struct GetMoreArguments {
     /// as fit in a reply.
     batch_size: Option<usize>,
     max_time_ms: Option<u64>,
+    /// `lastKnownCommittedOpTime` of a member's oplog fetcher.
+    last_known_committed: Option<OpTime>,
 }
 
 /// The fields of `getMore` besides the generic arguments.
@@ -789,14 +809,47 @@ impl GetMoreArguments {
             .filter(|n| *n > 0)
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let max_time_ms = args::get_max_time_ms(body, COMMAND)?;
+        if let Some(term) = body.get("term") {
+            if !matches!(term, Bson::Int64(_) | Bson::Int32(_)) {
+                return Err(CommandError::new(
+                    14,
+                    format!("BSON field 'getMore.term' is the wrong type '{}', expected type 'long'", args::type_name(term)),
+                ));
+            }
+        }
+        let last_known_committed = match body.get("lastKnownCommittedOpTime") {
+            None => None,
+            Some(value) => Some(parse_optime(value).ok_or_else(|| {
+                CommandError::new(
+                    14,
+                    "BSON field 'getMore.lastKnownCommittedOpTime' must be an object {ts: <timestamp>, t: <long>}",
+                )
+            })?),
+        };
         args::check_collection_name(&collection)?;
         Ok(GetMoreArguments {
             id,
             ns: namespace(db, &collection),
             batch_size,
             max_time_ms,
+            last_known_committed,
         })
     }
+}
+
+/// `{ts: <timestamp>, t: <long>}`.
+fn parse_optime(value: &Bson) -> Option<OpTime> {
+    let Bson::Document(optime) = value else { return None };
+    let ts = match optime.get("ts") {
+        Some(Bson::Timestamp(ts)) => slipstream_storage::from_bson_timestamp(*ts),
+        _ => return None,
+    };
+    let term = match optime.get("t") {
+        Some(Bson::Int64(t)) => *t,
+        Some(Bson::Int32(t)) => i64::from(*t),
+        _ => return None,
+    };
+    Some(OpTime::new(ts, term))
 }
 
 pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

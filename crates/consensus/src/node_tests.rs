@@ -762,6 +762,36 @@ fn a_full_batch_of_older_entries_from_a_source_ahead_leads_to_the_common_point_s
 }
 
 #[test]
+fn an_empty_batch_from_a_source_with_a_newer_term_leads_to_the_common_point_search() {
+    // Our last entry 1.20 (an old primary's, written while it was cut
+    // off); the new primary wrote only 2.15 since: nothing at or after
+    // second 20, yet its log is newer. The search starts at once (it
+    // waited for the source to write past second 20).
+    let mut s = node(3, 2, op(1, 20));
+    let hb = heartbeat(2, MemberState::Secondary, op(2, 15), OpTime::NULL);
+    receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    let batch = |source_last| PullBatch {
+        source: 3,
+        first: None,
+        last: None,
+        source_last,
+        source_commit_point: OpTime::NULL,
+        source_term: 2,
+    };
+    let actions = s.step(Event::Pulled(batch(op(2, 15))), Millis(11));
+    assert!(actions.contains(&Action::FindCommonPoint { source: 3 }), "{actions:?}");
+    assert_eq!(s.state(), MemberState::Rollback);
+    // A source behind us after all (it rolled back since its heartbeat)
+    // is left for another.
+    let mut s = node(3, 2, op(1, 20));
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 25), OpTime::NULL);
+    let actions = receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+    let actions = s.step(Event::Pulled(batch(op(1, 15))), Millis(11));
+    assert!(actions.contains(&Action::SetSyncSource(None)), "{actions:?}");
+}
+
+#[test]
 fn rollback_against_a_secondary_whose_last_entry_is_in_our_term() {
     // The source is no primary and its commit point is behind the common
     // point, but its 2.30 was written by term 2's primary after 1.10, so

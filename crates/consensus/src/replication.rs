@@ -27,6 +27,16 @@ impl Node {
             return;
         }
         let (Some(first), Some(last)) = (batch.first, batch.last) else {
+            if batch.source_last > self.last_applied && !self.last_applied.is_null() {
+                // Nothing at or after our last timestamp, yet a newer last
+                // entry (of a later term: the source's new primary wrote
+                // less than our old one did): our last entries are not on
+                // its log, as MongoDB's fetcher concludes from an empty
+                // first batch. Waiting for the source to write past our
+                // timestamp left a diverged member unrolled for as long.
+                self.on_diverged(batch.source);
+                return;
+            }
             // The source has nothing at or after our last timestamp: it is
             // behind us (perhaps it rolled back).
             self.deny(batch.source);
@@ -48,14 +58,22 @@ impl Node {
             // The source does not continue our log and holds nothing newer.
             self.deny(batch.source);
             self.clear_sync_source();
-        } else if self.role != Role::Secondary {
+        } else {
+            self.on_diverged(batch.source);
+        }
+    }
+
+    /// The source holds a newer log that does not continue ours: look for
+    /// the common point, on the way to a rollback.
+    fn on_diverged(&mut self, source: MemberId) {
+        if self.role != Role::Secondary {
             // A primary never rolls back: catch-up gives up on this source.
             // Nor does a candidate, which could win while its log shrinks.
-            self.deny(batch.source);
+            self.deny(source);
             self.clear_sync_source();
         } else {
             self.rolling_back = true;
-            self.out.push(Action::FindCommonPoint { source: batch.source });
+            self.out.push(Action::FindCommonPoint { source });
             self.report_state();
         }
     }

@@ -189,6 +189,9 @@ pub enum ConfigError {
     BadSetting(&'static str),
     /// A version below 1.
     BadVersion(i64),
+    /// No member that could ever be primary (a data-bearing member with a
+    /// priority above 0): a set that could never take a write.
+    NoElectableMember,
 }
 
 impl fmt::Display for ConfigError {
@@ -207,6 +210,10 @@ impl fmt::Display for ConfigError {
             ConfigError::ArbiterWithoutVote(id) => write!(f, "member {id}: arbiters must vote"),
             ConfigError::BadSetting(name) => write!(f, "settings.{name} must be positive"),
             ConfigError::BadVersion(v) => write!(f, "version {v} must be at least 1"),
+            ConfigError::NoElectableMember => write!(
+                f,
+                "replica set configuration must contain at least one non-arbiter member with priority > 0"
+            ),
         }
     }
 }
@@ -263,6 +270,9 @@ impl ReplSetConfig {
                 }
             }
             validate_member(m)?;
+        }
+        if !self.members.iter().any(|m| m.is_data_bearing() && m.priority > 0.0) {
+            return Err(ConfigError::NoElectableMember);
         }
         let s = &self.settings;
         if s.heartbeat_interval_ms == 0 {

@@ -72,19 +72,31 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     if shared.snapshot().config.is_some() {
         return Err(ReplError::AlreadyInitialized);
     }
+    // No configuration (an empty one, or any value that is not a
+    // document, as `rs.initiate()` and `{replSetInitiate: 1}` send): a
+    // one-member set of this node, as MongoDB makes.
     let document = match body.get("replSetInitiate") {
-        Some(Bson::Document(document)) => document.clone(),
-        None | Some(Bson::Null) => doc! {
+        Some(Bson::Document(document)) if !document.is_empty() => document.clone(),
+        _ => doc! {
             "_id": shared.options.set_name.clone(),
             "members": [{"_id": 0, "host": format!("localhost:{}", shared.options.port)}],
         },
-        Some(_) => {
-            return Err(ReplError::type_mismatch(
-                "replSetInitiate takes a configuration document",
-            ))
-        }
     };
     refuse_newly_added(&document)?;
+    // A set starts at version 1 of its configuration, in term 0 (MongoDB's
+    // `validateConfigForInitiate`).
+    let version = document.get("version").map(|version| config_number(version));
+    if version.is_some_and(|version| version != Some(1)) {
+        return Err(ReplError::NewReplicaSetConfigurationIncompatible(
+            "the configuration that initiates a replica set must have version 1".into(),
+        ));
+    }
+    let term = document.get("term").map(|term| config_number(term));
+    if term.is_some_and(|term| term != Some(0)) {
+        return Err(ReplError::NewReplicaSetConfigurationIncompatible(
+            "the configuration that initiates a replica set must have term 0".into(),
+        ));
+    }
     let mut config = parse_config(&document)?;
     config.term = 0;
     if config.set_name != shared.options.set_name {
@@ -107,6 +119,17 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     }
     set.ask(|reply| Input::Initiate { config, me, reply }).await??;
     Ok(Document::new())
+}
+
+/// An integral number field of a configuration (a double with no
+/// fraction too), as the configuration parser reads one.
+fn config_number(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        Bson::Double(n) if n.fract() == 0.0 => Some(*n as i64),
+        _ => None,
+    }
 }
 
 /// MongoDB's checks of each `replSetUpdatePosition` entry: its `cfgver`

@@ -189,7 +189,9 @@ def test_a_signalled_secondary_answers_the_read_waiting_on_it(members):
     outcome = {}
 
     def read():
-        with members.direct(behind) as client, client.start_session(causal_consistency=True) as session:
+        # No retry: pymongo retries a read that got 91, on a member gone by then.
+        uri = f"mongodb://{members.host(behind)}/?directConnection=true&retryReads=false"
+        with MongoClient(uri) as client, client.start_session(causal_consistency=True) as session:
             session.advance_cluster_time(cluster_time)
             session.advance_operation_time(after)
             try:
@@ -200,7 +202,7 @@ def test_a_signalled_secondary_answers_the_read_waiting_on_it(members):
 
     reader = threading.Thread(target=read)
     reader.start()
-    time.sleep(1.0)
+    members.wait_for("the read to wait for its cluster time", lambda: _waiting_reads(members, behind))
     assert reader.is_alive(), f"the read did not wait for the cluster time: {outcome}"
     members.nodes[behind].process.send_signal(signal.SIGTERM)
     reader.join(timeout=60)
@@ -209,6 +211,13 @@ def test_a_signalled_secondary_answers_the_read_waiting_on_it(members):
     assert isinstance(err, NotPrimaryError), repr(err)
     assert err.details["code"] == 91, err.details
     assert members.nodes[behind].process.wait(timeout=60) == 0
+
+
+def _waiting_reads(members, i) -> bool:
+    """True once member i runs a `find` (it waits for a cluster time)."""
+    with members.direct(i) as client:
+        ops = client.admin.command("currentOp")["inprog"]
+    return any("find" in op.get("command", {}) for op in ops)
 
 
 def test_no_acknowledged_majority_write_is_lost_across_a_kill(members):

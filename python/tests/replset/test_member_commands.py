@@ -640,3 +640,31 @@ def test_a_waiting_step_down_fails_when_the_member_steps_down_for_another_reason
         waiting.join()
         assert answers == [189], answers
 
+
+
+def test_initiate_without_a_configuration_makes_one_member_set_and_checks_the_one_it_gets():
+    """`rs.initiate()` sends `{replSetInitiate: {}}`; `{replSetInitiate: 1}`
+    is the other common spelling: both make a one-member set of this node,
+    as MongoDB's do. A configuration given must be version 1, term 0, and
+    have a member that could be primary."""
+    with Members(2, "initdefault") as fresh:
+        with fresh.direct(0) as client:
+            host = fresh.host(0)
+            refusals = [
+                ({"_id": "initdefault", "version": 5, "members": [{"_id": 0, "host": host}]}, 103),
+                ({"_id": "initdefault", "term": 5, "members": [{"_id": 0, "host": host}]}, 103),
+                ({"_id": "initdefault", "members": [{"_id": 0, "host": host, "arbiterOnly": True}]}, 93),
+                ({"_id": "initdefault", "members": [{"_id": 0, "host": host, "priority": 0}]}, 93),
+            ]
+            for config, code in refusals:
+                with pytest.raises(OperationFailure) as raised:
+                    client.admin.command("replSetInitiate", config)
+                assert raised.value.code == code, (config, raised.value.details)
+            client.admin.command("replSetInitiate", {})
+            members = client.admin.command("replSetGetConfig")["config"]["members"]
+            assert [(m["_id"], m["host"]) for m in members] == [(0, f"localhost:{fresh.nodes[0].port}")]
+        fresh.wait_for("member 0 to be primary", lambda: fresh.hello(0).get("isWritablePrimary"))
+        with fresh.direct(1) as client:
+            client.admin.command("replSetInitiate", 1)
+            assert len(client.admin.command("replSetGetConfig")["config"]["members"]) == 1
+        fresh.wait_for("member 1 to be primary", lambda: fresh.hello(1).get("isWritablePrimary"))

@@ -823,3 +823,17 @@ fn the_source_facts_read_with_the_search_decide_not_the_earlier_batch() {
     let mut s = diverged_secondary(3, op(2, 30), op(2, 25));
     assert!(!found(&mut s, op(1, 10), OpTime::NULL));
 }
+
+/// `replSetSyncFrom` naming a member level with us (an idle set, where no
+/// member is ahead) is followed: it was dropped unless the member was
+/// strictly ahead, so the operator's request did nothing.
+#[test]
+fn a_requested_sync_source_level_with_us_is_taken() {
+    let mut s = node(3, 2, op(1, 20));
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 20), OpTime::NULL);
+    let actions = receive(&mut s, 3, Message::HeartbeatRequest(hb), 10);
+    assert!(!actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+    let mut actions = s.step(Event::SyncFrom { member: Some(3) }, Millis(11));
+    actions.extend(s.step(Event::Tick { election_jitter_ms: 0 }, Millis(12)));
+    assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+}

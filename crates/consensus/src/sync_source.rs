@@ -4,7 +4,10 @@
 //! the primary (by the wall-clock dates of their last applied entries, as
 //! MongoDB's `maxSyncSourceLagSecs`), stops being ahead, or a clearly
 //! nearer one appears.
-//! Because a source must be strictly ahead, sources cannot form a cycle.
+//! Because a source must be strictly ahead, sources cannot form a cycle
+//! (a source an operator names with `replSetSyncFrom` may be level with us;
+//! one that syncs from us is refused, and the idle rule repairs longer
+//! cycles of equals).
 
 use crate::config::MemberId;
 use crate::io::Action;
@@ -178,7 +181,10 @@ impl Node {
             && self.config.members[index].is_data_bearing()
             && self.is_up(index)
             && data.state.is_some_and(|s| s.is_readable())
-            && data.seen_applied > self.last_applied
+            // Level with us is enough, as in MongoDB (an operator's
+            // `replSetSyncFrom` names a caught-up peer as a rule); a source
+            // behind us could not serve our next entry.
+            && data.seen_applied >= self.last_applied
             && data.sync_source != Some(self.me)
     }
 

@@ -77,14 +77,19 @@ def test_freeze_and_step_up_read_their_values_as_mongodb(members):
 
 
 def test_sync_from_answers_and_refuses_strangers(members):
-    # The core honours the request once the member is ahead of the asker
-    # (seed 000: pull only from a member ahead); here only the command's
-    # answer and refusal are checked.
+    # The request is followed when the member named is level with the
+    # asker or ahead of it (a caught-up peer on an idle set: it was
+    # dropped unless strictly ahead, found by the outside probes).
     primary = members.primary()
     a, b = [i for i in range(3) if i != primary]
     with members.direct(a) as client:
         reply = client.admin.command("replSetSyncFrom", members.host(b))
         assert reply["syncFromRequested"] == members.host(b)
+        members.wait_for(f"member {a} to sync from member {b}",
+                         lambda: client.admin.command("replSetGetStatus").get("syncSourceHost") == members.host(b))
+        with MongoClient(members.uri()) as writer:
+            writer.sm.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=20_000)).insert_one({})
+        assert client.admin.command("replSetGetStatus")["syncSourceHost"] == members.host(b)
         with pytest.raises(OperationFailure) as raised:
             client.admin.command("replSetSyncFrom", "nowhere:1")
         assert raised.value.code == 74

@@ -675,6 +675,10 @@ impl Topology for ReplicaSet {
         snapshot.extras.topology_version_counter
     }
 
+    fn process_id(&self) -> Option<bson::oid::ObjectId> {
+        Some(self.shared.process_id)
+    }
+
     fn topology_counter(&self) -> i64 {
         self.shared.snapshot().topology_counter
     }

@@ -58,6 +58,12 @@ pub trait Topology: Send + Sync {
     /// state a driver cares about (`commands/handshake.rs`).
     fn topology_counter(&self) -> i64;
 
+    /// `topologyVersion.processId` when replication keeps its own (shown
+    /// by `serverStatus.repl`), so that `hello` shows the same one.
+    fn process_id(&self) -> Option<bson::oid::ObjectId> {
+        None
+    }
+
     /// The counter to put on a NotPrimaryError reply (MongoDB 4.4+ does),
     /// when the state published with it already says this member is not
     /// a writable primary. `None` while it still says writable (a write

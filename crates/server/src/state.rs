@@ -143,6 +143,7 @@ impl ServerState {
         log: Log,
     ) -> Self {
         let limits = crate::memory::MemoryLimits::for_cache(options.cache_size_mb * 1024 * 1024);
+        let process_id = topology.process_id().unwrap_or_else(ObjectId::new);
         ServerState {
             admission: crate::admission::RequestAdmission::new(limits.request_bytes_max),
             engine,
@@ -155,7 +156,7 @@ impl ServerState {
             log,
             shutdown: ShutdownSignal::default(),
             fail_points: FailPoints::default(),
-            process_id: ObjectId::new(),
+            process_id,
             started_at: Instant::now(),
             host_name: host_name(),
             parameters: crate::parameters::Parameters::default(),

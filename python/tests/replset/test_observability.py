@@ -46,6 +46,9 @@ def test_server_status_sections(members):
         assert status["repl"]["setName"] == "observed"
         assert status["repl"]["isWritablePrimary"] is True
         assert status["repl"]["primary"] == members.host(primary)
+        # One processId per process, as hello shows it (they differed).
+        hello = client.admin.command("hello")
+        assert status["repl"]["topologyVersion"]["processId"] == hello["topologyVersion"]["processId"]
         elections = status["electionMetrics"]
         assert sum(elections[name]["called"] for name in ("electionTimeout", "stepUpCmd", "priorityTakeover",
                                                            "catchUpTakeover", "freezeTimeout")

@@ -465,9 +465,18 @@ async fn step_down(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     initialized(set)?;
     // MongoDB: 0 means the default period; `force` is read as a truth
     // value and, when set, waits for no secondary unless told to.
-    let step_down_secs = match seconds(body, "replSetStepDown", STEP_DOWN_SECS_DEFAULT)? {
+    // The period is read as MongoDB's `numberLong()` reads it: a double is
+    // truncated, anything that is not a number is 0 (the default), and
+    // what is left must be positive.
+    let step_down_secs = match body.get("replSetStepDown") {
+        Some(Bson::Double(secs)) if secs.is_finite() => secs.trunc() as i64,
+        Some(value) => integral(value).unwrap_or(0),
+        None => 0,
+    };
+    let step_down_secs = match step_down_secs {
         0 => STEP_DOWN_SECS_DEFAULT,
-        secs => secs,
+        secs if secs < 0 => return Err(ReplError::bad_value("stepdown period must be a positive integer")),
+        secs => (secs as u64).min(i32::MAX as u64),
     };
     let force = body.get("force").is_some_and(truth_value);
     let catch_up_default = if force { 0 } else { STEP_DOWN_CATCH_UP_SECS_DEFAULT };

@@ -95,7 +95,12 @@ impl WriteConcern {
             None | Some(Bson::Null) => (W::Nodes(1), true),
             Some(Bson::String(mode)) if mode == "majority" => (W::Majority, false),
             Some(Bson::String(mode)) => (W::Tag(mode.clone()), false),
-            Some(value) => match integral(value) {
+            Some(Bson::Document(_)) => {
+                return Err(ReplError::CommandNotSupported(
+                    "w as a document of tag counts is not supported: no member tags are evaluated".into(),
+                ))
+            }
+            Some(value) => match truncated_number(value) {
                 Some(n) if !(0..=W_NODES_MAX).contains(&n) => {
                     return Err(ReplError::failed_to_parse(format!(
                         "w has to be a non-negative number and not greater than {W_NODES_MAX}; found: {n}"
@@ -115,7 +120,7 @@ impl WriteConcern {
         };
         let wtimeout_ms = match spec.get("wtimeout") {
             None | Some(Bson::Null) => 0,
-            Some(value) => match integral(value) {
+            Some(value) => match truncated_number(value) {
                 Some(ms) => ms,
                 None => return Err(ReplError::failed_to_parse("wtimeout must be a number")),
             },
@@ -141,6 +146,17 @@ impl WriteConcern {
         };
         doc.insert("provenance", if self.implicit { "implicitDefault" } else { "clientSupplied" });
         doc
+    }
+}
+
+/// A number as MongoDB's `safeNumberLong` reads `w` and `wtimeout`: a
+/// double is truncated (2.5 is 2), NaN is 0, and an out-of-range one is
+/// clamped.
+fn truncated_number(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Double(n) if n.is_nan() => Some(0),
+        Bson::Double(n) => Some(n.trunc() as i64),
+        other => integral(other),
     }
 }
 

@@ -362,6 +362,14 @@ def test_step_down_periods_follow_mongodb_defaults(members):
             client.admin.command("replSetStepDown", 5)
         assert raised.value.code == 2
         assert "longer than secondaryCatchUpPeriodSecs" in str(raised.value)
+        # A negative period is refused; one that is not a number is
+        # MongoDB's 60 s (10 s is still shorter than that: it got 14).
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetStepDown", -1)
+        assert raised.value.code == 2 and "positive" in str(raised.value)
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command({"replSetStepDown": "x", "secondaryCatchUpPeriodSecs": 61})
+        assert raised.value.code == 2 and "longer than secondaryCatchUpPeriodSecs" in str(raised.value)
         # With force (any truth value) it defaults to 0: pymongo's own
         # stepdown tests send exactly this.
         try:

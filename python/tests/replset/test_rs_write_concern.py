@@ -173,3 +173,17 @@ def test_a_majority_write_waiting_when_the_primary_steps_down_fails_with_primary
     code = getattr(error, "code", None) or (error.details or {}).get("writeConcernError", {}).get("code")
     assert code == 189, f"expected PrimarySteppedDown, got {error!r}"
     assert outcome["seconds"] < 30, "failed by the stepdown, not by wtimeout"
+
+
+def test_numbers_in_a_write_concern_are_read_as_mongodb_reads_them(rs):
+    """`w` and `wtimeout` are read as MongoDB's `safeNumberLong` reads
+    them: a double is truncated (they were refused with 9). `w` as a
+    document of tag counts is not supported and says so (115)."""
+    from pymongo.errors import OperationFailure
+
+    db = rs.client().wcnum
+    reply = db.command("insert", "c", documents=[{"_id": 1}], writeConcern={"w": 2.5, "wtimeout": 10_000.7})
+    assert reply["n"] == 1 and "writeConcernError" not in reply
+    with pytest.raises(OperationFailure) as raised:
+        db.command("insert", "c", documents=[{"_id": 2}], writeConcern={"w": {"dc": 1}})
+    assert raised.value.code == 115

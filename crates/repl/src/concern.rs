@@ -361,7 +361,10 @@ mod tests {
     fn write_concern_errors() {
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": 1}).unwrap_err()), 14);
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"w": -1}}).unwrap_err()), 9);
-        assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"w": 1.5}}).unwrap_err()), 9);
+        // A double is truncated, as MongoDB's `safeNumberLong` reads it.
+        let truncated = WriteConcern::parse(&doc! {"writeConcern": {"w": 1.5, "wtimeout": 2.9}}).unwrap().unwrap();
+        assert_eq!((truncated.w, truncated.wtimeout_ms), (W::Nodes(1), 2));
+        assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"w": {"dc": 1}}}).unwrap_err()), 115);
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"j": "yes"}}).unwrap_err()), 9);
         assert_eq!(code(WriteConcern::parse(&doc! {"writeConcern": {"wtimeout": "x"}}).unwrap_err()), 9);
         // As MongoDB 7.0's strict WriteConcernIdl.

@@ -100,3 +100,20 @@ def test_tailable_cursor_times_out_with_empty_batch(client, coll):
     assert more["cursor"]["id"] == cursor_id
     assert time.monotonic() - started >= 0.25
     client.local.command({"killCursors": "oplog.rs", "cursors": [cursor_id]})
+
+
+def test_a_sort_on_ts_reads_the_oplog_in_its_order(client, coll):
+    """`sort({ts: -1}).limit(1)`, the usual way to read the newest entry:
+    the oplog is in `ts` order, so this is its natural order (it answered
+    115). Other sorts are still refused, clearly."""
+    from pymongo.errors import OperationFailure
+
+    coll.insert_many([{"_id": f"ts{i}"} for i in range(5)])
+    by_ts = list(oplog(client).find().sort("ts", -1).limit(3))
+    assert by_ts == newest(client, 3)
+    first = list(oplog(client).find().sort("ts", 1).limit(2))
+    assert first == list(oplog(client).find().sort("$natural", 1).limit(2))
+    assert [e["ts"] for e in by_ts] == sorted((e["ts"] for e in by_ts), reverse=True)
+    with pytest.raises(OperationFailure) as raised:
+        list(oplog(client).find().sort("op", 1))
+    assert raised.value.code == 115

@@ -426,12 +426,21 @@ fn open_oplog_find(
     request: &FindRequest,
     deadline: Option<Instant>,
 ) -> Result<OpenedFind, CommandError> {
-    if request.sort.is_some() {
-        return Err(CommandError::new(
-            115,
-            "local.oplog.rs can only be sorted by {$natural: 1} or {$natural: -1}",
-        ));
-    }
+    // The oplog is in `ts` order, so a sort on `ts` alone is its natural
+    // order (`sort({ts: -1}).limit(1)`, the usual way to read its newest
+    // entry); other sorts are not implemented.
+    let natural_reverse = match request.sort_document.as_ref().filter(|_| request.sort.is_some()) {
+        None => request.natural_reverse,
+        Some(sort) => match ts_sort_direction(sort) {
+            Some(reverse) => Some(reverse),
+            None => {
+                return Err(CommandError::new(
+                    115,
+                    "local.oplog.rs can only be sorted by ts or $natural (1 or -1)",
+                ))
+            }
+        },
+    };
     if !request.read_point.is_latest() {
         return Err(CommandError::new(
             115,
@@ -439,7 +448,7 @@ fn open_oplog_find(
         ));
     }
     let bounds = TsBounds::from_filter(&request.filter_document);
-    if request.natural_reverse == Some(true) {
+    if natural_reverse == Some(true) {
         let (documents, examined) = read_newest(
             engine,
             &request.filter,
@@ -475,6 +484,20 @@ fn open_oplog_find(
         snapshot_ts: None,
         reader: None,
     })
+}
+
+/// `Some(reverse)` for a sort on `ts` alone (`{ts: 1}` or `{ts: -1}`).
+fn ts_sort_direction(sort: &Document) -> Option<bool> {
+    let (key, direction) = sort.iter().next().filter(|_| sort.len() == 1)?;
+    if key != "ts" {
+        return None;
+    }
+    match direction {
+        Bson::Int32(n) => Some(*n < 0),
+        Bson::Int64(n) => Some(*n < 0),
+        Bson::Double(n) => Some(*n < 0.0),
+        _ => None,
+    }
 }
 
 fn cursor_reply(id: i64, ns: &str, batch_field: &str, documents: Vec<Document>) -> Document {

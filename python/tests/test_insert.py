@@ -129,3 +129,19 @@ def test_empty_top_level_timestamps_get_the_inserts_own_unless_bypassed(coll):
     coll.database.command({"insert": coll.name, "documents": [{"_id": 3, "a": empty}],
                            "bypassEmptyTsReplacement": True})
     assert coll.find_one({"_id": 3})["a"] == empty
+
+
+def test_system_js_takes_client_writes_and_other_system_collections_do_not(client):
+    """MongoDB leaves `<db>.system.js` (stored JavaScript) to clients; it
+    was refused with 73 like the server's own system collections."""
+    import pytest
+    from pymongo.errors import OperationFailure
+
+    db = client.sysjs
+    db.system.js.insert_one({"_id": "f", "value": 1})
+    db.system.js.update_one({"_id": "f"}, {"$set": {"value": 2}})
+    assert db.system.js.find_one({"_id": "f"})["value"] == 2
+    db.system.js.delete_one({"_id": "f"})
+    with pytest.raises(OperationFailure) as raised:
+        db.system.profile.insert_one({"_id": 1})
+    assert raised.value.code == 73

@@ -249,12 +249,13 @@ pub fn check_database_name(db: &str) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The namespace a write may target: not `system.*`, not the oplog (which
-/// is the journal and only the engine writes).
+/// The namespace a write may target: not `system.*` (but `system.js`,
+/// which MongoDB leaves to clients: stored JavaScript), not the oplog
+/// (which is the journal and only the engine writes).
 pub fn check_writable(db: &str, collection: &str) -> Result<(), CommandError> {
     check_database_name(db)?;
     check_collection_name(collection)?;
-    if collection.starts_with("system.") {
+    if collection.starts_with("system.") && collection != "system.js" {
         return Err(CommandError::new(73, format!("cannot write to '{db}.{collection}'")));
     }
     if db == "local" && collection == "oplog.rs" {

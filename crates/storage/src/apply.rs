@@ -722,7 +722,7 @@ impl<'a> Applier<'a> {
         let record_key = record_key(&id);
         let old = self.read_record(collection.record_table, &record_key)?;
         let old = old.as_ref().map(|(document, size)| (document, *size));
-        let bytes = encode_document(&document)?;
+        let bytes = encode_internal_document(&document)?;
         let capture = std::mem::replace(&mut self.capture_images, false);
         let result = self.write_document(&collection, &record_key, old, Some((&document, bytes)));
         self.capture_images = capture;
@@ -827,10 +827,23 @@ pub fn duplicate_key(ns: &str, index: &IndexMeta, index_key: &[u8]) -> StorageEr
 
 /// A document's BSON, refusing documents over 16 MB.
 pub fn encode_document(document: &Document) -> Result<Value> {
+    encode_with_limit(document, DOCUMENT_BYTES_MAX)
+}
+
+/// The BSON of a document the server writes for itself around a client's
+/// (a retryable write's image: the client's document of up to 16 MB plus
+/// the record's fields), refused only past 16 MB + 16 KB, MongoDB's
+/// `BSONObjMaxInternalSize`. At 16 MB a `findAndModify` of a document
+/// near the limit failed whenever retryable writes were on.
+pub fn encode_internal_document(document: &Document) -> Result<Value> {
+    encode_with_limit(document, crate::journal::ENTRY_BYTES_MAX)
+}
+
+fn encode_with_limit(document: &Document, limit: usize) -> Result<Value> {
     let bytes = document.to_vec().map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    if bytes.len() > DOCUMENT_BYTES_MAX {
+    if bytes.len() > limit {
         return Err(StorageError::DocumentTooLarge(format!(
-            "object to insert too large. size in bytes: {}, max size: {DOCUMENT_BYTES_MAX}",
+            "object to insert too large. size in bytes: {}, max size: {limit}",
             bytes.len()
         )));
     }

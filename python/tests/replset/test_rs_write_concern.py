@@ -187,3 +187,27 @@ def test_numbers_in_a_write_concern_are_read_as_mongodb_reads_them(rs):
     with pytest.raises(OperationFailure) as raised:
         db.command("insert", "c", documents=[{"_id": 2}], writeConcern={"w": {"dc": 1}})
     assert raised.value.code == 115
+
+
+def test_find_and_modify_of_a_document_near_16_mb_keeps_its_retry_image(rs):
+    """A retryable findAndModify keeps the document it returns for a retry
+    (config.image_collection): that record is the client's document plus
+    a few fields, so it may pass 16 MB, as MongoDB's internal limit
+    (16 MB + 16 KB) allows. It failed with 10334 whenever retryable
+    writes were on (pymongo's default)."""
+    import bson
+    from bson import Binary
+    from pymongo import ReturnDocument
+
+    limit = 16 * 1024 * 1024
+
+    def big(fill: bytes) -> Binary:
+        return Binary(fill * (limit - len(bson.encode({"_id": 1, "b": Binary(b"")}))))
+
+    coll = rs.client(retryWrites=True).fam16.c
+    coll.insert_one({"_id": 1, "b": big(b"a")})
+    after = coll.find_one_and_update({"_id": 1}, {"$set": {"b": big(b"e")}},
+                                     return_document=ReturnDocument.AFTER, projection={"_id": 1})
+    assert after == {"_id": 1}
+    assert coll.find_one_and_delete({"_id": 1}, projection={"_id": 1}) == {"_id": 1}
+    assert coll.count_documents({}) == 0

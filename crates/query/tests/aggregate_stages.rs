@@ -510,8 +510,14 @@ fn blocking_stages_enforce_the_memory_limit() {
     }
     // A sort followed by a limit keeps only the top documents, within the limit.
     let pipeline = Pipeline::parse(&[doc! {"$sort": {"_id": -1}}, doc! {"$limit": 3}], "test").unwrap().with_memory_limit(200_000);
-    let out = pipeline.execute(Box::new(input.into_iter().map(Ok)), &Collections::default(), now()).unwrap();
+    let out = pipeline.execute(Box::new(input.clone().into_iter().map(Ok)), &Collections::default(), now()).unwrap();
     assert_eq!(out.iter().map(|d| d.get_i32("_id").unwrap()).collect::<Vec<_>>(), vec![99, 98, 97]);
+    // Even when fewer documents than the trim threshold pass the limit
+    // (a few large ones): the top ones are kept, not a 292.
+    let top_one = [doc! {"$sort": {"_id": -1}}, doc! {"$limit": 1}];
+    let pipeline = Pipeline::parse(&top_one, "test").unwrap().with_memory_limit(5_000);
+    let out = pipeline.execute(Box::new(input.into_iter().take(20).map(Ok)), &Collections::default(), now()).unwrap();
+    assert_eq!(out.iter().map(|d| d.get_i32("_id").unwrap()).collect::<Vec<_>>(), vec![19]);
 }
 
 #[test]

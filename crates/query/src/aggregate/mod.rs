@@ -413,8 +413,24 @@ impl MemoryBudget {
 
     /// Charges `bytes`; fails once the total passes the limit.
     pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), QueryError> {
+        self.add(bytes);
+        self.check()
+    }
+
+    /// Charges `bytes` without checking, for a stage that may give some
+    /// back (`release`) before it `check`s.
+    pub(crate) fn add(&mut self, bytes: usize) {
         self.used_bytes = self.used_bytes.saturating_add(bytes);
-        if self.used_bytes > self.limit_bytes {
+    }
+
+    /// True while the total is past the limit.
+    pub(crate) fn is_over(&self) -> bool {
+        self.used_bytes > self.limit_bytes
+    }
+
+    /// Fails if the total is past the limit.
+    pub(crate) fn check(&self) -> Result<(), QueryError> {
+        if self.is_over() {
             return Err(QueryError::new(
                 MEMORY_LIMIT_CODE,
                 format!(

@@ -100,6 +100,9 @@ pub struct Settings {
     /// How much nearer (round-trip time) another source must be before a
     /// member abandons a working sync source for it.
     pub change_sync_source_threshold_ms: u64,
+    /// `replicaSetId`, the ObjectId's 12 bytes: made when the set is
+    /// initiated, never changed by a reconfig (`repl` keeps both rules).
+    pub replica_set_id: Option<[u8; 12]>,
 }
 
 impl Default for Settings {
@@ -113,6 +116,7 @@ impl Default for Settings {
             catch_up_takeover_delay_ms: Some(30_000),
             max_sync_source_lag_ms: 30_000,
             change_sync_source_threshold_ms: 5,
+            replica_set_id: None,
         }
     }
 }

@@ -17,7 +17,7 @@ use slipstream_consensus::config::{MemberId, ReplSetConfig};
 use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
 
 use crate::config_document::{
-    client_config_document, mark_newly_added, parse_config, parse_reconfig, refuse_newly_added,
+    client_config_document, keep_replica_set_id, mark_newly_added, parse_config, parse_reconfig, refuse_newly_added,
 };
 use crate::coordinator::Input;
 use crate::error::ReplError;
@@ -99,6 +99,7 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     }
     let mut config = parse_config(&document)?;
     config.term = 0;
+    config.settings.replica_set_id.get_or_insert_with(|| bson::oid::ObjectId::new().bytes());
     if config.set_name != shared.options.set_name {
         return Err(ReplError::InvalidReplicaSetConfig(format!(
             "Attempting to initiate a replica set with name {}, but command line reports {}; rejecting",
@@ -268,6 +269,7 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     let deadline = reconfig_deadline(body);
     refuse_newly_added(document)?;
     let mut config = parse_reconfig(document)?;
+    keep_replica_set_id(&initialized(set)?, &mut config)?;
     check_self_in(set, &config)?;
     let force = matches!(body.get("force"), Some(Bson::Boolean(true)));
     let force = if force {

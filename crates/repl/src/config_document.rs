@@ -286,7 +286,8 @@ fn parse_settings(settings: &Document) -> Result<Settings, ReplError> {
         parsed.catch_up_takeover_delay_ms = at_least_minus_one(ms, "catchUpTakeoverDelayMillis")?;
     }
     match settings.get("replicaSetId") {
-        None | Some(Bson::ObjectId(_)) => {}
+        None => {}
+        Some(Bson::ObjectId(id)) => parsed.replica_set_id = Some(id.bytes()),
         Some(_) => return Err(invalid("settings.replicaSetId must be an ObjectId")),
     }
     check_write_concern_settings(settings)?;
@@ -403,6 +404,19 @@ pub fn config_document(config: &ReplSetConfig) -> Document {
         })
         .collect();
     let s = &config.settings;
+    let mut settings = doc! {
+        "chainingAllowed": s.chaining_allowed,
+        "heartbeatIntervalMillis": s.heartbeat_interval_ms as i64 as i32,
+        "heartbeatTimeoutSecs": (s.heartbeat_timeout_ms / 1000).min(i32::MAX as u64) as i32,
+        "electionTimeoutMillis": s.election_timeout_ms as i64 as i32,
+        "catchUpTimeoutMillis": s.catch_up_timeout_ms.map_or(-1, |ms| ms as i64) as i32,
+        "catchUpTakeoverDelayMillis": s.catch_up_takeover_delay_ms.map_or(-1, |ms| ms as i64) as i32,
+        "getLastErrorModes": {},
+        "getLastErrorDefaults": {"w": 1, "wtimeout": 0},
+    };
+    if let Some(id) = s.replica_set_id {
+        settings.insert("replicaSetId", bson::oid::ObjectId::from_bytes(id));
+    }
     doc! {
         "_id": config.set_name.clone(),
         "version": config.version as i32,
@@ -410,16 +424,26 @@ pub fn config_document(config: &ReplSetConfig) -> Document {
         "members": members,
         "protocolVersion": 1_i64,
         "writeConcernMajorityJournalDefault": true,
-        "settings": {
-            "chainingAllowed": s.chaining_allowed,
-            "heartbeatIntervalMillis": s.heartbeat_interval_ms as i64 as i32,
-            "heartbeatTimeoutSecs": (s.heartbeat_timeout_ms / 1000).min(i32::MAX as u64) as i32,
-            "electionTimeoutMillis": s.election_timeout_ms as i64 as i32,
-            "catchUpTimeoutMillis": s.catch_up_timeout_ms.map_or(-1, |ms| ms as i64) as i32,
-            "catchUpTakeoverDelayMillis": s.catch_up_takeover_delay_ms.map_or(-1, |ms| ms as i64) as i32,
-            "getLastErrorModes": {},
-            "getLastErrorDefaults": {"w": 1, "wtimeout": 0},
-        },
+        "settings": settings,
+    }
+}
+
+/// `settings.replicaSetId` across a reconfig, as MongoDB keeps it: one
+/// left out is the current one; another one than the current is refused
+/// (103), since it names another set.
+pub fn keep_replica_set_id(current: &ReplSetConfig, config: &mut ReplSetConfig) -> Result<(), ReplError> {
+    let (old, new) = (current.settings.replica_set_id, config.settings.replica_set_id);
+    match (old, new) {
+        (Some(old), Some(new)) if old != new => Err(ReplError::NewReplicaSetConfigurationIncompatible(format!(
+            "New and old configurations differ in replica set ID; old was {}, and new is {}",
+            bson::oid::ObjectId::from_bytes(old),
+            bson::oid::ObjectId::from_bytes(new)
+        ))),
+        (Some(old), None) => {
+            config.settings.replica_set_id = Some(old);
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -681,3 +681,30 @@ def test_initiate_without_a_configuration_makes_one_member_set_and_checks_the_on
             client.admin.command("replSetInitiate", 1)
             assert len(client.admin.command("replSetGetConfig")["config"]["members"]) == 1
         fresh.wait_for("member 1 to be primary", lambda: fresh.hello(1).get("isWritablePrimary"))
+
+
+def test_the_replica_set_id_is_made_at_initiate_and_kept_by_every_reconfig(members):
+    """`settings.replicaSetId`, as MongoDB's: an ObjectId made when the set
+    is initiated, kept by a reconfig that leaves it out, and never changed
+    (103); it was dropped."""
+    from bson import ObjectId
+
+    primary = members.primary()
+    with members.direct(primary) as client:
+        config = client.admin.command("replSetGetConfig")["config"]
+        set_id = config["settings"]["replicaSetId"]
+        assert isinstance(set_id, ObjectId)
+        config["version"] += 1
+        del config["settings"]["replicaSetId"]
+        client.admin.command("replSetReconfig", config)
+        kept = client.admin.command("replSetGetConfig")["config"]
+        assert kept["settings"]["replicaSetId"] == set_id
+        kept["version"] += 1
+        kept["settings"]["replicaSetId"] = ObjectId()
+        with pytest.raises(OperationFailure) as raised:
+            client.admin.command("replSetReconfig", kept)
+        assert raised.value.code == 103
+    for i in range(3):
+        members.wait_for(f"member {i} to hold the replica set id",
+                         lambda i=i: members.direct(i).admin.command("replSetGetConfig")["config"]["settings"]
+                         .get("replicaSetId") == set_id)

@@ -184,6 +184,7 @@ pub fn random_config(rng: &mut Rng, members: usize) -> ReplSetConfig {
         catch_up_takeover_delay_ms: Some(1_000),
         max_sync_source_lag_ms: 5_000,
         change_sync_source_threshold_ms: 20,
+        replica_set_id: None,
     };
     let mut config = ReplSetConfig::new("sim", list);
     config.settings = settings;

@@ -174,7 +174,14 @@ def test_a_member_added_under_write_load_syncs_and_matches_the_primary(make_repl
     assert done["attr"]["source"] in (rs.host(1), rs.host(2))
     # By the default method: the source's checkpoint file, then its oplog.
     assert _log_lines(rs, added, "initial sync installed the source's checkpoint copy")
-    assert _sync_status(rs, added)["method"] == "fileCopyBased"
+    finished = _sync_status(rs, added)
+    assert finished["method"] == "fileCopyBased"
+    # Once done, as MongoDB's: when it ended, the successful attempt, and a
+    # total time that no longer grows.
+    assert finished["initialSyncEnd"] >= finished["initialSyncStart"]
+    assert finished["initialSyncAttempts"][-1]["status"] == "OK"
+    time.sleep(0.2)
+    assert _sync_status(rs, added)["totalInitialSyncElapsedMillis"] == finished["totalInitialSyncElapsedMillis"]
     # The fixture then checks that every member's dbHash equals the primary's.
     # The copy brought the indexes, and the unique one holds.
     indexes = rs.direct(added).app.users.index_information()

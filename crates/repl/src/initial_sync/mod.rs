@@ -197,7 +197,10 @@ async fn run(shared: Arc<Shared>) {
         avoid = avoid.filter(|(_, at)| at.elapsed() < FAILED_SOURCE_AVOID);
         let avoided = avoid.as_ref().map(|(host, _)| host.as_str());
         match attempt(&shared, &status, avoided).await {
-            Ok(()) => break,
+            Ok(()) => {
+                status.finished(started.elapsed());
+                break;
+            }
             Err(err) => {
                 if matches!(err, SyncError::Source(_)) {
                     avoid = status.source().map(|host| (host, Instant::now()));
@@ -217,7 +220,6 @@ async fn run(shared: Arc<Shared>) {
             }
         }
     }
-    status.finished();
     let engine = &shared.engine;
     let (applied, wall_ms) = engine.last_applied_wall();
     if engine.wait_durable_async(applied.ts).await.is_err() {

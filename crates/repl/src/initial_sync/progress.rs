@@ -253,6 +253,8 @@ struct Counters {
     failed_attempts: u32,
     started: Option<Instant>,
     started_wall_ms: i64,
+    /// Once the sync succeeded: its whole time and when it ended.
+    ended: Option<(Duration, bson::DateTime)>,
     attempts: Vec<Document>,
     approx_total_bytes: u64,
     bytes_copied: u64,
@@ -321,8 +323,25 @@ impl Status {
         }
     }
 
-    pub fn finished(&self) {
-        self.counters.lock().active = false;
+    /// The sync succeeded, its last attempt taking `elapsed`: the status
+    /// then shows when it ended, its total time stops, and the attempt is
+    /// listed with status OK, as MongoDB's does.
+    pub fn finished(&self, elapsed: Duration) {
+        let mut c = self.counters.lock();
+        if !c.active {
+            return;
+        }
+        c.active = false;
+        c.ended = c.started.map(|started| (started.elapsed(), bson::DateTime::now()));
+        let source = c.source.clone();
+        c.attempts.push(doc! {
+            "durationMillis": elapsed.as_millis() as i64,
+            "status": "OK",
+            "syncSource": source,
+        });
+        if c.attempts.len() > ATTEMPTS_KEPT_MAX {
+            c.attempts.remove(0);
+        }
     }
 
     pub fn failed_attempts(&self) -> u32 {
@@ -423,7 +442,7 @@ impl Status {
         if !c.active && !even_if_finished {
             return None;
         }
-        let elapsed_ms = started.elapsed().as_millis() as i64;
+        let elapsed_ms = c.ended.map_or(started.elapsed(), |(total, _)| total).as_millis() as i64;
         let mut databases =
             doc! {"databasesCloned": c.databases.values().filter(|d| d.values().all(|s| s.done)).count() as i32};
         for (db, collections) in &c.databases {
@@ -465,6 +484,9 @@ impl Status {
         };
         if !c.oplog_end.is_null() {
             document.insert("initialSyncOplogEnd", bson_timestamp(c.oplog_end.ts));
+        }
+        if let Some((_, ended_at)) = c.ended {
+            document.insert("initialSyncEnd", ended_at);
         }
         Some(document)
     }

@@ -81,7 +81,12 @@ def test_reconfig_adds_and_removes_a_member(make_replset):
     coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority"))
     coll.insert_many([{"_id": i} for i in range(100)])
 
-    added = rs.add_member()
+    reply = rs.cli("add")
+    added = reply["member"]["id"]
+    # The line `cluster add` prints describes the process it started (it
+    # said pid 0, DOWN, found by the outside probe).
+    assert reply["member"]["up"] is True and reply["member"]["pid"] > 0, reply
+    assert reply["member"]["state"] == "STARTUP", reply
     assert rs.member_state(added) == "STARTUP"
     config = rs.config()
     config["version"] += 1

@@ -170,7 +170,9 @@ pub fn add(cluster: &Cluster, arbiter: bool, timeout: Duration) -> Result<String
     let port = next_free_port(after)?;
     let dir = absolute_directory(cluster.dir())?;
     let member = new_member(&dir, id, port, arbiter);
-    let mut children = spawn_all(cluster, &mut state, vec![member.clone()])?;
+    let mut children = spawn_all(cluster, &mut state, vec![member])?;
+    // As spawned: with its pid (the copy from before said pid 0, DOWN).
+    let member = state.member(id)?.clone();
     wait_answering(cluster, &member, &mut children[0], Instant::now() + timeout)?;
     let mut config_member = json!({"_id": id, "host": member.host()});
     if arbiter {

@@ -240,6 +240,10 @@ pub struct EngineStats {
     pub oplog_min_retention_hours: f64,
     /// Oplog segments deleted by the size cap since open.
     pub oplog_segments_truncated: u64,
+    /// Time spent deleting them, in microseconds.
+    pub oplog_truncate_micros: u64,
+    /// Time opening the journal took (finding its segments and entries).
+    pub oplog_open_micros: u64,
     /// How long the oldest write that is not yet fsynced has waited (a
     /// `w: 1` write is acknowledged before its fsync); zero when every
     /// write is durable.
@@ -1376,6 +1380,8 @@ impl Engine {
             oplog_size_cap_bytes: journal.size_cap_bytes,
             oplog_min_retention_hours: f64::from_bits(self.inner.oplog_min_retention_hours.load(Ordering::Relaxed)),
             oplog_segments_truncated: journal.segments_deleted,
+            oplog_truncate_micros: journal.truncate_micros,
+            oplog_open_micros: journal.open_micros,
             oldest_unsynced_write_age_ms: journal.oldest_unsynced_age_ms,
             journal_preallocated_bytes: journal.preallocated_bytes,
             journal_spares_prepared: journal.spares_prepared,

@@ -79,7 +79,12 @@ def test_size_and_retention_change_at_once_and_the_size_survives_a_restart(make_
         assert time.monotonic() < deadline, "the oplog never shrank once the retention was gone"
         fill(coll, rounds=1)
         time.sleep(0.2)
-    assert member.admin.command("serverStatus")["oplogTruncation"]["truncateCount"] > 0
+    truncation = member.admin.command("serverStatus")["oplogTruncation"]
+    assert truncation["truncateCount"] > 0
+    # MongoDB's other fields: the time spent deleting, and how the oplog
+    # was read at startup (they were missing).
+    assert truncation["totalTimeTruncatingMicros"] > 0, truncation
+    assert truncation["totalTimeProcessingMicros"] > 0 and truncation["processingMethod"] == "scanning", truncation
     coll.drop()
 
     # A new size applies at once and is kept over --oplogSize on restart;

@@ -334,7 +334,14 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
     // member (a standalone has no oplog).
     if let Some(repl) = state.topology.server_status() {
         status.insert("repl", repl);
-        let mut truncation = doc! {"truncateCount": stats.oplog_segments_truncated as i64};
+        // The journal finds its segments by reading them (the last one) and
+        // their index files: MongoDB's "scanning", not its sampling.
+        let mut truncation = doc! {
+            "totalTimeProcessingMicros": stats.oplog_open_micros as i64,
+            "processingMethod": "scanning",
+            "totalTimeTruncatingMicros": stats.oplog_truncate_micros as i64,
+            "truncateCount": stats.oplog_segments_truncated as i64,
+        };
         if stats.oplog_min_retention_hours > 0.0 {
             truncation.insert("oplogMinRetentionHours", stats.oplog_min_retention_hours);
         }

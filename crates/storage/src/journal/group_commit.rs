@@ -716,6 +716,7 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
     if doomed.is_empty() {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     for segment in &doomed {
         shared.io.remove_file(&segment.path)?;
         // Not durably, and a failure only logged: one left behind belongs
@@ -731,7 +732,9 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
         tracing::info!(target: "journal", file = %segment.path.display(), "journal segment deleted by the size cap");
     }
     shared.io.sync_dir(&shared.dir)?;
-    shared.state.lock().stats.fsyncs += 1;
+    let mut state = shared.state.lock();
+    state.stats.fsyncs += 1;
+    state.stats.truncate_micros += started.elapsed().as_micros() as u64;
     Ok(())
 }
 

@@ -148,6 +148,11 @@ pub struct JournalStats {
     pub size_bytes: u64,
     /// Segments deleted by the size cap since open.
     pub segments_deleted: u64,
+    /// Time spent deleting them (`oplogTruncation.totalTimeTruncatingMicros`).
+    pub truncate_micros: u64,
+    /// Time `open` took to find the segments and their entries
+    /// (`oplogTruncation.totalTimeProcessingMicros`).
+    pub open_micros: u64,
     /// The size cap now.
     pub size_cap_bytes: u64,
     /// The minimum retention now, in seconds.
@@ -440,6 +445,7 @@ impl Journal {
         assert!(options.segment_size_bytes <= SEGMENT_BYTES_MAX, "segment_size_bytes too large");
         assert!(options.recent_cache_bytes_max <= RECENT_CACHE_BYTES_MAX, "recent_cache_bytes_max too large");
         assert!(options.pending_bytes_max <= PENDING_BYTES_MAX, "pending_bytes_max too large");
+        let opened_at = std::time::Instant::now();
         let recovered = recovery::recover(dir, &io)?;
         let mut segments = VecDeque::new();
         let segment_count = recovered.segments.len();
@@ -482,6 +488,7 @@ impl Journal {
             torn_bytes_cut_at_open: recovered.torn_bytes_cut,
             segments_scanned_at_open: recovered.segments_scanned,
             segments_indexed_at_open: segments_indexed,
+            open_micros: opened_at.elapsed().as_micros() as u64,
             ..JournalStats::default()
         };
         let state = State {

@@ -166,3 +166,21 @@ def test_a_removed_host_added_back_under_a_new_id_rejoins_without_a_restart(make
     rs.direct(primary).admin.command("replSetReconfig", config)
     rs.wait_state(member, "SECONDARY", timeout=CATCH_UP_TIMEOUT_S)
     coll.with_options(write_concern=WriteConcern(w=3, wtimeout=20_000)).insert_one({"_id": "after"})
+
+
+def test_cluster_up_on_a_stopped_cluster_starts_it_as_made_and_refuses_other_options(make_replset):
+    """`cluster up` on an existing cluster's directory starts it again as
+    it was made; an option that says otherwise (more members, another
+    port or name) is refused, where it was dropped without a word."""
+    from slipstream_testing.replset import ClusterError
+
+    rs = make_replset(nodes=1)
+    rs.client().t.c.insert_one({"_id": "kept"})
+    rs.stop()
+    for option in (["--nodes", "5"], ["--base-port", "1"], ["--set-name", "other"], ["--election-timeout-ms", "5"]):
+        with pytest.raises(ClusterError) as raised:
+            rs.cli("up", *option)
+        assert "starts again as it was made" in raised.value.stderr + str(raised.value), option
+    status = rs.cli("up", "--nodes", "1", "--set-name", rs.set_name)
+    assert status["uri"] == rs.uri
+    assert rs.client().t.c.find_one() == {"_id": "kept"}

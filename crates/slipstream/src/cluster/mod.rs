@@ -81,28 +81,30 @@ pub enum ClusterCommand {
     Heal,
 }
 
+/// `cluster up`'s options. Those that shape the set are options without
+/// a clap default (the defaults are the methods below), so that `up` on a
+/// stopped cluster can tell one given from one left out: it starts the
+/// cluster as it was made and refuses one that differs, which it dropped.
 #[derive(Args, Debug, Clone)]
 pub struct UpArgs {
-    /// Data-bearing members.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=NODES_MAX as i64))]
-    pub nodes: u32,
+    /// Data-bearing members [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=NODES_MAX as i64))]
+    pub nodes: Option<u32>,
     /// Add an arbiter (a voting member without data) after the nodes.
     #[arg(long)]
     pub arbiter: bool,
-    /// Member K listens on base-port + K - 1.
-    #[arg(long = "base-port", default_value_t = 27017)]
-    pub base_port: u16,
-    /// The replica set's name.
-    #[arg(long = "set-name", default_value = "rs0")]
-    pub set_name: String,
-    /// `settings.electionTimeoutMillis` (MongoDB's default).
-    #[arg(long = "election-timeout-ms", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    pub election_timeout_ms: u64,
-    /// `settings.heartbeatIntervalMillis` (MongoDB's default).
-    #[arg(long = "heartbeat-interval-ms", default_value_t = 2_000,
-          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    pub heartbeat_interval_ms: u64,
+    /// Member K listens on base-port + K - 1 [default: 27017].
+    #[arg(long = "base-port")]
+    pub base_port: Option<u16>,
+    /// The replica set's name [default: rs0].
+    #[arg(long = "set-name")]
+    pub set_name: Option<String>,
+    /// `settings.electionTimeoutMillis` [default: 10000, MongoDB's].
+    #[arg(long = "election-timeout-ms", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub election_timeout_ms: Option<u64>,
+    /// `settings.heartbeatIntervalMillis` [default: 2000, MongoDB's].
+    #[arg(long = "heartbeat-interval-ms", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub heartbeat_interval_ms: Option<u64>,
     /// `settings.chainingAllowed: false`: secondaries sync only from the
     /// primary.
     #[arg(long = "no-chaining")]
@@ -116,6 +118,28 @@ pub struct UpArgs {
     pub serve_arg: Vec<String>,
     #[command(flatten)]
     pub wait: WaitArgs,
+}
+
+impl UpArgs {
+    pub fn nodes(&self) -> u32 {
+        self.nodes.unwrap_or(3)
+    }
+
+    pub fn base_port(&self) -> u16 {
+        self.base_port.unwrap_or(27017)
+    }
+
+    pub fn set_name(&self) -> String {
+        self.set_name.clone().unwrap_or_else(|| "rs0".to_owned())
+    }
+
+    pub fn election_timeout_ms(&self) -> u64 {
+        self.election_timeout_ms.unwrap_or(10_000)
+    }
+
+    pub fn heartbeat_interval_ms(&self) -> u64 {
+        self.heartbeat_interval_ms.unwrap_or(2_000)
+    }
 }
 
 #[derive(Args, Debug, Clone, Copy)]

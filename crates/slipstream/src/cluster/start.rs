@@ -21,31 +21,78 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Lines of a member's output and log quoted when it fails to start.
 const TAIL_LINES: usize = 20;
 
+/// `up` on a cluster that exists starts it as it was made: an option given
+/// that says otherwise is refused (it was dropped without a word, so a
+/// user asking for five members on another port got the old three).
+fn check_same_shape(cluster: &Cluster, state: &ClusterState, args: &UpArgs) -> Result<(), String> {
+    let mut differs = Vec::new();
+    let data_members = state.members.iter().filter(|m| !m.arbiter).count() as u32;
+    if args.nodes.is_some_and(|nodes| nodes != data_members) {
+        differs.push(format!("--nodes {} (it has {data_members} data-bearing members)", args.nodes()));
+    }
+    if args.arbiter && !state.members.iter().any(|m| m.arbiter) {
+        differs.push("--arbiter (it has none)".to_owned());
+    }
+    let first_port = state.members.iter().map(|m| m.port).min().unwrap_or(0);
+    if args.base_port.is_some_and(|port| port != first_port) {
+        differs.push(format!("--base-port {} (its members start at {first_port})", args.base_port()));
+    }
+    if args.set_name.as_ref().is_some_and(|name| *name != state.set_name) {
+        differs.push(format!("--set-name {} (it is {})", args.set_name(), state.set_name));
+    }
+    if !args.serve_arg.is_empty() && args.serve_arg != state.serve_args {
+        differs.push(format!("--serve-arg {:?} (it has {:?})", args.serve_arg, state.serve_args));
+    }
+    let made_only = [
+        ("--election-timeout-ms", args.election_timeout_ms.is_some()),
+        ("--heartbeat-interval-ms", args.heartbeat_interval_ms.is_some()),
+        ("--no-chaining", args.no_chaining),
+        ("--member", !args.member.is_empty()),
+    ];
+    for (option, given) in made_only {
+        if given {
+            differs.push(format!("{option} (set when a cluster is made; change it with replSetReconfig)"));
+        }
+    }
+    if differs.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the cluster at {} exists and starts again as it was made; these options say otherwise: {}. \
+         Leave them out to start it, or give another --dir for a new cluster",
+        cluster.dir().display(),
+        differs.join("; ")
+    ))
+}
+
 pub fn up(cluster: &Cluster, args: &UpArgs) -> Result<String, String> {
     match ClusterState::load(cluster.dir()) {
-        Ok(state) => return start_again(cluster, state, args.wait.timeout()),
+        Ok(state) => {
+            check_same_shape(cluster, &state, args)?;
+            return start_again(cluster, state, args.wait.timeout());
+        }
         Err(StateError::Missing(_)) => {}
         Err(err) => return Err(err.to_string()),
     }
     let options = member_options(args)?;
-    let count = args.nodes + u32::from(args.arbiter);
-    if u32::from(args.base_port) + count - 1 > u32::from(u16::MAX) || args.base_port == 0 {
+    let count = args.nodes() + u32::from(args.arbiter);
+    if u32::from(args.base_port()) + count - 1 > u32::from(u16::MAX) || args.base_port() == 0 {
         return Err(format!(
             "--base-port {} leaves no room for {count} members",
-            args.base_port
+            args.base_port()
         ));
     }
     let dir = absolute_directory(cluster.dir())?;
     let mut state = ClusterState {
         format: STATE_FORMAT,
-        set_name: args.set_name.clone(),
+        set_name: args.set_name(),
         binary: std::env::current_exe().map_err(|err| format!("cannot find this binary: {err}"))?,
         serve_args: args.serve_arg.clone(),
         members: Vec::new(),
         partition: None,
     };
     let members: Vec<MemberState> = (1..=count)
-        .map(|id| new_member(&dir, id, args.base_port + (id - 1) as u16, id > args.nodes))
+        .map(|id| new_member(&dir, id, args.base_port() + (id - 1) as u16, id > args.nodes()))
         .collect();
     for member in &members {
         check_port_free(member.port)?;
@@ -70,8 +117,8 @@ fn initiate_new(
     let children = spawn_all(cluster, state, members)?;
     wait_all_answering(cluster, state, children, deadline)?;
     let settings = Settings {
-        election_timeout_ms: args.election_timeout_ms,
-        heartbeat_interval_ms: args.heartbeat_interval_ms,
+        election_timeout_ms: args.election_timeout_ms(),
+        heartbeat_interval_ms: args.heartbeat_interval_ms(),
         chaining_allowed: !args.no_chaining,
     };
     let config = initiate_config(state, options, settings);
@@ -90,10 +137,10 @@ fn member_options(args: &UpArgs) -> Result<Vec<MemberOptions>, String> {
         .map(|spec| parse_member_options(spec))
         .collect::<Result<Vec<_>, _>>()?;
     for option in &options {
-        if option.id == 0 || option.id > args.nodes {
+        if option.id == 0 || option.id > args.nodes() {
             return Err(format!(
                 "--member {}: members are numbered 1 to {} (the arbiter takes no options)",
-                option.id, args.nodes
+                option.id, args.nodes()
             ));
         }
     }

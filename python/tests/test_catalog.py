@@ -114,6 +114,19 @@ def test_db_hash_changes_with_content(db):
     assert changed["collections"]["h"] != first["collections"]["h"]
 
 
+def test_db_hash_lists_capped_collections_and_uuids_and_skips_views(db):
+    """As MongoDB's: `capped` names the capped collections, `uuids` gives
+    each collection's UUID, and a view (no data of its own) is not hashed."""
+    db.create_collection("ring", capped=True, size=4096)
+    db.plain.insert_one({"_id": 1})
+    db.command("create", "seen", viewOn="plain", pipeline=[])
+    reply = db.command("dbHash")
+    assert set(reply["collections"]) == {"ring", "plain"}, reply
+    assert reply["capped"] == ["ring"]
+    infos = {c["name"]: c["info"]["uuid"] for c in db.list_collections() if c.get("type") == "collection"}
+    assert reply["uuids"] == {name: infos[name] for name in ("plain", "ring")}
+
+
 def test_validate(db):
     db.v.insert_many([{"_id": i, "a": i} for i in range(20)])
     db.v.create_index("a")

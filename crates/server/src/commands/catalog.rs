@@ -593,7 +593,20 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     hashes.sort();
     let mut overall = Md5::new();
     let mut collections = Document::new();
+    let mut capped = Vec::new();
+    let mut uuids = Document::new();
     for (name, hash) in &hashes {
+        let info = ctx.state.engine.collection_info(&format!("{}.{name}", req.db));
+        if let Some(info) = &info {
+            // As MongoDB's: a view holds no data and is not hashed.
+            if views::definition(info).is_some() {
+                continue;
+            }
+            if slipstream_storage::capped::is_capped(&info.options) {
+                capped.push(Bson::String(name.clone()));
+            }
+            uuids.insert(name.clone(), info.uuid);
+        }
         overall.update(name.as_bytes());
         overall.update([0u8]);
         overall.update(hash.as_bytes());
@@ -603,7 +616,8 @@ pub async fn db_hash(ctx: &CommandContext, req: &CommandRequest) -> CommandResul
     Ok(doc! {
         "host": ctx.state.host_and_port(),
         "collections": collections,
-        "capped": [],
+        "capped": capped,
+        "uuids": uuids,
         "md5": md5,
         "timeMillis": started.elapsed().as_millis() as i64,
     })

@@ -62,6 +62,11 @@ pub async fn write_note(shared: &Arc<Shared>, data: Document) -> Result<OpTime, 
     let written = tokio::task::spawn_blocking(move || engine.writer().noop_object(&data).map_err(Box::new)).await;
     match written {
         Ok(Ok(op)) => Ok(op),
+        // Not primary (or no longer): NotWritablePrimary, as MongoDB's
+        // `appendOplogNote` answers on a secondary.
+        Ok(Err(err)) if matches!(*err, slipstream_storage::StorageError::NotWritablePrimary) => {
+            Err(ReplError::NotWritablePrimary)
+        }
         Ok(Err(err)) => Err(ReplError::Storage(err)),
         Err(_) => Err(ReplError::ShutdownInProgress),
     }

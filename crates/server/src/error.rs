@@ -91,7 +91,15 @@ impl From<StorageError> for CommandError {
             StorageError::DocumentTooLarge(_) => CommandError::new(10334, message),
             StorageError::InvalidNamespace(_) => CommandError::new(73, message),
             StorageError::IllegalOperation(_) => CommandError::new(20, message),
-            StorageError::NotWritablePrimary => CommandError::new(10107, message),
+            // A write command passes the topology's check only on a writable
+            // primary, so a closed write gate met later means a stepdown
+            // came while it ran: MongoDB's InterruptedDueToReplStateChange
+            // (found by the outside probe: an insert of thousands answered
+            // 10107 halfway through).
+            StorageError::NotWritablePrimary => CommandError::new(
+                11602,
+                "operation was interrupted because the member stopped being primary while it ran",
+            ),
             StorageError::TransactionTooOld(_) => CommandError::new(225, message),
             StorageError::OplogOutOfOrder(_) => CommandError::new(152, message),
             StorageError::InvalidOplogEntry(_) => CommandError::new(1, message),
@@ -217,7 +225,7 @@ mod tests {
             (StorageError::InvalidDocument("_id cannot be an array".into()), 2),
             (StorageError::InvalidNamespace("Invalid target namespace: x".into()), 73),
             (StorageError::IllegalOperation("local".into()), 20),
-            (StorageError::NotWritablePrimary, 10107),
+            (StorageError::NotWritablePrimary, 11602),
             (StorageError::TransactionTooOld("old".into()), 225),
             (StorageError::OplogOutOfOrder("x".into()), 152),
             (StorageError::Query(QueryError::new(52, "bad")), 52),

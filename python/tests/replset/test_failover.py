@@ -10,7 +10,7 @@ from pathlib import Path
 import bson
 import pytest
 from pymongo import MongoClient, ReadPreference
-from pymongo.errors import WriteConcernError
+from pymongo.errors import PyMongoError, WriteConcernError
 from pymongo.write_concern import WriteConcern
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -213,11 +213,49 @@ def test_a_signalled_secondary_answers_the_read_waiting_on_it(members):
     assert members.nodes[behind].process.wait(timeout=60) == 0
 
 
-def _waiting_reads(members, i) -> bool:
-    """True once member i runs a `find` (it waits for a cluster time)."""
+def test_a_write_a_stepdown_interrupts_answers_interrupted_due_to_repl_state_change(members):
+    """A write running when the member steps down fails with 11602
+    InterruptedDueToReplStateChange, as MongoDB's (it answered 10107, the
+    code of a write that arrives at a secondary)."""
+    import threading
+
+    primary = members.primary()
+    outcome = {}
+    with members.direct(primary) as client:
+        # Indexes make the insert run long enough to be caught running.
+        for field in "abcdef":
+            client.fo.big.create_index(field)
+
+    def insert():
+        with members.direct(primary) as client:
+            documents = [{"i": i, **{field: i for field in "abcdef"}} for i in range(100_000)]
+            outcome["reply"] = client.fo.command({"insert": "big", "documents": documents, "writeConcern": {"w": 1}},
+                                                 check=False)
+
+    writer = threading.Thread(target=insert)
+    writer.start()
+    members.wait_for("the insert to run", lambda: _running(members, primary, "insert"))
+    with members.direct(primary) as client:
+        try:
+            client.admin.command("replSetStepDown", 30, force=True)
+        except PyMongoError:
+            pass
+    writer.join(timeout=120)
+    reply = outcome["reply"]
+    assert reply["ok"] == 0 and reply["code"] == 11602, {k: v for k, v in reply.items() if k != "writeErrors"}
+
+
+def _running(members, i, command: str) -> bool:
+    """True once member i runs `command` (by currentOp's `op`, or the
+    command's name where `op` is "command")."""
     with members.direct(i) as client:
         ops = client.admin.command("currentOp")["inprog"]
-    return any("find" in op.get("command", {}) for op in ops)
+    return any(op.get("op") == command or command in op.get("command", {}) for op in ops)
+
+
+def _waiting_reads(members, i) -> bool:
+    """True once member i runs a `find` (it waits for a cluster time)."""
+    return _running(members, i, "find")
 
 
 def test_no_acknowledged_majority_write_is_lost_across_a_kill(members):

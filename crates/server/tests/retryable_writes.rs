@@ -520,10 +520,11 @@ fn a_write_cut_by_a_stepdown_fails_the_command_and_is_retried() {
         );
         // The gate closes after the command was admitted (a stepdown
         // racing the write): the whole command fails, labelled, not one
-        // statement after another.
+        // statement after another, with MongoDB's code for a write a
+        // stepdown interrupts.
         node.ctx.state.engine.set_write_gate(WriteGate::Closed);
         let cut = node.run(insert.clone()).await;
-        assert_eq!(code(&cut), Some(10107), "{cut}");
+        assert_eq!(code(&cut), Some(11602), "{cut}");
         assert!(!cut.contains_key("writeErrors"), "{cut}");
         assert_eq!(
             cut.get_array("errorLabels").unwrap(),

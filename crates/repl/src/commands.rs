@@ -85,13 +85,13 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     refuse_newly_added(&document)?;
     // A set starts at version 1 of its configuration, in term 0 (MongoDB's
     // `validateConfigForInitiate`).
-    let version = document.get("version").map(|version| config_number(version));
+    let version = document.get("version").map(integral);
     if version.is_some_and(|version| version != Some(1)) {
         return Err(ReplError::NewReplicaSetConfigurationIncompatible(
             "the configuration that initiates a replica set must have version 1".into(),
         ));
     }
-    let term = document.get("term").map(|term| config_number(term));
+    let term = document.get("term").map(integral);
     if term.is_some_and(|term| term != Some(0)) {
         return Err(ReplError::NewReplicaSetConfigurationIncompatible(
             "the configuration that initiates a replica set must have term 0".into(),
@@ -120,17 +120,6 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
     }
     set.ask(|reply| Input::Initiate { config, me, reply }).await??;
     Ok(Document::new())
-}
-
-/// An integral number field of a configuration (a double with no
-/// fraction too), as the configuration parser reads one.
-fn config_number(value: &Bson) -> Option<i64> {
-    match value {
-        Bson::Int32(n) => Some(i64::from(*n)),
-        Bson::Int64(n) => Some(*n),
-        Bson::Double(n) if n.fract() == 0.0 => Some(*n as i64),
-        _ => None,
-    }
 }
 
 /// MongoDB's checks of each `replSetUpdatePosition` entry: its `cfgver`

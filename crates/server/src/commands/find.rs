@@ -842,7 +842,7 @@ impl GetMoreArguments {
         }
         let last_known_committed = match body.get("lastKnownCommittedOpTime") {
             None => None,
-            Some(value) => Some(parse_optime(value).ok_or_else(|| {
+            Some(value) => Some(value.as_document().and_then(slipstream_storage::session::parse_optime).ok_or_else(|| {
                 CommandError::new(
                     14,
                     "BSON field 'getMore.lastKnownCommittedOpTime' must be an object {ts: <timestamp>, t: <long>}",
@@ -858,21 +858,6 @@ impl GetMoreArguments {
             last_known_committed,
         })
     }
-}
-
-/// `{ts: <timestamp>, t: <long>}`.
-fn parse_optime(value: &Bson) -> Option<OpTime> {
-    let Bson::Document(optime) = value else { return None };
-    let ts = match optime.get("ts") {
-        Some(Bson::Timestamp(ts)) => slipstream_storage::from_bson_timestamp(*ts),
-        _ => return None,
-    };
-    let term = match optime.get("t") {
-        Some(Bson::Int64(t)) => *t,
-        Some(Bson::Int32(t)) => i64::from(*t),
-        _ => return None,
-    };
-    Some(OpTime::new(ts, term))
 }
 
 pub async fn kill_cursors(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

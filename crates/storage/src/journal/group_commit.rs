@@ -708,6 +708,7 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
             if let Some(last) = front.last_ts {
                 state.cache.remove_through(last);
             }
+            state.stats.segments_deleted += 1;
             doomed.push(front);
         }
         doomed
@@ -730,16 +731,10 @@ fn enforce_size_cap(shared: &Shared) -> std::io::Result<()> {
         }
         tracing::info!(target: "journal", file = %segment.path.display(), "journal segment deleted by the size cap");
     }
-    {
-        // Counted with their time, once their files are gone: counted when
-        // picked, a reader of serverStatus could see the count before the
-        // time spent on them.
-        let mut state = shared.state.lock();
-        state.stats.segments_deleted += doomed.len() as u64;
-        state.stats.truncate_micros += started.elapsed().as_micros() as u64;
-    }
     shared.io.sync_dir(&shared.dir)?;
-    shared.state.lock().stats.fsyncs += 1;
+    let mut state = shared.state.lock();
+    state.stats.fsyncs += 1;
+    state.stats.truncate_micros += started.elapsed().as_micros() as u64;
     Ok(())
 }
 

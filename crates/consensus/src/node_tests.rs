@@ -837,3 +837,23 @@ fn a_requested_sync_source_level_with_us_is_taken() {
     actions.extend(s.step(Event::Tick { election_jitter_ms: 0 }, Millis(12)));
     assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
 }
+
+/// A `replSetSyncFrom` that comes while the member named looks a moment
+/// behind us (its last heartbeat predates our newest entry) is followed at
+/// the next heartbeat that shows it level; it waited for the current
+/// source to fail.
+#[test]
+fn a_requested_sync_source_a_heartbeat_behind_is_taken_once_it_is_level() {
+    let mut s = node(3, 2, op(1, 20));
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 25), OpTime::NULL);
+    let actions = receive(&mut s, 1, Message::HeartbeatRequest(hb), 10);
+    assert!(actions.contains(&Action::SetSyncSource(Some(1))), "{actions:?}");
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 15), OpTime::NULL);
+    receive(&mut s, 3, Message::HeartbeatRequest(hb), 11);
+    let actions = s.step(Event::SyncFrom { member: Some(3) }, Millis(12));
+    assert!(!actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+    let hb = heartbeat(1, MemberState::Secondary, op(1, 20), OpTime::NULL);
+    let mut actions = receive(&mut s, 3, Message::HeartbeatRequest(hb), 13);
+    actions.extend(s.step(Event::Tick { election_jitter_ms: 0 }, Millis(14)));
+    assert!(actions.contains(&Action::SetSyncSource(Some(3))), "{actions:?}");
+}

@@ -81,6 +81,16 @@ impl Node {
         if member.sync_source == Some(self.me) {
             return true;
         }
+        // An operator's `replSetSyncFrom` that could not be followed when
+        // it came (the heartbeats then showed the member a moment behind
+        // us) is followed once it can: it waited for the current source to
+        // fail, which on a healthy set is never.
+        if self
+            .requested_sync_source
+            .is_some_and(|requested| requested != source && self.forced_source_is_safe(requested))
+        {
+            return true;
+        }
         // A source that has had nothing new for a while, while another
         // member is ahead of us: it may be stuck behind us or in a cycle of
         // equals (heartbeats are stale, so the choice can err; this repairs it).

@@ -324,6 +324,21 @@ impl ReplSetConfig {
         self.write_majority() < self.majority()
     }
 
+    /// Primary-secondary-arbiter: three members, two of them data-bearing.
+    pub fn is_psa(&self) -> bool {
+        self.members.len() == 3 && self.members.iter().filter(|m| m.is_data_bearing()).count() == 2
+    }
+
+    /// True if every majority of voters includes a data-bearing voter, so
+    /// that a candidate missing committed writes meets a member that
+    /// refuses it its vote. Counts `votes` as configured, a `newlyAdded`
+    /// member's too (MongoDB's base votes).
+    fn every_election_majority_holds_a_data_voter(&self) -> bool {
+        let voters = self.members.iter().filter(|m| m.votes > 0).count();
+        let data_voters = self.members.iter().filter(|m| m.votes > 0 && m.is_data_bearing()).count();
+        voters / 2 + 1 <= data_voters
+    }
+
     /// Position of the member with `_id` `id` in `members[]`.
     pub fn index_of(&self, id: MemberId) -> Option<usize> {
         self.members.iter().position(|m| m.id == id)
@@ -364,6 +379,14 @@ impl ReplSetConfig {
             }
             if self.member(m.id).is_some_and(|old| old.arbiter_only != m.arbiter_only) {
                 return Err(Incompatibility::ArbiterOnlyChanged(m.id));
+            }
+        }
+        if new.is_psa() && !self.every_election_majority_holds_a_data_voter() {
+            // Counted by `priority` as configured: a `newlyAdded` member
+            // stands once the mark goes, with no further reconfig.
+            let electable = new.members.iter().filter(|m| m.priority > 0.0).count();
+            if electable > 1 {
+                return Err(Incompatibility::PsaSecondaryElectable);
             }
         }
         if !force {
@@ -442,6 +465,12 @@ pub enum Incompatibility {
     },
     /// A member's `arbiterOnly` differs between the configurations.
     ArbiterOnlyChanged(MemberId),
+    /// The new configuration is primary-secondary-arbiter with both
+    /// data-bearing members electable, while the old one had too few
+    /// data-bearing voters for every election majority to include one: the
+    /// secondary, perhaps missing committed writes, could win with the
+    /// arbiter's vote. `rs.reconfigForPSASet()` takes the two safe steps.
+    PsaSecondaryElectable,
     /// A non-force reconfig adds or removes more than one voting member.
     MoreThanOneVoterChanged {
         /// Voters added (new `_id`s, or `votes` raised to 1).
@@ -464,6 +493,13 @@ impl fmt::Display for Incompatibility {
             Incompatibility::ArbiterOnlyChanged(id) => {
                 write!(f, "new and old configurations differ in the setting of the arbiterOnly field for member {id}")
             }
+            Incompatibility::PsaSecondaryElectable => write!(
+                f,
+                "Rejecting reconfig where the new config has a PSA topology and the secondary is electable, but the \
+                 old config contains only one writable node. Refer to \
+                 https://docs.mongodb.com/manual/reference/method/rs.reconfigForPSASet/ for next steps on \
+                 reconfiguring a PSA set."
+            ),
             Incompatibility::MoreThanOneVoterChanged { added, removed } => write!(
                 f,
                 "non force replica set reconfig can only add or remove at most 1 voting member ({added} added, {removed} removed)"
@@ -652,5 +688,46 @@ mod tests {
             old.check_replacement(&arbiter, false),
             Err(Incompatibility::ArbiterOnlyChanged(2))
         );
+    }
+
+    fn psa(secondary_votes: u8, secondary_priority: f64, version: i64) -> ReplSetConfig {
+        let mut config = set(3);
+        config.version = version;
+        config.members[1].votes = secondary_votes;
+        config.members[1].priority = secondary_priority;
+        config.members[2].arbiter_only = true;
+        config.members[2].priority = 0.0;
+        config
+    }
+
+    #[test]
+    fn a_psa_secondary_becomes_electable_only_after_it_has_a_vote() {
+        // P-A with a non-voting secondary: only the primary holds data
+        // among the voters, so an election majority need not include it.
+        let primary_arbiter = psa(0, 0.0, 1);
+        assert_eq!(
+            primary_arbiter.check_replacement(&psa(1, 1.0, 2), false),
+            Err(Incompatibility::PsaSecondaryElectable)
+        );
+        assert_eq!(
+            primary_arbiter.check_replacement(&psa(1, 1.0, 2), true),
+            Err(Incompatibility::PsaSecondaryElectable),
+            "MongoDB checks it for force reconfigs too"
+        );
+        // rs.reconfigForPSASet's two steps: a vote without priority, then priority.
+        let voting = psa(1, 0.0, 2);
+        assert_eq!(primary_arbiter.check_replacement(&voting, false), Ok(()));
+        assert_eq!(voting.check_replacement(&psa(1, 1.0, 3), false), Ok(()));
+        // A secondary added to a two-member primary-arbiter set.
+        let mut two = psa(0, 0.0, 1);
+        two.members.remove(1);
+        assert_eq!(
+            two.check_replacement(&psa(1, 1.0, 2), false),
+            Err(Incompatibility::PsaSecondaryElectable)
+        );
+        // A newlyAdded secondary counts by its configured vote.
+        let mut marked = psa(1, 1.0, 2);
+        marked.members[1].newly_added = true;
+        assert_eq!(marked.check_replacement(&psa(1, 1.0, 3), false), Ok(()));
     }
 }

@@ -184,3 +184,44 @@ def test_cluster_up_on_a_stopped_cluster_starts_it_as_made_and_refuses_other_opt
     status = rs.cli("up", "--nodes", "1", "--set-name", rs.set_name)
     assert status["uri"] == rs.uri
     assert rs.client().t.c.find_one() == {"_id": "kept"}
+
+
+def test_a_psa_secondary_gets_its_vote_before_it_may_stand(make_replset):
+    """MongoDB 5.0's rule: from a set where an election majority need not
+    include a data-bearing voter (primary, arbiter and a non-voting
+    secondary), a reconfig straight to a secondary that has a vote and may
+    stand is refused (103): it could win with the arbiter's vote while
+    missing committed writes. `rs.reconfigForPSASet`'s two steps pass."""
+    rs = make_replset(nodes=2, arbiter=True, members={2: "votes=0"})
+    primary = rs.primary()
+    assert primary == 1
+    rs.client().t.get_collection("c", write_concern=WriteConcern(w="majority")).insert_one({"_id": 1})
+
+    def reconfig(votes: int, priority: float) -> None:
+        config = rs.config()
+        config["version"] += 1
+        member = next(m for m in config["members"] if m["_id"] == 2)
+        member["votes"], member["priority"] = votes, priority
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+        while True:
+            try:
+                rs.direct(primary).admin.command("replSetReconfig", config)
+                return
+            except OperationFailure as failure:
+                # The previous configuration may not be committed yet.
+                if failure.code == 103 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    with pytest.raises(OperationFailure) as refused:
+        reconfig(votes=1, priority=1)
+    assert refused.value.code == 103, refused.value.details
+    assert refused.value.details["codeName"] == "NewReplicaSetConfigurationIncompatible"
+    assert "PSA topology" in refused.value.details["errmsg"]
+    member = next(m for m in rs.config()["members"] if m["_id"] == 2)
+    assert (member["votes"], member["priority"]) == (0, 0)
+
+    reconfig(votes=1, priority=0)
+    reconfig(votes=1, priority=1)
+    member = next(m for m in rs.config()["members"] if m["_id"] == 2)
+    assert (member["votes"], member["priority"]) == (1, 1)

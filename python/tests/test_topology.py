@@ -201,3 +201,27 @@ def test_block_members_needs_hosts(client):
     with pytest.raises(OperationFailure) as failure:
         client.admin.command({"configureFailPoint": "blockMembers", "mode": "alwaysOn"})
     assert failure.value.code == 2
+
+
+def test_session_fields_are_checked_in_mongodbs_order(db):
+    lsid = {"id": bson.Binary(b"\x01" * 16, 4)}
+    refusals = [
+        # txnNumber is a long, autocommit and startTransaction booleans.
+        ({"lsid": lsid, "txnNumber": 1}, 14),
+        ({"lsid": lsid, "txnNumber": bson.Int64(1), "autocommit": 0}, 14),
+        ({"startTransaction": "yes"}, 14),
+        # The argument checks come before the standalone's refusal (pymongo
+        # gives every command an lsid, so "txnNumber without lsid" is the
+        # unit tests').
+        ({"lsid": lsid, "autocommit": False}, 72),
+        ({"lsid": lsid, "startTransaction": True}, 72),
+        ({"lsid": lsid, "txnNumber": bson.Int64(-1), "autocommit": False}, 20),
+    ]
+    for fields, code in refusals:
+        with pytest.raises(OperationFailure) as failure:
+            db.command({"insert": "c", "documents": [{}], **fields})
+        assert failure.value.code == code, (fields, failure.value.details)
+    with pytest.raises(OperationFailure) as failure:
+        db.command({"ping": 1, "lsid": lsid, "autocommit": False})
+    assert failure.value.code == 263
+    assert db.c.count_documents({}) == 0

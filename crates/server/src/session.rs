@@ -1,16 +1,22 @@
 //! The session arguments of a command (`lsid`, `txnNumber`,
-//! `startTransaction`, `autocommit`) and what this node accepts of them.
+//! `startTransaction`, `autocommit`) and what this node accepts of them,
+//! checked in the order of MongoDB 7.0's `initializeOperationSessionInfo`:
 //!
-//! - A standalone refuses all three transaction fields with
-//!   IllegalOperation (20), as MongoDB's standalone does: executing the
-//!   command without its transaction would give the client other semantics.
-//! - A replica set member refuses multi-document transactions
-//!   (`startTransaction` / `autocommit`) with CommandNotSupported (115):
-//!   they are not implemented yet. `txnNumber` alone marks a retryable
-//!   write: it needs `lsid` (InvalidOptions, 72), must not be negative
-//!   (BadValue, 2), and only the retryable write commands take it
-//!   (NotARetryableWriteCommand, 50768). The retryable write itself
-//!   (answering a retry with the first attempt's outcome) is
+//! - `txnNumber` must be a 64-bit integer, `autocommit` and
+//!   `startTransaction` booleans (TypeMismatch, 14);
+//! - commands that need no authentication (`hello`, `ping`, `buildInfo`)
+//!   take neither `autocommit` (263) nor `txnNumber` (50889);
+//! - `txnNumber` needs `lsid` (InvalidOptions, 72); a standalone refuses
+//!   it (IllegalOperation, 20), as MongoDB's does: executing the command
+//!   without its retry guarantee would give the client other semantics;
+//!   it must not be negative (72);
+//! - `autocommit` needs `txnNumber` and may only be `false`;
+//!   `startTransaction` needs `autocommit` and may only be `true` (72);
+//! - multi-document transactions are not implemented yet: a member
+//!   refuses them with CommandNotSupported (115);
+//! - `txnNumber` alone marks a retryable write, which only the retryable
+//!   write commands are (NotARetryableWriteCommand, 50768). The retryable
+//!   write itself (answering a retry with the first attempt's outcome) is
 //!   `sessions::begin` and `sessions::retryable`.
 
 use bson::{Bson, Document};
@@ -23,7 +29,8 @@ use crate::error::CommandError;
 pub struct SessionArguments {
     pub has_lsid: bool,
     pub txn_number: Option<i64>,
-    pub start_transaction: bool,
+    /// `startTransaction`, when given.
+    pub start_transaction: Option<bool>,
     /// `autocommit`, when given: only `false` starts or continues a
     /// transaction; MongoDB refuses `true`.
     pub autocommit: Option<bool>,
@@ -34,19 +41,13 @@ impl SessionArguments {
         let txn_number = match body.get("txnNumber") {
             None => None,
             Some(Bson::Int64(n)) => Some(*n),
-            Some(Bson::Int32(n)) => Some(i64::from(*n)),
-            Some(_) => return Err(CommandError::type_mismatch("txnNumber must be a 64-bit integer")),
-        };
-        let autocommit = match body.get("autocommit") {
-            None => None,
-            Some(Bson::Boolean(autocommit)) => Some(*autocommit),
-            Some(_) => return Err(CommandError::type_mismatch("autocommit must be a boolean")),
+            Some(other) => return Err(wrong_type("txnNumber", other, "long")),
         };
         Ok(SessionArguments {
             has_lsid: body.contains_key("lsid"),
             txn_number,
-            start_transaction: body.contains_key("startTransaction"),
-            autocommit,
+            start_transaction: flag(body, "startTransaction")?,
+            autocommit: flag(body, "autocommit")?,
         })
     }
 
@@ -55,65 +56,73 @@ impl SessionArguments {
     pub fn is_retryable_write(&self) -> bool {
         self.txn_number.is_some() && self.autocommit.is_none()
     }
+}
 
-    fn is_transaction(&self) -> bool {
-        self.start_transaction || self.autocommit.is_some()
+fn flag(body: &Document, name: &str) -> Result<Option<bool>, CommandError> {
+    match body.get(name) {
+        None => Ok(None),
+        Some(Bson::Boolean(value)) => Ok(Some(*value)),
+        Some(other) => Err(wrong_type(name, other, "bool")),
     }
 }
+
+fn wrong_type(name: &str, value: &Bson, expected: &str) -> CommandError {
+    CommandError::type_mismatch(format!(
+        "BSON field 'OperationSessionInfoFromClient.{name}' is the wrong type '{}', expected type '{expected}'",
+        crate::exec::args::type_name(value)
+    ))
+}
+
+/// Commands MongoDB runs without authentication, which take no
+/// transaction fields.
+const WITHOUT_AUTHENTICATION: &[&str] = &["hello", "ping", "buildInfo"];
 
 /// Refuses the session arguments this node cannot honour, before anything
 /// else about the command is looked at.
 pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: bool) -> Result<(), CommandError> {
-    if !is_replica_set {
-        if session.txn_number.is_some() || session.is_transaction() {
+    if WITHOUT_AUTHENTICATION.contains(&spec.name) {
+        if session.autocommit.is_some() {
+            return Err(CommandError::new(263, "This command is not supported in transactions"));
+        }
+        if session.txn_number.is_some() {
+            return Err(CommandError::new(50889, "It is illegal to provide a txnNumber for this command"));
+        }
+    }
+    match session.txn_number {
+        Some(_) if !session.has_lsid => {
+            return Err(invalid_options("Transaction number requires a session ID to also be specified"))
+        }
+        Some(_) if !is_replica_set => {
             return Err(CommandError::new(
                 20,
                 "Transaction numbers are only allowed on a replica set member or mongos",
-            ));
+            ))
         }
-        return Ok(());
-    }
-    let Some(txn_number) = session.txn_number else {
-        if session.autocommit.is_some() {
-            return Err(CommandError::new(
-                72,
-                "'autocommit' field requires a transaction number to also be specified",
-            ));
+        Some(txn_number) if txn_number < 0 => return Err(invalid_options("Transaction number cannot be negative")),
+        Some(_) => {}
+        None if session.autocommit.is_some() => {
+            return Err(invalid_options("'autocommit' field requires a transaction number to also be specified"))
         }
-        if session.start_transaction {
-            return Err(CommandError::new(
-                72,
-                "'startTransaction' field requires 'autocommit' field to also be specified",
-            ));
+        None => {}
+    }
+    match session.autocommit {
+        Some(true) => return Err(invalid_options("Specifying autocommit=true is not allowed.")),
+        Some(false) => {}
+        None if session.start_transaction.is_some() => {
+            return Err(invalid_options("'startTransaction' field requires 'autocommit' field to also be specified"))
         }
-        return Ok(());
-    };
-    if !session.has_lsid {
-        return Err(CommandError::new(
-            72,
-            "Transaction number requires a session ID to also be specified",
-        ));
+        None => {}
     }
-    if txn_number < 0 {
-        return Err(CommandError::bad_value("Transaction number cannot be negative"));
+    if session.start_transaction == Some(false) {
+        return Err(invalid_options("Specifying startTransaction=false is not allowed."));
     }
-    // MongoDB's argument checks come before its transaction machinery.
-    if session.autocommit == Some(true) {
-        return Err(CommandError::new(72, "Specifying autocommit=true is not allowed."));
-    }
-    if session.start_transaction && session.autocommit.is_none() {
-        return Err(CommandError::new(
-            72,
-            "'startTransaction' field requires 'autocommit' field to also be specified",
-        ));
-    }
-    if session.is_transaction() {
+    if session.autocommit.is_some() {
         return Err(CommandError::new(
             115,
             "multi-document transactions are not supported by Slipstream yet",
         ));
     }
-    if !spec.retryable_write {
+    if session.txn_number.is_some() && !spec.retryable_write {
         return Err(CommandError::new(
             50768,
             format!(
@@ -124,6 +133,10 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
         ));
     }
     Ok(())
+}
+
+fn invalid_options(message: &str) -> CommandError {
+    CommandError::new(72, message)
 }
 
 #[cfg(test)]
@@ -140,10 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn a_standalone_refuses_every_transaction_field() {
+    fn a_standalone_refuses_transaction_numbers_after_the_argument_checks() {
         assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": 1_i64}, false), Some(20));
-        assert_eq!(code("find", doc! {"startTransaction": true}, false), Some(20));
-        assert_eq!(code("find", doc! {"autocommit": false}, false), Some(20));
+        assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": 1_i64, "autocommit": false}, false), Some(20));
+        assert_eq!(code("insert", doc! {"txnNumber": 1_i64}, false), Some(72));
+        assert_eq!(code("find", doc! {"startTransaction": true}, false), Some(72));
+        assert_eq!(code("find", doc! {"autocommit": false}, false), Some(72));
         assert_eq!(code("find", doc! {"lsid": {}}, false), None);
     }
 
@@ -162,16 +177,34 @@ mod tests {
             ),
             Some(115)
         );
+        assert_eq!(code("find", txn(doc! {"autocommit": false}), true), Some(115));
         assert_eq!(code("find", txn(doc! {}), true), Some(50768));
         assert_eq!(code("insert", doc! {"txnNumber": 1_i64}, true), Some(72));
-        assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": -1_i64}, true), Some(2));
+        assert_eq!(code("insert", doc! {"lsid": {}, "txnNumber": -1_i64}, true), Some(72));
         assert_eq!(code("find", doc! {"autocommit": false}, true), Some(72));
         assert_eq!(code("insert", txn(doc! {}), true), None);
         assert_eq!(code("find", doc! {"lsid": {}}, true), None);
         // MongoDB's argument checks before its transaction machinery.
         assert_eq!(code("insert", txn(doc! {"autocommit": true}), true), Some(72));
         assert_eq!(code("insert", txn(doc! {"startTransaction": true}), true), Some(72));
-        assert_eq!(SessionArguments::of(&txn(doc! {"autocommit": 1})).unwrap_err().code, 14);
+        assert_eq!(code("insert", txn(doc! {"autocommit": false, "startTransaction": false}), true), Some(72));
         assert!(SessionArguments::of(&txn(doc! {})).unwrap().is_retryable_write());
+    }
+
+    #[test]
+    fn session_fields_have_mongodbs_types() {
+        let of = |body: Document| SessionArguments::of(&body).err().map(|error| error.code);
+        assert_eq!(of(doc! {"lsid": {}, "txnNumber": 3_i32}), Some(14));
+        assert_eq!(of(doc! {"lsid": {}, "txnNumber": 3.0}), Some(14));
+        assert_eq!(of(doc! {"autocommit": 1}), Some(14));
+        assert_eq!(of(doc! {"startTransaction": 1}), Some(14));
+        assert_eq!(of(doc! {"lsid": {}, "txnNumber": 3_i64, "autocommit": false}), None);
+    }
+
+    #[test]
+    fn commands_without_authentication_take_no_transaction_fields() {
+        assert_eq!(code("hello", doc! {"autocommit": false}, true), Some(263));
+        assert_eq!(code("ping", doc! {"lsid": {}, "txnNumber": 1_i64}, true), Some(50889));
+        assert_eq!(code("ping", doc! {"lsid": {}}, true), None);
     }
 }

@@ -225,3 +225,10 @@ def test_session_fields_are_checked_in_mongodbs_order(db):
         db.command({"ping": 1, "lsid": lsid, "autocommit": False})
     assert failure.value.code == 263
     assert db.c.count_documents({}) == 0
+
+
+def test_a_standalone_has_no_default_concerns_to_report(client):
+    for command in ("getDefaultRWConcern", "setDefaultRWConcern"):
+        with pytest.raises(OperationFailure) as failure:
+            client.admin.command(command)
+        assert failure.value.code == 51300, failure.value.details

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from pymongo import MongoClient, WriteConcern
-from pymongo.errors import PyMongoError, WriteConcernError
+from pymongo.errors import OperationFailure, PyMongoError, WriteConcernError
 
 MAJORITY = WriteConcern(w="majority")
 
@@ -211,3 +211,23 @@ def test_find_and_modify_of_a_document_near_16_mb_keeps_its_retry_image(rs):
     assert after == {"_id": 1}
     assert coll.find_one_and_delete({"_id": 1}, projection={"_id": 1}) == {"_id": 1}
     assert coll.count_documents({}) == 0
+
+
+def test_the_default_concerns_are_reported_and_not_silently_changed(rs):
+    """getDefaultRWConcern shows the implicit defaults on any member;
+    setDefaultRWConcern, which Slipstream does not implement, is refused
+    rather than accepted and ignored (it answered 59, no such command)."""
+    for i in rs.ids():
+        reply = rs.direct(i).admin.command("getDefaultRWConcern")
+        assert reply["defaultWriteConcern"] == {"w": "majority", "wtimeout": 0}, reply
+        assert reply["defaultReadConcern"] == {"level": "local"}
+        assert (reply["defaultWriteConcernSource"], reply["defaultReadConcernSource"]) == ("implicit", "implicit")
+        assert "localUpdateWallClockTime" in reply
+    assert rs.direct(rs.primary()).admin.command("getDefaultRWConcern", inMemory=True)["inMemory"] is True
+    with pytest.raises(OperationFailure) as failure:
+        rs.direct(rs.primary()).t.command("getDefaultRWConcern")
+    assert failure.value.code == 13
+    with pytest.raises(OperationFailure) as failure:
+        rs.direct(rs.primary()).admin.command("setDefaultRWConcern", defaultWriteConcern={"w": 1})
+    assert failure.value.code == 115, failure.value.details
+    assert rs.direct(rs.primary()).admin.command("getDefaultRWConcern")["defaultWriteConcern"]["w"] == "majority"

@@ -25,6 +25,7 @@ pub mod indexes;
 pub mod oplog_collection;
 pub mod repl;
 pub mod resize_oplog;
+pub mod rw_defaults;
 
 use std::sync::Arc;
 
@@ -305,6 +306,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("refreshSessions", handler!(sessions::commands::refresh_sessions)),
     always("endSessions", handler!(sessions::commands::end_sessions)),
     always("killSessions", handler!(sessions::commands::kill_sessions)),
+    // Cluster-wide default concerns (commands/rw_defaults.rs)
+    always("getDefaultRWConcern", handler!(rw_defaults::get_default_rw_concern)),
+    writes("setDefaultRWConcern", handler!(rw_defaults::set_default_rw_concern)),
     always("shutdown", handler!(admin::shutdown)),
     always("getLog", handler!(admin::get_log)),
     always("serverStatus", handler!(admin::server_status)),

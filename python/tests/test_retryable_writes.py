@@ -202,6 +202,30 @@ def test_list_local_sessions_until_end_sessions(client):
     assert session_id["id"] not in listed_ids(client)
 
 
+def test_kill_all_sessions_by_pattern_and_user(client):
+    """killAllSessions and killAllSessionsByPattern end the sessions they
+    match (they answered 59, no such command). Without authentication no
+    session belongs to a named user."""
+    sessions = [client.start_session(causal_consistency=False) for _ in range(3)]
+    for session in sessions:
+        client.admin.command("ping", session=session)
+    ids = [session.session_id["id"] for session in sessions]
+    client.admin.command("killAllSessions", [{"user": "nobody", "db": "admin"}])
+    client.admin.command("killAllSessionsByPattern", [{"users": [{"user": "nobody", "db": "admin"}]}])
+    assert set(ids) <= set(listed_ids(client))
+    client.admin.command("killAllSessionsByPattern", [{"lsid": sessions[0].session_id}])
+    listed = listed_ids(client)
+    assert ids[0] not in listed and ids[1] in listed and ids[2] in listed
+    client.admin.command("killAllSessions", [])
+    assert not set(ids) & set(listed_ids(client))
+    for bad in ([{"user": "u"}], "all", [{"user": "u", "db": "d", "extra": 1}]):
+        with pytest.raises(OperationFailure):
+            client.admin.command("killAllSessions", bad)
+    with pytest.raises(OperationFailure) as failure:
+        client.admin.command("killAllSessionsByPattern", [{"bogus": 1}])
+    assert failure.value.code == 40415
+
+
 def test_pymongo_retries_after_a_write_concern_error_apply_once(client, db):
     # The write runs, then its reply carries a retryable writeConcernError
     # (ShutdownInProgress): pymongo retries with the same txnNumber, and the

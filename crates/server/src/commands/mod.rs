@@ -306,6 +306,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("refreshSessions", handler!(sessions::commands::refresh_sessions)),
     always("endSessions", handler!(sessions::commands::end_sessions)),
     always("killSessions", handler!(sessions::commands::kill_sessions)),
+    always("killAllSessions", handler!(sessions::kill_all::kill_all_sessions)),
+    always("killAllSessionsByPattern", handler!(sessions::kill_all::kill_all_sessions_by_pattern)),
     // Cluster-wide default concerns (commands/rw_defaults.rs)
     always("getDefaultRWConcern", handler!(rw_defaults::get_default_rw_concern)),
     writes("setDefaultRWConcern", handler!(rw_defaults::set_default_rw_concern)),

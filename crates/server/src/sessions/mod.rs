@@ -13,6 +13,7 @@
 //! `begin` is the hook `operation::execute` runs before a handler.
 
 pub mod commands;
+pub mod kill_all;
 pub mod lsid;
 pub mod retryable;
 pub mod session_catalog;

@@ -244,7 +244,10 @@ fn transactions_are_refused_on_a_standalone() {
     let body = doc! {"insert": "c", "documents": [{"_id": 1}], "lsid": {"id": bson::Uuid::new()}, "txnNumber": 1_i64, "$db": "test"};
     let reply = client.command(&body).unwrap();
     assert_eq!(reply.get_i32("code").ok(), Some(20), "{reply}");
-    let body = doc! {"find": "c", "startTransaction": true, "autocommit": false, "txnNumber": 2_i64, "$db": "test"};
+    let mut body = doc! {"find": "c", "startTransaction": true, "autocommit": false, "txnNumber": 2_i64, "$db": "test"};
+    // Without a session the argument check answers first, as MongoDB's.
+    assert_eq!(client.command(&body).unwrap().get_i32("code").ok(), Some(72));
+    body.insert("lsid", doc! {"id": bson::Uuid::new()});
     assert_eq!(client.command(&body).unwrap().get_i32("code").ok(), Some(20));
     // Nothing was written by the refused insert.
     let found = client.command(&doc! {"find": "c", "$db": "test"}).unwrap();

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
-use slipstream_consensus::config::{MemberId, ReplSetConfig};
+use slipstream_consensus::config::{MemberConfig, MemberId, ReplSetConfig};
 use slipstream_consensus::{Event, ForceReconfig, MemberState, Message, StepDownRequest};
 
 use crate::config_document::{
@@ -83,19 +83,19 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
         },
     };
     refuse_newly_added(&document)?;
-    // A set starts at version 1 of its configuration, in term 0 (MongoDB's
-    // `validateConfigForInitiate`).
-    let version = document.get("version").map(integral);
-    if version.is_some_and(|version| version != Some(1)) {
-        return Err(ReplError::NewReplicaSetConfigurationIncompatible(
-            "the configuration that initiates a replica set must have version 1".into(),
-        ));
+    // A set starts at version 1 of its configuration, in term 0. MongoDB's
+    // `validateConfigForInitiate` finds these (and the member checks
+    // below) and `replSetInitiate` answers them all as
+    // InvalidReplicaSetConfig (93), with the check's reason.
+    if let Some(version) = document.get("version").filter(|version| integral(version) != Some(1)) {
+        return Err(ReplError::InvalidReplicaSetConfig(format!(
+            "Configuration used to initiate a replica set must have version 1, but found {version}"
+        )));
     }
-    let term = document.get("term").map(integral);
-    if term.is_some_and(|term| term != Some(0)) {
-        return Err(ReplError::NewReplicaSetConfigurationIncompatible(
-            "the configuration that initiates a replica set must have term 0".into(),
-        ));
+    if let Some(term) = document.get("term").filter(|term| integral(term) != Some(0)) {
+        return Err(ReplError::InvalidReplicaSetConfig(format!(
+            "Configuration used to initiate a replica set must have term 0, but found {term}"
+        )));
     }
     let mut config = parse_config(&document)?;
     config.term = 0;
@@ -106,9 +106,27 @@ async fn initiate(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
             config.set_name, shared.options.set_name
         )));
     }
-    let me = shared.find_self(&config).ok_or_else(|| {
-        ReplError::InvalidReplicaSetConfig("No host described in new configuration maps to this node".into())
-    })?;
+    let mine: Vec<&MemberConfig> = config.members.iter().filter(|member| shared.is_me(&member.host)).collect();
+    let me = match mine.as_slice() {
+        [] => {
+            return Err(ReplError::InvalidReplicaSetConfig(format!(
+                "No host described in new configuration with {{version: 1, term: 0}} for replica set {} maps to \
+                 this node",
+                config.set_name
+            )))
+        }
+        [me] => me.id,
+        [first, .., last] => {
+            // Two spellings of this node (`localhost:P` and `127.0.0.1:P`)
+            // make a set whose elections count this node twice and never
+            // finish.
+            return Err(ReplError::InvalidReplicaSetConfig(format!(
+                "The hosts {} and {} all map to this node in new configuration with {{version: 1, term: 0}} for \
+                 replica set {}",
+                first.host, last.host, config.set_name
+            )));
+        }
+    };
     check_members_uninitialized(set, &config, me).await?;
     *shared.me_host.write() = config.member(me).expect("found above").host.clone();
     if shared.engine.last_applied().is_null() {

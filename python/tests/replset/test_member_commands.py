@@ -662,14 +662,19 @@ def test_a_waiting_step_down_fails_when_the_member_steps_down_for_another_reason
 def test_initiate_without_a_configuration_makes_one_member_set_and_checks_the_one_it_gets():
     """`rs.initiate()` sends `{replSetInitiate: {}}`; `{replSetInitiate: 1}`
     is the other common spelling: both make a one-member set of this node,
-    as MongoDB's do. A configuration given must be version 1, term 0, and
-    have a member that could be primary."""
+    as MongoDB's do. A configuration given must be version 1, term 0, name
+    this node once and have a member that could be primary: MongoDB's
+    replSetInitiate answers every one of these checks with 93. Naming it
+    twice (`localhost` and `127.0.0.1`) made a set that never elected."""
     with Members(2, "initdefault") as fresh:
         with fresh.direct(0) as client:
             host = fresh.host(0)
             refusals = [
-                ({"_id": "initdefault", "version": 5, "members": [{"_id": 0, "host": host}]}, 103),
-                ({"_id": "initdefault", "term": 5, "members": [{"_id": 0, "host": host}]}, 103),
+                ({"_id": "initdefault", "version": 5, "members": [{"_id": 0, "host": host}]}, 93),
+                ({"_id": "initdefault", "term": 5, "members": [{"_id": 0, "host": host}]}, 93),
+                ({"_id": "initdefault", "members": [{"_id": 0, "host": host},
+                                                    {"_id": 1, "host": host.replace("127.0.0.1", "localhost")}]}, 93),
+                ({"_id": "initdefault", "members": [{"_id": 0, "host": "localhost:1"}]}, 93),
                 ({"_id": "initdefault", "members": [{"_id": 0, "host": host, "arbiterOnly": True}]}, 93),
                 ({"_id": "initdefault", "members": [{"_id": 0, "host": host, "priority": 0}]}, 93),
             ]

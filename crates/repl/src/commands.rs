@@ -47,7 +47,7 @@ pub async fn run(set: &ReplicaSet, name: &str, body: &Document) -> Result<Docume
         "replSetFreeze" => freeze(set, body).await,
         "replSetSyncFrom" => sync_from(set, body).await,
         "replSetMaintenance" => maintenance(set, body).await,
-        "replSetGetRBID" => Ok(doc! {"rbid": set.shared().rbid()}),
+        "replSetGetRBID" => initialized(set).map(|_| doc! {"rbid": set.shared().rbid()}),
         "appendOplogNote" => append_oplog_note(set, body).await,
         "replSetHeartbeat" => heartbeat(set, body).await,
         "replSetRequestVotes" => request_votes(set, body).await,
@@ -625,8 +625,9 @@ async fn maintenance(set: &ReplicaSet, body: &Document) -> Result<Document, Repl
     let shared = set.shared();
     let mut calls = shared.maintenance_calls.lock().await;
     let snapshot = shared.snapshot();
-    if !snapshot.in_maintenance {
+    if !snapshot.in_maintenance && snapshot.state != MemberState::Arbiter {
         // Left by another way (an initial sync, a resync): no call in force.
+        // An arbiter never shows the mode but counts the calls, as MongoDB's.
         *calls = 0;
     }
     let report = |state| async move {

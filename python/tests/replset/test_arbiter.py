@@ -12,7 +12,7 @@ from pathlib import Path
 import pymongo
 import pytest
 from pymongo import MongoClient
-from pymongo.errors import WriteConcernError
+from pymongo.errors import OperationFailure, WriteConcernError
 from pymongo.write_concern import WriteConcern
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,6 +41,16 @@ def test_primary_secondary_arbiter():
             coll.insert_one({"_id": 1})
             with members.direct(2) as arbiter:
                 assert arbiter.local["oplog.rs"].count_documents({}) == 0
+                # An arbiter counts maintenance calls without showing the
+                # mode: each true is undone by a false (the false was 96).
+                arbiter.admin.command("replSetMaintenance", True)
+                arbiter.admin.command("replSetMaintenance", True)
+                arbiter.admin.command("replSetMaintenance", False)
+                arbiter.admin.command("replSetMaintenance", False)
+                with pytest.raises(OperationFailure) as raised:
+                    arbiter.admin.command("replSetMaintenance", False)
+                assert raised.value.code == 96
+                assert members.state(2) == 7
             # MongoDB's implicit default in such a set is w:1, so that plain
             # writes go on with one data-bearing member down.
             default = client.psa.get_collection("d")

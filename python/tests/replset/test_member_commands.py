@@ -717,3 +717,15 @@ def test_the_replica_set_id_is_made_at_initiate_and_kept_by_every_reconfig(membe
         members.wait_for(f"member {i} to hold the replica set id",
                          lambda i=i: members.direct(i).admin.command("replSetGetConfig")["config"]["settings"]
                          .get("replicaSetId") == set_id)
+
+
+def test_an_uninitiated_member_answers_replication_commands_with_94():
+    """replSetGetRBID answered a member with no configuration (MongoDB:
+    NotYetInitialized, as for the other replication commands)."""
+    with Members(1, "uninit") as fresh:
+        with fresh.direct(0) as client:
+            for command in ("replSetGetRBID", "replSetGetStatus", "replSetGetConfig", "replSetMaintenance",
+                            "replSetFreeze"):
+                with pytest.raises(OperationFailure) as raised:
+                    client.admin.command(command, 1)
+                assert raised.value.code == 94, (command, raised.value.details)

@@ -432,14 +432,20 @@ async fn wait_config_committed(set: &ReplicaSet, deadline: Instant) -> Result<()
 /// A count of seconds, at most an int's worth (as MongoDB's
 /// `safeNumberInt` clamps): in milliseconds past the node's clock, a
 /// larger one overflowed (a panic caught as an internal error).
+/// A count of seconds as MongoDB's `bsonExtractIntegerField` reads it:
+/// absent is the default, a value that is not a number (null too) is
+/// TypeMismatch, a number without an exact integer value is BadValue.
 fn seconds(body: &Document, name: &str, default: u64) -> Result<u64, ReplError> {
-    match body.get(name) {
-        None | Some(Bson::Null) => Ok(default),
-        Some(value) => match integral(value) {
-            Some(secs) if secs >= 0 => Ok((secs as u64).min(i32::MAX as u64)),
-            Some(_) => Err(ReplError::bad_value(format!("{name} must be non-negative"))),
-            None => Err(ReplError::type_mismatch(format!("{name} must be a number"))),
-        },
+    let Some(value) = body.get(name) else {
+        return Ok(default);
+    };
+    match integral(value) {
+        Some(secs) if secs >= 0 => Ok((secs as u64).min(i32::MAX as u64)),
+        Some(_) => Err(ReplError::bad_value(format!("{name} must be non-negative"))),
+        None if matches!(value, Bson::Double(_) | Bson::Decimal128(_)) => Err(ReplError::bad_value(format!(
+            "Expected field \"{name}\" to have a value exactly representable as a 64-bit integer, but found {value}"
+        ))),
+        None => Err(ReplError::type_mismatch(format!("\"{name}\" had the wrong type. Expected number, found {value}"))),
     }
 }
 
@@ -520,12 +526,12 @@ async fn step_up(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErro
             )))
         }
     };
-    if skip_dry_run {
-        // Election handoff from the stepping-down primary.
-        let from = body
-            .get("fromId")
-            .and_then(integral)
-            .map_or(u32::MAX, |id| id as MemberId);
+    // Election handoff from a stepping-down primary, which names itself
+    // (`fromId`) and its term and does not wait for the outcome. A client's
+    // `skipDryRun: true` waits for the election like any step-up and
+    // answers whether it was won, as MongoDB's `stepUpIfEligible` does.
+    if let (true, Some(from)) = (skip_dry_run, body.get("fromId")) {
+        let from = integral(from).map_or(u32::MAX, |id| id as MemberId);
         let term = crate::protocol::check_term(body.get("term").and_then(integral).unwrap_or(0), "term")?;
         let message = Message::StepUp { term };
         set.ask(|reply| Input::Receive {

@@ -38,7 +38,20 @@ def test_freeze_and_step_up(members):
     frozen, chosen = [i for i in range(3) if i != primary]
     with members.direct(frozen) as client:
         client.admin.command("replSetFreeze", 60)
+        # A client's skipDryRun waits for the election and says it was
+        # lost (it answered ok at once, as to a primary's handoff).
+        with pytest.raises(OperationFailure):
+            client.admin.command("replSetStepUp", skipDryRun=True)
     term = status(members, primary)["term"]
+    # The catch-up period is read as MongoDB's bsonExtractIntegerField:
+    # null is a wrong type (it was taken as the default, and the primary
+    # stepped down), a number without an integer value a bad value.
+    with members.direct(primary) as client:
+        for value, code in ((None, 14), (0.5, 2), (float("nan"), 2), (1e300, 2), ("5", 14)):
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("replSetStepDown", 60, secondaryCatchUpPeriodSecs=value)
+            assert raised.value.code == code, (value, raised.value.details)
+    assert members.primary() == primary
     with members.direct(chosen) as client:
         client.admin.command("replSetStepUp")
     assert members.primary() == chosen

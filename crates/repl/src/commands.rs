@@ -672,8 +672,32 @@ async fn append_oplog_note(set: &ReplicaSet, body: &Document) -> Result<Document
             )))
         }
     };
+    let max_cluster_time = match body.get("maxClusterTime") {
+        None => None,
+        Some(Bson::Timestamp(ts)) => Some(slipstream_clock::Timestamp::new(ts.time, ts.increment)),
+        Some(other) => {
+            return Err(ReplError::type_mismatch(format!(
+                "\"maxClusterTime\" had the wrong type. Expected timestamp, found {:?}",
+                other.element_type()
+            )))
+        }
+    };
     if !set.shared().snapshot().writable_primary {
         return Err(ReplError::NotWritablePrimary);
+    }
+    // With `maxClusterTime` the note is written only if the oplog has not
+    // reached that time yet: its purpose is to move the clock past it.
+    if let Some(max_cluster_time) = max_cluster_time {
+        let last = set.shared().engine.last_applied().ts;
+        if max_cluster_time <= last {
+            return Err(ReplError::coded(
+                209,
+                format!(
+                    "Requested maxClusterTime {max_cluster_time:?} is less or equal to the last primary OpTime: \
+                     {last:?}"
+                ),
+            ));
+        }
     }
     write_note(set.shared(), data).await?;
     Ok(Document::new())

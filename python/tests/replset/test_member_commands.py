@@ -285,6 +285,17 @@ def test_append_oplog_note_and_rbid(members):
             with pytest.raises(OperationFailure) as raised:
                 client.admin.command({"appendOplogNote": 1, **arguments})
             assert raised.value.code == code, (arguments, raised.value.details)
+        # maxClusterTime: a note only to move the oplog past that time (it
+        # was ignored: every call wrote one).
+        from bson import Timestamp
+        last = client.local["oplog.rs"].find_one(sort=[("$natural", -1)])["ts"]
+        for stale, code in ((Timestamp(1, 1), 209), (last, 209), ("x", 14)):
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("appendOplogNote", data={"stale": 1}, maxClusterTime=stale)
+            assert raised.value.code == code, (stale, raised.value.details)
+        assert client.local["oplog.rs"].find_one({"o.stale": 1}) is None
+        client.admin.command("appendOplogNote", data={"ahead": 1}, maxClusterTime=Timestamp(last.time + 3600, 0))
+        assert client.local["oplog.rs"].find_one({"o.ahead": 1}) is not None
     secondary = (primary + 1) % 3
     with members.direct(secondary) as client, pytest.raises(PyMongoError) as raised:
         client.admin.command("appendOplogNote", data={"x": 1})

@@ -1,7 +1,11 @@
 //! The tokio listener: binds `--bind-ip`/`--port`, admits at most
 //! `max_connections` connections at once (a semaphore, as mini-redis
 //! does), spawns one task per connection, and on shutdown stops accepting
-//! and waits (bounded) for in-flight requests to be answered.
+//! and waits (bounded) for in-flight requests to be answered. A connection
+//! beyond the limit is accepted and closed at once, logged and counted
+//! (`serverStatus.connections.rejected`), as MongoDB does: left in the
+//! kernel's backlog, its client would wait for its own timeout on a node
+//! that looks hung.
 
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -60,13 +64,6 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, limit: Arc<
         // Reap finished connection tasks so the set stays as small as the
         // number of open connections.
         while connections.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            permit = limit.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            _ = state.shutdown.wait() => break,
-        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = state.shutdown.wait() => break,
@@ -74,10 +71,22 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, limit: Arc<
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
             Err(err) => {
-                state.log.warning("NETWORK", 22942, "listener", "accept failed", json!({"error": err.to_string()}));
+                state.log.warning("NETWORK", 23021, "listener", "accept failed", json!({"error": err.to_string()}));
                 tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
                 continue;
             }
+        };
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            state.metrics.connection_rejected();
+            state.log.info(
+                "NETWORK",
+                22942,
+                "listener",
+                "Connection refused because there are too many open connections",
+                json!({"remote": peer.to_string(), "connectionCount": state.options.max_connections}),
+            );
+            drop(stream);
+            continue;
         };
         let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
         let state = state.clone();

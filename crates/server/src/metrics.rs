@@ -26,6 +26,7 @@ pub struct Metrics {
     requests: AtomicU64,
     connections_current: AtomicU64,
     connections_total_created: AtomicU64,
+    connections_rejected: AtomicU64,
     /// Wire compression, by compressor id (0 noop, 1 snappy, 2 zlib, 3 zstd).
     compression: [CompressionCounters; COMPRESSOR_IDS],
     /// `metrics.ttl`: documents the TTL monitor deleted, and its passes.
@@ -100,6 +101,11 @@ impl Metrics {
     pub fn connection_opened(&self) {
         add(&self.connections_current, 1);
         add(&self.connections_total_created, 1);
+    }
+
+    /// A connection closed at once because the limit was reached.
+    pub fn connection_rejected(&self) {
+        add(&self.connections_rejected, 1);
     }
 
     pub fn connection_closed(&self) {
@@ -198,6 +204,7 @@ impl Metrics {
             "current": current as i32,
             "available": (max_connections as i64 - current).max(0) as i32,
             "totalCreated": get(&self.connections_total_created),
+            "rejected": get(&self.connections_rejected),
         }
     }
 }
@@ -220,5 +227,7 @@ mod tests {
         assert_eq!(connections.get_i32("current").unwrap(), 1);
         assert_eq!(connections.get_i32("available").unwrap(), 9);
         assert_eq!(connections.get_i64("totalCreated").unwrap(), 2);
+        metrics.connection_rejected();
+        assert_eq!(metrics.connections(10).get_i64("rejected").unwrap(), 1);
     }
 }

@@ -211,7 +211,7 @@ fn sigterm_and_shutdown_command_exit_cleanly() {
 }
 
 #[test]
-fn connections_beyond_the_limit_wait_for_a_free_slot() {
+fn connections_beyond_the_limit_are_closed_logged_and_counted() {
     let node = Node::start(&["--max-connections", "2"]);
     // Node::start's readiness ping connection is closed by now; give the
     // node a moment to release its slot.
@@ -222,19 +222,23 @@ fn connections_beyond_the_limit_wait_for_a_free_slot() {
     let status = second.command(&doc! {"serverStatus": 1, "$db": "admin"}).unwrap();
     assert_eq!(status.get_document("connections").unwrap().get_i32("available").ok(), Some(0));
 
-    // The third client is accepted by the kernel but not served yet.
+    // The third client is closed at once, as MongoDB does (it waited in
+    // the kernel's backlog, a node that looked hung), not left waiting.
     let mut third = node.client();
-    third.stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-    let request_id = third.request_id();
-    third.send(&encode_op_msg(request_id, 0, 0, &doc! {"ping": 1, "$db": "admin"}, &[]).unwrap()).unwrap();
-    assert!(third.receive().is_err(), "served beyond the connection limit");
-
-    // Closing one connection frees a slot: the waiting ping is answered.
-    drop(first);
     third.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let Message::Msg(reply) = third.receive().unwrap() else { panic!("expected OP_MSG") };
-    assert_eq!(reply.header.response_to, request_id);
-    assert_eq!(reply.body.get_f64("ok").ok(), Some(1.0));
+    let request_id = third.request_id();
+    let _ = third.send(&encode_op_msg(request_id, 0, 0, &doc! {"ping": 1, "$db": "admin"}, &[]).unwrap());
+    assert!(third.receive().is_err(), "served beyond the connection limit");
+    let status = second.command(&doc! {"serverStatus": 1, "$db": "admin"}).unwrap();
+    assert_eq!(status.get_document("connections").unwrap().get_i64("rejected").ok(), Some(1), "{status}");
+
+    // Closing one connection frees a slot for the next client.
+    drop(first);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fourth = node.client();
+    assert_eq!(fourth.command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
+    let log = node.log_text();
+    assert!(log.contains("Connection refused because there are too many open connections"), "{log}");
 }
 
 #[test]

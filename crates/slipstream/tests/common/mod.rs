@@ -85,6 +85,11 @@ impl Node {
         }
     }
 
+    /// What the node has logged so far (its stdout and stderr).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dbpath.with_extension("output.log")).unwrap_or_default()
+    }
+
     pub fn client(&self) -> Client {
         Client::connect(self.port).expect("connect to the node")
     }

@@ -59,13 +59,15 @@ pub async fn decide_read(
 
 /// MongoDB's rule: every command takes `local` (or no level) and, but for
 /// `getMore`, `afterClusterTime`; only reads at a read point take the other
-/// levels.
+/// levels, and `getMore`, which ignores them.
 fn check_supported(spec: &CommandSpec, args: &ReadConcernArgs) -> Result<(), CommandError> {
     let level = args.effective_level();
     let any_level = match spec.read_concern {
-        ReadConcernUse::AnyLevel => true,
+        // getMore takes any level and reads at its cursor's (MongoDB's
+        // getmore_cmd: drivers repeat a snapshot session's concern on it).
+        ReadConcernUse::AnyLevel | ReadConcernUse::CursorOwn => true,
         ReadConcernUse::AnyLevelButSnapshot => level != ReadConcernLevel::Snapshot,
-        ReadConcernUse::LocalOnly | ReadConcernUse::CursorOwn => false,
+        ReadConcernUse::LocalOnly => false,
     };
     if !any_level && level != ReadConcernLevel::Local {
         return Err(CommandError::new(

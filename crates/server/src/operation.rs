@@ -168,6 +168,10 @@ async fn run(
         }
     }
     let retryable_write = ctx.session.lock().take().and_then(|session| session.retryable_write);
+    // Checked in before the write concern wait, as MongoDB's checkout ends
+    // with the command's own run: a retry of this write, or the session's
+    // next command, does not wait behind the concern.
+    drop(checked_out);
     if retryable_write.is_some_and(|write| write.close_connection_requested()) {
         return None;
     }
@@ -184,9 +188,6 @@ async fn run(
         }
         (None, _) => None,
     };
-    // Checked in after the write concern wait, as in MongoDB, where the
-    // wait runs inside the command's session checkout.
-    drop(checked_out);
     if read.linearizable && outcome.is_ok() {
         if let Err(error) = topology.linearizable_barrier(deadline).await {
             outcome = Err(error.into());

@@ -378,7 +378,7 @@ fn a_cut_history_is_incomplete() {
 }
 
 #[test]
-fn one_command_per_session_at_a_time() {
+fn one_command_with_a_txn_number_per_session_at_a_time() {
     runtime().block_on(async {
         let node = node(1);
         let lsid = doc! {"id": Uuid::new()};
@@ -388,13 +388,21 @@ fn one_command_per_session_at_a_time() {
             None,
         );
         let held = held.await.unwrap();
-        let mut find = doc! {"find": "c", "lsid": lsid.clone(), "maxTimeMS": 100, "$db": "d"};
-        let reply = node.run(find.clone()).await;
+        // Without txnNumber a command does not check its session out
+        // (MongoDB's shouldCheckOutSession): it runs at once.
+        let find = doc! {"find": "c", "lsid": lsid.clone(), "maxTimeMS": 100, "$db": "d"};
+        let reply = node.run(find).await;
+        assert_eq!(code(&reply), None, "{reply}");
+        let mut insert = doc! {
+            "insert": "c", "documents": [{"_id": 1}], "lsid": lsid.clone(), "txnNumber": 1_i64, "maxTimeMS": 100,
+            "$db": "d",
+        };
+        let reply = node.run(insert.clone()).await;
         assert_eq!(code(&reply), Some(50), "{reply}");
-        find.remove("maxTimeMS");
+        insert.remove("maxTimeMS");
         let waiting = {
             let ctx = node.connection(3);
-            tokio::spawn(async move { run_on(&ctx, find).await })
+            tokio::spawn(async move { run_on(&ctx, insert).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished());

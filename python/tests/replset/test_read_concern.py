@@ -131,6 +131,11 @@ def test_a_snapshot_session_reads_every_command_at_its_first_reads_time(members)
                 assert sorted(coll.distinct("k", session=session)) == [0, 1, 2]
                 assert len(coll.find({}, session=session).to_list()) == 6
                 assert len(coll.aggregate([{"$match": {}}], session=session).to_list()) == 6
+                # More than one batch: the driver repeats the session's
+                # concern on getMore, which reads at its cursor's (it was
+                # refused with 72).
+                assert len(coll.find({}, session=session, batch_size=2).to_list()) == 6
+                assert len(coll.aggregate([{"$match": {}}], session=session, batchSize=2).to_list()) == 6
                 assert session._snapshot_time == pinned
             coll.delete_one({"_id": 100})
 

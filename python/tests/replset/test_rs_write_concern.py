@@ -231,3 +231,42 @@ def test_the_default_concerns_are_reported_and_not_silently_changed(rs):
         rs.direct(rs.primary()).admin.command("setDefaultRWConcern", defaultWriteConcern={"w": 1})
     assert failure.value.code == 115, failure.value.details
     assert rs.direct(rs.primary()).admin.command("getDefaultRWConcern")["defaultWriteConcern"]["w"] == "majority"
+
+
+def test_a_retry_is_answered_while_the_first_attempt_waits_for_its_concern(rs):
+    """The session is checked in before the write concern wait, as in
+    MongoDB 7.0: a driver's retry of a write whose `w: 3` cannot be met yet
+    is answered from history at once, and a read of the same session runs
+    (both waited until the first attempt gave up)."""
+    from bson import Int64
+
+    # retryWrites off: pymongo's own writes would give the pooled session
+    # transaction numbers of their own (it puts the session's lsid on every
+    # command, session= or not).
+    client = rs.client(retryWrites=False)
+    db = client.get_database("wc_retry")
+    db.c.with_options(write_concern=WriteConcern(w=3, wtimeout=10_000)).insert_one({"_id": 0})
+    held = rs.secondaries()[0]
+    admin = rs.direct(held).admin
+    body = {"insert": "c", "documents": [{"_id": 1}], "txnNumber": Int64(7)}
+    admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+    try:
+        with client.start_session(causal_consistency=False) as session:
+            first = {}
+            writer = threading.Thread(target=lambda: first.update(
+                db.command(dict(body, writeConcern={"w": 3, "wtimeout": 8_000}), session=session)))
+            writer.start()
+            time.sleep(0.5)
+            started = time.monotonic()
+            retry = db.command(dict(body, writeConcern={"w": 1}), session=session)
+            found = db.command({"find": "c", "filter": {"_id": 1}}, session=session)
+            waited = time.monotonic() - started
+            writer.join()
+        assert retry["n"] == 1 and retry.get("retriedStmtIds") == [0], retry
+        assert "writeConcernError" not in retry, retry
+        assert found["cursor"]["firstBatch"] == [{"_id": 1}]
+        assert waited < 4.0, f"the retry waited for the first attempt's concern ({waited:.1f} s)"
+        assert first["writeConcernError"]["code"] == 64, first
+    finally:
+        admin.command("configureFailPoint", "stopReplProducer", mode="off")
+    assert client.wc_retry.c.count_documents({}) == 2

@@ -38,12 +38,18 @@ pub struct CommandSession {
     pub retryable_write: Option<Arc<RetryableWrite>>,
 }
 
-/// Checks out the command's session (waiting, up to the command's
-/// deadline, while another command of the same session runs) and, for a
-/// retryable write, loads what the session's transaction number has
-/// already executed and hands it to the handler through `ctx`. `None`
-/// when the command carries no `lsid`. The session stays checked out
-/// until the returned guard is dropped.
+/// Records the command's session and, for a command with a `txnNumber`,
+/// checks it out (waiting, up to the command's deadline, while another
+/// such command of the session runs) and, for a retryable write, loads
+/// what the session's transaction number has already executed and hands
+/// it to the handler through `ctx`. As MongoDB 7.0's
+/// `shouldCheckOutSession`: a command without `txnNumber` only keeps its
+/// session alive and runs beside the session's others. `None` when
+/// nothing was checked out; the session stays checked out until the
+/// returned guard is dropped, which `operation` does before the write
+/// concern wait, as MongoDB's session checkout ends with the command's
+/// own run, so a driver's retry of a write waiting for its concern is
+/// answered from history at once.
 pub async fn begin<'a>(
     ctx: &'a CommandContext,
     spec: &CommandSpec,
@@ -56,6 +62,11 @@ pub async fn begin<'a>(
         return Ok(None);
     };
     let lsid = lsid::parse(value)?;
+    if arguments.txn_number.is_none() {
+        ctx.state.sessions.refresh(std::slice::from_ref(&lsid))?;
+        *ctx.session.lock() = Some(CommandSession { lsid, retryable_write: None });
+        return Ok(None);
+    }
     let session = ctx.state.sessions.check_out(lsid, deadline).await?;
     let mut command_session = CommandSession {
         lsid: session.lsid().clone(),

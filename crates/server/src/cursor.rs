@@ -50,6 +50,10 @@ pub struct Cursor<B> {
     /// The session that opened it (its `{id, uid}`), if any: only that
     /// session may continue it, and `killSessions` closes it.
     pub lsid: Option<Document>,
+    /// Opened with `readConcern: linearizable`: each `getMore` proves its
+    /// batch linearizable too (MongoDB's getmore_cmd), so a deposed
+    /// primary cannot serve stale batches.
+    pub linearizable: bool,
 }
 
 /// The map of cursors and when it was last swept for expired ones.
@@ -434,6 +438,7 @@ mod tests {
             time_left: None,
             body: "body",
             lsid: None,
+            linearizable: false,
         }
     }
 
@@ -450,6 +455,7 @@ mod tests {
             .register(
                 Cursor {
                     lsid: Some(mine.clone()),
+                    linearizable: false,
                     ..cursor("db.a", false)
                 },
                 now,
@@ -465,6 +471,7 @@ mod tests {
             .register(
                 Cursor {
                     lsid: Some(mine.clone()),
+                    linearizable: false,
                     ..cursor("db.a", false)
                 },
                 now,

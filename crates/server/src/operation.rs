@@ -149,7 +149,11 @@ async fn run(
         Ok(checked_out) => checked_out,
         Err(error) => return Some(error.to_reply()),
     };
-    ctx.operation.lock().read_point = read.point;
+    {
+        let mut operation = ctx.operation.lock();
+        operation.read_point = read.point;
+        operation.linearizable = read.linearizable;
+    }
     let mut outcome = run_handler(ctx, spec, request).await;
     let mut attempts = 1;
     while attempts < MAJORITY_READ_ATTEMPTS_MAX && majority_point_passed(ctx, read.point, &outcome) {
@@ -188,7 +192,9 @@ async fn run(
         }
         (None, _) => None,
     };
-    if read.linearizable && outcome.is_ok() {
+    // The read concern's, or the cursor's a `getMore` continued.
+    let linearizable = ctx.operation.lock().linearizable;
+    if linearizable && outcome.is_ok() {
         if let Err(error) = topology.linearizable_barrier(deadline).await {
             outcome = Err(error.into());
         }

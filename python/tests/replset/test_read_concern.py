@@ -294,3 +294,23 @@ def test_an_oplog_fetchers_wait_ends_when_the_commit_point_passes_what_it_knows(
         with pytest.raises(OperationFailure) as raised:
             local.command("getMore", cursor, collection="oplog.rs", lastKnownCommittedOpTime="x", **fetch)
         assert raised.value.code == 14
+
+
+def test_a_linearizable_cursor_proves_each_batch_on_the_primary():
+    """MongoDB's getMore of a linearizable cursor proves each batch as the
+    first: once its member is no longer primary it fails (a deposed primary
+    served the rest of such a cursor, stale, with ok: 1)."""
+    with Members(3, "lincursor") as members:
+        members.initiate()
+        primary = members.primary()
+        with members.direct(primary) as client:
+            client.rc.lin.insert_many([{"_id": i} for i in range(6)])
+            db = client.get_database("rc")
+            reply = db.command({"find": "lin", "batchSize": 2, "readConcern": {"level": "linearizable"}})
+            cursor_id = reply["cursor"]["id"]
+            more = db.command({"getMore": cursor_id, "collection": "lin", "batchSize": 2})
+            assert [d["_id"] for d in more["cursor"]["nextBatch"]] == [2, 3]
+            client.admin.command("replSetStepDown", 60, secondaryCatchUpPeriodSecs=10)
+            with pytest.raises(PyMongoError) as raised:
+                db.command({"getMore": cursor_id, "collection": "lin", "batchSize": 2})
+            assert raised.value.details["code"] in (10107, 189, 91), raised.value.details

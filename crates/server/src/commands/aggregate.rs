@@ -428,6 +428,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             time_left: None,
             body,
             lsid: None,
+            linearizable: false,
         };
         super::find::register_cursor(ctx, cursor)?
     };

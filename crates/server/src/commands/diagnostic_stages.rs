@@ -116,6 +116,7 @@ async fn reply_with_cursor(ctx: &CommandContext, body: &Document, ns: &str, docu
             time_left: None,
             body: results,
             lsid: None,
+            linearizable: false,
         };
         super::find::register_cursor(ctx, cursor)?
     };

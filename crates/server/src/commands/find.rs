@@ -592,6 +592,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
             time_left,
             body: opened.body,
             lsid: None,
+            linearizable: false,
         };
         register_cursor(ctx, cursor)?
     } else {
@@ -671,8 +672,10 @@ async fn open_bounded_find(
 /// Opens a cursor for a later `getMore`; the first one opened starts the
 /// node's periodic cursor reaper.
 pub(crate) fn register_cursor(ctx: &CommandContext, mut cursor: Cursor<CursorBody>) -> Result<i64, CommandError> {
-    // A cursor belongs to the session that opened it.
+    // A cursor belongs to the session that opened it, and keeps its read
+    // concern's proof of linearizability.
     cursor.lsid = ctx.session_lsid();
+    cursor.linearizable = ctx.operation.lock().linearizable;
     ctx.state
         .cursors
         .start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
@@ -687,6 +690,7 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     let cursors = &ctx.state.cursors;
     cursors.check_session(id, ctx.session_lsid().as_ref())?;
     let cursor = cursors.check_out(id, &ns, start)?;
+    ctx.operation.lock().linearizable = cursor.linearizable;
     if max_time_ms.is_some() && !cursor.body.is_await_data() {
         // Checked after the cursor is found, as MongoDB does; the cursor
         // stays open.
@@ -1158,6 +1162,7 @@ mod tests {
                     time_left: None,
                     body,
                     lsid: None,
+                    linearizable: false,
                 },
                 now,
             )

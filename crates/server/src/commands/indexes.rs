@@ -517,6 +517,7 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
                 time_left: None,
                 body,
                 lsid: None,
+                linearizable: false,
             },
         )?
     };

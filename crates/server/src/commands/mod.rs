@@ -84,6 +84,9 @@ pub struct Operation {
     /// The OpTime of the command's last write, if it wrote: write concern
     /// waits for it and `operationTime` reports it.
     pub last_write: Option<OpTime>,
+    /// The reply must prove it is linearizable (`linearizable_barrier`):
+    /// the read concern's level, or the `getMore` of a cursor opened so.
+    pub linearizable: bool,
 }
 
 impl CommandContext {

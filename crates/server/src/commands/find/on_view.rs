@@ -112,6 +112,7 @@ pub(super) async fn find(
                 time_left: None,
                 body: cursor_body,
                 lsid: None,
+                linearizable: false,
             },
         )?
     };

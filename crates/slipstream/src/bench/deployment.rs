@@ -187,8 +187,12 @@ impl Deployment {
             // not.
             let foreign = set_name.is_some_and(|name| name != wanted) || (set_name.is_none() && writable);
             if foreign {
+                let what = match set_name {
+                    Some(name) => format!("it is a member of {name}"),
+                    None => "it is a standalone".to_string(),
+                };
                 return Err(MemberError::Foreign(format!(
-                    "{host} is not a member of replica set {wanted} (setName {set_name:?})"
+                    "{host} is not a member of replica set {wanted}: {what}"
                 )));
             }
             if set_name.is_none() {

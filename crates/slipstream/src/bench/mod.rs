@@ -213,6 +213,9 @@ fn check_args(args: &BenchArgs) -> Result<WorkloadName, String> {
     Ok(workload)
 }
 
+/// Longest the after-load probes may take, discovery included.
+const AFTER_PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
 async fn bench(args: BenchArgs) -> Result<String, String> {
     let workload_name = check_args(&args)?;
     let uri = uri::parse(&args.uri)?;
@@ -252,7 +255,19 @@ async fn bench(args: BenchArgs) -> Result<String, String> {
         histogram.merge(&part);
     }
     let elapsed_secs = started.elapsed().as_secs_f64();
-    probes.merge(&probe_all(&args, &view.primary).await?);
+    // After the load the primary may have changed, died or stopped
+    // answering (a failover during the run): the after-load probes go to the
+    // primary as it is now, within a bound, and their failure loses only
+    // themselves, never the run's summary.
+    let after = async {
+        let now = deployment.refresh(Instant::now() + AFTER_PROBE_TIMEOUT).await?;
+        probe_all(&args, &now.primary).await
+    };
+    match tokio::time::timeout(AFTER_PROBE_TIMEOUT, after).await {
+        Ok(Ok(after)) => probes.merge(&after),
+        Ok(Err(err)) => eprintln!("[bench] after-load probes failed, the summary has the first ones only: {err}"),
+        Err(_) => eprintln!("[bench] after-load probes timed out, the summary has the first ones only"),
+    }
     let summary = Summary {
         workload: workload_name.as_str(),
         connections: args.connections,

@@ -85,9 +85,16 @@ pub fn rounded(value: f64, decimals: i32) -> Value {
 
 impl Summary<'_> {
     pub fn json_line(&self) -> String {
+        // No operation completed: no latency to report (null, never 0 µs).
+        let quantile = |q: f64| match self.histogram.count() {
+            0 => Value::Null,
+            _ => self.histogram.quantile(q).into(),
+        };
         let p50 = self.histogram.quantile(0.5);
         let over_budget = match self.write_concern {
-            Some("majority") => rounded(p50 as f64 / self.probes.majority_budget_us().max(1) as f64, 2),
+            Some("majority") if self.histogram.count() > 0 => {
+                rounded(p50 as f64 / self.probes.majority_budget_us().max(1) as f64, 2)
+            }
             _ => Value::Null,
         };
         let values: [Value; KEYS.len()] = [
@@ -97,9 +104,9 @@ impl Summary<'_> {
             self.ops.into(),
             self.errors.into(),
             rounded(self.ops as f64 / self.elapsed_secs.max(f64::MIN_POSITIVE), 1),
-            p50.into(),
-            self.histogram.quantile(0.99).into(),
-            self.histogram.quantile(0.999).into(),
+            quantile(0.5),
+            quantile(0.99),
+            quantile(0.999),
             self.write_concern.map_or(Value::Null, Value::from),
             self.read_preference.into(),
             self.replica_set.map_or(Value::Null, Value::from),
@@ -187,5 +194,33 @@ mod tests {
         let parsed: serde_json::Value = serde_json::from_str(&summary_line(None)).unwrap();
         assert!(parsed["write_concern"].is_null());
         assert_eq!(parsed["write_concern"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_run_without_a_completed_operation_reports_no_latency() {
+        let probes = Probes {
+            fdatasync: histogram_of([60]),
+            ping: histogram_of([30]),
+            tcp_echo: histogram_of([20]),
+        };
+        let histogram = Histogram::default();
+        let summary = Summary {
+            workload: "insert",
+            connections: 1,
+            seconds: 3,
+            ops: 0,
+            errors: 2,
+            elapsed_secs: 3.0,
+            write_concern: Some("majority"),
+            read_preference: "primary",
+            replica_set: Some("rs0"),
+            primary: "127.0.0.1:27017",
+            histogram: &histogram,
+            probes: &probes,
+        };
+        let parsed: serde_json::Value = serde_json::from_str(&summary.json_line()).unwrap();
+        for key in ["p50_us", "p99_us", "p999_us", "majority_p50_over_budget"] {
+            assert!(parsed[key].is_null(), "{key}: {parsed}");
+        }
     }
 }

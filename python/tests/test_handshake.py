@@ -98,6 +98,16 @@ def test_server_status_sections(client):
         assert counter in reply["opcounters"]
     # The engine's own section.
     assert reply["storageEngine"]["name"] in reply
+    # Snapshot reads are served (it said false).
+    assert reply["storageEngine"]["supportsSnapshotReadConcern"] is True
+
+
+def test_explain_names_the_member_that_answered(client):
+    """MongoDB's explain carries serverInfo: which host answered a query."""
+    client.t.c.insert_one({"_id": 1})
+    info = client.t.c.find({"_id": 1}).explain()["serverInfo"]
+    assert set(info) >= {"host", "port", "version", "gitVersion"}, info
+    assert info["port"] == client.address[1]
 
 
 def test_opcounters_count_inserts(client, coll):

@@ -288,7 +288,7 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         "storageEngine": {
             "name": "slipstream",
             "supportsCommittedReads": true,
-            "supportsSnapshotReadConcern": false,
+            "supportsSnapshotReadConcern": true,
             "readOnly": false,
             "persistent": true,
             "backupCursorOpen": false,

@@ -129,6 +129,22 @@ fn inner_fields(command: &str) -> Option<(&'static str, &'static [&'static [&'st
 const EXPLAIN_FIELDS: &[&str] = &["explain", "verbosity"];
 
 pub async fn explain(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    let mut reply = explain_command(ctx, req).await?;
+    // Which member answered, as MongoDB's explain says (an operator's way
+    // to see where a read preference sent the query).
+    reply.insert(
+        "serverInfo",
+        doc! {
+            "host": ctx.state.host_name.clone(),
+            "port": i32::from(ctx.state.options.port),
+            "version": super::admin::MONGODB_VERSION,
+            "gitVersion": "slipstream",
+        },
+    );
+    Ok(reply)
+}
+
+async fn explain_command(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     args::refuse_unknown_fields(&req.body, "explain", EXPLAIN_FIELDS)?;
     let inner = match req.body.get("explain") {
         Some(Bson::Document(inner)) => inner.clone(),

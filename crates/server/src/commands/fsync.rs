@@ -50,7 +50,7 @@ pub async fn fsync(ctx: &CommandContext, req: &CommandRequest) -> CommandResult 
 
 pub async fn fsync_unlock(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     admin_only(req)?;
-    Err(CommandError::new(125, "fsyncUnlock called when not locked"))
+    Err(CommandError::new(20, "fsyncUnlock called when not locked"))
 }
 
 fn admin_only(req: &CommandRequest) -> Result<(), CommandError> {

@@ -1,6 +1,16 @@
 //! The `slipstream` binary: `serve` runs a node, `bench` drives one over
 //! the wire and prints a JSON summary, `cluster` runs a local replica set.
 
+/// `println!` for the CLI's output lines: a closed stdout (`... | head -1`)
+/// is not the command's failure, which goes on to the end (`println!`
+/// panics on EPIPE, since Rust ignores SIGPIPE).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod allocator;
 mod bench;
 mod cluster;

@@ -144,12 +144,16 @@ pub fn run(args: ServeArgs) -> ExitCode {
         "async runtime started",
         json!({"workerThreads": runtime.metrics().num_workers()}),
     );
-    if args.metrics_port.is_some() && args.repl_set.is_none() {
+    // An empty set name is no set, as in MongoDB (`usingReplSets()` tests
+    // for a non-empty name): a standalone, not a member nobody could
+    // initiate.
+    let repl_set = args.repl_set.clone().filter(|name| !name.is_empty());
+    if args.metrics_port.is_some() && repl_set.is_none() {
         log.error("CONTROL", 20574, "initandlisten", "--metrics-port requires --replSet", serde_json::Value::Null);
         return ExitCode::from(2);
     }
     let memory = Memory { cache_size_mb: args.cache_size_mb, snapshot_window_secs };
-    runtime.block_on(serve(options, args.accept_journal_loss, memory, args.repl_set.clone(), args.metrics_port, log))
+    runtime.block_on(serve(options, args.accept_journal_loss, memory, repl_set, args.metrics_port, log))
 }
 
 async fn serve(

@@ -131,6 +131,10 @@ fn up_refuses_bad_shapes_before_starting_anything() {
         (&["up", "--member", "4:priority=0"], 1, "numbered 1 to 3"),
         (&["up", "--member", "2:slaveDelay=1"], 1, "unknown option"),
         (&["up", "--base-port", "65535"], 1, "no room"),
+        // What the members would refuse at initiate is refused before any
+        // starts (they were left running in a directory that never came up).
+        (&["up", "--set-name", "", "--base-port", "40111"], 1, "would be refused"),
+        (&["up", "--member", "1:votes=0,priority=1", "--base-port", "40111"], 1, "would be refused"),
     ] {
         let output = cluster(&target, args);
         assert_eq!(output.status.code(), Some(code), "{args:?}: {}", stderr(&output));
@@ -281,4 +285,27 @@ fn up_on_a_stopped_cluster_starts_its_members_again() {
         json!(std::process::id()),
         "the new process id is recorded"
     );
+}
+
+#[test]
+fn a_closed_output_pipe_is_not_a_failure() {
+    // `cluster status | head -1`: the command ends as it would have, with
+    // no panic (println! panics on EPIPE).
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = stand_in(&dir.path().join("n1").join("db"));
+    write_state(dir.path(), "/bin/false", &[(1, child.id())], 40021);
+    let mut status = Command::new(env!("CARGO_BIN_EXE_slipstream"))
+        .args(["cluster", "--dir"])
+        .arg(dir.path())
+        .arg("status")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(status.stdout.take());
+    let output = status.wait_with_output().unwrap();
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    assert_ne!(output.status.code(), Some(101), "{}", stderr(&output));
+    let _ = child.kill();
+    let _ = child.wait();
 }

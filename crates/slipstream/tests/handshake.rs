@@ -285,3 +285,16 @@ fn fail_command_exists_only_with_test_commands() {
     assert!(client.command(&doc! {"ping": 1, "$db": "admin"}).is_err(), "connection closed without a reply");
     assert_eq!(node.client().command(&doc! {"ping": 1, "$db": "admin"}).unwrap().get_f64("ok").ok(), Some(1.0));
 }
+
+#[test]
+fn an_empty_set_name_is_a_standalone() {
+    // MongoDB's `--replSet ""` is no set; it made a member nobody could
+    // initiate (93 for the empty name) or write to.
+    let node = Node::start(&["--replSet", ""]);
+    let mut client = node.client();
+    let hello = client.command(&doc! {"hello": 1, "$db": "admin"}).unwrap();
+    assert_eq!(hello.get_bool("isWritablePrimary").ok(), Some(true), "{hello}");
+    assert!(hello.get("setName").is_none(), "{hello}");
+    let inserted = client.command(&doc! {"insert": "c", "documents": [{"_id": 1}], "$db": "test"}).unwrap();
+    assert_eq!(inserted.get_i32("n").ok(), Some(1), "{inserted}");
+}

@@ -185,7 +185,7 @@ pub fn run(command: BenchCommand) -> ExitCode {
     };
     let outcome = match command.mode {
         Some(BenchMode::Failover(args)) => runtime.block_on(failover::run(args)),
-        None => runtime.block_on(bench(command.load)).map(|summary| println!("{summary}")),
+        None => runtime.block_on(bench(command.load)).map(|summary| out!("{summary}")),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,7 +47,7 @@ pub fn stop_all(cluster: &Cluster) -> Result<String, String> {
         member.paused = false;
     }
     cluster.save(&state)?;
-    println!(
+    out!(
         "stopped {} members ({} needed SIGKILL); the data stays in {}",
         stopping.len(),
         killed.len(),
@@ -63,7 +63,7 @@ pub fn kill(cluster: &Cluster, id: u32) -> Result<String, String> {
     process::kill(&member, STOP_TIMEOUT).map_err(|err| signal_error(&member, err))?;
     state.member_mut(id)?.paused = false;
     cluster.save(&state)?;
-    println!("member {id} (pid {}) killed with SIGKILL", member.pid);
+    out!("member {id} (pid {}) killed with SIGKILL", member.pid);
     Ok(json!({"killed": id, "pid": member.pid}).to_string())
 }
 
@@ -78,9 +78,12 @@ pub fn pause(cluster: &Cluster, id: u32) -> Result<String, String> {
     }
     state.member_mut(id)?.paused = true;
     cluster.save(&state)?;
-    println!("member {id} (pid {}) paused with SIGSTOP", member.pid);
+    out!("member {id} (pid {}) paused with SIGSTOP", member.pid);
     Ok(json!({"paused": id, "pid": member.pid}).to_string())
 }
+
+/// How long `resume` keeps offering a resumed member its blocklist.
+const RESUME_BLOCKLIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub fn resume(cluster: &Cluster, id: u32) -> Result<String, String> {
     let mut state = cluster.load()?;
@@ -89,9 +92,22 @@ pub fn resume(cluster: &Cluster, id: u32) -> Result<String, String> {
     state.member_mut(id)?.paused = false;
     cluster.save(&state)?;
     let member = state.member(id)?.clone();
-    apply_blocklist(cluster, &state, &member)
-        .map_err(|err| format!("member {id} resumed but did not take its partition's blocklist: {err}"))?;
-    println!("member {id} (pid {}) resumed with SIGCONT", member.pid);
+    // A member back from a long SIGSTOP may take seconds to answer again
+    // (its runtime catches up on its timers first): a slow answer is tried
+    // again, a refused connection (nothing listens) is not.
+    let deadline = std::time::Instant::now() + RESUME_BLOCKLIST_TIMEOUT;
+    loop {
+        match apply_blocklist(cluster, &state, &member) {
+            Ok(()) => break,
+            Err(err) if is_slow(&err) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(err) => {
+                return Err(format!("member {id} resumed but did not take its partition's blocklist: {err}"));
+            }
+        }
+    }
+    out!("member {id} (pid {}) resumed with SIGCONT", member.pid);
     Ok(json!({"resumed": id, "pid": member.pid}).to_string())
 }
 
@@ -102,7 +118,7 @@ pub fn partition(cluster: &Cluster, spec: &str) -> Result<String, String> {
     state.partition = Some(sides.clone());
     cluster.save(&state)?;
     let (applied, deferred) = apply_everywhere(cluster, &state)?;
-    println!("partition {} in force", format_sides(&sides));
+    out!("partition {} in force", format_sides(&sides));
     Ok(json!({"partition": format_sides(&sides), "applied": applied, "deferred": deferred}).to_string())
 }
 
@@ -111,7 +127,7 @@ pub fn heal(cluster: &Cluster) -> Result<String, String> {
     state.partition = None;
     cluster.save(&state)?;
     let (applied, deferred) = apply_everywhere(cluster, &state)?;
-    println!("healed: every member talks to every member");
+    out!("healed: every member talks to every member");
     let views: Vec<MemberView> = cluster.views(&state);
     let mut summary = status_json(&state, &views);
     summary["applied"] = json!(applied);
@@ -156,6 +172,15 @@ pub fn apply_blocklist(cluster: &Cluster, state: &ClusterState, member: &MemberS
         eprintln!("member {} blocks {}", member.id, hosts.join(", "));
     }
     cluster.admin.block_members(member.port, &hosts)
+}
+
+/// A member that did not answer in time (rather than one that refused).
+fn is_slow(err: &AdminError) -> bool {
+    match err {
+        AdminError::TimedOut => true,
+        AdminError::Unreachable(why) => why.contains("timed out"),
+        AdminError::Failed { .. } => false,
+    }
 }
 
 fn running_member(state: &ClusterState, id: u32) -> Result<MemberState, String> {

@@ -202,7 +202,7 @@ pub fn run(args: ClusterArgs) -> ExitCode {
     };
     match outcome {
         Ok(summary) => {
-            println!("{summary}");
+            out!("{summary}");
             ExitCode::SUCCESS
         }
         Err(err) => {
@@ -247,12 +247,12 @@ pub fn status_json(state: &ClusterState, views: &[MemberView]) -> Value {
 fn status(cluster: &Cluster) -> Result<String, String> {
     let state = cluster.load()?;
     let views = cluster.views(&state);
-    println!("set {}  {}", state.set_name, state.uri());
+    out!("set {}  {}", state.set_name, state.uri());
     if let Some(sides) = &state.partition {
-        println!("partition {}", partition::format_sides(sides));
+        out!("partition {}", partition::format_sides(sides));
     }
     for view in &views {
-        println!("{}", view.line());
+        out!("{}", view.line());
     }
     Ok(status_json(&state, &views).to_string())
 }

@@ -94,6 +94,17 @@ pub fn up(cluster: &Cluster, args: &UpArgs) -> Result<String, String> {
     let members: Vec<MemberState> = (1..=count)
         .map(|id| new_member(&dir, id, args.base_port() + (id - 1) as u16, id > args.nodes()))
         .collect();
+    // The configuration is checked as the members will check it before any
+    // of them starts: one they would refuse left them running in a
+    // directory that could never come up.
+    let settings = Settings {
+        election_timeout_ms: args.election_timeout_ms(),
+        heartbeat_interval_ms: args.heartbeat_interval_ms(),
+        chaining_allowed: !args.no_chaining,
+    };
+    let planned = ClusterState { members: members.clone(), ..state.clone() };
+    slipstream_repl::config_document::parse_config(&initiate_config(&planned, &options, settings))
+        .map_err(|err| format!("the set's configuration would be refused: {err}"))?;
     for member in &members {
         check_port_free(member.port)?;
     }
@@ -114,13 +125,13 @@ fn initiate_new(
     args: &UpArgs,
     deadline: Instant,
 ) -> Result<String, String> {
-    let children = spawn_all(cluster, state, members)?;
-    wait_all_answering(cluster, state, children, deadline)?;
     let settings = Settings {
         election_timeout_ms: args.election_timeout_ms(),
         heartbeat_interval_ms: args.heartbeat_interval_ms(),
         chaining_allowed: !args.no_chaining,
     };
+    let children = spawn_all(cluster, state, members)?;
+    wait_all_answering(cluster, state, children, deadline)?;
     let config = initiate_config(state, options, settings);
     eprintln!("initiating {} with {} members", state.set_name, state.members.len());
     cluster
@@ -177,7 +188,7 @@ fn ready(cluster: &Cluster, state: &ClusterState, deadline: Instant) -> Result<S
     for view in &views {
         eprintln!("{}", view.line());
     }
-    println!("{}", state.uri());
+    out!("{}", state.uri());
     Ok(status_json(state, &views).to_string())
 }
 
@@ -201,7 +212,7 @@ pub fn restart(cluster: &Cluster, id: u32, timeout: Duration) -> Result<String, 
     control::apply_blocklist(cluster, &state, &member)
         .map_err(|err| format!("member {id} restarted but did not take its partition's blocklist: {err}"))?;
     let view = MemberView::of(&cluster.admin, &member);
-    println!("{}", view.line());
+    out!("{}", view.line());
     Ok(view.json().to_string())
 }
 
@@ -225,7 +236,7 @@ pub fn add(cluster: &Cluster, arbiter: bool, timeout: Duration) -> Result<String
     if arbiter {
         config_member["arbiterOnly"] = json!(true);
     }
-    println!(
+    out!(
         "member {id} runs on {} outside the config; add it with replSetReconfig, e.g. mongosh rs.add({config_member})",
         member.host()
     );

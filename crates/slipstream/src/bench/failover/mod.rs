@@ -220,7 +220,7 @@ async fn run_trials(cluster: &Cluster, args: &FailoverArgs) -> Result<(), String
     for number in 1..=args.trials {
         match run_trial(cluster, &data_members, &controller, &observer, args, number).await {
             Ok(report) => {
-                println!("{}", report.json_line());
+                out!("{}", report.json_line());
                 reports.push(report);
             }
             Err(err) => {
@@ -248,7 +248,7 @@ async fn run_trials(cluster: &Cluster, args: &FailoverArgs) -> Result<(), String
                 None
             }
         };
-        println!("{}", summary.json_line(args, cluster.owned(), plot));
+        out!("{}", summary.json_line(args, cluster.owned(), plot));
     }
     match failure {
         Some(err) => Err(err),

@@ -299,7 +299,7 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
         mark_newly_added(&initialized(set)?, &mut config);
         None
     };
-    let answered = if force.is_none() { probe_new_voters(set, &config).await } else { Vec::new() };
+    let answered = if force.is_none() { probe_new_members(set, &config).await? } else { Vec::new() };
     let version = config.version;
     set.ask(|reply| Input::Command {
         event: Event::Reconfig { config, force, answered },
@@ -313,40 +313,65 @@ async fn reconfig(set: &ReplicaSet, body: &Document) -> Result<Document, ReplErr
 }
 
 /// MongoDB's reconfig quorum check heartbeats the new configuration's
-/// members. This node already tracks the ones it configures; the voters
+/// members. This node already tracks the ones it configures; the members
 /// new to it, or at a new host, are asked here, all at once, within the
-/// silence limit: those that answer (a configured member of our set, or
-/// one not yet initialized) count as up. Without this a voter could not be
-/// added when the set needed it for the quorum (a one-member set growing,
-/// a fourth voter while one of three is down).
-async fn probe_new_voters(set: &ReplicaSet, config: &ReplSetConfig) -> Vec<MemberId> {
+/// silence limit: the voters among them that answer (a configured member
+/// of our set, or one not yet initialized) count as up. Without this a
+/// voter could not be added when the set needed it for the quorum (a
+/// one-member set growing, a fourth voter while one of three is down). A
+/// member of another set vetoes the reconfig (103), as MongoDB's quorum
+/// checker does: a mistyped host would sit in the configuration forever.
+async fn probe_new_members(set: &ReplicaSet, config: &ReplSetConfig) -> Result<Vec<MemberId>, ReplError> {
     let shared = set.shared();
     let snapshot = shared.snapshot();
-    let Some(current) = snapshot.config.as_deref() else { return Vec::new() };
+    let Some(current) = snapshot.config.as_deref() else { return Ok(Vec::new()) };
     let me = shared.find_self(current);
     let probe = quorum_probe();
     let timeout = Duration::from_millis(current.settings.silence_limit_ms());
     let my_host = shared.me_host.read().clone();
     let mut probes = tokio::task::JoinSet::new();
-    for member in config.members.iter().filter(|m| m.is_voter() && Some(m.id) != me) {
+    for member in config.members.iter().filter(|m| Some(m.id) != me) {
         if current.member(member.id).is_some_and(|known| known.host == member.host) {
             continue;
         }
         let body = encode_heartbeat_request(&config.set_name, &my_host, None, &probe);
         let (shared, id, host, set_name) = (shared.clone(), member.id, member.host.clone(), config.set_name.clone());
+        let voter = member.is_voter();
         probes.spawn(async move {
-            match shared.network.run(&host, "admin", body, timeout).await {
-                Ok(reply) if reply.get_str("set").unwrap_or(&set_name) == set_name => Some(id),
-                Err(crate::network::NetError::Command { code: 94, .. }) => Some(id),
-                _ => None,
-            }
+            let outcome = match shared.network.run(&host, "admin", body, timeout).await {
+                Ok(reply) if reply.get_str("set").unwrap_or(&set_name) == set_name => Probed::Up,
+                Ok(_) | Err(crate::network::NetError::Command { code: 108, .. }) => Probed::Foreign,
+                Err(crate::network::NetError::Command { code: 94, .. }) => Probed::Up,
+                _ => Probed::Silent,
+            };
+            (id, host, voter, outcome)
         });
     }
     let mut answered = Vec::new();
+    let mut foreign = None;
     while let Some(outcome) = probes.join_next().await {
-        answered.extend(outcome.ok().flatten());
+        match outcome {
+            Ok((id, _, true, Probed::Up)) => answered.push(id),
+            Ok((_, host, _, Probed::Foreign)) => foreign = Some(host),
+            _ => {}
+        }
     }
-    answered
+    if let Some(host) = foreign {
+        return Err(ReplError::NewReplicaSetConfigurationIncompatible(format!(
+            "Our set name did not match that of {host}: it is a member of another replica set"
+        )));
+    }
+    Ok(answered)
+}
+
+/// What a new member said to the reconfig's heartbeat.
+enum Probed {
+    /// A member of this set, or one with no configuration yet.
+    Up,
+    /// A member of another set.
+    Foreign,
+    /// No answer, or one that says nothing of its set.
+    Silent,
 }
 
 /// After a safe reconfig MongoDB answers once a majority of the new
@@ -708,7 +733,17 @@ async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     let shared = set.shared();
     let snapshot = shared.snapshot();
     let Some(config) = &snapshot.config else {
-        if request.heartbeat.config_version > 0 && request.set_name == shared.options.set_name {
+        // Not initiated yet: the set named on our command line is ours.
+        if request.set_name != shared.options.set_name {
+            return Err(ReplError::coded(
+                108,
+                format!(
+                    "Our set name of {} does not match name {} reported by remote node",
+                    shared.options.set_name, request.set_name
+                ),
+            ));
+        }
+        if request.heartbeat.config_version > 0 {
             fetch_initial_config(shared.clone(), request.from_host.clone(), request.set_name.clone());
         }
         return Err(ReplError::NotYetInitialized);

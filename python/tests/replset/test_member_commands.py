@@ -753,3 +753,21 @@ def test_an_uninitiated_member_answers_replication_commands_with_94():
                 with pytest.raises(OperationFailure) as raised:
                     client.admin.command(command, 1)
                 assert raised.value.code == 94, (command, raised.value.details)
+
+
+def test_a_member_of_another_set_is_not_added(members):
+    """MongoDB's reconfig quorum check vetoes a host that answers for another
+    set (103): `rs.add` of a mistyped host was accepted and the member sat
+    in the configuration, unreachable for good."""
+    with Members(1, "otherset") as other:
+        other.initiate()
+        primary = members.primary()
+        with members.direct(primary) as client:
+            config = client.admin.command("replSetGetConfig")["config"]
+            config["version"] += 1
+            config["members"].append({"_id": 9, "host": other.host(0)})
+            with pytest.raises(OperationFailure) as raised:
+                client.admin.command("replSetReconfig", config)
+            assert raised.value.code == 103, raised.value.details
+            assert "set name" in raised.value.details["errmsg"]
+            assert len(client.admin.command("replSetGetConfig")["config"]["members"]) == 3

@@ -124,6 +124,21 @@ async fn run(
         }
     }
     let access = spec.access_of(&request.body);
+    let local_write = access == CommandAccess::Write && request.db == "local" && request.name != "dropDatabase";
+    if local_write && topology.is_replica_set() {
+        // MongoDB lets every member write its own unreplicated `local`;
+        // Slipstream keeps only its replication state there. One clear
+        // refusal on every member: a secondary's "not primary" made
+        // drivers rediscover the set and retry on the primary.
+        return Some(
+            CommandError::new(
+                115,
+                "writes to the local database of a replica set member are not supported by Slipstream: it holds \
+                 only the member's own replication state (MongoDB keeps unreplicated collections there)",
+            )
+            .to_reply(),
+        );
+    }
     if let Err(error) = topology.check_access(access, &request.db, request.secondary_ok) {
         if hands_on_to_primary(ctx, request, access, &error) {
             return Some(run_on_primary(ctx, request).await);

@@ -475,8 +475,11 @@ impl Inner {
     /// replicate (the `LocalStore` is the only way to write there).
     pub(crate) fn check_client_namespace(&self, ns: &str) -> Result<()> {
         if self.options.replicated && (ns == "local" || ns.starts_with("local.")) {
+            // A command's entry names `local.$cmd`: the database is what
+            // the client wrote to.
+            let target = if ns.ends_with(".$cmd") { "the local database" } else { ns };
             return Err(StorageError::IllegalOperation(format!(
-                "cannot write to '{ns}': the local database of a replica set member is not replicated"
+                "cannot write to {target}: the local database of a replica set member is not replicated"
             )));
         }
         Ok(())

@@ -771,3 +771,21 @@ def test_a_member_of_another_set_is_not_added(members):
             assert raised.value.code == 103, raised.value.details
             assert "set name" in raised.value.details["errmsg"]
             assert len(client.admin.command("replSetGetConfig")["config"]["members"]) == 3
+
+
+def test_writes_to_local_are_refused_alike_on_every_member(members):
+    """A documented departure (MongoDB keeps unreplicated collections in
+    `local`): 115 on the primary and on a secondary alike. The secondary
+    answered 10107, which drivers read as a state change, and the primary 20
+    naming `local.$cmd`."""
+    primary = members.primary()
+    for i in range(3):
+        with members.direct(i) as client:
+            for command in ({"insert": "scratch", "documents": [{"_id": 1}]}, {"create": "scratch"}):
+                with pytest.raises(OperationFailure) as raised:
+                    client.local.command(command)
+                assert raised.value.code == 115, (i, i == primary, raised.value.details)
+            assert "scratch" not in client.local.list_collection_names()
+    with members.direct(primary) as client, pytest.raises(OperationFailure) as raised:
+        client.drop_database("local")
+    assert raised.value.code == 20

@@ -1,6 +1,7 @@
 """Durability through real processes: SIGKILL, restart, lock file, clean shutdown (issue 2, items 1 and 6)."""
 
 import os
+from pathlib import Path
 import resource
 import shutil
 import signal
@@ -99,6 +100,15 @@ def test_second_node_on_same_dbpath_is_refused(fresh_node):
         [str(binary_path()), "serve", "--port", str(free_port()), "--bind-ip", "127.0.0.1",
          "--dbpath", fresh_node.dbpath], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
+    assert "lock" in (result.stdout + result.stderr).lower()
+    # Nor with the lock file deleted: the data directory is locked too (a
+    # second process made a new lock file, ran, and both wrote the same
+    # checkpoint file, which the first could not open again).
+    (Path(fresh_node.dbpath) / "mongod.lock").unlink()
+    result = subprocess.run(
+        [str(binary_path()), "serve", "--port", str(free_port()), "--bind-ip", "127.0.0.1",
+         "--dbpath", fresh_node.dbpath], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0, result.stdout[-2000:]
     assert "lock" in (result.stdout + result.stderr).lower()
     # The first node is unaffected.
     client = connect(fresh_node)

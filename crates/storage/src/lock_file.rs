@@ -43,6 +43,31 @@ pub fn create_data_directory(io: &dyn IoBackend, dbpath: &Path) -> Result<(), St
 pub struct LockFile {
     file: File,
     path: PathBuf,
+    /// The data directory itself, locked too: a lock file someone deleted
+    /// would otherwise let a second process create a new one and lock it,
+    /// and both would write the same checkpoint file. A directory cannot
+    /// be swapped while it holds the data.
+    _directory: Option<File>,
+}
+
+/// An exclusive `flock` on the data directory (`None` where the file
+/// system does not lock directories; the lock file still guards it).
+fn lock_directory(dbpath: &Path) -> Result<Option<File>, StorageError> {
+    let directory = File::open(dbpath)?;
+    // SAFETY: flock on a file descriptor we own; it has no memory effects.
+    let result = unsafe { libc::flock(directory.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if result == 0 {
+        return Ok(Some(directory));
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(StorageError::DataDirectoryLocked(format!(
+            "Unable to lock the data directory {} (Resource temporarily unavailable). Another slipstream process \
+             is using this dbpath",
+            dbpath.display()
+        )));
+    }
+    Ok(None)
 }
 
 impl LockFile {
@@ -65,10 +90,11 @@ impl LockFile {
             }
             return Err(StorageError::Io(err));
         }
+        let directory = lock_directory(dbpath)?;
         file.set_len(0)?;
         (&file).write_all(format!("{}\n", std::process::id()).as_bytes())?;
         file.sync_all()?;
-        Ok(LockFile { file, path })
+        Ok(LockFile { file, path, _directory: directory })
     }
 
     pub fn path(&self) -> &Path {

@@ -7,6 +7,8 @@
 //! 2. Open the journal (`dbpath/journal/`): it checks every frame, cuts a
 //!    torn tail and refuses any other damage. It comes first so that a
 //!    crash before step 3 never leaves a checkpoint without a journal.
+//!    A journal with entries and no checkpoint file (or an empty one) means
+//!    the checkpoint was lost: refuse (`check_checkpoint_present`).
 //! 3. Open the key-value store (`dbpath/checkpoint.redb`) and read the
 //!    checkpoint timestamp and the catalog committed with it, and its
 //!    history floor and catalogs when the checkpoint went past the commit
@@ -100,6 +102,37 @@ pub(crate) fn read_checkpoint(snapshot: &dyn KvSnapshot) -> Result<(Timestamp, C
     Ok((ts, Catalog::from_bytes(&catalog_bytes)?))
 }
 
+/// Step 2b: a journal holding entries means the checkpoint file was made
+/// before them (step 3 of the first open precedes every write, and a reset
+/// or an installation that a crash interrupts is finished before recovery).
+/// So a checkpoint file that is gone, or empty, while the journal holds
+/// entries was lost, with every document it held: opened as a new file, the
+/// member would replay only the journal's newest entries and serve an
+/// almost empty data set as if it were current (an outside probe saw such a
+/// member elected). Refused, whatever `--accept-journal-loss` says: the
+/// data directory must be restored, or emptied so that a member copies its
+/// data again.
+fn check_checkpoint_present(io: &dyn IoBackend, path: &Path, journal: &Journal) -> Result<(), StorageError> {
+    let (Some(first), Some(last)) = (journal.first_ts(), journal.last_ts()) else {
+        return Ok(());
+    };
+    let size = match io.exists(path).map_err(StorageError::Io)? {
+        true => Some(io.open(path).and_then(|file| file.size_bytes()).map_err(StorageError::Io)?),
+        false => None,
+    };
+    let what = match size {
+        None => "is missing",
+        Some(0) => "is empty",
+        Some(_) => return Ok(()),
+    };
+    Err(StorageError::Corruption(format!(
+        "the checkpoint file {} {what} while the journal holds entries from {first} to {last}: the data it held \
+         is lost. Restore the data directory, or empty it so that this member copies its data again from the set \
+         (initial sync)",
+        path.display()
+    )))
+}
+
 /// A journal that lost entries stops the open, unless the loss is accepted
 /// on purpose (then it is logged).
 fn check_journal_loss(options: &EngineOptions, reason: String) -> Result<(), StorageError> {
@@ -145,6 +178,7 @@ pub(crate) fn recover(options: &EngineOptions, io: Arc<dyn IoBackend>, journal_o
     // The journal directory is created before the checkpoint file, so that
     // a crash between the two never looks like a lost journal.
     let journal = Journal::open(&journal_dir, io.clone(), journal_options)?;
+    check_checkpoint_present(&*io, &checkpoint_path, &journal)?;
     let (kv, _) = RedbEngine::open_with_cache(&checkpoint_path, &io, options.kv_cache_bytes)?;
     let kv: Arc<dyn KvEngine> = Arc::new(kv);
     io.sync_dir(&options.dbpath).map_err(StorageError::Io)?;

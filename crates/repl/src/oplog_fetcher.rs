@@ -107,6 +107,9 @@ struct Reply {
     term: i64,
     /// The source's last entry (`$oplogQueryData.lastOpApplied`).
     source_last: OpTime,
+    /// The source's rollback id (`$oplogQueryData.rbid`), read after the
+    /// batch: a source that rolled back bumps it before its oplog changes.
+    rbid: i64,
 }
 
 /// Fetches until an error; returns it.
@@ -160,6 +163,14 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
         // may stop short of it, and the source would then answer at once
         // for ever.
         let mut known_commit = meta.commit_point;
+        // The source's oplog as this cursor reads it continues the entries
+        // checked above only while the source does not roll back: its
+        // tailable cursor outlives a rollback and then returns entries, and
+        // a commit point, of another branch as if they followed ours (an
+        // outside probe saw a member count its own uncommitted entries as
+        // committed, and keep them for good). MongoDB's fetcher checks the
+        // rollback id of every batch the same way.
+        let rbid = reply.rbid;
         let entries = reply.entries;
         let mut cursor_id = reply.cursor_id;
         let mut outcome = deliver(shared, source, Some(first), Some(prev_last), &meta, entries).await;
@@ -193,6 +204,11 @@ async fn fetch(shared: &Arc<Shared>, source: MemberId, host: &str, term: i64) ->
                 Ok(next) => next,
                 Err(err) => return err,
             };
+            if next.rbid != rbid {
+                tracing::info!(target: "repl", source = %host, rbid, now = next.rbid,
+                    "the sync source rolled back: query again");
+                break;
+            }
             known_commit = next.commit_point;
             if has_new && !appended {
                 tracing::debug!(target: "repl", source = %host, "the node passed on a batch: query again");
@@ -226,6 +242,7 @@ fn reply_meta(reply: &Reply) -> Reply {
         commit_point: reply.commit_point,
         term: reply.term,
         source_last: reply.source_last,
+        rbid: reply.rbid,
     }
 }
 
@@ -310,12 +327,14 @@ fn parse_reply(reply: &RawDocumentBuf) -> Result<Reply, String> {
         .map_err(|_| "reply without $oplogQueryData".to_owned())?;
     let query_data = Document::try_from(query_data).map_err(|err| err.to_string())?;
     let source_last = parse_optime(query_data.get("lastOpApplied"), "lastOpApplied").map_err(|e| e.to_string())?;
+    let rbid = query_data.get("rbid").and_then(crate::protocol::integral).ok_or("$oplogQueryData without an rbid")?;
     Ok(Reply {
         cursor_id,
         entries,
         commit_point,
         term,
         source_last,
+        rbid,
     })
 }
 

@@ -125,3 +125,49 @@ def test_a_majority_write_rolled_back_before_its_wait_is_not_acknowledged(make_r
     assert getattr(result, "code", None) == 189 or "stepped down" in str(result).lower(), result
     for i in rs.ids():
         assert rs.direct(i).t.c.find_one({"_id": "doomed"}) is None, f"member {i}"
+
+
+def test_a_secondary_of_a_deposed_primary_rolls_back_with_it(make_replset):
+    """Five members; the primary and one secondary are cut off from the
+    other three, and the primary takes w:1 writes that reach only that
+    secondary. After the heal the old primary rolls back while the secondary
+    still tails its oplog: that cursor outlived the rollback and handed the
+    secondary the new branch's entries (and commit point) as if they
+    followed its own, so it counted its uncommitted writes as committed,
+    served them to majority reads and kept them for good (an outside
+    probe: 3 attempts in 15). The fetcher now checks the source's rollback
+    id on every batch, as MongoDB's does."""
+    rs = make_replset(nodes=5)
+    coll = rs.client().t.get_collection("c", write_concern=WriteConcern(w=5, wtimeout=60_000))
+    for attempt in range(3):
+        coll.insert_one({"_id": f"committed-{attempt}"})
+        old = rs.primary()
+        buddy = [i for i in rs.ids() if i != old][attempt % 4]
+        others = [i for i in rs.ids() if i not in (old, buddy)]
+        rs.partition([[old, buddy], others])
+        doomed = rs.direct(old).t.get_collection("c", write_concern=WriteConcern(w=1))
+        for batch in range(10):
+            try:
+                doomed.insert_many([{"k": attempt, "n": batch * 500 + i} for i in range(500)])
+            except PyMongoError:
+                break
+        rs.primary(exclude=(old, buddy))
+        rs.heal()
+        buddy_coll = rs.direct(buddy).t.get_collection("c", read_concern=ReadConcern("majority"))
+        deadline = time.monotonic() + ROLLBACK_TIMEOUT_S
+        while True:
+            try:
+                assert buddy_coll.count_documents({"k": attempt}) == 0, "a majority read showed uncommitted writes"
+            except PyMongoError:
+                pass  # in ROLLBACK it refuses reads
+            try:
+                left = [rs.direct(i).t.c.count_documents({"k": attempt}) for i in (old, buddy)]
+            except PyMongoError:
+                left = None  # one of them is rolling back
+            if left == [0, 0]:
+                break
+            assert time.monotonic() < deadline, f"members {old}, {buddy} still hold {left} rolled-back documents"
+            time.sleep(0.05)
+    rs.wait_quiet(rs.ids())
+    hashes = {i: rs.direct(i).t.command("dbHash")["md5"] for i in rs.ids()}
+    assert len(set(hashes.values())) == 1, hashes

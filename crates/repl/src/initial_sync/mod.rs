@@ -319,6 +319,19 @@ async fn replay(
     }
     status.set_oplog_end(OpTime::new(attempt.progress.min_valid, -1));
     oplog_catch_up::catch_up(&mut attempt).await?;
+    // The catch-up's cursor outlives a rollback of the source and would
+    // have read another branch's entries as if they followed ours: a
+    // changed rollback id means this attempt's data cannot be trusted (the
+    // next one starts over, `still_valid`).
+    let rbid = source::rbid(shared, &attempt.host).await?;
+    if rbid != attempt.progress.source_rbid {
+        let recorded = attempt.progress.source_rbid;
+        tracing::warn!(target: "repl", id = 21_201, source = %attempt.host, recorded_rbid = recorded, rbid,
+            "initial sync source rolled back during the oplog catch-up: starting over");
+        return Err(SyncError::Source(crate::network::NetError::Protocol(
+            "the sync source rolled back during the oplog catch-up".into(),
+        )));
+    }
     attempt.progress.phase = Phase::Done;
     cloner::save(&attempt).await?;
     let last = shared.engine.last_applied();

@@ -54,6 +54,11 @@ pub struct Cursor<B> {
     /// batch linearizable too (MongoDB's getmore_cmd), so a deposed
     /// primary cannot serve stale batches.
     pub linearizable: bool,
+    /// The UUID of the collection it reads, when it reads one (not in
+    /// `local`): a `getMore` after the collection was dropped or replaced,
+    /// by a command here or by an oplog entry a secondary applied, is
+    /// QueryPlanKilled (175), as MongoDB answers.
+    pub collection: Option<bson::Uuid>,
 }
 
 /// The map of cursors and when it was last swept for expired ones.
@@ -439,6 +444,7 @@ mod tests {
             body: "body",
             lsid: None,
             linearizable: false,
+            collection: None,
         }
     }
 
@@ -456,6 +462,7 @@ mod tests {
                 Cursor {
                     lsid: Some(mine.clone()),
                     linearizable: false,
+                    collection: None,
                     ..cursor("db.a", false)
                 },
                 now,
@@ -472,6 +479,7 @@ mod tests {
                 Cursor {
                     lsid: Some(mine.clone()),
                     linearizable: false,
+                    collection: None,
                     ..cursor("db.a", false)
                 },
                 now,

@@ -30,7 +30,7 @@ use serde_json::json;
 use slipstream_repl::{CommandAccess, ReplError, Topology, WriteConcern};
 use slipstream_storage::{bson_timestamp, from_bson_timestamp, OpTime};
 
-use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation};
+use crate::commands::{find_command, CommandContext, CommandRequest, CommandSpec, Operation, ReadConcernUse};
 use crate::concern;
 use crate::error::{is_not_primary_error, retryable_write_labels, CommandError};
 use crate::metrics::SELF_COUNTING_COMMANDS;
@@ -139,7 +139,15 @@ async fn run(
             .to_reply(),
         );
     }
-    if let Err(error) = topology.check_access(access, &request.db, request.secondary_ok) {
+    // A cursor's continuation reads: not on a member that cannot serve
+    // reads (RECOVERING, ROLLBACK: 13436), whatever the cursor's opening
+    // allowed, as MongoDB's getMore checks `checkCanServeReadsFor` with
+    // secondaryOk. The member's own `local` stays readable in any state.
+    let (access, secondary_ok) = match spec.read_concern {
+        ReadConcernUse::CursorOwn => (CommandAccess::Read, true),
+        _ => (access, request.secondary_ok),
+    };
+    if let Err(error) = topology.check_access(access, &request.db, secondary_ok) {
         if hands_on_to_primary(ctx, request, access, &error) {
             return Some(run_on_primary(ctx, request).await);
         }

@@ -113,3 +113,32 @@ def test_a_causal_session_reads_its_own_writes_from_a_secondary(rs):
             cursor = secondary_coll.find({"_id": n}, session=session)
             assert list(cursor) == [{"_id": n, "n": n}]
             assert cursor.address != client.primary
+
+
+def test_a_secondary_cursor_ends_when_its_collection_is_dropped_or_its_member_cannot_read(rs):
+    """A cursor on a secondary whose collection a replicated drop removed is
+    QueryPlanKilled (175), as on MongoDB (it went on, short, or mixed old and
+    new documents after a re-create); and a member in maintenance (RECOVERING)
+    refuses the getMore of a cursor opened before (13436; it served it)."""
+    from pymongo.errors import OperationFailure, PyMongoError
+
+    writer = rs.client().t.get_collection("gone", write_concern=WriteConcern(w=3, wtimeout=30_000))
+    writer.insert_many([{"_id": i} for i in range(10)])
+    secondary = rs.secondaries()[0]
+    db = rs.direct(secondary).get_database("t", read_preference=ReadPreference.SECONDARY_PREFERRED)
+    opened = db.command({"find": "gone", "batchSize": 2})
+    writer.drop()
+    writer.insert_many([{"_id": i, "new": True} for i in range(10)])  # replicated after the drop
+    with pytest.raises(OperationFailure) as raised:
+        db.command({"getMore": opened["cursor"]["id"], "collection": "gone", "batchSize": 2})
+    assert raised.value.code == 175, raised.value.details
+
+    opened = db.command({"find": "gone", "batchSize": 2})
+    admin = rs.direct(secondary).admin
+    admin.command("replSetMaintenance", True)
+    try:
+        with pytest.raises(PyMongoError) as raised:
+            db.command({"getMore": opened["cursor"]["id"], "collection": "gone", "batchSize": 2})
+        assert raised.value.details["code"] == 13436, raised.value.details
+    finally:
+        admin.command("replSetMaintenance", False)

@@ -429,6 +429,7 @@ pub async fn aggregate(ctx: &CommandContext, req: &CommandRequest) -> CommandRes
             body,
             lsid: None,
             linearizable: false,
+            collection: None,
         };
         super::find::register_cursor(ctx, cursor)?
     };

@@ -117,6 +117,7 @@ async fn reply_with_cursor(ctx: &CommandContext, body: &Document, ns: &str, docu
             body: results,
             lsid: None,
             linearizable: false,
+            collection: None,
         };
         super::find::register_cursor(ctx, cursor)?
     };

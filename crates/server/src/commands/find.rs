@@ -593,6 +593,7 @@ pub async fn find(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
             body: opened.body,
             lsid: None,
             linearizable: false,
+            collection: None,
         };
         register_cursor(ctx, cursor)?
     } else {
@@ -676,10 +677,20 @@ pub(crate) fn register_cursor(ctx: &CommandContext, mut cursor: Cursor<CursorBod
     // concern's proof of linearizability.
     cursor.lsid = ctx.session_lsid();
     cursor.linearizable = ctx.operation.lock().linearizable;
+    cursor.collection = collection_uuid(ctx, &cursor.ns);
     ctx.state
         .cursors
         .start_reaper(Arc::downgrade(&ctx.state), |state| &state.cursors);
     ctx.state.cursors.register(cursor, Instant::now())
+}
+
+/// The UUID of the collection `ns` names now (none in `local`, whose
+/// cursors tail the oplog or read the member's own documents).
+fn collection_uuid(ctx: &CommandContext, ns: &str) -> Option<bson::Uuid> {
+    if ns.starts_with("local.") {
+        return None;
+    }
+    ctx.state.engine.collection_info(ns).map(|info| info.uuid)
 }
 
 pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
@@ -691,6 +702,13 @@ pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResu
     cursors.check_session(id, ctx.session_lsid().as_ref())?;
     let cursor = cursors.check_out(id, &ns, start)?;
     ctx.operation.lock().linearizable = cursor.linearizable;
+    if cursor.collection.is_some() && collection_uuid(ctx, &cursor.ns) != cursor.collection {
+        cursors.release(id);
+        return Err(CommandError::new(
+            175,
+            format!("PlanExecutor error during getMore :: caused by :: collection {} was dropped or replaced", ns),
+        ));
+    }
     if max_time_ms.is_some() && !cursor.body.is_await_data() {
         // Checked after the cursor is found, as MongoDB does; the cursor
         // stays open.
@@ -1163,6 +1181,7 @@ mod tests {
                     body,
                     lsid: None,
                     linearizable: false,
+                    collection: None,
                 },
                 now,
             )

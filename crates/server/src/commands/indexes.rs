@@ -518,6 +518,7 @@ pub async fn list_indexes(ctx: &CommandContext, req: &CommandRequest) -> Command
                 body,
                 lsid: None,
                 linearizable: false,
+                collection: None,
             },
         )?
     };

@@ -113,6 +113,7 @@ pub(super) async fn find(
                 body: cursor_body,
                 lsid: None,
                 linearizable: false,
+                collection: None,
             },
         )?
     };

@@ -250,8 +250,10 @@ impl ReadConcernArgs {
         };
         let after_cluster_time = timestamp("afterClusterTime")?;
         let at_cluster_time = timestamp("atClusterTime")?;
+        // A null level is a wrong type, as MongoDB's bsonExtractStringField
+        // reads it (14), not an absent one.
         let level = match spec.get("level") {
-            None | Some(Bson::Null) => None,
+            None => None,
             Some(Bson::String(level)) => Some(match level.as_str() {
                 "local" => ReadConcernLevel::Local,
                 "available" => ReadConcernLevel::Available,
@@ -408,6 +410,7 @@ mod tests {
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"provenance": "x"}}).unwrap_err()), 2);
         ReadConcernArgs::parse(&doc! {"readConcern": {"level": "majority", "provenance": "clientSupplied"}}).unwrap();
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"level": 1}}).unwrap_err()), 14);
+        assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"level": null}}).unwrap_err()), 14);
         assert_eq!(code(ReadConcernArgs::parse(&doc! {"readConcern": {"atClusterTime": ts}}).unwrap_err()), 72);
         // afterClusterTime only with local, majority or snapshot.
         for level in ["linearizable", "available"] {

@@ -10,6 +10,7 @@
 //!   it (IllegalOperation, 20), as MongoDB's does: executing the command
 //!   without its retry guarantee would give the client other semantics;
 //!   it must not be negative (72);
+//! - `txnRetryCounter` with a `txnNumber` is for internal clients (72);
 //! - `autocommit` needs `txnNumber` and may only be `false`;
 //!   `startTransaction` needs `autocommit` and may only be `true` (72);
 //! - multi-document transactions are not implemented yet: a member
@@ -34,6 +35,8 @@ pub struct SessionArguments {
     /// `autocommit`, when given: only `false` starts or continues a
     /// transaction; MongoDB refuses `true`.
     pub autocommit: Option<bool>,
+    /// `txnRetryCounter` was given: only internal clients may send it.
+    pub has_txn_retry_counter: bool,
 }
 
 impl SessionArguments {
@@ -48,6 +51,11 @@ impl SessionArguments {
             txn_number,
             start_transaction: flag(body, "startTransaction")?,
             autocommit: flag(body, "autocommit")?,
+            has_txn_retry_counter: match body.get("txnRetryCounter") {
+                None => false,
+                Some(Bson::Int32(_)) => true,
+                Some(other) => return Err(wrong_type("txnRetryCounter", other, "int")),
+            },
         })
     }
 
@@ -99,6 +107,9 @@ pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: boo
             ))
         }
         Some(txn_number) if txn_number < 0 => return Err(invalid_options("Transaction number cannot be negative")),
+        Some(_) if session.has_txn_retry_counter => {
+            return Err(invalid_options("txnRetryCounter is only allowed for internal clients"))
+        }
         Some(_) => {}
         None if session.autocommit.is_some() => {
             return Err(invalid_options("'autocommit' field requires a transaction number to also be specified"))
@@ -199,6 +210,13 @@ mod tests {
         assert_eq!(of(doc! {"autocommit": 1}), Some(14));
         assert_eq!(of(doc! {"startTransaction": 1}), Some(14));
         assert_eq!(of(doc! {"lsid": {}, "txnNumber": 3_i64, "autocommit": false}), None);
+        assert_eq!(of(doc! {"lsid": {}, "txnNumber": 3_i64, "txnRetryCounter": "x"}), Some(14));
+    }
+
+    #[test]
+    fn a_txn_retry_counter_is_for_internal_clients() {
+        let body = doc! {"lsid": {}, "txnNumber": 3_i64, "txnRetryCounter": 0};
+        assert_eq!(code("insert", body, true), Some(72));
     }
 
     #[test]

@@ -314,3 +314,30 @@ def test_a_linearizable_cursor_proves_each_batch_on_the_primary():
             with pytest.raises(PyMongoError) as raised:
                 db.command({"getMore": cursor_id, "collection": "lin", "batchSize": 2})
             assert raised.value.details["code"] in (10107, 189, 91), raised.value.details
+
+
+def test_transaction_fields_and_levels_are_refused_as_mongodb_refuses_them(members):
+    """commitTransaction / abortTransaction answer the transactions' 115
+    (they were 59, no such command); txnRetryCounter is for internal
+    clients (72; it was ignored); a null read concern level is a wrong type
+    (14; it read as local)."""
+    import uuid
+
+    from bson import Binary, Int64
+
+    primary = members.primary()
+    with members.direct(primary) as client:
+        lsid = {"id": Binary(uuid.uuid4().bytes, 4)}
+        for name in ("commitTransaction", "abortTransaction"):
+            for extra in ({}, {"lsid": lsid, "txnNumber": Int64(1), "autocommit": False}):
+                with pytest.raises(OperationFailure) as raised:
+                    client.admin.command({name: 1, **extra})
+                assert raised.value.code == 115, (name, extra, raised.value.details)
+        with pytest.raises(OperationFailure) as raised:
+            client.rc.command({"insert": "trc", "documents": [{}], "lsid": lsid, "txnNumber": Int64(2),
+                               "txnRetryCounter": 0})
+        assert raised.value.code == 72, raised.value.details
+        assert client.rc.trc.count_documents({}) == 0
+        with pytest.raises(OperationFailure) as raised:
+            client.rc.command({"find": "trc", "readConcern": {"level": None}})
+        assert raised.value.code == 14, raised.value.details

@@ -311,6 +311,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     always("killSessions", handler!(sessions::commands::kill_sessions)),
     always("killAllSessions", handler!(sessions::kill_all::kill_all_sessions)),
     always("killAllSessionsByPattern", handler!(sessions::kill_all::kill_all_sessions_by_pattern)),
+    always("commitTransaction", handler!(sessions::commands::end_transaction)),
+    always("abortTransaction", handler!(sessions::commands::end_transaction)),
     // Cluster-wide default concerns (commands/rw_defaults.rs)
     always("getDefaultRWConcern", handler!(rw_defaults::get_default_rw_concern)),
     writes("setDefaultRWConcern", handler!(rw_defaults::set_default_rw_concern)),

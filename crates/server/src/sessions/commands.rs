@@ -1,5 +1,6 @@
 //! The session commands (`startSession`, `refreshSessions`, `endSessions`,
-//! `killSessions`) and the `$listLocalSessions` aggregation stage.
+//! `killSessions`), the `$listLocalSessions` aggregation stage, and the
+//! refusal of `commitTransaction` / `abortTransaction`.
 
 use bson::{doc, Bson, Document, Uuid};
 
@@ -173,4 +174,15 @@ impl ListFilter {
     fn admits_anonymous(&self) -> bool {
         matches!(self, ListFilter::All)
     }
+}
+
+/// `commitTransaction` / `abortTransaction`: multi-document transactions
+/// are not implemented, so there is never one to end. The same refusal as
+/// every other transaction entry point (115; they answered 59, no such
+/// command, which a driver reads as a server too old for transactions).
+pub async fn end_transaction(_ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
+    Err(CommandError::new(
+        115,
+        format!("{}: multi-document transactions are not supported by Slipstream yet", req.name),
+    ))
 }

@@ -81,7 +81,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     let log = match Log::open(args.logpath.as_deref()) {
         Ok(log) => log,
         Err(err) => {
-            eprintln!("error: cannot open --logpath {:?}: {err}", args.logpath);
+            let path = args.logpath.as_deref().map(|path| path.display().to_string()).unwrap_or_default();
+            eprintln!("error: cannot open --logpath {path}: {err}");
             return ExitCode::from(1);
         }
     };

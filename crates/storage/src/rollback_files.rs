@@ -86,6 +86,7 @@ impl RollbackFile {
     pub fn create(dbpath: &Path, ns: &str, wall_ms: i64) -> Result<RollbackFile> {
         let dir = namespace_dir(dbpath, ns)?;
         create_dir_durably(dbpath, &dir)?;
+        remove_unfinished(&dir)?;
         let path = free_name(&dir, &file_stem(wall_ms))?;
         let temp = path.with_extension(format!("bson{TEMP_SUFFIX}"));
         let file = OpenOptions::new().write(true).create(true).truncate(true).open(&temp)?;
@@ -124,6 +125,19 @@ impl RollbackFile {
         File::open(&self.dir)?.sync_all()?;
         Ok(self.path)
     }
+}
+
+/// Removes the temporary files an earlier attempt left unfinished (a
+/// rollback that failed, for lack of space say, before its rename): never
+/// a record of anything, and the rollback that follows writes its own.
+fn remove_unfinished(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.to_string_lossy().ends_with(&format!(".bson{TEMP_SUFFIX}")) {
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// `stem.bson`, or `stem.N.bson` for the first N that is free.
@@ -215,6 +229,19 @@ mod tests {
         assert_eq!(read(&second).unwrap(), documents[..1]);
         assert_eq!(list(dir.path(), "db.c").unwrap().len(), 2);
         assert!(list(dir.path(), "db.other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unfinished_file_is_removed_by_the_next_rollback_of_its_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut unfinished = RollbackFile::create(dir.path(), "db.c", 5).unwrap();
+        unfinished.append(&doc! {"_id": 1}).unwrap();
+        drop(unfinished); // a rollback that failed before its rename
+        let ns_dir = namespace_dir(dir.path(), "db.c").unwrap();
+        assert_eq!(fs::read_dir(&ns_dir).unwrap().count(), 1);
+        let finished = write(dir.path(), "db.c", 6, &[doc! {"_id": 2}]).unwrap();
+        let names: Vec<PathBuf> = fs::read_dir(&ns_dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+        assert_eq!(names, vec![finished]);
     }
 
     #[test]

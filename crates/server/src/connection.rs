@@ -467,25 +467,109 @@ pub fn request_from_op_msg(body: Document) -> Result<CommandRequest, CommandErro
 }
 
 /// Whether a `$readPreference` lets a secondary answer: any mode but
-/// `primary`.
+/// `primary`. The document is checked as MongoDB 7.0's
+/// `ReadPreferenceSetting::fromInnerBSON` checks it on every request
+/// (drivers check it too, raw clients and tools do not).
 fn read_preference_allows_secondary(preference: Option<&Bson>) -> Result<bool, CommandError> {
     let Some(preference) = preference else {
         return Ok(false);
     };
-    let mode = match preference {
-        Bson::Document(preference) if !preference.contains_key("mode") => Some("primary"),
-        Bson::Document(preference) => preference.get_str("mode").ok(),
-        _ => None,
+    let Bson::Document(preference) = preference else {
+        return Err(CommandError::type_mismatch(format!(
+            "$readPreference has incorrect type: expected object but got {}",
+            crate::exec::args::type_name(preference)
+        )));
     };
-    match mode {
-        Some("primary") => Ok(false),
-        Some("primaryPreferred" | "secondary" | "secondaryPreferred" | "nearest") => Ok(true),
-        _ => Err(CommandError::new(
-            9,
-            format!("Could not parse $readPreference: mode must be one of primary, primaryPreferred, secondary, secondaryPreferred, nearest; got {preference}"),
-        )),
+    let mode = match preference.get("mode") {
+        Some(Bson::String(mode)) => mode.as_str(),
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "\"mode\" had the wrong type. Expected string, found {}",
+                crate::exec::args::type_name(other)
+            )))
+        }
+        None => return Err(CommandError::new(4, "Missing expected field \"mode\"")),
+    };
+    let primary = match mode {
+        "primary" => true,
+        "primaryPreferred" | "secondary" | "secondaryPreferred" | "nearest" => false,
+        other => {
+            return Err(CommandError::bad_value(format!(
+                "Could not parse $readPreference mode '{other}'. Only the modes 'primary', 'primaryPreferred', \
+                 'secondary', 'secondaryPreferred', and 'nearest' are supported."
+            )))
+        }
+    };
+    match preference.get("hedge") {
+        None => {}
+        Some(Bson::Document(hedge)) => {
+            let enabled = match hedge.get("enabled") {
+                None => true,
+                Some(Bson::Boolean(enabled)) => *enabled,
+                Some(_) => return Err(CommandError::type_mismatch("hedge.enabled must be a boolean")),
+            };
+            if enabled && primary {
+                return Err(CommandError::new(72, "cannot enable hedging for $readPreference mode \"primaryOnly\""));
+            }
+        }
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "hedge field must be of type object if provided; found {other}"
+            )))
+        }
     }
+    match preference.get("tags") {
+        None => {}
+        Some(Bson::Array(tags)) => {
+            let wildcard = tags.is_empty() || (tags.len() == 1 && matches!(&tags[0], Bson::Document(d) if d.is_empty()));
+            if primary && !wildcard {
+                return Err(CommandError::bad_value("Only empty tags are allowed with primary read preference"));
+            }
+        }
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "\"tags\" had the wrong type. Expected array, found {}",
+                crate::exec::args::type_name(other)
+            )))
+        }
+    }
+    let staleness = match preference.get("maxStalenessSeconds") {
+        None => 0,
+        Some(value @ (Bson::Double(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Decimal128(_))) => {
+            match crate::exec::args::exact_integer(value) {
+                Some(seconds) => seconds,
+                None => {
+                    return Err(CommandError::bad_value(format!(
+                        "Expected field \"maxStalenessSeconds\" to have a value exactly representable as a 64-bit \
+                         integer, but found {value}"
+                    )))
+                }
+            }
+        }
+        Some(other) => {
+            return Err(CommandError::type_mismatch(format!(
+                "\"maxStalenessSeconds\" had the wrong type. Expected number, found {}",
+                crate::exec::args::type_name(other)
+            )))
+        }
+    };
+    if staleness < 0 {
+        return Err(CommandError::bad_value("maxStalenessSeconds must be a non-negative integer"));
+    }
+    if staleness != 0 && staleness < MAX_STALENESS_SECONDS_MIN {
+        return Err(CommandError::new(
+            160,
+            format!("maxStalenessSeconds value can not be less than {MAX_STALENESS_SECONDS_MIN}"),
+        ));
+    }
+    if staleness != 0 && primary {
+        return Err(CommandError::bad_value("maxStalenessSeconds can not be set for the primary mode"));
+    }
+    Ok(!primary)
 }
+
+/// The smallest `maxStalenessSeconds` (MongoDB's `kMinimalMaxStalenessValue`).
+const MAX_STALENESS_SECONDS_MIN: i64 = 90;
 
 /// Builds the command of a legacy OP_QUERY on `<db>.$cmd`, unwrapping the
 /// `{$query: ...}` / `{query: ...}` form old drivers use with a read
@@ -568,7 +652,9 @@ mod tests {
         let request = request_from_op_query(query("admin.$cmd", doc! {"isMaster": 1})).unwrap();
         assert_eq!(request.name, "isMaster");
         assert_eq!(request.body.get_str("$db").unwrap(), "admin");
-        let wrapped = request_from_op_query(query("test.$cmd", doc! {"$query": {"ping": 1}, "$readPreference": {}})).unwrap();
+        let wrapped =
+            request_from_op_query(query("test.$cmd", doc! {"$query": {"ping": 1}, "$readPreference": {"mode": "primary"}}))
+                .unwrap();
         assert_eq!((wrapped.db.as_str(), wrapped.name.as_str()), ("test", "ping"));
         assert_eq!(request_from_op_query(query("test.coll", doc! {"a": 1})).unwrap_err().code, 352);
         assert!(!wrapped.secondary_ok);
@@ -588,7 +674,29 @@ mod tests {
         for mode in ["primaryPreferred", "secondary", "secondaryPreferred", "nearest"] {
             assert!(with(Bson::Document(doc! {"mode": mode})).unwrap().secondary_ok, "{mode}");
         }
-        assert_eq!(with(Bson::Document(doc! {"mode": "sideways"})).unwrap_err().code, 9);
-        assert_eq!(with(Bson::Int32(1)).unwrap_err().code, 9);
+        assert_eq!(with(Bson::Document(doc! {"mode": "sideways"})).unwrap_err().code, 2);
+        assert_eq!(with(Bson::Int32(1)).unwrap_err().code, 14);
+    }
+
+    #[test]
+    fn read_preferences_are_checked_as_mongodb_checks_them() {
+        let code = |preference: Document| {
+            request_from_op_msg(doc! {"find": "c", "$db": "d", "$readPreference": preference}).err().map(|e| e.code)
+        };
+        assert_eq!(code(doc! {}), Some(4));
+        assert_eq!(code(doc! {"mode": 1}), Some(14));
+        assert_eq!(code(doc! {"mode": "secondary", "maxStalenessSeconds": 10}), Some(160));
+        assert_eq!(code(doc! {"mode": "secondary", "maxStalenessSeconds": -1}), Some(2));
+        assert_eq!(code(doc! {"mode": "secondary", "maxStalenessSeconds": "x"}), Some(14));
+        assert_eq!(code(doc! {"mode": "secondary", "maxStalenessSeconds": 90.5}), Some(2));
+        assert_eq!(code(doc! {"mode": "secondary", "maxStalenessSeconds": 90}), None);
+        assert_eq!(code(doc! {"mode": "nearest", "maxStalenessSeconds": -1_i64, "tags": [{"dc": "a"}]}), Some(2));
+        assert_eq!(code(doc! {"mode": "primary", "maxStalenessSeconds": 120}), Some(2));
+        assert_eq!(code(doc! {"mode": "primary", "tags": [{"dc": "a"}]}), Some(2));
+        assert_eq!(code(doc! {"mode": "primary", "tags": [{}]}), None);
+        assert_eq!(code(doc! {"mode": "secondary", "tags": {"dc": "a"}}), Some(14));
+        assert_eq!(code(doc! {"mode": "primary", "hedge": {"enabled": true}}), Some(72));
+        assert_eq!(code(doc! {"mode": "primary", "hedge": {"enabled": false}}), None);
+        assert_eq!(code(doc! {"mode": "nearest", "hedge": 1}), Some(14));
     }
 }

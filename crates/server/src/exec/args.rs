@@ -34,6 +34,18 @@ pub fn get_i64(body: &Document, command: &str, field: &str) -> Result<Option<i64
 }
 
 /// A non-negative integral number field.
+/// A number's exact integer value (MongoDB's `isSafeLongLong` reading): a
+/// double or decimal with a fraction, NaN or out of range has none.
+pub fn exact_integer(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        Bson::Double(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.2e18 => Some(*f as i64),
+        Bson::Decimal128(d) => d.to_string().parse::<i64>().ok(),
+        _ => None,
+    }
+}
+
 pub fn get_non_negative(body: &Document, command: &str, field: &str) -> Result<Option<u64>, CommandError> {
     match get_i64(body, command, field)? {
         None => Ok(None),

@@ -597,9 +597,27 @@ pub fn request_from_op_query(query: OpQuery) -> Result<CommandRequest, CommandEr
         body = inner;
     }
     let name = command_name(&body)?;
+    // MongoDB 6.0+ answers only the handshake (and a few commands old
+    // drivers still send) over OP_QUERY.
+    if !OP_QUERY_COMMANDS.contains(&name.as_str()) {
+        return Err(CommandError::new(
+            352,
+            format!(
+                "Unsupported OP_QUERY command: {name}. The client driver may require an upgrade. For more details see \
+                 https://dochub.mongodb.org/core/legacy-opcode-removal"
+            ),
+        ));
+    }
     body.insert("$db", db);
     Ok(CommandRequest { db: db.to_owned(), name, body, secondary_ok })
 }
+
+/// The commands MongoDB 7.0 still runs from an OP_QUERY
+/// (`checkAllowedOpQueryCommand`): the handshake, and what old drivers
+/// send around it.
+const OP_QUERY_COMMANDS: &[&str] = &[
+    "hello", "isMaster", "ismaster", "_isSelf", "authenticate", "buildinfo", "buildInfo", "saslContinue", "saslStart",
+];
 
 fn command_name(body: &Document) -> Result<String, CommandError> {
     match body.keys().next() {
@@ -652,18 +670,24 @@ mod tests {
         let request = request_from_op_query(query("admin.$cmd", doc! {"isMaster": 1})).unwrap();
         assert_eq!(request.name, "isMaster");
         assert_eq!(request.body.get_str("$db").unwrap(), "admin");
-        let wrapped =
-            request_from_op_query(query("test.$cmd", doc! {"$query": {"ping": 1}, "$readPreference": {"mode": "primary"}}))
-                .unwrap();
-        assert_eq!((wrapped.db.as_str(), wrapped.name.as_str()), ("test", "ping"));
+        let wrapped = request_from_op_query(query(
+            "test.$cmd",
+            doc! {"$query": {"isMaster": 1}, "$readPreference": {"mode": "primary"}},
+        ))
+        .unwrap();
+        assert_eq!((wrapped.db.as_str(), wrapped.name.as_str()), ("test", "isMaster"));
         assert_eq!(request_from_op_query(query("test.coll", doc! {"a": 1})).unwrap_err().code, 352);
         assert!(!wrapped.secondary_ok);
         let preferring_secondaries =
-            doc! {"$query": {"find": "c"}, "$readPreference": {"mode": "secondaryPreferred"}};
+            doc! {"$query": {"hello": 1}, "$readPreference": {"mode": "secondaryPreferred"}};
         assert!(request_from_op_query(query("test.$cmd", preferring_secondaries)).unwrap().secondary_ok);
-        let mut flagged = query("test.$cmd", doc! {"count": "c"});
+        let mut flagged = query("test.$cmd", doc! {"buildInfo": 1});
         flagged.flags = query_flags::SECONDARY_OK;
         assert!(request_from_op_query(flagged).unwrap().secondary_ok);
+        // Every other command is MongoDB 6.0+'s 352 over OP_QUERY.
+        for command in [doc! {"ping": 1}, doc! {"insert": "c", "documents": [{}]}, doc! {"find": "c"}] {
+            assert_eq!(request_from_op_query(query("test.$cmd", command)).unwrap_err().code, 352);
+        }
     }
 
     #[test]

@@ -13,8 +13,12 @@ OP_MSG = 2013
 REPLY_BYTES_MAX = 48_000_000
 
 
-def op_msg(request_id: int, body: dict) -> bytes:
-    payload = struct.pack("<I", 0) + b"\x00" + bson.encode(body)
+# OP_MSG flag: the client expects no reply.
+MORE_TO_COME = 1 << 1
+
+
+def op_msg(request_id: int, body: dict, flags: int = 0) -> bytes:
+    payload = struct.pack("<I", flags) + b"\x00" + bson.encode(body)
     return struct.pack("<iiii", 16 + len(payload), request_id, 0, OP_MSG) + payload
 
 

@@ -93,7 +93,7 @@ async fn serve_connection(ctx: &CommandContext, stream: &mut TcpStream) -> Strin
                     Outcome::Exhaust { request, response_to, compressor } => {
                         stream_exhaust(ctx, stream, &request, response_to, compressor).await
                     }
-                    Outcome::Close => return "closed by the failCommand fail point".into(),
+                    Outcome::Close(reason) => return reason.into(),
                 };
                 if let Err(err) = written {
                     return format!("write failed: {err}");
@@ -228,8 +228,9 @@ enum Outcome {
         /// The request came compressed: so does every reply of the stream.
         compressor: Option<Compressor>,
     },
-    /// Close the connection without a reply (a fail point asked for it).
-    Close,
+    /// Close the connection without a reply, for this reason (a fail
+    /// point asked for it; a `w: 0` write reached a member not primary).
+    Close(&'static str),
 }
 
 async fn write_reply(ctx: &CommandContext, stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
@@ -361,7 +362,7 @@ async fn handle_message(ctx: &CommandContext, header: MsgHeader, frame: &[u8], c
         Ok(Message::Msg(msg)) => handle_op_msg(ctx, msg, compressor).await,
         Ok(Message::Query(query)) => match handle_op_query(ctx, query).await {
             Some(bytes) => Outcome::Reply(bytes),
-            None => Outcome::Close,
+            None => Outcome::Close(CLOSED_BY_FAIL_POINT),
         },
         Ok(Message::Reply(_)) => {
             let error = CommandError::new(40413, "OP_REPLY is a server-to-client message");
@@ -401,15 +402,30 @@ async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg, compressor: Option<Comp
                 negotiate_compression(&request, &mut reply);
                 reply
             }
-            None => return Outcome::Close,
+            None => return Outcome::Close(CLOSED_BY_FAIL_POINT),
         },
         Err(error) => error.to_reply(),
     };
     if more_to_come {
-        // The client asked for no reply (e.g. `endSessions` with w: 0).
+        // The client asked for no reply (e.g. `endSessions` with w: 0). A
+        // write refused for not being primary closes the connection, as
+        // MongoDB does: the only way to tell a `w: 0` client to look for
+        // the primary, instead of losing its writes in silence.
+        if reply.get_i32("code").is_ok_and(is_not_primary_error) {
+            ctx.state.metrics.not_primary_unacknowledged_write();
+            return Outcome::Close("closed: an unacknowledged write reached a member that is not primary");
+        }
         return Outcome::NoReply;
     }
     Outcome::Reply(encode_msg_reply(request_id, &reply))
+}
+
+const CLOSED_BY_FAIL_POINT: &str = "closed by the failCommand fail point";
+
+/// MongoDB's `isNotPrimaryError`: the codes that say this member is not
+/// (or no longer) the primary.
+fn is_not_primary_error(code: i32) -> bool {
+    matches!(code, 10107 | 13435 | 13436 | 11602 | 189)
 }
 
 /// The OP_REPLY bytes, or `None` to close the connection.

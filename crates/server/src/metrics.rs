@@ -27,6 +27,7 @@ pub struct Metrics {
     connections_current: AtomicU64,
     connections_total_created: AtomicU64,
     connections_rejected: AtomicU64,
+    not_primary_unacknowledged_writes: AtomicU64,
     /// Wire compression, by compressor id (0 noop, 1 snappy, 2 zlib, 3 zstd).
     compression: [CompressionCounters; COMPRESSOR_IDS],
     /// `metrics.ttl`: documents the TTL monitor deleted, and its passes.
@@ -101,6 +102,16 @@ impl Metrics {
     pub fn connection_opened(&self) {
         add(&self.connections_current, 1);
         add(&self.connections_total_created, 1);
+    }
+
+    /// A `w: 0` write this member refused for not being primary (its
+    /// connection is closed so that the driver looks for the primary).
+    pub fn not_primary_unacknowledged_write(&self) {
+        add(&self.not_primary_unacknowledged_writes, 1);
+    }
+
+    pub fn not_primary_unacknowledged_writes(&self) -> i64 {
+        get(&self.not_primary_unacknowledged_writes)
     }
 
     /// A connection closed at once because the limit was reached.

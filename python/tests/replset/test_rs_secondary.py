@@ -142,3 +142,24 @@ def test_a_secondary_cursor_ends_when_its_collection_is_dropped_or_its_member_ca
         assert raised.value.details["code"] == 13436, raised.value.details
     finally:
         admin.command("replSetMaintenance", False)
+
+
+def test_an_unacknowledged_write_to_a_secondary_closes_the_connection(rs):
+    """MongoDB hangs up on a w: 0 write that reaches a member that is not
+    primary, so that the driver looks for the primary; the write was dropped
+    in silence and the connection kept (MongoDB's
+    not_primary_unacknowledged_write.js)."""
+    import socket
+
+    from slipstream_testing.wire import MORE_TO_COME, op_msg
+
+    secondary = rs.secondaries()[0]
+    port = int(rs.host(secondary).rsplit(":", 1)[1])
+    before = rs.direct(secondary).admin.command("serverStatus")["metrics"]["repl"]["network"]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        body = {"insert": "w0", "documents": [{"_id": 1}], "writeConcern": {"w": 0}, "$db": "t"}
+        sock.sendall(op_msg(1, body, MORE_TO_COME))
+        sock.sendall(op_msg(2, {"hello": 1, "$db": "admin"}))
+        assert sock.recv(16) == b"", "the connection stayed open"
+    after = rs.direct(secondary).admin.command("serverStatus")["metrics"]["repl"]["network"]
+    assert after["notPrimaryUnacknowledgedWrites"] == before.get("notPrimaryUnacknowledgedWrites", 0) + 1

@@ -356,6 +356,13 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
             }
         }
     }
+    let network = status
+        .get_document_mut("metrics")
+        .and_then(|metrics| metrics.get_document_mut("repl"))
+        .and_then(|repl| repl.get_document_mut("network"));
+    if let Ok(network) = network {
+        network.insert("notPrimaryUnacknowledgedWrites", state.metrics.not_primary_unacknowledged_writes());
+    }
     Ok(status)
 }
 

@@ -1,10 +1,11 @@
 """Dropping or renaming a collection, or dropping its database, closes
-the cursors that read it: their next getMore finds no cursor."""
+the cursors that read it: their next getMore is QueryPlanKilled (175), as
+MongoDB answers (it was CursorNotFound, 43)."""
 
 from __future__ import annotations
 
 import pytest
-from pymongo.errors import CursorNotFound, OperationFailure
+from pymongo.errors import OperationFailure
 
 
 def open_cursor(coll):
@@ -23,16 +24,18 @@ def test_drop_closes_cursors_of_that_collection_only(db):
     doomed = open_cursor(db.doomed)
     kept = open_cursor(db.doomed_not)
     db.doomed.drop()
-    with pytest.raises(CursorNotFound):
+    with pytest.raises(OperationFailure) as info:
         get_more(db.doomed, doomed)
+    assert info.value.code == 175
     assert len(get_more(db.doomed_not, kept)["cursor"]["nextBatch"]) == 18
 
 
 def test_drop_database_closes_its_cursors(client, db):
     cursor_id = open_cursor(db.items)
     client.drop_database(db.name)
-    with pytest.raises(CursorNotFound):
+    with pytest.raises(OperationFailure) as info:
         get_more(db.items, cursor_id)
+    assert info.value.code == 175
 
 
 def test_rename_closes_cursors_of_source_and_dropped_target(client, db):
@@ -42,4 +45,4 @@ def test_rename_closes_cursors_of_source_and_dropped_target(client, db):
     for coll, cursor_id in ((db.src, source), (db.dst, target)):
         with pytest.raises(OperationFailure) as info:
             get_more(coll, cursor_id)
-        assert info.value.code == 43
+        assert info.value.code == 175

@@ -100,6 +100,9 @@ def test_server_status_sections(client):
     assert reply["storageEngine"]["name"] in reply
     # Snapshot reads are served (it said false).
     assert reply["storageEngine"]["supportsSnapshotReadConcern"] is True
+    # MongoDB's cursor counters (they were missing).
+    cursor = reply["metrics"]["cursor"]
+    assert set(cursor["open"]) == {"noTimeout", "pinned", "total"} and "timedOut" in cursor
 
 
 def test_explain_names_the_member_that_answered(client):

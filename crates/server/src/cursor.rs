@@ -65,6 +65,22 @@ pub struct Cursor<B> {
 struct Slots<B> {
     map: HashMap<i64, Slot<B>>,
     last_reap: Option<Instant>,
+    /// Cursors closed because their namespace went away (newest last,
+    /// at most `DROPPED_REMEMBERED`): their next `getMore` is
+    /// QueryPlanKilled (175), as MongoDB answers, not CursorNotFound.
+    dropped: std::collections::VecDeque<i64>,
+}
+
+/// How many cursors closed by a drop or rename are remembered.
+const DROPPED_REMEMBERED: usize = 4096;
+
+impl<B> Slots<B> {
+    fn remember_dropped(&mut self, id: i64) {
+        if self.dropped.len() == DROPPED_REMEMBERED {
+            self.dropped.pop_front();
+        }
+        self.dropped.push_back(id);
+    }
 }
 
 /// How often cursor operations sweep the whole map for expired cursors;
@@ -133,6 +149,7 @@ impl<B> CursorManager<B> {
             slots: Mutex::new(Slots {
                 map: HashMap::new(),
                 last_reap: None,
+                dropped: std::collections::VecDeque::new(),
             }),
             id_key: RandomState::new(),
             id_counter: AtomicU64::new(0),
@@ -177,7 +194,19 @@ impl<B> CursorManager<B> {
         self.maybe_reap(&mut guard, now);
         let slots = &mut guard.map;
         match slots.get(&id) {
-            None => return Err(cursor_not_found(id)),
+            None => {
+                if let Some(at) = guard.dropped.iter().position(|dropped| *dropped == id) {
+                    guard.dropped.remove(at);
+                    return Err(CommandError::new(
+                        175,
+                        format!(
+                            "PlanExecutor error during getMore :: caused by :: cursor {id}'s collection was dropped \
+                             or renamed"
+                        ),
+                    ));
+                }
+                return Err(cursor_not_found(id));
+            }
             Some(Slot::Idle { cursor, last_used }) if self.expired(cursor, *last_used, now) => {
                 slots.remove(&id);
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
@@ -270,25 +299,28 @@ impl<B> CursorManager<B> {
 
     /// Closes every cursor reading a namespace that `gone` says no longer
     /// exists (a dropped collection or database, a renamed collection), as
-    /// MongoDB kills them: their next `getMore` finds no cursor. A cursor
+    /// MongoDB kills them: their next `getMore` is QueryPlanKilled. A cursor
     /// checked out by a running `getMore` is closed when it is checked in.
     /// Returns how many were closed.
     pub fn kill_namespaces(&self, gone: impl Fn(&str) -> bool) -> usize {
-        let slots = &mut self.slots.lock().map;
-        let mut closed = 0;
-        slots.retain(|_, slot| match slot {
+        let mut guard = self.slots.lock();
+        let mut closed = Vec::new();
+        guard.map.retain(|id, slot| match slot {
             Slot::Idle { cursor, .. } if gone(&cursor.ns) => {
-                closed += 1;
+                closed.push(*id);
                 false
             }
             Slot::InUse { ns, kill_requested, .. } if gone(ns) => {
                 *kill_requested = true;
-                closed += 1;
+                closed.push(*id);
                 true
             }
             _ => true,
         });
-        closed
+        for id in &closed {
+            guard.remember_dropped(*id);
+        }
+        closed.len()
     }
 
     /// Refuses a `getMore` on cursor `id` from another session than the
@@ -515,8 +547,10 @@ mod tests {
         let other = cursors.register(cursor("db.ab", false), now).unwrap();
         let checked_out = cursors.check_out(busy, "db.a", now).unwrap();
         assert_eq!(cursors.kill_namespaces(|ns| ns == "db.a"), 2);
-        assert_eq!(cursors.check_out(idle, "db.a", now).err().map(|e| e.code), Some(43));
+        assert_eq!(cursors.check_out(idle, "db.a", now).err().map(|e| e.code), Some(175));
+        assert_eq!(cursors.check_out(idle, "db.a", now).err().map(|e| e.code), Some(43), "said once");
         assert!(!cursors.check_in(busy, checked_out, now), "killed while in use");
+        assert_eq!(cursors.check_out(busy, "db.a", now).err().map(|e| e.code), Some(175));
         assert!(cursors.check_out(other, "db.ab", now).is_ok());
     }
 

@@ -278,7 +278,18 @@ pub async fn server_status(ctx: &CommandContext, _req: &CommandRequest) -> Comma
         "connections": state.metrics.connections(state.options.max_connections),
         "opcounters": state.metrics.opcounters(),
         "network": state.metrics.network(),
-        "metrics": {"ttl": state.metrics.ttl()},
+        "metrics": {
+            "ttl": state.metrics.ttl(),
+            // MongoDB's `metrics.cursor` (pinned is always 0 here).
+            "cursor": {
+                "timedOut": state.cursors.timed_out_count() as i64,
+                "open": {
+                    "noTimeout": state.cursors.open_no_timeout_count() as i64,
+                    "pinned": 0_i64,
+                    "total": state.cursors.open_count() as i64,
+                },
+            },
+        },
         "mem": {
             "bits": 64,
             "resident": (resident_kb / 1024) as i32,

@@ -64,9 +64,12 @@ def test_stats_match_the_documents_after_mixed_writes(db):
     db.other.insert_many([{"_id": i, "tags": i} for i in range(10)])
     db.other.create_index("tags")
     other = expected_stats(db.other)
+    db.command("create", "recent", viewOn="other", pipeline=[{"$match": {"tags": {"$gt": 5}}}])
     stats = db.command("dbStats")
     assert stats["objects"] == expected["count"] + other["count"]
     assert stats["dataSize"] == expected["size"] + other["size"]
+    # A view counts as a view, not as a collection (views was always 0).
+    assert (stats["collections"], stats["views"]) == (2, 1)
 
 
 def test_drop_and_recreate_starts_from_zero(db):

@@ -368,10 +368,21 @@ async fn run_on_primary(ctx: &CommandContext, request: &CommandRequest) -> Docum
     let topology: &dyn Topology = ctx.state.topology.as_ref();
     // The internal client sets `$db` itself.
     let body = request.body.clone();
-    let timeout = max_time_deadline(&request.body).map_or(ON_PRIMARY_TIMEOUT, |deadline| {
+    let deadline = max_time_deadline(&request.body);
+    let timeout = deadline.map_or(ON_PRIMARY_TIMEOUT, |deadline| {
         deadline.saturating_duration_since(Instant::now()) + ON_PRIMARY_MARGIN
     });
-    match topology.run_on_primary(&request.db, body, timeout).await {
+    let handed_on = topology.run_on_primary(&request.db, body, timeout);
+    // The client's maxTimeMS bounds the wait for a primary that does not
+    // answer (it failed only at the network's own bound, 6 HostUnreachable).
+    let outcome = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline.into(), handed_on).await {
+            Ok(outcome) => outcome,
+            Err(_) => return CommandError::new(50, "operation exceeded time limit").to_reply(),
+        },
+        None => handed_on.await,
+    };
+    match outcome {
         Ok(reply) => {
             // The primary's cluster time, to pass on in this reply.
             let _ = observe_cluster_time(topology, &reply);

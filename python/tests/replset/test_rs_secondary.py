@@ -163,3 +163,28 @@ def test_an_unacknowledged_write_to_a_secondary_closes_the_connection(rs):
         assert sock.recv(16) == b"", "the connection stayed open"
     after = rs.direct(secondary).admin.command("serverStatus")["metrics"]["repl"]["network"]
     assert after["notPrimaryUnacknowledgedWrites"] == before.get("notPrimaryUnacknowledgedWrites", 0) + 1
+
+
+def test_an_out_handed_on_to_a_silent_primary_keeps_its_max_time(make_replset):
+    """An aggregate with $out sent to a secondary runs on the primary; when
+    the primary does not answer, the client's maxTimeMS ends the wait (50),
+    as on MongoDB (it failed after 7 s, 6 HostUnreachable)."""
+    import time
+
+    from pymongo.errors import OperationFailure
+
+    rs = make_replset()
+    rs.client().t.get_collection("src", write_concern=WriteConcern(w=3)).insert_one({"_id": 1})
+    primary = rs.primary()
+    secondary = rs.secondaries()[0]
+    db = rs.direct(secondary).get_database("t", read_preference=ReadPreference.SECONDARY_PREFERRED)
+    rs.pause(primary)
+    try:
+        started = time.monotonic()
+        with pytest.raises(OperationFailure) as raised:
+            db.command({"aggregate": "src", "pipeline": [{"$out": "dst"}], "cursor": {}, "maxTimeMS": 1500})
+        waited = time.monotonic() - started
+    finally:
+        rs.resume(primary)
+    assert raised.value.code in (50, 10107, 189), raised.value.details
+    assert waited < 5.0, f"the wait outlived maxTimeMS ({waited:.1f} s)"

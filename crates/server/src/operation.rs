@@ -124,8 +124,16 @@ async fn run(
         }
     }
     let access = spec.access_of(&request.body);
+    // The member's own collections of `local` (the oplog, its replication
+    // state) are refused further on, with MongoDB's IllegalOperation.
+    let own_local = || match request.body.values().next() {
+        Some(Bson::String(collection)) => {
+            collection == "oplog.rs" || state.engine.collection_info(&format!("local.{collection}")).is_some()
+        }
+        _ => false,
+    };
     let local_write = access == CommandAccess::Write && request.db == "local" && request.name != "dropDatabase";
-    if local_write && topology.is_replica_set() {
+    if local_write && topology.is_replica_set() && !own_local() {
         // MongoDB lets every member write its own unreplicated `local`;
         // Slipstream keeps only its replication state there. One clear
         // refusal on every member: a secondary's "not primary" made

@@ -411,7 +411,7 @@ async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg, compressor: Option<Comp
         // write refused for not being primary closes the connection, as
         // MongoDB does: the only way to tell a `w: 0` client to look for
         // the primary, instead of losing its writes in silence.
-        if reply.get_i32("code").is_ok_and(is_not_primary_error) {
+        if reply.get_i32("code").is_ok_and(crate::error::is_not_primary_error) {
             ctx.state.metrics.not_primary_unacknowledged_write();
             return Outcome::Close("closed: an unacknowledged write reached a member that is not primary");
         }
@@ -421,12 +421,6 @@ async fn handle_op_msg(ctx: &CommandContext, msg: OpMsg, compressor: Option<Comp
 }
 
 const CLOSED_BY_FAIL_POINT: &str = "closed by the failCommand fail point";
-
-/// MongoDB's `isNotPrimaryError`: the codes that say this member is not
-/// (or no longer) the primary.
-fn is_not_primary_error(code: i32) -> bool {
-    matches!(code, 10107 | 13435 | 13436 | 11602 | 189)
-}
 
 /// The OP_REPLY bytes, or `None` to close the connection.
 async fn handle_op_query(ctx: &CommandContext, query: OpQuery) -> Option<Vec<u8>> {

@@ -846,6 +846,13 @@ impl Engine {
         collections
     }
 
+    /// The UUID of collection `ns` now, without copying its description
+    /// (a cursor's `getMore` checks that its collection is still the one
+    /// it opened on).
+    pub fn collection_uuid(&self, ns: &str) -> Option<bson::Uuid> {
+        self.inner.catalog.read().latest().get(ns).map(|c| c.uuid)
+    }
+
     pub fn collection_info(&self, ns: &str) -> Option<CollectionInfo> {
         if is_local_namespace(ns) && local_document(&self.inner.local.snapshot(), ns).is_some() {
             return Some(local_collection_info(ns));

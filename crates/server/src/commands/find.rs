@@ -690,7 +690,7 @@ fn collection_uuid(ctx: &CommandContext, ns: &str) -> Option<bson::Uuid> {
     if ns.starts_with("local.") {
         return None;
     }
-    ctx.state.engine.collection_info(ns).map(|info| info.uuid)
+    ctx.state.engine.collection_uuid(ns)
 }
 
 pub async fn get_more(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {

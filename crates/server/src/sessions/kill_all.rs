@@ -20,9 +20,6 @@ use crate::commands::{CommandContext, CommandRequest, CommandResult};
 use crate::error::CommandError;
 use crate::exec::args::type_name;
 
-/// Bytes of a `uid` (a SHA-256 digest).
-const UID_BYTES: usize = 32;
-
 pub async fn kill_all_sessions(ctx: &CommandContext, req: &CommandRequest) -> CommandResult {
     let users = patterns(req, "KillAllSessionsCmd")?;
     for user in users {
@@ -128,7 +125,9 @@ impl Pattern {
             match key.as_str() {
                 "lsid" => pattern.lsid = Some(lsid::parse(value)?),
                 "uid" => match value {
-                    Bson::Binary(binary) if binary.bytes.len() == UID_BYTES => pattern.uid = Some(binary.bytes.clone()),
+                    Bson::Binary(binary) if binary.bytes.len() == lsid::UID_BYTES => {
+                        pattern.uid = Some(binary.bytes.clone());
+                    }
                     _ => {
                         return Err(CommandError::type_mismatch(
                             "BSON field 'KillAllSessionsByPattern.uid' must be a 32-byte digest",

@@ -20,7 +20,7 @@ pub const ANONYMOUS_UID: [u8; 32] = [
 ];
 
 /// Bytes of a `uid` (a SHA-256 digest).
-const UID_BYTES: usize = 32;
+pub const UID_BYTES: usize = 32;
 
 /// The anonymous user's `uid` as BSON.
 pub fn anonymous_uid() -> Bson {

@@ -81,14 +81,10 @@ fn wrong_type(name: &str, value: &Bson, expected: &str) -> CommandError {
     ))
 }
 
-/// Commands MongoDB runs without authentication, which take no
-/// transaction fields.
-const WITHOUT_AUTHENTICATION: &[&str] = &["hello", "ping", "buildInfo"];
-
 /// Refuses the session arguments this node cannot honour, before anything
 /// else about the command is looked at.
 pub fn check(spec: &CommandSpec, session: &SessionArguments, is_replica_set: bool) -> Result<(), CommandError> {
-    if WITHOUT_AUTHENTICATION.contains(&spec.name) {
+    if spec.without_authentication {
         if session.autocommit.is_some() {
             return Err(CommandError::new(263, "This command is not supported in transactions"));
         }

@@ -180,6 +180,9 @@ pub struct CommandSpec {
     pub retryable_write: bool,
     /// Exists only with `--enable-test-commands`.
     pub test_only: bool,
+    /// Runs without authentication in MongoDB (`requiresAuth() == false`),
+    /// so it takes no transaction fields (`session::check`).
+    pub without_authentication: bool,
     pub handler: Handler,
 }
 
@@ -196,8 +199,13 @@ impl CommandSpec {
             },
             retryable_write: false,
             test_only: false,
+            without_authentication: false,
             handler,
         }
+    }
+
+    const fn without_authentication(self) -> Self {
+        CommandSpec { without_authentication: true, ..self }
     }
 
     const fn aliases(self, aliases: &'static [&'static str]) -> Self {
@@ -288,10 +296,10 @@ const fn replication(name: &'static str) -> CommandSpec {
 /// except the historical spellings MongoDB also accepts.
 pub static COMMANDS: &[CommandSpec] = &[
     // Handshake (commands/handshake.rs)
-    always("hello", handler!(handshake::hello)).aliases(&["isMaster", "ismaster"]),
+    always("hello", handler!(handshake::hello)).aliases(&["isMaster", "ismaster"]).without_authentication(),
     // Administration and diagnostics (commands/admin.rs)
-    always("ping", handler!(admin::ping)),
-    always("buildInfo", handler!(admin::build_info)).aliases(&["buildinfo"]),
+    always("ping", handler!(admin::ping)).without_authentication(),
+    always("buildInfo", handler!(admin::build_info)).aliases(&["buildinfo"]).without_authentication(),
     always("getParameter", handler!(diagnostics::get_parameter)),
     always("setParameter", handler!(diagnostics::set_parameter)),
     always("listCommands", handler!(diagnostics::list_commands)),

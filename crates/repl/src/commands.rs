@@ -732,31 +732,23 @@ async fn heartbeat(set: &ReplicaSet, body: &Document) -> Result<Document, ReplEr
     let request = decode_heartbeat_request(body)?;
     let shared = set.shared();
     let snapshot = shared.snapshot();
+    // The set named on our command line, which our configuration (if any)
+    // names too: an uninitiated member of another set answers as one.
+    if request.set_name != shared.options.set_name {
+        return Err(ReplError::coded(
+            108,
+            format!(
+                "Our set name of {} does not match name {} reported by remote node",
+                shared.options.set_name, request.set_name
+            ),
+        ));
+    }
     let Some(config) = &snapshot.config else {
-        // Not initiated yet: the set named on our command line is ours.
-        if request.set_name != shared.options.set_name {
-            return Err(ReplError::coded(
-                108,
-                format!(
-                    "Our set name of {} does not match name {} reported by remote node",
-                    shared.options.set_name, request.set_name
-                ),
-            ));
-        }
         if request.heartbeat.config_version > 0 {
             fetch_initial_config(shared.clone(), request.from_host.clone(), request.set_name.clone());
         }
         return Err(ReplError::NotYetInitialized);
     };
-    if request.set_name != config.set_name {
-        return Err(ReplError::coded(
-            108,
-            format!(
-                "Our set name of {} does not match name {} reported by remote node",
-                config.set_name, request.set_name
-            ),
-        ));
-    }
     let requester_config = request.heartbeat.config_version_and_term();
     let send_config = config.version_and_term().is_newer_than(requester_config)
         || request.heartbeat.config_version == UNINITIALIZED_CONFIG_VERSION;
